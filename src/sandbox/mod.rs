@@ -1,0 +1,8 @@
+//! Everything that keeps tools inside the lines: paths, commands, environment, the OS sandbox and
+//! secret redaction. Tools call into this module; they never make their own sandbox decisions.
+
+pub mod paths;
+pub mod policy;
+
+pub use paths::{Access, SandboxViolation, Workspace};
+pub use policy::{Limits, Policy, SandboxMode};

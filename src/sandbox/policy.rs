@@ -1,0 +1,219 @@
+//! The policy: what a workspace allows beyond the built-in defaults.
+//!
+//! Loaded from `acode-policy.json` in the workspace or from `--policy FILE`. Every field is optional;
+//! an unknown field is an error so that a typo cannot silently loosen or tighten the sandbox.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Executables a plan may run without any policy file (SPEC §6).
+pub const DEFAULT_ALLOWLIST: &[&str] = &[
+    "cargo", "rustc", "git", "npm", "node", "python3", "make", "go", "ls", "cat", "echo", "true",
+    "false", "grep", "wc", "head", "tail", "sort",
+];
+
+/// Environment variables a child process keeps (SPEC §6); everything else is cleared.
+pub const DEFAULT_ENV_PASSTHROUGH: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+];
+
+/// Tools that ask for confirmation unless the policy says otherwise.
+pub const DEFAULT_CONFIRM_TOOLS: &[&str] = &["file_delete"];
+
+/// Which OS-level sandbox wraps child processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// No OS sandbox: only the in-process checks apply.
+    None,
+    /// Always bubblewrap; fail closed if it cannot run.
+    Bwrap,
+    /// Bubblewrap when it works on this machine, otherwise none.
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(SandboxMode::None),
+            "bwrap" => Ok(SandboxMode::Bwrap),
+            "auto" => Ok(SandboxMode::Auto),
+            other => Err(format!(
+                "unknown sandbox mode {other:?} (expected none, bwrap or auto)"
+            )),
+        }
+    }
+}
+
+/// Resource limits; defaults follow SPEC §6 and §7.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Bytes kept of each of a command's stdout and stderr; the rest is counted and dropped.
+    pub output_bytes: usize,
+    /// Bytes `file_read` returns before marking the content truncated.
+    pub read_bytes: usize,
+    /// Default timeout for a step's tool call when the plan gives none, in seconds.
+    pub timeout_s: u64,
+    /// Characters of a tool result handed back to an LLM.
+    pub tool_result_chars: usize,
+    /// Upper bound on `max_results` for `file_search` and entries for listings.
+    pub max_results: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            output_bytes: 10 * 1024 * 1024,
+            read_bytes: 1024 * 1024,
+            timeout_s: 300,
+            tool_result_chars: 8000,
+            max_results: 10_000,
+        }
+    }
+}
+
+/// The workspace policy (see the module docs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// Executables allowed in addition to [`DEFAULT_ALLOWLIST`].
+    pub allow_commands: Vec<String>,
+    /// Executables that run without confirmation. Defaults to the built-in allowlist, so commands
+    /// added by policy need confirmation unless listed here too.
+    pub auto_approve_commands: Vec<String>,
+    /// Tools that always need confirmation (default: `file_delete`).
+    pub confirm_tools: Vec<String>,
+    /// Extra environment variables passed through to children.
+    pub env_passthrough: Vec<String>,
+    /// OS sandbox mode; `--sandbox` overrides it.
+    pub sandbox: SandboxMode,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            allow_commands: Vec::new(),
+            auto_approve_commands: DEFAULT_ALLOWLIST.iter().map(|s| s.to_string()).collect(),
+            confirm_tools: DEFAULT_CONFIRM_TOOLS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            env_passthrough: Vec::new(),
+            sandbox: SandboxMode::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A policy file that could not be used.
+#[derive(Debug, Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        /// The policy file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid policy.
+    #[error("invalid policy file {path}: {message}")]
+    Invalid {
+        /// The policy file.
+        path: String,
+        /// What is wrong, with line and column.
+        message: String,
+    },
+}
+
+impl Policy {
+    /// The file name looked for in the workspace root.
+    pub const FILE_NAME: &'static str = "acode-policy.json";
+
+    /// Loads `explicit` if given, else `acode-policy.json` in `workspace` if present, else defaults.
+    pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<Policy, PolicyError> {
+        let path = match explicit {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let p = workspace.join(Self::FILE_NAME);
+                if !p.exists() {
+                    return Ok(Policy::default());
+                }
+                p
+            }
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| PolicyError::Invalid {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// Parses policy JSON; the error names line and column.
+    pub fn parse(text: &str) -> Result<Policy, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Whether `program` (a bare command name) may run at all.
+    pub fn command_allowed(&self, program: &str) -> bool {
+        DEFAULT_ALLOWLIST.contains(&program) || self.allow_commands.iter().any(|c| c == program)
+    }
+
+    /// Whether `program` runs without asking for confirmation.
+    pub fn command_auto_approved(&self, program: &str) -> bool {
+        self.auto_approve_commands.iter().any(|c| c == program)
+    }
+
+    /// Whether every call of `tool` needs confirmation.
+    pub fn tool_needs_confirmation(&self, tool: &str) -> bool {
+        self.confirm_tools.iter().any(|t| t == tool)
+    }
+
+    /// The names of environment variables a child keeps.
+    pub fn env_allowlist(&self) -> impl Iterator<Item = &str> {
+        DEFAULT_ENV_PASSTHROUGH
+            .iter()
+            .copied()
+            .chain(self.env_passthrough.iter().map(String::as_str))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_additions() {
+        let p = Policy::parse(r#"{"allow_commands":["rg"],"sandbox":"none"}"#).unwrap();
+        assert!(p.command_allowed("rg"));
+        assert!(p.command_allowed("cargo"));
+        assert!(!p.command_allowed("rm"));
+        assert!(p.command_auto_approved("cargo"));
+        assert!(!p.command_auto_approved("rg"));
+        assert!(p.tool_needs_confirmation("file_delete"));
+        assert_eq!(p.sandbox, SandboxMode::None);
+    }
+
+    #[test]
+    fn unknown_fields_are_errors() {
+        let err = Policy::parse(r#"{"allow_comands":["rm"]}"#).unwrap_err();
+        assert!(err.contains("allow_comands"), "{err}");
+    }
+}

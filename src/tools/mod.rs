@@ -1,0 +1,246 @@
+//! Tools: the only code that touches the workspace or runs programs.
+//!
+//! A tool is a named function with a JSON schema for its arguments. The same schema validates plan
+//! steps, validates LLM tool calls and is shown to the LLM, so there is one definition of what a tool
+//! accepts. Tools resolve every path through [`crate::sandbox::Workspace`] and never decide their own
+//! sandbox rules.
+
+pub mod files;
+pub mod registry;
+pub mod schema;
+pub mod search;
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::error::ErrorKind;
+use crate::sandbox::{Policy, SandboxViolation, Workspace};
+
+pub use registry::ToolRegistry;
+
+/// One request to run a tool, as produced by a step driver (the plan, or an LLM).
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCall {
+    /// Identifier of this call within its step (the LLM's id, or generated).
+    pub call_id: String,
+    /// The step this call belongs to.
+    pub step_id: String,
+    /// The tool's registered name.
+    pub tool: String,
+    /// Arguments after variable substitution.
+    pub arguments: Value,
+    /// Agent turn that produced this call (`None` for direct steps).
+    pub turn: Option<u32>,
+}
+
+/// A named blob of output kept in the database (`stdout`, `stderr`, `diff`, `diagnostics`, ...).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Artifact {
+    /// The artifact type, e.g. `stdout`.
+    pub artifact_type: String,
+    /// The content kept (possibly cut short).
+    pub content: String,
+    /// The size of the full output in bytes, even if only part of it was kept.
+    pub bytes: u64,
+    /// Whether `content` is shorter than the full output.
+    pub truncated: bool,
+}
+
+impl Artifact {
+    /// An artifact whose content is complete.
+    pub fn new(artifact_type: &str, content: String) -> Self {
+        let bytes = content.len() as u64;
+        Artifact {
+            artifact_type: artifact_type.to_string(),
+            content,
+            bytes,
+            truncated: false,
+        }
+    }
+}
+
+/// What a tool produced, successful or not. A tool that ran and failed (a non-zero exit, compile
+/// errors) still returns `Ok(ToolOutput)` with `success: false`, so its artifacts are recorded.
+#[derive(Debug, Clone, Default)]
+pub struct ToolOutput {
+    /// Whether the tool achieved what it was asked.
+    pub success: bool,
+    /// Why not, when `success` is false; `None` means [`ErrorKind::ToolFailed`].
+    pub failure_kind: Option<ErrorKind>,
+    /// A message for the user when `success` is false.
+    pub error: Option<String>,
+    /// A process exit code, for tools that run programs.
+    pub exit_code: Option<i32>,
+    /// What the driver (and an LLM) sees as the result: short, textual.
+    pub content: String,
+    /// What is kept in the database.
+    pub artifacts: Vec<Artifact>,
+}
+
+impl ToolOutput {
+    /// A successful result with `content` and no artifacts yet.
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutput {
+            success: true,
+            content: content.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A failed result of the given kind.
+    pub fn failed(kind: ErrorKind, error: impl Into<String>) -> Self {
+        let error = error.into();
+        ToolOutput {
+            success: false,
+            failure_kind: Some(kind),
+            content: error.clone(),
+            error: Some(error),
+            ..Default::default()
+        }
+    }
+
+    /// Adds an artifact (builder style).
+    pub fn with_artifact(mut self, artifact: Artifact) -> Self {
+        self.artifacts.push(artifact);
+        self
+    }
+}
+
+/// A tool call that could not run at all.
+#[derive(Debug, Error)]
+pub enum ToolError {
+    /// The arguments do not fit the tool's schema or meaning.
+    #[error("invalid arguments for {tool}: {message}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What is wrong, naming the argument.
+        message: String,
+    },
+    /// A path or command would leave the sandbox.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxViolation),
+    /// An operating-system error, with the workspace-relative path it concerned.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done (`read`, `write`, ...).
+        op: &'static str,
+        /// The path, relative to the workspace.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Any other permanent failure before or instead of producing output.
+    #[error("{0}")]
+    Failed(String),
+    /// A failure worth retrying (a flaky network, a command marked retryable).
+    #[error("{0}")]
+    Transient(String),
+    /// The run is being interrupted.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl ToolError {
+    /// The error kind this becomes in the database and exit code.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ToolError::InvalidArguments { .. } => ErrorKind::InvalidArguments,
+            ToolError::Sandbox(_) => ErrorKind::SandboxViolation,
+            ToolError::Io { .. } | ToolError::Failed(_) | ToolError::Transient(_) => {
+                ErrorKind::ToolFailed
+            }
+            ToolError::Interrupted => ErrorKind::Interrupted,
+        }
+    }
+
+    /// Whether another attempt could succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ToolError::Transient(_))
+    }
+
+    /// Shorthand for an [`ToolError::InvalidArguments`].
+    pub fn invalid(tool: &str, message: impl Into<String>) -> Self {
+        ToolError::InvalidArguments {
+            tool: tool.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What a tool may use while it runs: the sandbox, the policy and the run's signals.
+pub struct ToolContext<'a> {
+    /// The workspace and its protected areas.
+    pub workspace: &'a Workspace,
+    /// The policy in force.
+    pub policy: &'a Policy,
+    /// The time limit for this call.
+    pub timeout: Duration,
+    /// The bubblewrap binary when the OS sandbox is on for this run.
+    pub bwrap: Option<&'a Path>,
+    /// Set when the run is being interrupted; long-running tools poll it and stop.
+    pub cancel: &'a AtomicBool,
+    /// Called periodically by long-running tools with the elapsed time, for heartbeat events.
+    pub heartbeat: &'a (dyn Fn(Duration) + Sync),
+}
+
+/// A tool (see the module docs). Implementations are stateless; all state is in the context.
+pub trait Tool: Send + Sync {
+    /// The registered name, as used in plans and shown to LLMs.
+    fn name(&self) -> &'static str;
+    /// One sentence for `acode-run tools` and for the LLM.
+    fn description(&self) -> &'static str;
+    /// The JSON Schema of the arguments object.
+    fn schema(&self) -> Value;
+    /// Whether re-running after a crash is harmless (reads, overwrites); used by resume.
+    fn idempotent(&self) -> bool;
+    /// Checks arguments against the sandbox and policy without side effects; used both when the plan
+    /// is validated and before every call. Schema validation has already happened.
+    fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError>;
+    /// Whether this particular call needs confirmation beyond the policy's per-tool list (e.g. a
+    /// command outside the auto-approve set).
+    fn needs_confirmation(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        false
+    }
+    /// A preview of the effect (a diff) shown when asking for confirmation.
+    fn preview(&self, _args: &Value, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+    /// Short text describing the call for progress lines (`cargo test`, `src/lib.rs`).
+    fn summary(&self, args: &Value) -> String {
+        args.get("path")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    }
+    /// Runs the call.
+    fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// Reads a required string argument; the schema has already checked presence and type, so a
+/// failure here is reported, not panicked on.
+pub fn arg_str<'v>(tool: &str, args: &'v Value, name: &str) -> Result<&'v str, ToolError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::invalid(tool, format!("missing string argument '{name}'")))
+}
+
+/// Reads an optional string argument.
+pub fn arg_opt_str<'v>(args: &'v Value, name: &str) -> Option<&'v str> {
+    args.get(name).and_then(Value::as_str)
+}
+
+/// Reads an optional non-negative integer argument.
+pub fn arg_opt_u64(args: &Value, name: &str) -> Option<u64> {
+    args.get(name).and_then(Value::as_u64)
+}
+
+/// Reads an optional boolean argument.
+pub fn arg_opt_bool(args: &Value, name: &str) -> Option<bool> {
+    args.get(name).and_then(Value::as_bool)
+}

@@ -1,0 +1,67 @@
+//! The tool registry: name → tool. Plans, the executor, the LLM loop and `acode-run tools` all look
+//! tools up here, so a tool that is not registered does not exist anywhere.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Tool;
+
+/// Every tool available to a run, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// An empty registry, for embedders who want to choose tools one by one.
+    pub fn empty() -> Self {
+        ToolRegistry::default()
+    }
+
+    /// The built-in tools.
+    pub fn builtin() -> Self {
+        let mut r = ToolRegistry::empty();
+        super::files::register(&mut r);
+        super::search::register(&mut r);
+        r
+    }
+
+    /// Adds or replaces a tool.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.name(), tool);
+    }
+
+    /// Looks a tool up by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.tools.keys().copied()
+    }
+
+    /// All tools, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
+    }
+
+    /// `{name, description, parameters}` for each tool, as `acode-run tools` prints and LLMs see.
+    pub fn describe(&self) -> Value {
+        Value::Array(
+            self.tools
+                .values()
+                .map(|t| {
+                    json!({
+                        "name": t.name(),
+                        "description": t.description(),
+                        "idempotent": t.idempotent(),
+                        "parameters": t.schema(),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
