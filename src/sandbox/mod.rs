@@ -3,6 +3,7 @@
 
 pub mod paths;
 pub mod policy;
+pub mod redact;
 
 pub use paths::{Access, SandboxViolation, Workspace};
 pub use policy::{Limits, Policy, SandboxMode};

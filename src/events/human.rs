@@ -1,0 +1,190 @@
+//! The human progress printer: one line per step on stderr, heartbeats, and a final summary.
+//!
+//! Colour is used only when the output is a terminal and `NO_COLOR` is unset, so logs captured by CI
+//! stay plain text.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use super::{Event, EventKind};
+use crate::executor::ProgressCallback;
+use crate::sandbox::redact::Redactor;
+
+#[derive(Default)]
+struct Current {
+    index: usize,
+    total: usize,
+    step_id: String,
+    tool: String,
+    summary: String,
+}
+
+/// Renders events as progress lines.
+pub struct HumanPrinter<W: Write + Send> {
+    out: Mutex<(W, Current)>,
+    color: bool,
+    redactor: Arc<Redactor>,
+}
+
+/// Whether stderr should get colour: a terminal, and `NO_COLOR` not set.
+pub fn stderr_wants_color() -> bool {
+    // SAFETY: isatty only inspects the file descriptor.
+    let tty = unsafe { libc::isatty(libc::STDERR_FILENO) } == 1;
+    tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+impl<W: Write + Send> HumanPrinter<W> {
+    /// A printer writing to `out`, coloured if `color`.
+    pub fn new(out: W, color: bool, redactor: Arc<Redactor>) -> Self {
+        HumanPrinter {
+            out: Mutex::new((out, Current::default())),
+            color,
+            redactor,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn render(&self, event: &Event, cur: &mut Current) -> Option<String> {
+        let head = |cur: &Current| {
+            let mut s = format!("[{}/{}] {} {}", cur.index, cur.total, cur.step_id, cur.tool);
+            if !cur.summary.is_empty() {
+                let mut summary: String = cur.summary.chars().take(60).collect();
+                if summary.len() < cur.summary.len() {
+                    summary.push('…');
+                }
+                s.push(' ');
+                s.push_str(&summary);
+            }
+            s
+        };
+        match &event.kind {
+            EventKind::RunStarted { plan_id, steps, .. } => Some(format!(
+                "acode-run: plan {plan_id} ({steps} step{}), run {}",
+                if *steps == 1 { "" } else { "s" },
+                event.run_id
+            )),
+            EventKind::StepStarted {
+                step_id,
+                tool,
+                index,
+                total,
+                summary,
+            } => {
+                *cur = Current {
+                    index: *index,
+                    total: *total,
+                    step_id: step_id.clone(),
+                    tool: tool.clone(),
+                    summary: summary.clone(),
+                };
+                None
+            }
+            EventKind::ToolHeartbeat {
+                elapsed_ms, tool, ..
+            } => Some(format!(
+                "{} … {tool} still running ({})",
+                head(cur),
+                secs(*elapsed_ms)
+            )),
+            EventKind::RetryScheduled {
+                tool,
+                attempt,
+                delay_ms,
+                reason,
+                ..
+            } => Some(format!(
+                "{} … {tool} attempt {attempt} failed ({reason}); retrying in {}",
+                head(cur),
+                secs(*delay_ms)
+            )),
+            EventKind::LlmTurn {
+                turn,
+                tool_calls,
+                prompt_tokens,
+                completion_tokens,
+                warnings,
+                ..
+            } => {
+                let mut s = format!(
+                    "{} … turn {turn}: {tool_calls} tool call{} ({prompt_tokens}+{completion_tokens} tokens)",
+                    head(cur),
+                    if *tool_calls == 1 { "" } else { "s" }
+                );
+                for w in warnings {
+                    s.push_str(&format!("\n      warning: {w}"));
+                }
+                Some(s)
+            }
+            EventKind::StepCompleted { duration_ms, .. } => Some(format!(
+                "{} … {} {}",
+                head(cur),
+                self.paint("32", "ok"),
+                secs(*duration_ms)
+            )),
+            EventKind::StepFailed {
+                error_code,
+                error,
+                duration_ms,
+                ..
+            } => Some(format!(
+                "{} … {} ({error_code}) {}\n      {error}",
+                head(cur),
+                self.paint("31", "FAILED"),
+                secs(*duration_ms)
+            )),
+            EventKind::StepBlocked {
+                step_id,
+                status,
+                blocked_by,
+            } => Some(match blocked_by {
+                Some(by) => format!("[-] {step_id} … {status} (depends on failed step {by})"),
+                None => format!("[-] {step_id} … {status} (the run stopped before it)"),
+            }),
+            EventKind::RunFinished {
+                status,
+                exit_code,
+                duration_ms,
+                completed,
+                failed,
+                blocked,
+            } => {
+                let colored = match status.as_str() {
+                    "completed" => self.paint("32", status),
+                    _ => self.paint("31", status),
+                };
+                Some(format!(
+                    "run {} {colored}: {completed} completed, {failed} failed, {blocked} not run, {} (exit {exit_code})",
+                    event.run_id,
+                    secs(*duration_ms)
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
+    fn on_event(&self, event: &Event) {
+        let mut guard = match self.out.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let (out, cur) = &mut *guard;
+        if let Some(line) = self.render(event, cur) {
+            let line = self.redactor.redact(&line);
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}

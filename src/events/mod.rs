@@ -1,0 +1,245 @@
+//! The event model: one stream of typed events that feeds every output.
+//!
+//! The executor emits [`Event`]s; the JSONL writer serialises them, the human printer renders them,
+//! and embedders receive them through [`crate::executor::ProgressCallback::on_event`]. Because all
+//! outputs read the same events they cannot disagree about what happened.
+
+pub mod human;
+pub mod jsonl;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Version of the event schema (`docs/events.schema.json`); bumped on incompatible changes.
+pub const EVENT_SCHEMA_VERSION: u32 = 1;
+
+/// One event, as written to JSONL.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// Event schema version.
+    pub v: u32,
+    /// 1, 2, 3, ... within a run.
+    pub seq: u64,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+    /// The run this event belongs to.
+    pub run_id: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened; serialised with a `type` tag.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A run began.
+    RunStarted {
+        /// The plan's id.
+        plan_id: String,
+        /// Hash of the plan bytes.
+        plan_sha256: String,
+        /// The workspace root.
+        workspace: String,
+        /// Number of steps in the plan.
+        steps: usize,
+        /// Steps skipped because a resumed run had already completed them.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resumed_from: Option<String>,
+    },
+    /// A step began.
+    StepStarted {
+        /// The step.
+        step_id: String,
+        /// Its tool.
+        tool: String,
+        /// 1-based index in execution order.
+        index: usize,
+        /// Total steps.
+        total: usize,
+        /// Short description (path, command).
+        summary: String,
+    },
+    /// A step's precondition was evaluated.
+    PreconditionChecked {
+        /// The step.
+        step_id: String,
+        /// The precondition, described.
+        precondition: String,
+        /// Whether it held.
+        passed: bool,
+        /// Why not, when it did not.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// Confirmation was asked for.
+    ConfirmationRequested {
+        /// The step.
+        step_id: String,
+        /// The tool.
+        tool: String,
+        /// Why confirmation is needed.
+        reason: String,
+    },
+    /// Confirmation was decided.
+    ConfirmationDecided {
+        /// The step.
+        step_id: String,
+        /// The tool.
+        tool: String,
+        /// `approve`, `approve_all`, `deny` or `quit`.
+        decision: String,
+    },
+    /// A tool call is about to run.
+    ToolCall {
+        /// The step.
+        step_id: String,
+        /// Call id within the step.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Arguments (redacted on output).
+        arguments: Value,
+        /// 1-based attempt.
+        attempt: u32,
+        /// Agent turn, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn: Option<u32>,
+    },
+    /// A tool call is still running.
+    ToolHeartbeat {
+        /// The step.
+        step_id: String,
+        /// Call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Milliseconds since the call started.
+        elapsed_ms: u64,
+    },
+    /// A tool call finished (or was refused) and was recorded.
+    ToolResult {
+        /// The step.
+        step_id: String,
+        /// Call id.
+        call_id: String,
+        /// The recorded execution.
+        execution_id: String,
+        /// The tool.
+        tool: String,
+        /// Whether it succeeded.
+        success: bool,
+        /// Process exit code, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// Wall time.
+        duration_ms: u64,
+        /// Error kind on failure.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_code: Option<String>,
+        /// Error message on failure.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// An LLM turn completed.
+    LlmTurn {
+        /// The step.
+        step_id: String,
+        /// 1-based turn.
+        turn: u32,
+        /// The recorded execution.
+        execution_id: String,
+        /// Tokens in the prompt.
+        prompt_tokens: u64,
+        /// Tokens generated.
+        completion_tokens: u64,
+        /// Tool calls the model asked for.
+        tool_calls: usize,
+        /// The server's finish reason.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
+        /// Warnings (e.g. truncated answer).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<String>,
+    },
+    /// A transient failure will be retried.
+    RetryScheduled {
+        /// The step.
+        step_id: String,
+        /// What is retried (a tool name or `llm`).
+        tool: String,
+        /// The attempt that failed (1-based).
+        attempt: u32,
+        /// Delay before the next attempt.
+        delay_ms: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A step completed.
+    StepCompleted {
+        /// The step.
+        step_id: String,
+        /// Wall time.
+        duration_ms: u64,
+        /// Tool-call attempts made.
+        attempts: u32,
+    },
+    /// A step failed.
+    StepFailed {
+        /// The step.
+        step_id: String,
+        /// Error kind.
+        error_code: String,
+        /// Message.
+        error: String,
+        /// Wall time.
+        duration_ms: u64,
+    },
+    /// A step did not run because a step it depends on failed, or the run stopped.
+    StepBlocked {
+        /// The step.
+        step_id: String,
+        /// `blocked` (a dependency failed) or `skipped` (the run stopped first).
+        status: String,
+        /// The failed step responsible, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        blocked_by: Option<String>,
+    },
+    /// The run ended.
+    RunFinished {
+        /// `completed`, `failed` or `interrupted`.
+        status: String,
+        /// Process exit code.
+        exit_code: i32,
+        /// Wall time.
+        duration_ms: u64,
+        /// Steps completed.
+        completed: usize,
+        /// Steps failed.
+        failed: usize,
+        /// Steps blocked or skipped.
+        blocked: usize,
+    },
+}
+
+impl EventKind {
+    /// The `type` tag, for filtering without serialising.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::RunStarted { .. } => "run_started",
+            EventKind::StepStarted { .. } => "step_started",
+            EventKind::PreconditionChecked { .. } => "precondition_checked",
+            EventKind::ConfirmationRequested { .. } => "confirmation_requested",
+            EventKind::ConfirmationDecided { .. } => "confirmation_decided",
+            EventKind::ToolCall { .. } => "tool_call",
+            EventKind::ToolHeartbeat { .. } => "tool_heartbeat",
+            EventKind::ToolResult { .. } => "tool_result",
+            EventKind::LlmTurn { .. } => "llm_turn",
+            EventKind::RetryScheduled { .. } => "retry_scheduled",
+            EventKind::StepCompleted { .. } => "step_completed",
+            EventKind::StepFailed { .. } => "step_failed",
+            EventKind::StepBlocked { .. } => "step_blocked",
+            EventKind::RunFinished { .. } => "run_finished",
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The per-call pipeline every tool call goes through, whoever asked for it (a plan step or an LLM):
+//! schema → sandbox/policy check → confirmation → run → record (committed) → progress → result.
+//!
+//! Keeping this in one place is what makes "LLM output is untrusted input" true: a model's call and
+//! a plan's call cannot take different paths.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::callbacks::{ConfirmationCallback, ConfirmationRequest, Decision, ProgressCallback};
+use super::{ExecutionError, ToolResult};
+use crate::error::{ErrorKind, now_ms};
+use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind};
+use crate::plan::Step;
+use crate::sandbox::{Policy, Workspace};
+use crate::store::{ExecutionRecord, Store};
+use crate::tools::{Artifact, ToolCall, ToolContext, ToolOutput, ToolRegistry};
+
+/// Numbers and sends events; shared by reference with tools (for heartbeats) and drivers.
+pub struct Emitter {
+    run_id: String,
+    seq: AtomicU64,
+    progress: Arc<dyn ProgressCallback>,
+}
+
+impl Emitter {
+    /// An emitter for `run_id` sending to `progress`.
+    pub fn new(run_id: String, progress: Arc<dyn ProgressCallback>) -> Self {
+        Emitter {
+            run_id,
+            seq: AtomicU64::new(0),
+            progress,
+        }
+    }
+
+    /// Sends one event with the next sequence number.
+    pub fn emit(&self, kind: EventKind) {
+        let event = Event {
+            v: EVENT_SCHEMA_VERSION,
+            seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
+            ts_ms: now_ms(),
+            run_id: self.run_id.clone(),
+            kind,
+        };
+        self.progress.on_event(&event);
+    }
+
+    /// The progress callback, for the typed hooks.
+    pub fn progress(&self) -> &dyn ProgressCallback {
+        &*self.progress
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+}
+
+/// Run-wide state a step needs: shared by every step of one run.
+pub struct RunContext<'r> {
+    /// Where events go.
+    pub emitter: &'r Emitter,
+    /// The database.
+    pub store: &'r mut Store,
+    /// Available tools.
+    pub registry: &'r ToolRegistry,
+    /// The sandbox root.
+    pub workspace: &'r Workspace,
+    /// The policy.
+    pub policy: &'r Policy,
+    /// The confirmation gate.
+    pub confirm: &'r dyn ConfirmationCallback,
+    /// Set once the user answered "all".
+    pub approve_all: &'r Mutex<bool>,
+    /// Set by "quit" or a signal.
+    pub cancel: &'r AtomicBool,
+    /// Bubblewrap binary when the OS sandbox is on.
+    pub bwrap: Option<&'r std::path::Path>,
+    /// First delay for retrying transient failures (doubles per attempt).
+    pub retry_base: Duration,
+}
+
+/// Per-step state: the step being run and what it has done so far.
+pub struct StepContext<'s, 'r> {
+    /// Run-wide state.
+    pub run: &'s mut RunContext<'r>,
+    /// The step, as in the plan.
+    pub step: &'s Step,
+    /// Tool-call attempts made in this step.
+    pub attempts: u32,
+    /// Set when the user chose "quit" at a prompt.
+    pub quit: bool,
+    /// Execution ids recorded for this step.
+    pub execution_ids: Vec<String>,
+    next_call: u32,
+}
+
+/// Options for one call.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Ask for confirmation even if the policy would not (the step's `requires_confirmation`).
+    pub force_confirmation: bool,
+    /// Retries allowed for transient failures.
+    pub retries: u32,
+    /// Time limit for the call.
+    pub timeout: Option<Duration>,
+    /// The LLM turn execution that asked for this call.
+    pub parent_execution_id: Option<String>,
+}
+
+impl<'s, 'r> StepContext<'s, 'r> {
+    /// A fresh context for `step`.
+    pub fn new(run: &'s mut RunContext<'r>, step: &'s Step) -> Self {
+        StepContext {
+            run,
+            step,
+            attempts: 0,
+            quit: false,
+            execution_ids: Vec::new(),
+            next_call: 0,
+        }
+    }
+
+    /// A new call id for this step (`<step>#<n>`), for drivers that get none from elsewhere.
+    pub fn new_call_id(&mut self) -> String {
+        self.next_call += 1;
+        format!("{}#{}", self.step.step_id, self.next_call)
+    }
+
+    /// Records an execution that is not a tool call (an LLM turn), returning its id.
+    pub fn record(
+        &mut self,
+        mut record: ExecutionRecord,
+        artifacts: &[Artifact],
+    ) -> Result<String, ExecutionError> {
+        if record.execution_id.is_empty() {
+            record.execution_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.run.store.record_execution(&record, artifacts)?;
+        self.execution_ids.push(record.execution_id.clone());
+        Ok(record.execution_id)
+    }
+
+    fn base_record(
+        &self,
+        call: &ToolCall,
+        attempt: u32,
+        parent: Option<String>,
+    ) -> ExecutionRecord {
+        ExecutionRecord {
+            execution_id: uuid::Uuid::new_v4().to_string(),
+            run_id: self.run.emitter.run_id().to_string(),
+            step_id: self.step.step_id.clone(),
+            tool_name: call.tool.clone(),
+            arguments_json: call.arguments.to_string(),
+            started_at: now_ms(),
+            duration_ms: 0,
+            success: false,
+            exit_code: None,
+            error_code: None,
+            error_message: None,
+            attempt,
+            turn: call.turn,
+            parent_execution_id: parent,
+            prompt_tokens: None,
+            completion_tokens: None,
+        }
+    }
+
+    /// Records a call that was refused before running and reports it.
+    fn refuse(
+        &mut self,
+        call: &ToolCall,
+        attempt: u32,
+        parent: Option<String>,
+        kind: ErrorKind,
+        message: String,
+    ) -> Result<ToolResult, ExecutionError> {
+        let mut record = self.base_record(call, attempt, parent);
+        record.error_code = Some(kind.as_str().to_string());
+        record.error_message = Some(message.clone());
+        self.finish(
+            call,
+            record,
+            ToolOutput::failed(kind, message),
+            Duration::ZERO,
+        )
+    }
+
+    fn finish(
+        &mut self,
+        call: &ToolCall,
+        mut record: ExecutionRecord,
+        output: ToolOutput,
+        elapsed: Duration,
+    ) -> Result<ToolResult, ExecutionError> {
+        let kind = (!output.success).then(|| output.failure_kind.unwrap_or(ErrorKind::ToolFailed));
+        record.duration_ms = elapsed.as_millis() as i64;
+        record.success = output.success;
+        record.exit_code = output.exit_code;
+        record.error_code = kind.map(|k| k.as_str().to_string());
+        record.error_message = output.error.clone();
+        self.run
+            .store
+            .record_execution(&record, &output.artifacts)?;
+        self.execution_ids.push(record.execution_id.clone());
+        let result = ToolResult {
+            call_id: call.call_id.clone(),
+            step_id: call.step_id.clone(),
+            tool: call.tool.clone(),
+            execution_id: record.execution_id,
+            success: output.success,
+            error_kind: kind,
+            error: output.error,
+            exit_code: output.exit_code,
+            content: output.content,
+            duration_ms: elapsed.as_millis() as u64,
+            attempt: record.attempt,
+        };
+        self.run.emitter.emit(EventKind::ToolResult {
+            step_id: result.step_id.clone(),
+            call_id: result.call_id.clone(),
+            execution_id: result.execution_id.clone(),
+            tool: result.tool.clone(),
+            success: result.success,
+            exit_code: result.exit_code,
+            duration_ms: result.duration_ms,
+            error_code: kind.map(|k| k.as_str().to_string()),
+            error: result.error.clone(),
+        });
+        self.run.emitter.progress().on_tool_result(&result);
+        Ok(result)
+    }
+
+    /// Runs one tool call through the whole pipeline. A refused or failed call is an `Ok` result with
+    /// `success: false` (it is recorded and the driver decides); `Err` means the database failed.
+    pub fn call_tool(
+        &mut self,
+        call: ToolCall,
+        opts: &CallOptions,
+    ) -> Result<ToolResult, ExecutionError> {
+        let parent = opts.parent_execution_id.clone();
+        let Some(tool) = self.run.registry.get(&call.tool).cloned() else {
+            self.attempts += 1;
+            let known: Vec<&str> = self.run.registry.names().collect();
+            let msg = format!(
+                "unknown tool {:?} (available: {})",
+                call.tool,
+                known.join(", ")
+            );
+            return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);
+        };
+        let schema_errors =
+            crate::tools::schema::validate(&tool.schema(), &call.arguments, "arguments");
+        if !schema_errors.is_empty() {
+            self.attempts += 1;
+            let msg = format!(
+                "invalid arguments for {}: {}",
+                call.tool,
+                schema_errors.join("; ")
+            );
+            return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);
+        }
+        let timeout = opts
+            .timeout
+            .unwrap_or(Duration::from_secs(self.run.policy.limits.timeout_s));
+        let emitter = self.run.emitter;
+        let heartbeat_step = call.step_id.clone();
+        let heartbeat_call = call.call_id.clone();
+        let heartbeat_tool = call.tool.clone();
+        let heartbeat = move |elapsed: Duration| {
+            emitter.emit(EventKind::ToolHeartbeat {
+                step_id: heartbeat_step.clone(),
+                call_id: heartbeat_call.clone(),
+                tool: heartbeat_tool.clone(),
+                elapsed_ms: elapsed.as_millis() as u64,
+            })
+        };
+        let ctx = ToolContext {
+            workspace: self.run.workspace,
+            policy: self.run.policy,
+            timeout,
+            bwrap: self.run.bwrap,
+            cancel: self.run.cancel,
+            heartbeat: &heartbeat,
+        };
+        if let Err(e) = tool.check(&call.arguments, &ctx) {
+            self.attempts += 1;
+            return self.refuse(&call, 1, parent, e.kind(), e.to_string());
+        }
+
+        // Confirmation, once per call.
+        let reason = if opts.force_confirmation {
+            Some("the step requires confirmation".to_string())
+        } else if self.run.policy.tool_needs_confirmation(&call.tool) {
+            Some(format!("policy requires confirmation for {}", call.tool))
+        } else if tool.needs_confirmation(&call.arguments, &ctx) {
+            Some("not in the policy's auto-approve set".to_string())
+        } else {
+            None
+        };
+        let approved_all = self.run.approve_all.lock().map(|g| *g).unwrap_or(false);
+        if let (Some(reason), false) = (reason, approved_all) {
+            self.run.emitter.emit(EventKind::ConfirmationRequested {
+                step_id: call.step_id.clone(),
+                tool: call.tool.clone(),
+                reason: reason.clone(),
+            });
+            let request = ConfirmationRequest {
+                run_id: self.run.emitter.run_id().to_string(),
+                step_id: call.step_id.clone(),
+                tool: call.tool.clone(),
+                arguments: call.arguments.clone(),
+                reason,
+                preview: tool.preview(&call.arguments, &ctx),
+            };
+            let decision = self.run.confirm.request_confirmation(&request);
+            self.run.emitter.emit(EventKind::ConfirmationDecided {
+                step_id: call.step_id.clone(),
+                tool: call.tool.clone(),
+                decision: decision.as_str().to_string(),
+            });
+            match decision {
+                Decision::Approve => {}
+                Decision::ApproveAll => {
+                    if let Ok(mut g) = self.run.approve_all.lock() {
+                        *g = true;
+                    }
+                }
+                Decision::Deny | Decision::Quit => {
+                    self.quit |= decision == Decision::Quit;
+                    self.attempts += 1;
+                    let msg = format!(
+                        "confirmation denied for {} in step {}",
+                        call.tool, call.step_id
+                    );
+                    return self.refuse(&call, 1, parent, ErrorKind::ConfirmationDenied, msg);
+                }
+            }
+        }
+
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.attempts += 1;
+            self.run.emitter.emit(EventKind::ToolCall {
+                step_id: call.step_id.clone(),
+                call_id: call.call_id.clone(),
+                tool: call.tool.clone(),
+                arguments: call.arguments.clone(),
+                attempt,
+                turn: call.turn,
+            });
+            self.run.emitter.progress().on_tool_call(&call);
+            let record = self.base_record(&call, attempt, parent.clone());
+            let started = Instant::now();
+            let outcome = tool.run(&call.arguments, &ctx);
+            let elapsed = started.elapsed();
+            let (output, transient) = match outcome {
+                Ok(out) => (out, false),
+                Err(e) => {
+                    let transient = e.is_transient();
+                    (ToolOutput::failed(e.kind(), e.to_string()), transient)
+                }
+            };
+            let result = self.finish(&call, record, output, elapsed)?;
+            if transient && attempt <= opts.retries && !self.run.cancel.load(Ordering::SeqCst) {
+                let delay = self.run.retry_base * 2u32.saturating_pow(attempt - 1);
+                self.run.emitter.emit(EventKind::RetryScheduled {
+                    step_id: call.step_id.clone(),
+                    tool: call.tool.clone(),
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    reason: result.error.clone().unwrap_or_default(),
+                });
+                sleep_unless_cancelled(delay, self.run.cancel);
+                continue;
+            }
+            return Ok(result);
+        }
+    }
+}
+
+/// Sleeps for `d`, waking early when `cancel` is set.
+pub fn sleep_unless_cancelled(d: Duration, cancel: &AtomicBool) {
+    let end = Instant::now() + d;
+    while !cancel.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// Truncates `s` to at most `max` bytes on a char boundary, saying how much was cut.
+pub fn truncate_with_note(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[truncated: {} of {} bytes shown]",
+        &s[..end],
+        end,
+        s.len()
+    )
+}
+
+/// Parses a JSON value into a compact single-line string for summaries.
+pub fn one_line(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

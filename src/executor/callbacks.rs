@@ -1,0 +1,235 @@
+//! The two callback traits an embedder implements, and the shipped implementations.
+//!
+//! `ConfirmationCallback` is the gate before anything that needs a human's yes; `ProgressCallback`
+//! observes everything. Both are `Send + Sync` so an embedder can drive a UI from another thread.
+
+use std::io::{BufRead, Write};
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{StepResult, ToolResult};
+use crate::events::Event;
+use crate::plan::Step;
+use crate::tools::ToolCall;
+
+/// What the confirmation gate is asked about.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfirmationRequest {
+    /// The run.
+    pub run_id: String,
+    /// The step.
+    pub step_id: String,
+    /// The tool about to run.
+    pub tool: String,
+    /// Its arguments (after substitution).
+    pub arguments: Value,
+    /// Why confirmation is needed (step flag, policy, command outside the auto-approve set).
+    pub reason: String,
+    /// What would change, e.g. a unified diff for writes and edits.
+    pub preview: Option<String>,
+}
+
+/// The gate's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Go ahead with this one.
+    Approve,
+    /// Go ahead with this and every later request in the run.
+    ApproveAll,
+    /// Do not run it; the step fails with `ConfirmationDenied`.
+    Deny,
+    /// Do not run it and stop the run.
+    Quit,
+}
+
+impl Decision {
+    /// The identifier used in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::ApproveAll => "approve_all",
+            Decision::Deny => "deny",
+            Decision::Quit => "quit",
+        }
+    }
+}
+
+/// Decides whether a tool call that needs confirmation may run.
+pub trait ConfirmationCallback: Send + Sync {
+    /// Called once per call that needs confirmation; must not panic.
+    fn request_confirmation(&self, request: &ConfirmationRequest) -> Decision;
+}
+
+/// Observes a run. Every method has a no-op default, so implement only what you need.
+///
+/// `on_event` receives every event (the JSONL and human outputs are built on it); the typed methods
+/// are conveniences for embedders who want the richer structs.
+pub trait ProgressCallback: Send + Sync {
+    /// A step is starting.
+    fn on_step_start(&self, _step: &Step) {}
+    /// A tool call is about to run (after its checks passed).
+    fn on_tool_call(&self, _call: &ToolCall) {}
+    /// A tool call finished or was refused, and is recorded.
+    fn on_tool_result(&self, _result: &ToolResult) {}
+    /// A step completed.
+    fn on_step_complete(&self, _result: &StepResult) {}
+    /// A step failed.
+    fn on_step_failed(&self, _result: &StepResult) {}
+    /// Any event, in order.
+    fn on_event(&self, _event: &Event) {}
+}
+
+/// Approves everything: for tests and trusted automation (`--confirm auto-approve`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AutoApprove;
+
+impl ConfirmationCallback for AutoApprove {
+    fn request_confirmation(&self, _request: &ConfirmationRequest) -> Decision {
+        Decision::Approve
+    }
+}
+
+/// Denies everything: the fail-closed default when nobody can be asked (`--confirm auto-deny`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AutoDeny;
+
+impl ConfirmationCallback for AutoDeny {
+    fn request_confirmation(&self, _request: &ConfirmationRequest) -> Decision {
+        Decision::Deny
+    }
+}
+
+/// Ignores progress.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopProgress;
+
+impl ProgressCallback for NoopProgress {}
+
+/// Sends progress to several callbacks in order (e.g. the JSONL writer and an embedder's UI).
+#[derive(Default)]
+pub struct Fanout(pub Vec<Box<dyn ProgressCallback>>);
+
+impl ProgressCallback for Fanout {
+    fn on_step_start(&self, step: &Step) {
+        self.0.iter().for_each(|p| p.on_step_start(step));
+    }
+    fn on_tool_call(&self, call: &ToolCall) {
+        self.0.iter().for_each(|p| p.on_tool_call(call));
+    }
+    fn on_tool_result(&self, result: &ToolResult) {
+        self.0.iter().for_each(|p| p.on_tool_result(result));
+    }
+    fn on_step_complete(&self, result: &StepResult) {
+        self.0.iter().for_each(|p| p.on_step_complete(result));
+    }
+    fn on_step_failed(&self, result: &StepResult) {
+        self.0.iter().for_each(|p| p.on_step_failed(result));
+    }
+    fn on_event(&self, event: &Event) {
+        self.0.iter().for_each(|p| p.on_event(event));
+    }
+}
+
+/// Asks on a terminal: `y` yes, `n` no, `a` yes to all, `q` quit. Shows the preview (a diff) first.
+///
+/// Generic over its input and output so it can be tested with byte buffers; the CLI uses stdin and
+/// stderr.
+pub struct TerminalPrompt<R: BufRead + Send, W: Write + Send> {
+    io: Mutex<(R, W)>,
+}
+
+impl<R: BufRead + Send, W: Write + Send> TerminalPrompt<R, W> {
+    /// A prompt reading answers from `input` and writing questions to `output`.
+    pub fn new(input: R, output: W) -> Self {
+        TerminalPrompt {
+            io: Mutex::new((input, output)),
+        }
+    }
+}
+
+/// The most preview lines shown in a prompt; longer diffs are cut with a note.
+const PREVIEW_LINES: usize = 80;
+
+impl<R: BufRead + Send, W: Write + Send> ConfirmationCallback for TerminalPrompt<R, W> {
+    fn request_confirmation(&self, request: &ConfirmationRequest) -> Decision {
+        let mut guard = match self.io.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let (input, out) = &mut *guard;
+        let _ = writeln!(
+            out,
+            "\nstep {} wants to run {} ({})",
+            request.step_id, request.tool, request.reason
+        );
+        let _ = writeln!(out, "  arguments: {}", request.arguments);
+        if let Some(preview) = &request.preview {
+            let lines: Vec<&str> = preview.lines().collect();
+            for line in lines.iter().take(PREVIEW_LINES) {
+                let _ = writeln!(out, "  {line}");
+            }
+            if lines.len() > PREVIEW_LINES {
+                let _ = writeln!(out, "  … {} more lines", lines.len() - PREVIEW_LINES);
+            }
+        }
+        loop {
+            let _ = write!(out, "allow? [y]es / [n]o / [a]ll / [q]uit: ");
+            let _ = out.flush();
+            let mut line = String::new();
+            match input.read_line(&mut line) {
+                // End of input: nobody is there to say yes.
+                Ok(0) | Err(_) => return Decision::Deny,
+                Ok(_) => {}
+            }
+            match line.trim().to_ascii_lowercase().as_str() {
+                "y" | "yes" => return Decision::Approve,
+                "n" | "no" => return Decision::Deny,
+                "a" | "all" => return Decision::ApproveAll,
+                "q" | "quit" => return Decision::Quit,
+                _ => {
+                    let _ = writeln!(out, "please answer y, n, a or q");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> ConfirmationRequest {
+        ConfirmationRequest {
+            run_id: "r".into(),
+            step_id: "s".into(),
+            tool: "file_delete".into(),
+            arguments: serde_json::json!({"path": "a"}),
+            reason: "policy".into(),
+            preview: Some("-old\n+new".into()),
+        }
+    }
+
+    #[test]
+    fn terminal_prompt_reads_answers() {
+        for (input, expected) in [
+            ("y\n", Decision::Approve),
+            ("maybe\nn\n", Decision::Deny),
+            ("a\n", Decision::ApproveAll),
+            ("q\n", Decision::Quit),
+            ("", Decision::Deny),
+        ] {
+            let prompt = TerminalPrompt::new(input.as_bytes(), Vec::new());
+            assert_eq!(
+                prompt.request_confirmation(&request()),
+                expected,
+                "{input:?}"
+            );
+            let (_, out) = prompt.io.into_inner().unwrap();
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.contains("+new"), "preview shown: {out}");
+        }
+    }
+}

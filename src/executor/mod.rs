@@ -1,0 +1,604 @@
+//! The executor: walks an approved plan's steps in dependency order and runs each through its driver.
+//!
+//! For every step: start event → variables substituted → precondition → driver (direct: the plan's one
+//! call; agent: the LLM's calls) → optional verify → complete/fail. Every call goes through
+//! [`call::StepContext::call_tool`]. A failed step with `on_failure: "stop"` stops the run; steps that
+//! depend on a failed step are recorded `blocked`, others not reached are recorded `skipped`.
+
+pub mod call;
+pub mod callbacks;
+pub mod drivers;
+pub mod precondition;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use thiserror::Error;
+
+pub use call::{CallOptions, Emitter, RunContext, StepContext};
+pub use callbacks::{
+    AutoApprove, AutoDeny, ConfirmationCallback, ConfirmationRequest, Decision, Fanout,
+    NoopProgress, ProgressCallback, TerminalPrompt,
+};
+
+use crate::error::{ErrorKind, exit, now_ms};
+use crate::events::EventKind;
+use crate::plan::validate::{
+    builtins, dependency_order, substitute_arguments, substitute_precondition,
+};
+use crate::plan::variables::Variables;
+use crate::plan::{ApprovedPlan, AuthError, OnFailure, Plan, Problem, Step};
+use crate::sandbox::{Policy, Workspace};
+use crate::store::{RunRow, StepUpdate, Store, StoreError};
+use crate::tools::ToolRegistry;
+
+/// What a tool call came to, as seen by drivers and progress callbacks.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolResult {
+    /// The call's id.
+    pub call_id: String,
+    /// The step.
+    pub step_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The recorded execution.
+    pub execution_id: String,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Why not.
+    pub error_kind: Option<ErrorKind>,
+    /// Message when not.
+    pub error: Option<String>,
+    /// Process exit code, if any.
+    pub exit_code: Option<i32>,
+    /// The textual result handed back to the driver.
+    pub content: String,
+    /// Wall time of the last attempt.
+    pub duration_ms: u64,
+    /// 1-based attempt that produced this result.
+    pub attempt: u32,
+}
+
+/// The state a step ended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Everything it was asked to do succeeded.
+    Completed,
+    /// It ran (or tried to) and failed.
+    Failed,
+    /// A step it depends on failed.
+    Blocked,
+    /// The run stopped before reaching it.
+    Skipped,
+}
+
+impl StepStatus {
+    /// The identifier stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Completed => "completed",
+            StepStatus::Failed => "failed",
+            StepStatus::Blocked => "blocked",
+            StepStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// How one step ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepResult {
+    /// The step.
+    pub step_id: String,
+    /// Its tool.
+    pub tool: String,
+    /// How it ended.
+    pub status: StepStatus,
+    /// Why it failed, was blocked or skipped.
+    pub error_kind: Option<ErrorKind>,
+    /// Message for a human.
+    pub error: Option<String>,
+    /// Tool-call attempts made.
+    pub attempts: u32,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// The final output (the tool's content, or the agent's answer), cut to a few KiB.
+    pub output: Option<String>,
+    /// Executions recorded for the step.
+    pub execution_ids: Vec<String>,
+}
+
+/// The overall state of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every step completed.
+    Completed,
+    /// At least one step failed.
+    Failed,
+    /// Stopped by a signal or by "quit".
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The identifier stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What `Executor::execute` returns for a run that took place (even a failed one).
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutionResult {
+    /// The run's id.
+    pub run_id: String,
+    /// The plan's id.
+    pub plan_id: String,
+    /// Completed, failed or interrupted.
+    pub status: RunStatus,
+    /// The process exit code this run calls for (SPEC §10).
+    pub exit_code: i32,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// Every step, in plan order.
+    pub steps: Vec<StepResult>,
+    /// LLM prompt tokens used.
+    pub prompt_tokens: u64,
+    /// LLM completion tokens used.
+    pub completion_tokens: u64,
+}
+
+/// Why a run could not take place or could not be recorded.
+#[derive(Debug, Error)]
+pub enum ExecutionError {
+    /// The plan is not authorized.
+    #[error("plan not authorized: {0}")]
+    Unauthorized(#[from] AuthError),
+    /// The plan is invalid (library callers may build plans by hand).
+    #[error("invalid plan:\n{}", .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    InvalidPlan(Vec<Problem>),
+    /// The database failed; the run's record may be incomplete.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ExecutionError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExecutionError::Unauthorized(_) => exit::UNAUTHORIZED,
+            ExecutionError::InvalidPlan(problems)
+                if !problems.is_empty()
+                    && problems
+                        .iter()
+                        .all(|p| p.kind == crate::plan::ProblemKind::Sandbox) =>
+            {
+                exit::SANDBOX
+            }
+            ExecutionError::InvalidPlan(_) => exit::USAGE,
+            ExecutionError::Store(_) => exit::INTERNAL,
+        }
+    }
+}
+
+/// The most characters of a step's output kept in its [`StepResult`].
+const OUTPUT_KEEP: usize = 4096;
+
+/// Runs approved plans. Build one with [`Executor::new`] and the `with_*` methods.
+pub struct Executor {
+    workspace: Workspace,
+    store: Store,
+    registry: ToolRegistry,
+    policy: Policy,
+    confirm: Arc<dyn ConfirmationCallback>,
+    progress: Arc<dyn ProgressCallback>,
+    cancel: Arc<AtomicBool>,
+    bwrap: Option<PathBuf>,
+    retry_base: Duration,
+}
+
+impl Executor {
+    /// An executor over `workspace` recording into `store`, with the built-in tools, the default
+    /// policy, confirmation denied (fail closed) and no progress output.
+    pub fn new(workspace: Workspace, store: Store) -> Self {
+        Executor {
+            workspace,
+            store,
+            registry: ToolRegistry::builtin(),
+            policy: Policy::default(),
+            confirm: Arc::new(AutoDeny),
+            progress: Arc::new(NoopProgress),
+            cancel: Arc::new(AtomicBool::new(false)),
+            bwrap: None,
+            retry_base: Duration::from_secs(1),
+        }
+    }
+
+    /// Uses `registry` instead of the built-in tools.
+    pub fn with_registry(mut self, registry: ToolRegistry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Uses `policy`.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Uses `confirm` as the confirmation gate.
+    pub fn with_confirmation(mut self, confirm: Arc<dyn ConfirmationCallback>) -> Self {
+        self.confirm = confirm;
+        self
+    }
+
+    /// Sends progress to `progress`.
+    pub fn with_progress(mut self, progress: Arc<dyn ProgressCallback>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Shares a cancellation flag (set it from a signal handler to interrupt the run).
+    pub fn with_cancel_flag(mut self, cancel: Arc<AtomicBool>) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Runs commands under bubblewrap at `bwrap` (resolved by the caller).
+    pub fn with_bwrap(mut self, bwrap: Option<PathBuf>) -> Self {
+        self.bwrap = bwrap;
+        self
+    }
+
+    /// Sets the first retry delay for transient failures (doubles each attempt; default 1 s).
+    pub fn with_retry_base(mut self, base: Duration) -> Self {
+        self.retry_base = base;
+        self
+    }
+
+    /// The database, for queries after a run.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// Runs the plan. Re-checks the authorization and the plan's validity first; returns `Ok` for any
+    /// run that took place, failed steps included, and `Err` only when it could not start or be
+    /// recorded.
+    pub fn execute(&mut self, approved: &ApprovedPlan) -> Result<ExecutionResult, ExecutionError> {
+        approved.recheck()?;
+        let plan = approved.plan();
+        let vctx = crate::plan::ValidationContext {
+            registry: &self.registry,
+            workspace: &self.workspace,
+            policy: &self.policy,
+        };
+        let problems = crate::plan::validate::validate(plan, &vctx);
+        if !problems.is_empty() {
+            return Err(ExecutionError::InvalidPlan(problems));
+        }
+        let order = dependency_order(plan).map_err(ExecutionError::InvalidPlan)?;
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let started = Instant::now();
+        let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
+
+        let step_rows: Vec<(&str, usize, &str)> = plan
+            .steps
+            .iter()
+            .map(|s| (s.step_id.as_str(), s.position, s.tool.as_str()))
+            .collect();
+        self.store.begin_run(
+            &RunRow {
+                run_id: run_id.clone(),
+                plan_id: plan.plan_id.clone(),
+                plan_sha256: plan.sha256.clone(),
+                plan_path: plan.source.as_ref().map(|p| p.display().to_string()),
+                workspace: self.workspace.root().display().to_string(),
+                started_at: now_ms(),
+                finished_at: None,
+                status: "running".into(),
+                exit_code: None,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+            },
+            &step_rows,
+        )?;
+
+        let emitter = Emitter::new(run_id.clone(), self.progress.clone());
+        emitter.emit(EventKind::RunStarted {
+            plan_id: plan.plan_id.clone(),
+            plan_sha256: plan.sha256.clone(),
+            workspace: self.workspace.root().display().to_string(),
+            steps: plan.steps.len(),
+            resumed_from: None,
+        });
+        let approve_all = Mutex::new(false);
+        let mut run = RunContext {
+            emitter: &emitter,
+            store: &mut self.store,
+            registry: &self.registry,
+            workspace: &self.workspace,
+            policy: &self.policy,
+            confirm: &*self.confirm,
+            approve_all: &approve_all,
+            cancel: &self.cancel,
+            bwrap: self.bwrap.as_deref(),
+            retry_base: self.retry_base,
+        };
+
+        let mut results: Vec<Option<StepResult>> = vec![None; plan.steps.len()];
+        // For each failed, blocked or skipped step: the failed step at the root of it.
+        let mut failed_root: Vec<Option<String>> = vec![None; plan.steps.len()];
+        let index: std::collections::HashMap<&str, usize> = plan
+            .steps
+            .iter()
+            .map(|s| (s.step_id.as_str(), s.position))
+            .collect();
+        let mut stopped: Option<ErrorKind> = None;
+        let mut first_failure: Option<ErrorKind> = None;
+        let total = order.len();
+
+        for (n, &i) in order.iter().enumerate() {
+            let step = &plan.steps[i];
+            if stopped.is_none() && self.cancel.load(Ordering::SeqCst) {
+                stopped = Some(ErrorKind::Interrupted);
+            }
+            let blocker = step
+                .depends_on
+                .iter()
+                .filter_map(|d| index.get(d.as_str()))
+                .find_map(|&d| failed_root[d].clone());
+            let result = if let Some(by) = blocker {
+                failed_root[i] = Some(by.clone());
+                not_run(&mut run, step, StepStatus::Blocked, Some(by))?
+            } else if stopped.is_some() {
+                failed_root[i] = Some(step.step_id.clone());
+                not_run(&mut run, step, StepStatus::Skipped, None)?
+            } else {
+                let (result, quit) = run_step(&mut run, plan, step, &vars, n + 1, total)?;
+                if result.status == StepStatus::Failed {
+                    failed_root[i] = Some(step.step_id.clone());
+                    let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
+                    first_failure.get_or_insert(kind);
+                    if quit || self.cancel.load(Ordering::SeqCst) {
+                        stopped = Some(ErrorKind::Interrupted);
+                    } else if step.on_failure == OnFailure::Stop {
+                        stopped = Some(kind);
+                    }
+                }
+                result
+            };
+            results[i] = Some(result);
+        }
+
+        let steps: Vec<StepResult> = results.into_iter().flatten().collect();
+        let interrupted =
+            stopped == Some(ErrorKind::Interrupted) && self.cancel.load(Ordering::SeqCst);
+        let (status, exit_code) = if interrupted {
+            (RunStatus::Interrupted, exit::INTERRUPTED)
+        } else if let Some(kind) = first_failure {
+            (RunStatus::Failed, kind.exit_code())
+        } else {
+            (RunStatus::Completed, exit::OK)
+        };
+        let count = |s: StepStatus| steps.iter().filter(|r| r.status == s).count();
+        let duration_ms = started.elapsed().as_millis() as u64;
+        run.store
+            .finish_run(&run_id, status.as_str(), exit_code, (0, 0))?;
+        emitter.emit(EventKind::RunFinished {
+            status: status.as_str().to_string(),
+            exit_code,
+            duration_ms,
+            completed: count(StepStatus::Completed),
+            failed: count(StepStatus::Failed),
+            blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
+        });
+        Ok(ExecutionResult {
+            run_id,
+            plan_id: plan.plan_id.clone(),
+            status,
+            exit_code,
+            duration_ms,
+            steps,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        })
+    }
+}
+
+/// Records a step that never ran.
+fn not_run(
+    run: &mut RunContext,
+    step: &Step,
+    status: StepStatus,
+    blocked_by: Option<String>,
+) -> Result<StepResult, ExecutionError> {
+    let kind = match status {
+        StepStatus::Blocked => ErrorKind::Blocked,
+        _ => ErrorKind::Skipped,
+    };
+    let message = match &blocked_by {
+        Some(by) => format!("not run: depends on failed step {by:?}"),
+        None => "not run: the run stopped before this step".to_string(),
+    };
+    run.store.step_finished(
+        run.emitter.run_id(),
+        &step.step_id,
+        &StepUpdate {
+            status: status.as_str(),
+            attempts: 0,
+            started_at: None,
+            finished_at: now_ms(),
+            error_code: Some(kind.as_str()),
+            error_message: Some(&message),
+            tokens: (0, 0),
+        },
+    )?;
+    run.emitter.emit(EventKind::StepBlocked {
+        step_id: step.step_id.clone(),
+        status: status.as_str().to_string(),
+        blocked_by,
+    });
+    Ok(StepResult {
+        step_id: step.step_id.clone(),
+        tool: step.tool.clone(),
+        status,
+        error_kind: Some(kind),
+        error: Some(message),
+        attempts: 0,
+        duration_ms: 0,
+        output: None,
+        execution_ids: Vec::new(),
+    })
+}
+
+/// What a driver reports for a step.
+#[derive(Debug, Clone)]
+pub struct StepOutcome {
+    /// `None` on success, else why it failed.
+    pub failure: Option<(ErrorKind, String)>,
+    /// The final output.
+    pub output: Option<String>,
+}
+
+impl StepOutcome {
+    /// A failure of `kind`.
+    pub fn failed(kind: ErrorKind, message: impl Into<String>) -> Self {
+        StepOutcome {
+            failure: Some((kind, message.into())),
+            output: None,
+        }
+    }
+}
+
+/// Runs one step from start event to recorded outcome. Returns the result and whether the user quit.
+fn run_step(
+    run: &mut RunContext,
+    plan: &Plan,
+    step: &Step,
+    vars: &Variables,
+    index: usize,
+    total: usize,
+) -> Result<(StepResult, bool), ExecutionError> {
+    let started_at = now_ms();
+    let started = Instant::now();
+    let args = substitute_arguments(step, vars);
+    let summary = match (&args, run.registry.get(&step.tool)) {
+        (Ok(a), Some(tool)) => tool.summary(a),
+        _ => String::new(),
+    };
+    run.store
+        .step_started(run.emitter.run_id(), &step.step_id, started_at)?;
+    run.emitter.emit(EventKind::StepStarted {
+        step_id: step.step_id.clone(),
+        tool: step.tool.clone(),
+        index,
+        total,
+        summary,
+    });
+    run.emitter.progress().on_step_start(step);
+
+    let mut ctx = StepContext::new(run, step);
+    let outcome = match args {
+        Err(problems) => StepOutcome::failed(
+            ErrorKind::InvalidArguments,
+            problems
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        Ok(args) => {
+            let pre = match &step.precondition {
+                None => None,
+                Some(p) => {
+                    let verdict = match substitute_precondition(p, vars) {
+                        Err(e) => Some(e),
+                        Ok(p) => precondition::evaluate(&p, &args, &mut ctx)?,
+                    };
+                    ctx.run.emitter.emit(EventKind::PreconditionChecked {
+                        step_id: step.step_id.clone(),
+                        precondition: p.describe(),
+                        passed: verdict.is_none(),
+                        detail: verdict.clone(),
+                    });
+                    verdict
+                }
+            };
+            match pre {
+                Some(why) => StepOutcome::failed(
+                    ErrorKind::PreconditionFailed,
+                    format!("precondition failed: {why}"),
+                ),
+                None => drivers::run(&mut ctx, plan, &args, vars)?,
+            }
+        }
+    };
+    let quit = ctx.quit;
+    let attempts = ctx.attempts;
+    let execution_ids = std::mem::take(&mut ctx.execution_ids);
+    drop(ctx);
+
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let (status, kind, message) = match &outcome.failure {
+        None => (StepStatus::Completed, None, None),
+        Some((k, m)) => (StepStatus::Failed, Some(*k), Some(m.clone())),
+    };
+    run.store.step_finished(
+        run.emitter.run_id(),
+        &step.step_id,
+        &StepUpdate {
+            status: status.as_str(),
+            attempts,
+            started_at: Some(started_at),
+            finished_at: now_ms(),
+            error_code: kind.map(ErrorKind::as_str),
+            error_message: message.as_deref(),
+            tokens: (0, 0),
+        },
+    )?;
+    let result = StepResult {
+        step_id: step.step_id.clone(),
+        tool: step.tool.clone(),
+        status,
+        error_kind: kind,
+        error: message.clone(),
+        attempts,
+        duration_ms,
+        output: outcome
+            .output
+            .map(|o| call::truncate_with_note(&o, OUTPUT_KEEP)),
+        execution_ids,
+    };
+    match kind {
+        None => {
+            run.emitter.emit(EventKind::StepCompleted {
+                step_id: step.step_id.clone(),
+                duration_ms,
+                attempts,
+            });
+            run.emitter.progress().on_step_complete(&result);
+        }
+        Some(k) => {
+            run.emitter.emit(EventKind::StepFailed {
+                step_id: step.step_id.clone(),
+                error_code: k.as_str().to_string(),
+                error: message.unwrap_or_default(),
+                duration_ms,
+            });
+            run.emitter.progress().on_step_failed(&result);
+        }
+    }
+    Ok((result, quit))
+}

@@ -1,0 +1,145 @@
+//! Plans: the model, parsing, variables, validation and authorization.
+//!
+//! Loading a plan is `read → parse → apply --var overrides → validate`, and every problem found on
+//! the way is reported together with its location (`steps[3].arguments.path: ...`).
+
+pub mod auth;
+pub mod model;
+pub mod parse;
+pub mod validate;
+pub mod variables;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use thiserror::Error;
+
+pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
+pub use model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};
+pub use validate::ValidationContext;
+
+/// Whether a problem is a plain mistake or an attempt to leave the sandbox (exit 2 vs 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// Malformed or inconsistent plan.
+    Invalid,
+    /// A path outside the workspace or a command the policy forbids.
+    Sandbox,
+}
+
+/// One thing wrong with a plan, and where.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Problem {
+    /// Where: `line 3, column 5`, `plan.plan_id`, `steps[2].arguments.path`, ...
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+    /// Which exit code it calls for.
+    pub kind: ProblemKind,
+}
+
+impl Problem {
+    /// A plain validation problem.
+    pub fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            location: location.into(),
+            message: message.into(),
+            kind: ProblemKind::Invalid,
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+/// A plan that cannot be used.
+#[derive(Debug, Error)]
+pub enum PlanError {
+    /// The file could not be read.
+    #[error("cannot read plan {path}: {source}")]
+    Read {
+        /// The plan path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The plan has problems; all of them are listed.
+    #[error("{path}: invalid plan ({} problem{}):\n{}", problems.len(),
+        if problems.len() == 1 { "" } else { "s" },
+        problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// The plan path.
+        path: String,
+        /// Every problem found.
+        problems: Vec<Problem>,
+    },
+}
+
+impl PlanError {
+    /// 32 when every problem is a sandbox violation (caught early), else 2.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PlanError::Invalid { problems, .. }
+                if !problems.is_empty()
+                    && problems.iter().all(|p| p.kind == ProblemKind::Sandbox) =>
+            {
+                crate::exit::SANDBOX
+            }
+            _ => crate::exit::USAGE,
+        }
+    }
+}
+
+/// Reads and parses a plan file, applying `--var` overrides. Overrides may only set variables the
+/// plan declares, so the approved plan names everything a caller can vary.
+pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
+    let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let invalid = |problems| PlanError::Invalid {
+        path: path.display().to_string(),
+        problems,
+    };
+    let mut plan = parse::parse(&bytes).map_err(invalid)?;
+    plan.source = Some(path.to_path_buf());
+    let mut problems = Vec::new();
+    for (k, v) in overrides {
+        if plan.variables.contains_key(k) {
+            plan.variables.insert(k.clone(), v.clone());
+        } else {
+            problems.push(Problem::invalid(
+                format!("--var {k}"),
+                "the plan does not declare this variable (add it to \"variables\" with a default)",
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(plan)
+    } else {
+        Err(invalid(problems))
+    }
+}
+
+/// Reads, parses and validates a plan file.
+pub fn load(
+    path: &Path,
+    overrides: &BTreeMap<String, String>,
+    ctx: &ValidationContext,
+) -> Result<Plan, PlanError> {
+    let plan = read(path, overrides)?;
+    let problems = validate::validate(&plan, ctx);
+    if problems.is_empty() {
+        Ok(plan)
+    } else {
+        Err(PlanError::Invalid {
+            path: path.display().to_string(),
+            problems,
+        })
+    }
+}

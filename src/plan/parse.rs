@@ -1,0 +1,517 @@
+//! Reading a plan file into the model, reporting every structural problem at once.
+//!
+//! The JSON is first parsed into a `serde_json::Value` (syntax errors carry line and column), then
+//! walked by hand so that one bad step does not hide the problems of the next, and so that unknown
+//! fields — usually typos such as `depend_on` — are errors instead of being silently ignored.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};
+use super::{Problem, ProblemKind};
+
+/// The largest plan file accepted; larger input is refused before parsing.
+pub const MAX_PLAN_BYTES: usize = 64 * 1024 * 1024;
+
+/// Hex SHA-256 of bytes; approvals are bound to this.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest.iter() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+struct Collector {
+    problems: Vec<Problem>,
+}
+
+impl Collector {
+    fn err(&mut self, location: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem {
+            location: location.into(),
+            message: message.into(),
+            kind: ProblemKind::Invalid,
+        });
+    }
+
+    fn unknown_fields(&mut self, obj: &Map<String, Value>, at: &str, known: &[&str]) {
+        for key in obj.keys() {
+            if !known.contains(&key.as_str()) {
+                self.err(
+                    format!("{at}.{key}"),
+                    format!("unknown field (expected one of: {})", known.join(", ")),
+                );
+            }
+        }
+    }
+
+    fn string(&mut self, obj: &Map<String, Value>, key: &str, at: &str) -> Option<String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                self.err(
+                    format!("{at}.{key}"),
+                    format!("expected a string, got {other}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn uint(&mut self, obj: &Map<String, Value>, key: &str, at: &str, max: u64) -> Option<u64> {
+        match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(n) if n <= max => Some(n),
+                _ => {
+                    self.err(
+                        format!("{at}.{key}"),
+                        format!("expected a whole number from 0 to {max}, got {v}"),
+                    );
+                    None
+                }
+            },
+        }
+    }
+}
+
+/// Parses plan bytes. Returns the plan, or every problem found (never just the first).
+pub fn parse(bytes: &[u8]) -> Result<Plan, Vec<Problem>> {
+    let mut c = Collector {
+        problems: Vec::new(),
+    };
+    if bytes.len() > MAX_PLAN_BYTES {
+        c.err(
+            "plan",
+            format!(
+                "plan file is {} bytes; the limit is {MAX_PLAN_BYTES}",
+                bytes.len()
+            ),
+        );
+        return Err(c.problems);
+    }
+    let root: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            c.err(
+                format!("line {}, column {}", e.line(), e.column()),
+                format!("invalid JSON: {e}"),
+            );
+            return Err(c.problems);
+        }
+    };
+    let Some(obj) = root.as_object() else {
+        c.err("plan", "the plan must be a JSON object");
+        return Err(c.problems);
+    };
+    c.unknown_fields(
+        obj,
+        "plan",
+        &[
+            "$schema",
+            "plan_id",
+            "description",
+            "variables",
+            "defaults",
+            "steps",
+        ],
+    );
+
+    let plan_id = match c.string(obj, "plan_id", "plan") {
+        Some(id) if !id.trim().is_empty() => id,
+        Some(_) => {
+            c.err("plan.plan_id", "must not be empty");
+            String::new()
+        }
+        None => {
+            if !obj.contains_key("plan_id") {
+                c.err(
+                    "plan.plan_id",
+                    "missing (every plan needs a non-empty plan_id)",
+                );
+            }
+            String::new()
+        }
+    };
+    let description = c.string(obj, "description", "plan");
+
+    let mut variables = BTreeMap::new();
+    match obj.get("variables") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(vars)) => {
+            for (k, v) in vars {
+                let at = format!("plan.variables.{k}");
+                if !super::variables::is_name(k) {
+                    c.err(at, "invalid variable name (use letters, digits and _)");
+                    continue;
+                }
+                if super::variables::BUILTINS.contains(&k.as_str()) {
+                    c.err(at, "is a built-in variable and cannot be redefined");
+                    continue;
+                }
+                let value = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    other => {
+                        c.err(
+                            at,
+                            format!("expected a string, number or boolean, got {other}"),
+                        );
+                        continue;
+                    }
+                };
+                variables.insert(k.clone(), value);
+            }
+        }
+        Some(other) => c.err("plan.variables", format!("expected an object, got {other}")),
+    }
+
+    let mut defaults = Defaults::default();
+    match obj.get("defaults") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(d)) => {
+            c.unknown_fields(d, "plan.defaults", &["timeout_s", "retries"]);
+            defaults.timeout_s = c.uint(d, "timeout_s", "plan.defaults", 86_400);
+            if defaults.timeout_s == Some(0) {
+                c.err("plan.defaults.timeout_s", "must be at least 1");
+            }
+            if let Some(r) = c.uint(d, "retries", "plan.defaults", 10) {
+                defaults.retries = r as u32;
+            }
+        }
+        Some(other) => c.err("plan.defaults", format!("expected an object, got {other}")),
+    }
+
+    let mut steps = Vec::new();
+    match obj.get("steps") {
+        Some(Value::Array(items)) if items.is_empty() => {
+            c.err("plan.steps", "a plan needs at least one step")
+        }
+        Some(Value::Array(items)) => {
+            let mut seen = HashSet::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let prev = if i == 0 {
+                    None
+                } else {
+                    steps.last().map(|s: &Step| s.step_id.clone())
+                };
+                if let Some(step) = parse_step(&mut c, item, i, prev) {
+                    if !step.step_id.is_empty() && !seen.insert(step.step_id.clone()) {
+                        c.err(
+                            format!("steps[{i}].step_id"),
+                            format!("duplicate step_id {:?}", step.step_id),
+                        );
+                    }
+                    steps.push(step);
+                }
+            }
+        }
+        Some(other) => c.err(
+            "plan.steps",
+            format!("expected an array, got {}", kind(other)),
+        ),
+        None => c.err("plan.steps", "missing (a plan needs at least one step)"),
+    }
+
+    if !c.problems.is_empty() {
+        return Err(c.problems);
+    }
+    Ok(Plan {
+        plan_id,
+        description,
+        variables,
+        defaults,
+        steps,
+        sha256: sha256_hex(bytes),
+        source: None,
+    })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+const STEP_FIELDS: &[&str] = &[
+    "step_id",
+    "tool",
+    "arguments",
+    "precondition",
+    "requires_confirmation",
+    "depends_on",
+    "timeout_s",
+    "retries",
+    "on_failure",
+    "verify",
+    "description",
+];
+
+fn parse_step(c: &mut Collector, item: &Value, i: usize, prev: Option<String>) -> Option<Step> {
+    let at = format!("steps[{i}]");
+    let Some(obj) = item.as_object() else {
+        c.err(at, format!("expected a step object, got {}", kind(item)));
+        return None;
+    };
+    c.unknown_fields(obj, &at, STEP_FIELDS);
+    let step_id = match c.string(obj, "step_id", &at) {
+        Some(id) if id.trim().is_empty() => {
+            c.err(format!("{at}.step_id"), "must not be empty");
+            String::new()
+        }
+        Some(id) if id.chars().any(char::is_control) => {
+            c.err(
+                format!("{at}.step_id"),
+                "must not contain control characters",
+            );
+            String::new()
+        }
+        Some(id) => id,
+        None => {
+            c.err(format!("{at}.step_id"), "missing");
+            String::new()
+        }
+    };
+    let tool = match c.string(obj, "tool", &at) {
+        Some(t) => t,
+        None => {
+            c.err(format!("{at}.tool"), "missing");
+            String::new()
+        }
+    };
+    let arguments = match obj.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(other) => {
+            c.err(
+                format!("{at}.arguments"),
+                format!("expected an object, got {}", kind(other)),
+            );
+            Map::new()
+        }
+    };
+    let precondition = obj
+        .get("precondition")
+        .and_then(|p| parse_precondition(c, p, &format!("{at}.precondition")));
+    let requires_confirmation = match obj.get("requires_confirmation") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            c.err(
+                format!("{at}.requires_confirmation"),
+                format!("expected true or false, got {other}"),
+            );
+            false
+        }
+    };
+    let depends_on = match obj.get("depends_on") {
+        None | Some(Value::Null) => prev.into_iter().collect(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .enumerate()
+            .filter_map(|(j, id)| match id.as_str() {
+                Some(s) => Some(s.to_string()),
+                None => {
+                    c.err(format!("{at}.depends_on[{j}]"), "expected a step_id string");
+                    None
+                }
+            })
+            .collect(),
+        Some(other) => {
+            c.err(
+                format!("{at}.depends_on"),
+                format!("expected an array of step ids, got {}", kind(other)),
+            );
+            Vec::new()
+        }
+    };
+    let timeout_s = c.uint(obj, "timeout_s", &at, 86_400);
+    if timeout_s == Some(0) {
+        c.err(format!("{at}.timeout_s"), "must be at least 1");
+    }
+    let retries = c.uint(obj, "retries", &at, 10).map(|r| r as u32);
+    let on_failure = match c.string(obj, "on_failure", &at).as_deref() {
+        None | Some("stop") => OnFailure::Stop,
+        Some("continue") => OnFailure::Continue,
+        Some(other) => {
+            c.err(
+                format!("{at}.on_failure"),
+                format!("expected \"stop\" or \"continue\", got {other:?}"),
+            );
+            OnFailure::Stop
+        }
+    };
+    let verify = match obj.get("verify") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(v)) => {
+            let vat = format!("{at}.verify");
+            c.unknown_fields(v, &vat, &["command", "max_cycles"]);
+            let command = c.string(v, "command", &vat);
+            if command.is_none() {
+                c.err(format!("{vat}.command"), "missing");
+            }
+            let max_cycles = c.uint(v, "max_cycles", &vat, 20).unwrap_or(3) as u32;
+            if max_cycles == 0 {
+                c.err(format!("{vat}.max_cycles"), "must be at least 1");
+            }
+            command.map(|command| Verify {
+                command,
+                max_cycles,
+            })
+        }
+        Some(other) => {
+            c.err(
+                format!("{at}.verify"),
+                format!("expected an object, got {}", kind(other)),
+            );
+            None
+        }
+    };
+    Some(Step {
+        step_id,
+        position: i,
+        tool,
+        arguments,
+        precondition,
+        requires_confirmation,
+        depends_on,
+        timeout_s,
+        retries,
+        on_failure,
+        verify,
+    })
+}
+
+fn parse_precondition(c: &mut Collector, v: &Value, at: &str) -> Option<Precondition> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "none" | "" => Some(Precondition::None),
+            "file exists" => Some(Precondition::StepFileExists),
+            "cargo workspace exists" => Some(Precondition::CargoWorkspaceExists),
+            "codegraph.db exists" => Some(Precondition::CodegraphDbExists),
+            _ => {
+                c.err(
+                    at,
+                    format!(
+                        "unknown precondition {s:?} (expected \"none\", \"file exists\", \
+                         \"Cargo workspace exists\", \"codegraph.db exists\", or an object with \
+                         file_exists, file_absent, file_contains or command_succeeds)"
+                    ),
+                );
+                None
+            }
+        },
+        Value::Object(m) if m.len() == 1 => {
+            let (key, val) = m.iter().next()?;
+            let sub = format!("{at}.{key}");
+            match (key.as_str(), val) {
+                ("file_exists", Value::String(p)) => Some(Precondition::FileExists(p.clone())),
+                ("file_absent", Value::String(p)) => Some(Precondition::FileAbsent(p.clone())),
+                ("command_succeeds", Value::String(cmd)) => {
+                    Some(Precondition::CommandSucceeds(cmd.clone()))
+                }
+                ("file_contains", Value::Object(fc)) => {
+                    c.unknown_fields(fc, &sub, &["path", "pattern"]);
+                    let path = c.string(fc, "path", &sub);
+                    let pattern = c.string(fc, "pattern", &sub);
+                    match (path, pattern) {
+                        (Some(path), Some(pattern)) => {
+                            Some(Precondition::FileContains { path, pattern })
+                        }
+                        _ => {
+                            c.err(sub, "needs string fields \"path\" and \"pattern\"");
+                            None
+                        }
+                    }
+                }
+                ("file_exists" | "file_absent" | "command_succeeds", other) => {
+                    c.err(sub, format!("expected a string, got {}", kind(other)));
+                    None
+                }
+                _ => {
+                    c.err(
+                        sub,
+                        "unknown precondition (expected file_exists, file_absent, \
+                         file_contains or command_succeeds)",
+                    );
+                    None
+                }
+            }
+        }
+        other => {
+            c.err(
+                at,
+                format!(
+                    "expected a precondition string or an object with exactly one key, got {}",
+                    kind(other)
+                ),
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let problems = parse(b"{\n  \"plan_id\": \"x\",\n  \"steps\": [,]\n}").unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].location, "line 3, column 13");
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let bad = br#"{"plan_id": "", "steps": [
+            {"step_id": "a", "tool": "file_read", "depend_on": []},
+            {"step_id": "a", "tool": 5, "on_failure": "maybe"},
+            {"step_id": "c", "tool": "x", "precondition": "moon is full"}
+        ]}"#;
+        let problems = parse(bad).unwrap_err();
+        let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        let all = text.join("\n");
+        assert!(all.contains("plan.plan_id: must not be empty"), "{all}");
+        assert!(all.contains("steps[0].depend_on: unknown field"), "{all}");
+        assert!(all.contains("steps[1].step_id: duplicate step_id"), "{all}");
+        assert!(all.contains("steps[1].tool: expected a string"), "{all}");
+        assert!(all.contains("steps[1].on_failure"), "{all}");
+        assert!(
+            all.contains("steps[2].precondition: unknown precondition"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let plan = parse(
+            br#"{"plan_id":"p","steps":[
+            {"step_id":"a","tool":"t"},{"step_id":"b","tool":"t","depends_on":[]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(plan.steps[0].depends_on, Vec::<String>::new());
+        assert_eq!(plan.steps[1].depends_on, Vec::<String>::new());
+        let plan = parse(
+            br#"{"plan_id":"p","steps":[
+            {"step_id":"a","tool":"t"},{"step_id":"b","tool":"t"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(plan.steps[1].depends_on, vec!["a".to_string()]);
+        assert_eq!(plan.defaults.retries, 2);
+        assert_eq!(plan.sha256.len(), 64);
+    }
+}

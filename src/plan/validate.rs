@@ -1,0 +1,322 @@
+//! Whole-plan validation before any step runs (SPEC §2).
+//!
+//! Checks known tools, argument schemas, variables, paths, command policy, preconditions and the
+//! dependency graph, and reports every problem together. The same substitution and checks run again
+//! for each step at execution time, so a plan that validates is exactly the plan that runs.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::model::{Plan, Precondition, Step};
+use super::variables::Variables;
+use super::{Problem, ProblemKind};
+use crate::sandbox::{Policy, Workspace};
+use crate::tools::{ToolContext, ToolError, ToolRegistry};
+
+/// What validation needs to know about the environment a plan will run in.
+pub struct ValidationContext<'a> {
+    /// The tools that exist.
+    pub registry: &'a ToolRegistry,
+    /// The workspace paths must stay in.
+    pub workspace: &'a Workspace,
+    /// The policy commands must satisfy.
+    pub policy: &'a Policy,
+}
+
+impl ValidationContext<'_> {
+    /// A tool context for side-effect-free checks.
+    pub fn with_tool_context<R>(&self, f: impl FnOnce(&ToolContext) -> R) -> R {
+        let cancel = AtomicBool::new(false);
+        let ctx = ToolContext {
+            workspace: self.workspace,
+            policy: self.policy,
+            timeout: Duration::from_secs(self.policy.limits.timeout_s),
+            bwrap: None,
+            cancel: &cancel,
+            heartbeat: &|_| {},
+        };
+        f(&ctx)
+    }
+}
+
+/// The built-in variables for a run.
+pub fn builtins(plan: &Plan, workspace: &Workspace, run_id: &str) -> Vec<(&'static str, String)> {
+    let plan_dir = plan
+        .source
+        .as_ref()
+        .and_then(|p| p.parent())
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                std::path::PathBuf::from(".")
+            } else {
+                p.to_path_buf()
+            }
+        })
+        .and_then(|p| p.canonicalize().ok())
+        .unwrap_or_else(|| workspace.root().to_path_buf());
+    vec![
+        ("workspace", workspace.root().display().to_string()),
+        ("plan_dir", plan_dir.display().to_string()),
+        ("run_id", run_id.to_string()),
+    ]
+}
+
+/// A step's arguments after substitution, or the problems substitution found.
+pub fn substitute_arguments(step: &Step, vars: &Variables) -> Result<Value, Vec<Problem>> {
+    let mut raw = Vec::new();
+    let args = vars.substitute_value(
+        &Value::Object(step.arguments.clone()),
+        &format!("steps[{}].arguments", step.position),
+        &mut raw,
+    );
+    if raw.is_empty() {
+        Ok(args)
+    } else {
+        Err(raw
+            .into_iter()
+            .map(|(location, message)| Problem::invalid(location, message))
+            .collect())
+    }
+}
+
+/// Substitutes variables inside a precondition.
+pub fn substitute_precondition(p: &Precondition, vars: &Variables) -> Result<Precondition, String> {
+    Ok(match p {
+        Precondition::FileExists(path) => Precondition::FileExists(vars.substitute(path)?),
+        Precondition::FileAbsent(path) => Precondition::FileAbsent(vars.substitute(path)?),
+        Precondition::FileContains { path, pattern } => Precondition::FileContains {
+            path: vars.substitute(path)?,
+            pattern: vars.substitute(pattern)?,
+        },
+        Precondition::CommandSucceeds(c) => Precondition::CommandSucceeds(vars.substitute(c)?),
+        other => other.clone(),
+    })
+}
+
+fn tool_problem(location: String, e: ToolError) -> Problem {
+    match e {
+        ToolError::Sandbox(v) => Problem {
+            location,
+            message: v.to_string(),
+            kind: ProblemKind::Sandbox,
+        },
+        other => Problem::invalid(location, other.to_string()),
+    }
+}
+
+/// Checks a command string (precondition or verify) as `run_command` would.
+pub fn check_command(ctx: &ValidationContext, command: &str, at: &str) -> Option<Problem> {
+    let Some(tool) = ctx.registry.get("run_command") else {
+        return Some(Problem::invalid(
+            at,
+            "commands are not supported: the run_command tool is not available in this build",
+        ));
+    };
+    let args = json!({ "command": command });
+    ctx.with_tool_context(|tc| tool.check(&args, tc))
+        .err()
+        .map(|e| tool_problem(at.to_string(), e))
+}
+
+/// Validates one step's tool, arguments and precondition with the given variables.
+pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> Vec<Problem> {
+    let at = format!("steps[{}]", step.position);
+    let mut problems = Vec::new();
+    let args = match substitute_arguments(step, vars) {
+        Ok(a) => Some(a),
+        Err(p) => {
+            problems.extend(p);
+            None
+        }
+    };
+    match ctx.registry.get(&step.tool) {
+        None => {
+            let known: Vec<&str> = ctx.registry.names().collect();
+            problems.push(Problem::invalid(
+                format!("{at}.tool"),
+                format!(
+                    "unknown tool {:?} (available: {})",
+                    step.tool,
+                    known.join(", ")
+                ),
+            ));
+        }
+        Some(tool) => {
+            if let Some(args) = &args {
+                let schema_errors = crate::tools::schema::validate(
+                    &tool.schema(),
+                    args,
+                    &format!("{at}.arguments"),
+                );
+                if schema_errors.is_empty() {
+                    if let Err(e) = ctx.with_tool_context(|tc| tool.check(args, tc)) {
+                        problems.push(tool_problem(format!("{at}.arguments"), e));
+                    }
+                } else {
+                    problems.extend(
+                        schema_errors
+                            .into_iter()
+                            .map(|m| Problem::invalid(format!("{at}.arguments"), m)),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(pre) = &step.precondition {
+        let pat = format!("{at}.precondition");
+        match substitute_precondition(pre, vars) {
+            Err(e) => problems.push(Problem::invalid(pat, e)),
+            Ok(pre) => problems.extend(check_precondition(&pre, step, args.as_ref(), ctx, &pat)),
+        }
+    }
+    if let Some(verify) = &step.verify {
+        let vat = format!("{at}.verify.command");
+        match vars.substitute(&verify.command) {
+            Err(e) => problems.push(Problem::invalid(vat, e)),
+            Ok(cmd) => problems.extend(check_command(ctx, &cmd, &vat)),
+        }
+    }
+    problems
+}
+
+/// The path a step's precondition "file exists" refers to.
+pub fn step_path(args: &Value) -> Option<&str> {
+    args.get("path")
+        .or_else(|| args.get("file_path"))
+        .and_then(Value::as_str)
+}
+
+fn check_precondition(
+    pre: &Precondition,
+    step: &Step,
+    args: Option<&Value>,
+    ctx: &ValidationContext,
+    at: &str,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut path = |p: &str| {
+        if let Err(v) = ctx.workspace.resolve(p) {
+            problems.push(Problem {
+                location: at.to_string(),
+                message: v.to_string(),
+                kind: ProblemKind::Sandbox,
+            });
+        }
+    };
+    match pre {
+        Precondition::None | Precondition::CodegraphDbExists => {}
+        Precondition::StepFileExists => match args.map(step_path) {
+            Some(Some(p)) => path(p),
+            Some(None) => problems.push(Problem::invalid(
+                at,
+                format!(
+                    "\"file exists\" needs a path or file_path argument, and {} step {:?} has none",
+                    step.tool, step.step_id
+                ),
+            )),
+            None => {}
+        },
+        Precondition::CargoWorkspaceExists => {
+            if let Some(p) = args.and_then(step_path) {
+                path(p)
+            }
+        }
+        Precondition::FileExists(p) | Precondition::FileAbsent(p) => path(p),
+        Precondition::FileContains { path: p, pattern } => {
+            path(p);
+            if let Err(e) = regex::Regex::new(pattern) {
+                problems.push(Problem::invalid(at, format!("invalid pattern: {e}")));
+            }
+        }
+        Precondition::CommandSucceeds(cmd) => problems.extend(check_command(ctx, cmd, at)),
+    }
+    problems
+}
+
+/// Orders steps so each comes after its dependencies, keeping file order where free; reports unknown
+/// targets and cycles.
+pub fn dependency_order(plan: &Plan) -> Result<Vec<usize>, Vec<Problem>> {
+    let index: HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .map(|s| (s.step_id.as_str(), s.position))
+        .collect();
+    let n = plan.steps.len();
+    let mut problems = Vec::new();
+    let mut indegree = vec![0usize; n];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for step in &plan.steps {
+        for (j, dep) in step.depends_on.iter().enumerate() {
+            let at = format!("steps[{}].depends_on[{j}]", step.position);
+            match index.get(dep.as_str()) {
+                None => problems.push(Problem::invalid(
+                    at,
+                    format!("depends on unknown step {dep:?}"),
+                )),
+                Some(&d) if d == step.position => {
+                    problems.push(Problem::invalid(at, "a step cannot depend on itself"))
+                }
+                Some(&d) => {
+                    indegree[step.position] += 1;
+                    dependents[d].push(step.position);
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    // Kahn's algorithm with a min-heap on position keeps file order among ready steps.
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = indegree
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| **d == 0)
+        .map(|(i, _)| std::cmp::Reverse(i))
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &d in &dependents[i] {
+            indegree[d] -= 1;
+            if indegree[d] == 0 {
+                ready.push(std::cmp::Reverse(d));
+            }
+        }
+    }
+    if order.len() < n {
+        let stuck: Vec<&str> = plan
+            .steps
+            .iter()
+            .filter(|s| indegree[s.position] > 0)
+            .map(|s| s.step_id.as_str())
+            .take(20)
+            .collect();
+        return Err(vec![Problem::invalid(
+            "plan.steps",
+            format!(
+                "depends_on forms a cycle among these steps: {}",
+                stuck.join(", ")
+            ),
+        )]);
+    }
+    Ok(order)
+}
+
+/// Validates the whole plan; an empty result means it may run.
+pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
+    let vars = Variables::new(
+        &plan.variables,
+        &builtins(plan, ctx.workspace, "validation"),
+    );
+    let mut problems = Vec::new();
+    for step in &plan.steps {
+        problems.extend(validate_step(step, &vars, ctx));
+    }
+    if let Err(p) = dependency_order(plan) {
+        problems.extend(p);
+    }
+    problems
+}

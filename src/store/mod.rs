@@ -1,0 +1,558 @@
+//! The execution database (SPEC §8): every run, step, tool execution and artifact, in SQLite.
+//!
+//! Each execution and its artifacts are written in one transaction that commits before the executor
+//! moves on, so a crash loses at most the call in flight. WAL mode plus a busy timeout let several
+//! runs share one database file; write transactions start `IMMEDIATE` so two writers queue instead of
+//! deadlocking on a lock upgrade.
+
+pub mod migrations;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::sandbox::redact::Redactor;
+use crate::tools::Artifact;
+
+/// A database problem, with the file it concerns.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The database could not be opened or migrated.
+    #[error("cannot open execution database {path}: {source}")]
+    Open {
+        /// The database file.
+        path: String,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// The directory for the database could not be created.
+    #[error("cannot create directory for execution database {path}: {source}")]
+    CreateDir {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A query failed.
+    #[error("execution database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// A lookup found nothing.
+    #[error("{0} not found")]
+    NotFound(String),
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    /// UUID of the run.
+    pub run_id: String,
+    /// The plan's id.
+    pub plan_id: String,
+    /// Hash of the plan bytes that ran.
+    pub plan_sha256: String,
+    /// Where the plan file was.
+    pub plan_path: Option<String>,
+    /// The workspace root.
+    pub workspace: String,
+    /// Unix ms.
+    pub started_at: i64,
+    /// Unix ms, when finished.
+    pub finished_at: Option<i64>,
+    /// `running`, `completed`, `failed`, `interrupted`.
+    pub status: String,
+    /// The process exit code the run ended with.
+    pub exit_code: Option<i64>,
+    /// LLM prompt tokens used.
+    pub prompt_tokens: i64,
+    /// LLM completion tokens used.
+    pub completion_tokens: i64,
+}
+
+/// A step as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRow {
+    /// The step id.
+    pub step_id: String,
+    /// 0-based position in the plan file.
+    pub position: i64,
+    /// The step's tool.
+    pub tool: String,
+    /// `pending`, `running`, `completed`, `failed`, `blocked`, `skipped`.
+    pub status: String,
+    /// Tool-call attempts made.
+    pub attempts: i64,
+    /// Unix ms.
+    pub started_at: Option<i64>,
+    /// Unix ms.
+    pub finished_at: Option<i64>,
+    /// [`crate::ErrorKind`] identifier when not completed.
+    pub error_code: Option<String>,
+    /// Why, for a human.
+    pub error_message: Option<String>,
+}
+
+/// One tool execution (or LLM turn) as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutionRecord {
+    /// UUID v4.
+    pub execution_id: String,
+    /// The run.
+    pub run_id: String,
+    /// The step.
+    pub step_id: String,
+    /// The tool (or `llm` for a model turn).
+    pub tool_name: String,
+    /// Arguments as JSON text (redacted when stored).
+    pub arguments_json: String,
+    /// Unix ms.
+    pub started_at: i64,
+    /// Wall time.
+    pub duration_ms: i64,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Process exit code, if any.
+    pub exit_code: Option<i32>,
+    /// [`crate::ErrorKind`] identifier on failure.
+    pub error_code: Option<String>,
+    /// Failure message.
+    pub error_message: Option<String>,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Agent turn, for agent steps.
+    pub turn: Option<u32>,
+    /// The LLM turn execution that asked for this call.
+    pub parent_execution_id: Option<String>,
+    /// LLM prompt tokens for a turn.
+    pub prompt_tokens: Option<i64>,
+    /// LLM completion tokens for a turn.
+    pub completion_tokens: Option<i64>,
+}
+
+/// Metadata of an artifact (content fetched separately with [`Store::artifact`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactMeta {
+    /// The artifact type.
+    pub artifact_type: String,
+    /// Full size of the output in bytes.
+    pub bytes: i64,
+    /// Whether the stored content is cut short.
+    pub truncated: bool,
+}
+
+/// An execution with its artifacts' metadata, for `acode-run show`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutionRow {
+    /// The execution.
+    #[serde(flatten)]
+    pub record: ExecutionRecord,
+    /// Its artifacts.
+    pub artifacts: Vec<ArtifactMeta>,
+}
+
+/// Everything about one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetail {
+    /// The run.
+    pub run: RunRow,
+    /// Its steps in plan order.
+    pub steps: Vec<StepRow>,
+    /// Its executions in time order.
+    pub executions: Vec<ExecutionRow>,
+}
+
+/// What a finished step writes back.
+#[derive(Debug, Clone)]
+pub struct StepUpdate<'a> {
+    /// New status.
+    pub status: &'a str,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Unix ms, when started (None for steps that never started).
+    pub started_at: Option<i64>,
+    /// Unix ms.
+    pub finished_at: i64,
+    /// Error kind identifier.
+    pub error_code: Option<&'a str>,
+    /// Error message.
+    pub error_message: Option<&'a str>,
+    /// LLM tokens used by the step.
+    pub tokens: (i64, i64),
+}
+
+/// The database handle. One per run (or per CLI query); not shared between threads.
+pub struct Store {
+    conn: Connection,
+    path: Option<PathBuf>,
+    redactor: Arc<Redactor>,
+}
+
+impl Store {
+    /// The default database location inside a workspace.
+    pub const DEFAULT_PATH: &'static str = ".acode/executions.db";
+
+    /// Opens (creating if needed) and migrates the database at `path`.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let open_err = |source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open_err)?;
+        Self::setup(conn, Some(path.to_path_buf())).map_err(open_err)
+    }
+
+    /// An in-memory database, for tests and embedders that do not want a file.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        let conn = Connection::open_in_memory()?;
+        Ok(Self::setup(conn, None)?)
+    }
+
+    fn setup(mut conn: Connection, path: Option<PathBuf>) -> rusqlite::Result<Store> {
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // NORMAL in WAL mode survives process crashes (kill -9); only an OS crash can lose the
+        // last commits. See docs/database.md.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrations::migrate(&mut conn)?;
+        Ok(Store {
+            conn,
+            path,
+            redactor: Arc::new(Redactor::from_env()),
+        })
+    }
+
+    /// Replaces the redactor applied to everything written (the default reads the environment).
+    pub fn set_redactor(&mut self, redactor: Arc<Redactor>) {
+        self.redactor = redactor;
+    }
+
+    /// The database file, if on disk.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    fn scrub(&self, s: &str) -> String {
+        self.redactor.redact(s).into_owned()
+    }
+
+    fn scrub_opt(&self, s: Option<&str>) -> Option<String> {
+        s.map(|s| self.scrub(s))
+    }
+
+    fn immediate(&mut self) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+        self.conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+    }
+
+    /// Records a new run and all its steps as `pending`, in one transaction.
+    pub fn begin_run(
+        &mut self,
+        run: &RunRow,
+        steps: &[(&str, usize, &str)],
+    ) -> Result<(), StoreError> {
+        let tx = self.immediate()?;
+        tx.execute(
+            "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                run.run_id,
+                run.plan_id,
+                run.plan_sha256,
+                run.plan_path,
+                run.workspace,
+                run.started_at,
+                run.status
+            ],
+        )?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT INTO steps (run_id, step_id, position, tool, status) VALUES (?1, ?2, ?3, ?4, 'pending')",
+            )?;
+            for (step_id, position, tool) in steps {
+                stmt.execute(params![run.run_id, step_id, *position as i64, tool])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Marks a step as running.
+    pub fn step_started(&mut self, run_id: &str, step_id: &str, at: i64) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE steps SET status = 'running', started_at = ?3 WHERE run_id = ?1 AND step_id = ?2",
+            )?
+            .execute(params![run_id, step_id, at])?;
+        Ok(())
+    }
+
+    /// Writes a step's outcome.
+    pub fn step_finished(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        u: &StepUpdate,
+    ) -> Result<(), StoreError> {
+        let message = self.scrub_opt(u.error_message);
+        self.conn
+            .prepare_cached(
+                "UPDATE steps SET status = ?3, attempts = ?4, started_at = COALESCE(started_at, ?5),
+                 finished_at = ?6, error_code = ?7, error_message = ?8,
+                 prompt_tokens = ?9, completion_tokens = ?10
+                 WHERE run_id = ?1 AND step_id = ?2",
+            )?
+            .execute(params![
+                run_id,
+                step_id,
+                u.status,
+                u.attempts,
+                u.started_at,
+                u.finished_at,
+                u.error_code,
+                message,
+                u.tokens.0,
+                u.tokens.1
+            ])?;
+        Ok(())
+    }
+
+    /// Records one execution and its artifacts atomically; arguments, messages and artifact content
+    /// are redacted on the way in.
+    pub fn record_execution(
+        &mut self,
+        e: &ExecutionRecord,
+        artifacts: &[Artifact],
+    ) -> Result<(), StoreError> {
+        let args = self.scrub(&e.arguments_json);
+        let message = self.scrub_opt(e.error_message.as_deref());
+        let contents: Vec<String> = artifacts.iter().map(|a| self.scrub(&a.content)).collect();
+        let tx = self.immediate()?;
+        tx.prepare_cached(
+            "INSERT INTO executions (execution_id, run_id, step_id, tool_name, arguments_json, started_at,
+             duration_ms, success, exit_code, error_code, error_message, attempt, turn,
+             parent_execution_id, prompt_tokens, completion_tokens)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        )?
+        .execute(params![
+            e.execution_id,
+            e.run_id,
+            e.step_id,
+            e.tool_name,
+            args,
+            e.started_at,
+            e.duration_ms,
+            e.success,
+            e.exit_code,
+            e.error_code,
+            message,
+            e.attempt,
+            e.turn,
+            e.parent_execution_id,
+            e.prompt_tokens,
+            e.completion_tokens
+        ])?;
+        for (a, content) in artifacts.iter().zip(&contents) {
+            tx.prepare_cached(
+                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                e.execution_id,
+                a.artifact_type,
+                content,
+                a.bytes as i64,
+                a.truncated
+            ])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Writes a run's final status.
+    pub fn finish_run(
+        &mut self,
+        run_id: &str,
+        status: &str,
+        exit_code: i32,
+        tokens: (i64, i64),
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET status = ?2, exit_code = ?3, finished_at = ?4,
+             prompt_tokens = ?5, completion_tokens = ?6 WHERE run_id = ?1",
+            params![
+                run_id,
+                status,
+                exit_code,
+                crate::error::now_ms(),
+                tokens.0,
+                tokens.1
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The most recent runs, newest first.
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
+             status, exit_code, prompt_tokens, completion_tokens
+             FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
+        )?;
+        let rows = stmt
+            .query_map([limit as i64], run_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// A run, by id or unique id prefix.
+    pub fn run(&self, run_id: &str) -> Result<RunRow, StoreError> {
+        let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
+        let mut stmt = self.conn.prepare(
+            "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
+             status, exit_code, prompt_tokens, completion_tokens
+             FROM runs WHERE run_id LIKE ?1 LIMIT 2",
+        )?;
+        let rows = stmt
+            .query_map([pattern], run_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        match rows.len() {
+            1 => Ok(rows
+                .into_iter()
+                .next()
+                .ok_or_else(|| StoreError::NotFound(format!("run {run_id}")))?),
+            0 => Err(StoreError::NotFound(format!("run {run_id}"))),
+            _ => Err(StoreError::NotFound(format!(
+                "a unique run for prefix {run_id} (several match)"
+            ))),
+        }
+    }
+
+    /// A run with its steps, executions and artifact metadata.
+    pub fn run_detail(&self, run_id: &str) -> Result<RunDetail, StoreError> {
+        let run = self.run(run_id)?;
+        let mut stmt = self.conn.prepare(
+            "SELECT step_id, position, tool, status, attempts, started_at, finished_at, error_code,
+             error_message FROM steps WHERE run_id = ?1 ORDER BY position",
+        )?;
+        let steps = stmt
+            .query_map([&run.run_id], |r| {
+                Ok(StepRow {
+                    step_id: r.get(0)?,
+                    position: r.get(1)?,
+                    tool: r.get(2)?,
+                    status: r.get(3)?,
+                    attempts: r.get(4)?,
+                    started_at: r.get(5)?,
+                    finished_at: r.get(6)?,
+                    error_code: r.get(7)?,
+                    error_message: r.get(8)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut stmt = self.conn.prepare(
+            "SELECT execution_id, run_id, step_id, tool_name, arguments_json, started_at, duration_ms,
+             success, exit_code, error_code, error_message, attempt, turn, parent_execution_id,
+             prompt_tokens, completion_tokens
+             FROM executions WHERE run_id = ?1 ORDER BY started_at, rowid",
+        )?;
+        let records = stmt
+            .query_map([&run.run_id], |r| {
+                Ok(ExecutionRecord {
+                    execution_id: r.get(0)?,
+                    run_id: r.get(1)?,
+                    step_id: r.get(2)?,
+                    tool_name: r.get(3)?,
+                    arguments_json: r.get(4)?,
+                    started_at: r.get(5)?,
+                    duration_ms: r.get(6)?,
+                    success: r.get(7)?,
+                    exit_code: r.get(8)?,
+                    error_code: r.get(9)?,
+                    error_message: r.get(10)?,
+                    attempt: r.get(11)?,
+                    turn: r.get(12)?,
+                    parent_execution_id: r.get(13)?,
+                    prompt_tokens: r.get(14)?,
+                    completion_tokens: r.get(15)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut meta = self.conn.prepare(
+            "SELECT artifact_type, bytes, truncated FROM artifacts WHERE execution_id = ?1
+             ORDER BY artifact_type",
+        )?;
+        let mut executions = Vec::with_capacity(records.len());
+        for record in records {
+            let artifacts = meta
+                .query_map([&record.execution_id], |r| {
+                    Ok(ArtifactMeta {
+                        artifact_type: r.get(0)?,
+                        bytes: r.get(1)?,
+                        truncated: r.get(2)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            executions.push(ExecutionRow { record, artifacts });
+        }
+        Ok(RunDetail {
+            run,
+            steps,
+            executions,
+        })
+    }
+
+    /// One artifact's content.
+    pub fn artifact(
+        &self,
+        execution_id: &str,
+        artifact_type: &str,
+    ) -> Result<Artifact, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT artifact_type, content, bytes, truncated FROM artifacts
+                 WHERE execution_id = ?1 AND artifact_type = ?2",
+                params![execution_id, artifact_type],
+                |r| {
+                    Ok(Artifact {
+                        artifact_type: r.get(0)?,
+                        content: r.get(1)?,
+                        bytes: r.get::<_, i64>(2)? as u64,
+                        truncated: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?
+            .ok_or_else(|| {
+                StoreError::NotFound(format!(
+                    "artifact {artifact_type:?} of execution {execution_id}"
+                ))
+            })
+    }
+}
+
+fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        run_id: r.get(0)?,
+        plan_id: r.get(1)?,
+        plan_sha256: r.get(2)?,
+        plan_path: r.get(3)?,
+        workspace: r.get(4)?,
+        started_at: r.get(5)?,
+        finished_at: r.get(6)?,
+        status: r.get(7)?,
+        exit_code: r.get(8)?,
+        prompt_tokens: r.get(9)?,
+        completion_tokens: r.get(10)?,
+    })
+}
