@@ -4,6 +4,7 @@
 //! [`executor`] walks its steps, asking [`tools`] to act inside the [`sandbox`]; every call is recorded
 //! in the [`store`] and reported through [`events`].
 
+pub mod cli;
 pub mod error;
 pub mod events;
 pub mod executor;

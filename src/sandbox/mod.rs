@@ -1,6 +1,7 @@
 //! Everything that keeps tools inside the lines: paths, commands, environment, the OS sandbox and
 //! secret redaction. Tools call into this module; they never make their own sandbox decisions.
 
+pub mod bwrap;
 pub mod paths;
 pub mod policy;
 pub mod redact;

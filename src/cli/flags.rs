@@ -1,0 +1,552 @@
+//! Command-line definitions: each subcommand and each flag is defined once, with its documentation
+//! and how it updates [`Args`]; `--help` is generated from these tables.
+//!
+//! Parsing returns [`Parsed::Help`] / [`Parsed::Version`] as values instead of exiting, so it is
+//! testable and `main` decides what to print and which exit code to use.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::sandbox::SandboxMode;
+
+/// The subcommands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Run an approved plan.
+    Run,
+    /// Validate a plan without running it.
+    Validate,
+    /// Approve a plan.
+    Approve,
+    /// Reject a plan.
+    Reject,
+    /// List recent runs.
+    Runs,
+    /// Show one run.
+    Show,
+    /// Print one artifact.
+    Artifact,
+    /// List tools and their schemas.
+    Tools,
+    /// Print a JSON Schema.
+    Schema,
+}
+
+/// A subcommand's definition: name, positional arguments and one-line description.
+pub struct CommandDef {
+    /// The command.
+    pub command: Command,
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// Positional arguments, for usage lines.
+    pub positionals: &'static [&'static str],
+    /// What it does.
+    pub about: &'static str,
+}
+
+/// Every subcommand.
+pub const COMMANDS: &[CommandDef] = &[
+    CommandDef {
+        command: Command::Run,
+        name: "run",
+        positionals: &["PLAN"],
+        about: "Run an approved plan (the default: `acode-run PLAN` is `acode-run run PLAN`)",
+    },
+    CommandDef {
+        command: Command::Validate,
+        name: "validate",
+        positionals: &["PLAN"],
+        about: "Check a plan completely without running anything",
+    },
+    CommandDef {
+        command: Command::Approve,
+        name: "approve",
+        positionals: &["PLAN"],
+        about: "Validate a plan and record its approval in PLAN.approval",
+    },
+    CommandDef {
+        command: Command::Reject,
+        name: "reject",
+        positionals: &["PLAN"],
+        about: "Record that a plan must not run, in PLAN.approval",
+    },
+    CommandDef {
+        command: Command::Runs,
+        name: "runs",
+        positionals: &[],
+        about: "List recent runs from the execution database",
+    },
+    CommandDef {
+        command: Command::Show,
+        name: "show",
+        positionals: &["RUN_ID"],
+        about: "Show a run's steps, executions and artifacts (a unique id prefix is enough)",
+    },
+    CommandDef {
+        command: Command::Artifact,
+        name: "artifact",
+        positionals: &["EXECUTION_ID", "TYPE"],
+        about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...)",
+    },
+    CommandDef {
+        command: Command::Tools,
+        name: "tools",
+        positionals: &[],
+        about: "List every tool with the JSON schema of its arguments",
+    },
+    CommandDef {
+        command: Command::Schema,
+        name: "schema",
+        positionals: &["plan|events"],
+        about: "Print the JSON Schema of plan files or of --jsonl events",
+    },
+];
+
+/// How confirmations are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfirmMode {
+    /// Ask on the terminal.
+    Prompt,
+    /// Say yes to everything.
+    AutoApprove,
+    /// Say no to everything.
+    AutoDeny,
+}
+
+/// Everything the command line said.
+#[derive(Debug, Clone)]
+pub struct Args {
+    /// The subcommand.
+    pub command: Command,
+    /// Positional arguments after the subcommand.
+    pub positionals: Vec<String>,
+    /// `--workspace`.
+    pub workspace: Option<PathBuf>,
+    /// `--var`.
+    pub vars: BTreeMap<String, String>,
+    /// `--db`.
+    pub db: Option<PathBuf>,
+    /// `--confirm`.
+    pub confirm: Option<ConfirmMode>,
+    /// `--approve`.
+    pub approve: bool,
+    /// `--by`.
+    pub by: Option<String>,
+    /// `--jsonl`.
+    pub jsonl: bool,
+    /// `--json`.
+    pub json: bool,
+    /// `--policy`.
+    pub policy: Option<PathBuf>,
+    /// `--sandbox`.
+    pub sandbox: Option<SandboxMode>,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--limit`.
+    pub limit: usize,
+    /// Flags given, for the applicability check.
+    used: Vec<&'static str>,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            command: Command::Run,
+            positionals: Vec::new(),
+            workspace: None,
+            vars: BTreeMap::new(),
+            db: None,
+            confirm: None,
+            approve: false,
+            by: None,
+            jsonl: false,
+            json: false,
+            policy: None,
+            sandbox: None,
+            quiet: false,
+            limit: 20,
+            used: Vec::new(),
+        }
+    }
+}
+
+/// One flag: its name, value, documentation, the commands it applies to, and how it updates `Args`.
+pub struct Flag {
+    /// Long name without dashes.
+    pub name: &'static str,
+    /// Name of its value, if it takes one.
+    pub value: Option<&'static str>,
+    /// What it does.
+    pub doc: &'static str,
+    /// The commands it applies to.
+    pub commands: &'static [Command],
+    /// Applies the flag.
+    pub update: fn(&mut Args, Option<String>) -> Result<(), String>,
+}
+
+use Command::*;
+
+const PLAN_CMDS: &[Command] = &[Run, Validate, Approve];
+const DB_CMDS: &[Command] = &[Run, Runs, Show, Artifact];
+
+fn val(v: Option<String>) -> Result<String, String> {
+    v.ok_or_else(|| "a value is required".to_string())
+}
+
+/// Every flag.
+pub const FLAGS: &[Flag] = &[
+    Flag {
+        name: "workspace",
+        value: Some("DIR"),
+        doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
+        commands: &[Run, Validate, Approve, Runs, Show, Artifact],
+        update: |a, v| {
+            a.workspace = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "var",
+        value: Some("NAME=VALUE"),
+        doc: "Override a variable the plan declares (repeatable)",
+        commands: PLAN_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            let (k, value) = v
+                .split_once('=')
+                .ok_or_else(|| format!("expected NAME=VALUE, got {v:?}"))?;
+            if !crate::plan::variables::is_name(k) {
+                return Err(format!("invalid variable name {k:?}"));
+            }
+            a.vars.insert(k.to_string(), value.to_string());
+            Ok(())
+        },
+    },
+    Flag {
+        name: "db",
+        value: Some("PATH"),
+        doc: "Execution database [default: $ACODE_DB, else WORKSPACE/.acode/executions.db]",
+        commands: DB_CMDS,
+        update: |a, v| {
+            a.db = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "confirm",
+        value: Some("MODE"),
+        doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny]",
+        commands: &[Run],
+        update: |a, v| {
+            a.confirm = Some(match val(v)?.as_str() {
+                "prompt" => ConfirmMode::Prompt,
+                "auto-approve" => ConfirmMode::AutoApprove,
+                "auto-deny" => ConfirmMode::AutoDeny,
+                other => {
+                    return Err(format!(
+                        "unknown mode {other:?} (expected prompt, auto-approve or auto-deny)"
+                    ));
+                }
+            });
+            Ok(())
+        },
+    },
+    Flag {
+        name: "approve",
+        value: None,
+        doc: "Approve the plan and run it in one go (the approval is recorded)",
+        commands: &[Run],
+        update: |a, _| {
+            a.approve = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "by",
+        value: Some("NAME"),
+        doc: "Who approves or rejects [default: $USER]",
+        commands: &[Run, Approve, Reject],
+        update: |a, v| {
+            a.by = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "policy",
+        value: Some("FILE"),
+        doc: "Policy file [default: WORKSPACE/acode-policy.json if present]",
+        commands: PLAN_CMDS,
+        update: |a, v| {
+            a.policy = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "sandbox",
+        value: Some("MODE"),
+        doc: "OS sandbox for commands: none, bwrap or auto [default: the policy's, else auto]",
+        commands: &[Run],
+        update: |a, v| {
+            a.sandbox = Some(val(v)?.parse()?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "jsonl",
+        value: None,
+        doc: "Write one JSON event per line to stdout (nothing else goes to stdout)",
+        commands: &[Run],
+        update: |a, _| {
+            a.jsonl = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "json",
+        value: None,
+        doc: "Print the result as one JSON object on stdout",
+        commands: &[Run, Validate, Runs, Show],
+        update: |a, _| {
+            a.json = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "quiet",
+        value: None,
+        doc: "No progress lines on stderr (errors are still shown)",
+        commands: &[Run],
+        update: |a, _| {
+            a.quiet = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "limit",
+        value: Some("N"),
+        doc: "How many runs to list [default: 20]",
+        commands: &[Runs],
+        update: |a, v| {
+            let v = val(v)?;
+            a.limit = v
+                .parse()
+                .map_err(|_| format!("expected a number, got {v:?}"))?;
+            Ok(())
+        },
+    },
+];
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Do the work.
+    Run(Args),
+    /// Print this help text and exit 0.
+    Help(String),
+    /// Print the version and exit 0.
+    Version,
+}
+
+/// The version string.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Generates help: the overview when `command` is `None`, else one command's.
+pub fn help(command: Option<Command>) -> String {
+    let mut s = String::new();
+    match command.and_then(|c| COMMANDS.iter().find(|d| d.command == c)) {
+        None => {
+            s.push_str(&format!(
+                "acode-run {VERSION}: run approved agentic-coding plans in a sandbox, recording everything\n\n\
+                 Usage: acode-run [COMMAND] [OPTIONS] [ARGS]\n       acode-run PLAN [OPTIONS]    (same as `acode-run run PLAN`)\n\nCommands:\n"
+            ));
+            for d in COMMANDS {
+                s.push_str(&format!("  {:<10} {}\n", d.name, d.about));
+            }
+            s.push_str("\nRun `acode-run COMMAND --help` for a command's options.\n");
+            s.push_str(
+                "\nExit codes: 0 ok, 1 internal error, 2 usage/invalid plan, 3 not authorized,\n\
+                 30 step failed, 31 agent turn limit, 32 sandbox violation, 33 confirmation denied,\n\
+                 34 timeout, 130 interrupted.\n",
+            );
+        }
+        Some(d) => {
+            s.push_str(&format!(
+                "acode-run {}: {}\n\nUsage: acode-run {}",
+                d.name, d.about, d.name
+            ));
+            s.push_str(" [OPTIONS]");
+            for p in d.positionals {
+                s.push_str(&format!(" {p}"));
+            }
+            s.push_str("\n\nOptions:\n");
+            for f in FLAGS.iter().filter(|f| f.commands.contains(&d.command)) {
+                let left = match f.value {
+                    Some(v) => format!("--{} {v}", f.name),
+                    None => format!("--{}", f.name),
+                };
+                s.push_str(&format!("  {left:<22} {}\n", f.doc));
+            }
+            s.push_str(&format!("  {:<22} {}\n", "-h, --help", "Show this help"));
+        }
+    }
+    s
+}
+
+/// Parses the arguments after the program name.
+pub fn parse<I>(args: I) -> Result<Parsed, String>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut a = Args::default();
+    let mut command: Option<Command> = None;
+    let mut want_help = false;
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => want_help = true,
+            Short('V') | Long("version") => return Ok(Parsed::Version),
+            Long(name) => {
+                let name = name.to_string();
+                let flag = FLAGS
+                    .iter()
+                    .find(|f| f.name == name)
+                    .ok_or_else(|| format!("unknown option --{name} (see --help)"))?;
+                let value = match flag.value {
+                    Some(_) => Some(
+                        parser
+                            .value()
+                            .map_err(|e| format!("--{name}: {e}"))?
+                            .into_string()
+                            .map_err(|_| format!("--{name}: value is not valid UTF-8"))?,
+                    ),
+                    None => None,
+                };
+                (flag.update)(&mut a, value).map_err(|e| format!("--{name}: {e}"))?;
+                a.used.push(flag.name);
+            }
+            Short(c) => return Err(format!("unknown option -{c} (see --help)")),
+            Value(v) => {
+                let v = v
+                    .into_string()
+                    .map_err(|_| "argument is not valid UTF-8".to_string())?;
+                if command.is_none() && a.positionals.is_empty() {
+                    if let Some(d) = COMMANDS.iter().find(|d| d.name == v) {
+                        command = Some(d.command);
+                        continue;
+                    }
+                    command = Some(Command::Run);
+                }
+                a.positionals.push(v);
+            }
+        }
+    }
+    if want_help {
+        return Ok(Parsed::Help(help(command)));
+    }
+    let Some(command) = command else {
+        return Ok(Parsed::Help(help(None)));
+    };
+    a.command = command;
+    let def = COMMANDS
+        .iter()
+        .find(|d| d.command == command)
+        .ok_or("unknown command")?;
+    for name in &a.used {
+        if let Some(f) = FLAGS.iter().find(|f| f.name == *name)
+            && !f.commands.contains(&command)
+        {
+            return Err(format!(
+                "--{name} does not apply to `acode-run {}`",
+                def.name
+            ));
+        }
+    }
+    if a.positionals.len() != def.positionals.len() {
+        return Err(format!(
+            "`acode-run {}` takes {} (got {} argument{}); see `acode-run {} --help`",
+            def.name,
+            if def.positionals.is_empty() {
+                "no arguments".to_string()
+            } else {
+                def.positionals.join(" ")
+            },
+            a.positionals.len(),
+            if a.positionals.len() == 1 { "" } else { "s" },
+            def.name
+        ));
+    }
+    if a.json && a.jsonl {
+        return Err("--json and --jsonl cannot be used together".to_string());
+    }
+    Ok(Parsed::Run(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Args {
+        match parse(args.iter().map(|s| s.to_string())).unwrap() {
+            Parsed::Run(a) => a,
+            other => panic!("expected run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bare_plan_means_run() {
+        let a = run(&["plan.json", "--jsonl", "--var", "x=1"]);
+        assert_eq!(a.command, Command::Run);
+        assert_eq!(a.positionals, vec!["plan.json"]);
+        assert!(a.jsonl);
+        assert_eq!(a.vars.get("x").map(String::as_str), Some("1"));
+    }
+
+    #[test]
+    fn help_and_version_are_values() {
+        assert!(matches!(parse(["--version"]).unwrap(), Parsed::Version));
+        match parse(["run", "--help"]).unwrap() {
+            Parsed::Help(h) => {
+                assert!(h.contains("--confirm MODE"), "{h}");
+                assert!(!h.contains("--limit"), "{h}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(Vec::<String>::new()).unwrap(),
+            Parsed::Help(_)
+        ));
+    }
+
+    #[test]
+    fn usage_errors_are_specific() {
+        assert!(parse(["run"]).unwrap_err().contains("takes PLAN"));
+        assert!(
+            parse(["runs", "--jsonl"])
+                .unwrap_err()
+                .contains("does not apply")
+        );
+        assert!(
+            parse(["p.json", "--bogus"])
+                .unwrap_err()
+                .contains("unknown option --bogus")
+        );
+        assert!(
+            parse(["p.json", "--confirm", "maybe"])
+                .unwrap_err()
+                .contains("unknown mode")
+        );
+        assert!(
+            parse(["p.json", "--var", "novalue"])
+                .unwrap_err()
+                .contains("NAME=VALUE")
+        );
+        assert!(
+            parse(["p.json", "--json", "--jsonl"])
+                .unwrap_err()
+                .contains("together")
+        );
+    }
+}

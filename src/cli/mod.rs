@@ -1,0 +1,554 @@
+//! The `acode-run` command line: parse flags, do the command, map every error to an exit code here
+//! and nowhere else.
+
+pub mod flags;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use flags::{Args, Command, ConfirmMode, Parsed};
+
+use crate::error::exit;
+use crate::events::human::{HumanPrinter, stderr_wants_color};
+use crate::events::jsonl::JsonlWriter;
+use crate::executor::{
+    AutoApprove, AutoDeny, ConfirmationCallback, Executor, Fanout, ProgressCallback, TerminalPrompt,
+};
+use crate::plan::{self, ApprovedPlan, AuthStatus, Plan, PlanAuthorization, ValidationContext};
+use crate::sandbox::redact::Redactor;
+use crate::sandbox::{Policy, Workspace};
+use crate::store::Store;
+use crate::tools::ToolRegistry;
+
+/// A failure the CLI reports: a message for stderr and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit code (SPEC §10).
+    pub code: i32,
+    /// What to tell the user.
+    pub message: String,
+}
+
+impl CliError {
+    fn new(code: i32, message: impl Into<String>) -> Self {
+        CliError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The plan-file JSON Schema shipped in `docs/`.
+pub const PLAN_SCHEMA: &str = include_str!("../../docs/plan.schema.json");
+/// The `--jsonl` event JSON Schema shipped in `docs/`.
+pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
+
+/// Runs the CLI with the arguments after the program name; returns the process exit code.
+pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
+    let redactor = Arc::new(Redactor::from_env());
+    let parsed = match flags::parse(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("acode-run: {e}");
+            return exit::USAGE;
+        }
+    };
+    let args = match parsed {
+        Parsed::Help(text) => {
+            print!("{text}");
+            return exit::OK;
+        }
+        Parsed::Version => {
+            println!("acode-run {}", flags::VERSION);
+            return exit::OK;
+        }
+        Parsed::Run(a) => a,
+    };
+    match dispatch(&args, &redactor) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "acode-run: {}",
+                redactor.redact(&e.message)
+            );
+            e.code
+        }
+    }
+}
+
+fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    match args.command {
+        Command::Run => cmd_run(args, redactor),
+        Command::Validate => cmd_validate(args),
+        Command::Approve => cmd_decide(args, AuthStatus::Approved),
+        Command::Reject => cmd_decide(args, AuthStatus::Rejected),
+        Command::Runs => cmd_runs(args),
+        Command::Show => cmd_show(args),
+        Command::Artifact => cmd_artifact(args),
+        Command::Tools => {
+            let registry = ToolRegistry::builtin();
+            println!("{}", pretty(&registry.describe()));
+            Ok(exit::OK)
+        }
+        Command::Schema => match args.positionals[0].as_str() {
+            "plan" => {
+                print!("{PLAN_SCHEMA}");
+                Ok(exit::OK)
+            }
+            "events" => {
+                print!("{EVENTS_SCHEMA}");
+                Ok(exit::OK)
+            }
+            other => Err(CliError::new(
+                exit::USAGE,
+                format!("unknown schema {other:?} (expected plan or events)"),
+            )),
+        },
+    }
+}
+
+fn pretty(v: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The workspace from `--workspace` or the current directory.
+fn workspace(args: &Args) -> Result<Workspace, CliError> {
+    let dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+    Workspace::new(&dir)
+        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))
+}
+
+/// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
+fn db_path(args: &Args, ws: &Workspace) -> PathBuf {
+    args.db
+        .clone()
+        .or_else(|| std::env::var_os("ACODE_DB").map(PathBuf::from))
+        .map(|p| {
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p)
+            }
+        })
+        .unwrap_or_else(|| ws.root().join(Store::DEFAULT_PATH))
+}
+
+fn open_store(path: &Path) -> Result<Store, CliError> {
+    Store::open(path).map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))
+}
+
+fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
+    Policy::load(args.policy.as_deref(), ws.root())
+        .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
+}
+
+/// Loads and validates the plan named on the command line.
+fn load_plan(
+    args: &Args,
+    ws: &Workspace,
+    policy: &Policy,
+    registry: &ToolRegistry,
+) -> Result<Plan, CliError> {
+    let path = PathBuf::from(&args.positionals[0]);
+    let ctx = ValidationContext {
+        registry,
+        workspace: ws,
+        policy,
+    };
+    plan::load(&path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
+}
+
+fn cmd_validate(args: &Args) -> Result<i32, CliError> {
+    let ws = workspace(args)?;
+    let policy = load_policy(args, &ws)?;
+    let registry = ToolRegistry::builtin();
+    let path = PathBuf::from(&args.positionals[0]);
+    let ctx = ValidationContext {
+        registry: &registry,
+        workspace: &ws,
+        policy: &policy,
+    };
+    match plan::load(&path, &args.vars, &ctx) {
+        Ok(plan) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"valid": true, "plan_id": plan.plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
+                );
+            } else {
+                eprintln!(
+                    "{}: valid plan {} ({} steps, sha256 {})",
+                    path.display(),
+                    plan.plan_id,
+                    plan.steps.len(),
+                    plan.sha256
+                );
+            }
+            Ok(exit::OK)
+        }
+        Err(e) => {
+            if args.json {
+                let problems = match &e {
+                    plan::PlanError::Invalid { problems, .. } => {
+                        serde_json::to_value(problems).unwrap_or_default()
+                    }
+                    other => {
+                        serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
+                    }
+                };
+                println!(
+                    "{}",
+                    serde_json::json!({"valid": false, "problems": problems})
+                );
+                Ok(e.exit_code())
+            } else {
+                Err(CliError::new(e.exit_code(), e.to_string()))
+            }
+        }
+    }
+}
+
+fn decider(args: &Args) -> String {
+    args.by
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn record_decision(
+    args: &Args,
+    plan: &Plan,
+    status: AuthStatus,
+) -> Result<PlanAuthorization, CliError> {
+    let path = PathBuf::from(&args.positionals[0]);
+    let auth = PlanAuthorization::decide(plan, status, &decider(args));
+    let written = plan::auth::store(&path, &auth).map_err(|e| {
+        CliError::new(
+            exit::INTERNAL,
+            format!(
+                "cannot write {}: {e}",
+                plan::auth::approval_path(&path).display()
+            ),
+        )
+    })?;
+    eprintln!(
+        "{} plan {} (sha256 {}) by {} → {}",
+        if status == AuthStatus::Approved {
+            "approved"
+        } else {
+            "rejected"
+        },
+        plan.plan_id,
+        plan.sha256,
+        auth.decided_by,
+        written.display()
+    );
+    Ok(auth)
+}
+
+fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
+    let plan = if status == AuthStatus::Approved {
+        // Only a valid plan can be approved.
+        let ws = workspace(args)?;
+        let policy = load_policy(args, &ws)?;
+        load_plan(args, &ws, &policy, &ToolRegistry::builtin())?
+    } else {
+        let path = PathBuf::from(&args.positionals[0]);
+        plan::read(&path, &Default::default())
+            .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
+    };
+    record_decision(args, &plan, status)?;
+    Ok(exit::OK)
+}
+
+/// Set by SIGINT/SIGTERM; copied into the executor's flag by a watcher thread.
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers(cancel: Arc<AtomicBool>) {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    std::thread::spawn(move || {
+        loop {
+            if SIGNALLED.load(Ordering::SeqCst) {
+                cancel.store(true, Ordering::SeqCst);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+    });
+}
+
+fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let mut ws = workspace(args)?;
+    let policy = load_policy(args, &ws)?;
+    let registry = ToolRegistry::builtin();
+    let db = db_path(args, &ws);
+    ws.protect(&db);
+    ws.protect(Path::new(".acode"));
+    let plan = load_plan(args, &ws, &policy, &registry)?;
+    let plan_path = PathBuf::from(&args.positionals[0]);
+
+    let authorization = if args.approve {
+        record_decision(args, &plan, AuthStatus::Approved)?
+    } else {
+        plan::auth::load(&plan_path, &plan)
+            .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
+    };
+    let approved = ApprovedPlan::new(plan, authorization).map_err(|e| {
+        CliError::new(
+            exit::UNAUTHORIZED,
+            format!(
+                "{}: not authorized: {e}\n  review the plan, then approve it with: acode-run approve {}",
+                plan_path.display(),
+                plan_path.display()
+            ),
+        )
+    })?;
+
+    let sandbox_mode = args.sandbox.unwrap_or(policy.sandbox);
+    let bwrap = crate::sandbox::bwrap::resolve(sandbox_mode).map_err(|why| {
+        CliError::new(
+            exit::SANDBOX,
+            format!("--sandbox {sandbox_mode:?}: {why}").to_lowercase(),
+        )
+    })?;
+
+    let confirm_mode = args.confirm.unwrap_or(if std::io::stdin().is_terminal() {
+        ConfirmMode::Prompt
+    } else {
+        ConfirmMode::AutoDeny
+    });
+    let confirm: Arc<dyn ConfirmationCallback> = match confirm_mode {
+        ConfirmMode::AutoApprove => Arc::new(AutoApprove),
+        ConfirmMode::AutoDeny => Arc::new(AutoDeny),
+        ConfirmMode::Prompt => Arc::new(TerminalPrompt::new(
+            std::io::BufReader::new(std::io::stdin()),
+            std::io::stderr(),
+        )),
+    };
+    let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
+    if !args.quiet {
+        outputs.push(Box::new(HumanPrinter::new(
+            std::io::stderr(),
+            stderr_wants_color(),
+            redactor.clone(),
+        )));
+    }
+    if args.jsonl {
+        outputs.push(Box::new(JsonlWriter::new(
+            std::io::stdout(),
+            redactor.clone(),
+        )));
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    install_signal_handlers(cancel.clone());
+
+    let mut store = open_store(&db)?;
+    store.set_redactor(redactor.clone());
+    let mut executor = Executor::new(ws, store)
+        .with_registry(registry)
+        .with_policy(policy)
+        .with_confirmation(confirm)
+        .with_progress(Arc::new(Fanout(outputs)))
+        .with_cancel_flag(cancel)
+        .with_bwrap(bwrap);
+    let result = executor
+        .execute(&approved)
+        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    if args.json {
+        let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
+        println!("{}", pretty(&value));
+    }
+    Ok(result.exit_code)
+}
+
+/// Formats Unix milliseconds as UTC `YYYY-MM-DD HH:MM:SS`.
+pub fn format_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+fn query_store(args: &Args) -> Result<Store, CliError> {
+    let ws = workspace(args)?;
+    let path = db_path(args, &ws);
+    if !path.exists() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "no execution database at {} (run a plan first, or pass --db)",
+                path.display()
+            ),
+        ));
+    }
+    open_store(&path)
+}
+
+fn not_found(e: crate::store::StoreError) -> CliError {
+    match e {
+        crate::store::StoreError::NotFound(_) => CliError::new(exit::USAGE, e.to_string()),
+        other => CliError::new(exit::INTERNAL, other.to_string()),
+    }
+}
+
+fn cmd_runs(args: &Args) -> Result<i32, CliError> {
+    let store = query_store(args)?;
+    let runs = store.list_runs(args.limit).map_err(not_found)?;
+    if args.json {
+        println!("{}", pretty(&runs));
+        return Ok(exit::OK);
+    }
+    println!(
+        "{:<36}  {:<24} {:<11} {:>4}  STARTED (UTC)",
+        "RUN_ID", "PLAN", "STATUS", "EXIT"
+    );
+    for r in runs {
+        println!(
+            "{:<36}  {:<24} {:<11} {:>4}  {}",
+            r.run_id,
+            r.plan_id.chars().take(24).collect::<String>(),
+            r.status,
+            r.exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into()),
+            format_ms(r.started_at)
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_show(args: &Args) -> Result<i32, CliError> {
+    let store = query_store(args)?;
+    let detail = store.run_detail(&args.positionals[0]).map_err(not_found)?;
+    if args.json {
+        println!("{}", pretty(&detail));
+        return Ok(exit::OK);
+    }
+    let r = &detail.run;
+    println!("run       {}", r.run_id);
+    println!("plan      {} (sha256 {})", r.plan_id, r.plan_sha256);
+    println!("workspace {}", r.workspace);
+    println!(
+        "status    {} (exit {}), started {}{}",
+        r.status,
+        r.exit_code
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "-".into()),
+        format_ms(r.started_at),
+        r.finished_at
+            .map(|f| format!(", took {:.1} s", (f - r.started_at) as f64 / 1000.0))
+            .unwrap_or_default()
+    );
+    if r.prompt_tokens + r.completion_tokens > 0 {
+        println!(
+            "tokens    {} prompt + {} completion",
+            r.prompt_tokens, r.completion_tokens
+        );
+    }
+    println!("\nsteps:");
+    for s in &detail.steps {
+        println!(
+            "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
+            s.position + 1,
+            s.step_id,
+            s.tool,
+            s.status,
+            s.attempts,
+            s.error_code
+                .as_ref()
+                .map(|c| format!("  [{c}] {}", s.error_message.clone().unwrap_or_default()))
+                .unwrap_or_default()
+        );
+    }
+    println!("\nexecutions:");
+    for e in &detail.executions {
+        let rec = &e.record;
+        let arts: Vec<String> = e
+            .artifacts
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}({}{})",
+                    a.artifact_type,
+                    a.bytes,
+                    if a.truncated { ", truncated" } else { "" }
+                )
+            })
+            .collect();
+        println!(
+            "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
+            rec.execution_id,
+            rec.step_id,
+            rec.tool_name,
+            if rec.success { "ok    " } else { "FAILED" },
+            rec.duration_ms,
+            rec.attempt,
+            if arts.is_empty() {
+                String::new()
+            } else {
+                format!("  artifacts: {}", arts.join(" "))
+            },
+            rec.error_message
+                .as_ref()
+                .map(|m| format!("\n      {m}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
+    let store = query_store(args)?;
+    let a = store
+        .artifact(&args.positionals[0], &args.positionals[1])
+        .map_err(not_found)?;
+    let mut out = std::io::stdout();
+    let _ = out.write_all(a.content.as_bytes());
+    let _ = out.flush();
+    if a.truncated {
+        eprintln!(
+            "acode-run: note: artifact truncated: {} of {} bytes kept",
+            a.content.len(),
+            a.bytes
+        );
+    }
+    Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_timestamps() {
+        assert_eq!(format_ms(0), "1970-01-01 00:00:00");
+        assert_eq!(format_ms(1_700_000_000_123), "2023-11-14 22:13:20");
+    }
+}
