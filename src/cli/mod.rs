@@ -136,6 +136,15 @@ fn db_path(args: &Args, ws: &Workspace) -> PathBuf {
         .unwrap_or_else(|| ws.root().join(Store::DEFAULT_PATH))
 }
 
+/// The workspace with the database and `.acode/` protected from tool writes, and the database path.
+fn sandboxed_workspace(args: &Args) -> Result<(Workspace, PathBuf), CliError> {
+    let mut ws = workspace(args)?;
+    let db = db_path(args, &ws);
+    ws.protect(&db);
+    ws.protect(Path::new(".acode"));
+    Ok((ws, db))
+}
+
 fn open_store(path: &Path) -> Result<Store, CliError> {
     Store::open(path).map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))
 }
@@ -162,7 +171,7 @@ fn load_plan(
 }
 
 fn cmd_validate(args: &Args) -> Result<i32, CliError> {
-    let ws = workspace(args)?;
+    let (ws, _) = sandboxed_workspace(args)?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let path = PathBuf::from(&args.positionals[0]);
@@ -253,7 +262,7 @@ fn record_decision(
 fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved.
-        let ws = workspace(args)?;
+        let (ws, _) = sandboxed_workspace(args)?;
         let policy = load_policy(args, &ws)?;
         load_plan(args, &ws, &policy, &ToolRegistry::builtin())?
     } else {
@@ -290,12 +299,9 @@ fn install_signal_handlers(cancel: Arc<AtomicBool>) {
 }
 
 fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
-    let mut ws = workspace(args)?;
+    let (ws, db) = sandboxed_workspace(args)?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
-    let db = db_path(args, &ws);
-    ws.protect(&db);
-    ws.protect(Path::new(".acode"));
     let plan = load_plan(args, &ws, &policy, &registry)?;
     let plan_path = PathBuf::from(&args.positionals[0]);
 

@@ -1,0 +1,150 @@
+//! Path-escape attempts through the real binary: every one is refused with exit 32 and nothing is
+//! created or changed outside the workspace (SPEC §6).
+
+use serde_json::json;
+
+use crate::harness::*;
+
+/// Payloads as (tool, path). Symlinks used by some are created by `setup`.
+fn payloads(t: &TestDir) -> Vec<(&'static str, String)> {
+    let outside = t.outside.display().to_string();
+    let sentinel = t.outside.join("sentinel.txt").display().to_string();
+    let mut p: Vec<(&'static str, String)> = Vec::new();
+    for tool in [
+        "file_write",
+        "file_read",
+        "file_create",
+        "file_delete",
+        "file_edit",
+        "list_directory",
+    ] {
+        for path in [
+            "../outside/sentinel.txt".to_string(),
+            "../outside/new.txt".to_string(),
+            "./a/../../outside/new.txt".to_string(),
+            "a/b/../../../outside/x".to_string(),
+            "../../../../../../etc/passwd".to_string(),
+            sentinel.clone(),
+            format!("{outside}/new.txt"),
+            format!("{}/../outside/new.txt", t.ws.display()),
+            "/etc/passwd".to_string(),
+            "link-dir/new.txt".to_string(),
+            "link-dir/sentinel.txt".to_string(),
+            "link-file".to_string(),
+            "chain".to_string(),
+            "dangling".to_string(),
+            "inner/link-dir/new.txt".to_string(),
+            "a\0b".to_string(),
+            "..\\outside\\new.txt".to_string(),
+            "sub\\..\\..\\new.txt".to_string(),
+            "..".to_string(),
+        ] {
+            p.push((tool, path));
+        }
+    }
+    p
+}
+
+fn setup(t: &TestDir) {
+    use std::os::unix::fs::symlink;
+    symlink(&t.outside, t.ws.join("link-dir")).unwrap();
+    symlink(t.outside.join("sentinel.txt"), t.ws.join("link-file")).unwrap();
+    symlink(t.ws.join("link-file"), t.ws.join("chain")).unwrap();
+    symlink(t.outside.join("nothing-here"), t.ws.join("dangling")).unwrap();
+    std::fs::create_dir_all(t.ws.join("inner")).unwrap();
+    symlink(&t.outside, t.ws.join("inner/link-dir")).unwrap();
+}
+
+fn args_for(tool: &str, path: &str) -> serde_json::Value {
+    match tool {
+        "file_write" | "file_create" => json!({"path": path, "contents": "pwned"}),
+        "file_edit" => json!({"path": path, "old": "untouched", "new": "pwned"}),
+        _ => json!({"path": path}),
+    }
+}
+
+#[test]
+fn every_escape_attempt_is_refused_with_exit_32() {
+    let t = TestDir::new();
+    setup(&t);
+    let cases = payloads(&t);
+    assert!(cases.len() >= 30);
+    // All in one plan: every problem is reported together, all are sandbox problems → 32.
+    let steps: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, path))| json!({"step_id": format!("s{i}"), "tool": tool, "arguments": args_for(tool, path), "depends_on": []}))
+        .collect();
+    let plan = t.plan("all.json", &json!({"plan_id": "escape", "steps": steps}));
+    let out = t.run(&[
+        "run",
+        "--approve",
+        "--confirm",
+        "auto-approve",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{} problems", cases.len())),
+        "each payload reported: {err}"
+    );
+    // And each payload alone is refused too.
+    for (i, (tool, path)) in cases.iter().enumerate() {
+        let plan = t.plan(
+            &format!("e{i}.json"),
+            &json!({"plan_id": "escape", "steps": [
+            {"step_id": "s", "tool": tool, "arguments": args_for(tool, path)}]}),
+        );
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 32, "{tool} {path:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("sandbox violation"),
+            "{tool} {path:?}: {}",
+            stderr(&out)
+        );
+    }
+    t.assert_outside_untouched();
+}
+
+#[test]
+fn search_and_glob_roots_cannot_leave() {
+    let t = TestDir::new();
+    setup(&t);
+    for (tool, args) in [
+        ("file_search", json!({"pattern": "untouched", "root": ".."})),
+        (
+            "file_search",
+            json!({"pattern": "untouched", "root": "link-dir"}),
+        ),
+        (
+            "file_glob",
+            json!({"pattern": "*.txt", "root": "../outside"}),
+        ),
+        ("file_glob", json!({"pattern": "../outside/*.txt"})),
+        ("file_glob", json!({"pattern": "/etc/*"})),
+    ] {
+        let plan = t.plan(
+            "s.json",
+            &json!({"plan_id": "s", "steps": [{"step_id": "s", "tool": tool, "arguments": args}]}),
+        );
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 32, "{tool} {args}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_symlink_planted_after_validation_is_still_refused_at_run_time() {
+    let t = TestDir::new();
+    std::fs::create_dir_all(t.ws.join("later")).unwrap();
+    // Step 1 is fine at validation; step 2 writes through `later/` which step 1's precondition
+    // window lets us swap for a symlink before the run starts.
+    let plan = t.plan("p.json", &json!({"plan_id": "toctou", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "later/x.txt", "contents": "pwned"}}]}));
+    t.approve(&plan);
+    std::fs::remove_dir(t.ws.join("later")).unwrap();
+    std::os::unix::fs::symlink(&t.outside, t.ws.join("later")).unwrap();
+    let out = t.run(&[plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    t.assert_outside_untouched();
+}

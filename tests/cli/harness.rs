@@ -1,0 +1,153 @@
+//! A temp directory per test and helpers to run the real `acode-run` binary in it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use rusqlite::Connection;
+
+/// A test's private directory: `ws/` is the workspace, `outside/` a sibling that must stay untouched.
+pub struct TestDir {
+    pub root: PathBuf,
+    pub ws: PathBuf,
+    pub outside: PathBuf,
+}
+
+impl TestDir {
+    pub fn new() -> TestDir {
+        let root = std::env::temp_dir().join(format!("acode-test-{}", uuid::Uuid::new_v4()));
+        let ws = root.join("ws");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("sentinel.txt"), "untouched\n").unwrap();
+        TestDir {
+            root: root.canonicalize().unwrap(),
+            ws: ws.canonicalize().unwrap(),
+            outside: outside.canonicalize().unwrap(),
+        }
+    }
+
+    /// Writes a file inside the workspace (creating parents).
+    pub fn file(&self, rel: &str, contents: &str) -> PathBuf {
+        let p = self.ws.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    /// Reads a workspace file.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.ws.join(rel)).unwrap()
+    }
+
+    /// Writes a plan file next to the workspace (not inside it) and returns its path.
+    pub fn plan(&self, name: &str, json: &serde_json::Value) -> PathBuf {
+        self.plan_text(name, &serde_json::to_string_pretty(json).unwrap())
+    }
+
+    /// Writes raw plan text.
+    pub fn plan_text(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.root.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// A command for the binary with the workspace as cwd and a clean acode environment.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_acode-run"));
+        c.current_dir(&self.ws)
+            .env_remove("ACODE_DB")
+            .env_remove("ACODE_LLM_URL")
+            .env_remove("ACODE_MODEL")
+            .env_remove("ACODE_LLM_API_KEY")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs the binary with `args` and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// Approves a plan with the binary, asserting success.
+    pub fn approve(&self, plan: &Path) {
+        let out = self.run(&["approve", plan.to_str().unwrap(), "--by", "tester"]);
+        assert_eq!(code(&out), 0, "approve failed: {}", stderr(&out));
+    }
+
+    /// Approves then runs a plan with extra args.
+    pub fn approve_and_run(&self, plan: &Path, extra: &[&str]) -> Output {
+        self.approve(plan);
+        let mut args = vec!["run", plan.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+
+    /// Opens the run database.
+    pub fn db(&self) -> Connection {
+        Connection::open(self.ws.join(".acode/executions.db")).unwrap()
+    }
+
+    /// Asserts the sibling directory outside the workspace holds exactly the sentinel, unchanged.
+    pub fn assert_outside_untouched(&self) {
+        let entries: Vec<String> = std::fs::read_dir(&self.outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            entries,
+            vec!["sentinel.txt".to_string()],
+            "outside dir changed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(self.outside.join("sentinel.txt")).unwrap(),
+            "untouched\n"
+        );
+        let root_entries: Vec<String> = std::fs::read_dir(&self.root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".json") && !n.ends_with(".approval"))
+            .collect();
+        let mut root_entries = root_entries;
+        root_entries.sort();
+        assert_eq!(
+            root_entries,
+            vec!["outside".to_string(), "ws".to_string()],
+            "files appeared beside the workspace"
+        );
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A single-value query helper.
+pub fn q<T: rusqlite::types::FromSql>(db: &Connection, sql: &str) -> T {
+    db.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// Parses JSONL stdout into values.
+pub fn events(out: &Output) -> Vec<serde_json::Value> {
+    stdout(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l:?}: {e}")))
+        .collect()
+}

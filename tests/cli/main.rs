@@ -1,0 +1,8 @@
+//! Integration tests: the real `acode-run` binary, real files, a real SQLite database.
+
+mod harness;
+
+mod auth;
+mod escape;
+mod run;
+mod validate;

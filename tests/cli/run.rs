@@ -1,0 +1,311 @@
+//! Running plans end to end: the loop, recording, confirmation, failures (SPEC §4, §8, §10).
+
+use serde_json::json;
+
+use crate::harness::*;
+
+#[test]
+fn single_read_is_recorded_with_its_stdout_artifact() {
+    let t = TestDir::new();
+    t.file("hello.txt", "hello world\n");
+    let plan = t.plan("p.json", &json!({"plan_id": "one", "steps": [
+        {"step_id": "read", "tool": "file_read", "arguments": {"path": "hello.txt"}, "precondition": "file exists"}]}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[1/1] read file_read hello.txt … ok"),
+        "{}",
+        stderr(&out)
+    );
+    let db = t.db();
+    assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "completed");
+    assert_eq!(q::<i64>(&db, "SELECT exit_code FROM runs"), 0);
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id = 'read'"),
+        "completed"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT tool_name FROM executions"),
+        "file_read"
+    );
+    assert_eq!(q::<i64>(&db, "SELECT success FROM executions"), 1);
+    let content: String = q(
+        &db,
+        "SELECT a.content FROM artifacts a JOIN executions e USING (execution_id) WHERE a.artifact_type = 'stdout'",
+    );
+    assert_eq!(content, "hello world\n");
+    let id: String = q(&db, "SELECT execution_id FROM executions");
+    assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 4);
+    // The artifact command prints it back.
+    let out = t.run(&["artifact", &id, "stdout"]);
+    assert_eq!(stdout(&out), "hello world\n");
+}
+
+#[test]
+fn failure_stops_the_run_and_blocks_dependents() {
+    let t = TestDir::new();
+    t.file("a.txt", "a");
+    let plan = t.plan("p.json", &json!({"plan_id": "three", "steps": [
+        {"step_id": "first", "tool": "file_read", "arguments": {"path": "a.txt"}},
+        {"step_id": "second", "tool": "file_read", "arguments": {"path": "missing.txt"}},
+        {"step_id": "third", "tool": "file_write", "arguments": {"path": "c.txt", "contents": "c"}}]}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert!(!t.ws.join("c.txt").exists(), "third step must not run");
+    let db = t.db();
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='first'"),
+        "completed"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='second'"),
+        "failed"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='third'"),
+        "blocked"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT error_code FROM steps WHERE step_id='third'"),
+        "blocked"
+    );
+    assert_eq!(
+        q::<i64>(&db, "SELECT count(*) FROM executions WHERE step_id='third'"),
+        0
+    );
+    assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "failed");
+    assert_eq!(q::<i64>(&db, "SELECT exit_code FROM runs"), 30);
+}
+
+#[test]
+fn on_failure_continue_runs_independent_steps_only() {
+    let t = TestDir::new();
+    let plan = t.plan("p.json", &json!({"plan_id": "cont", "steps": [
+        {"step_id": "bad", "tool": "file_read", "arguments": {"path": "missing"}, "on_failure": "continue"},
+        {"step_id": "needs-bad", "tool": "file_write", "arguments": {"path": "x.txt", "contents": "x"}},
+        {"step_id": "independent", "tool": "file_write", "arguments": {"path": "y.txt", "contents": "y"}, "depends_on": []}]}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 30);
+    assert!(!t.ws.join("x.txt").exists());
+    assert_eq!(t.read("y.txt"), "y");
+    let db = t.db();
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='needs-bad'"),
+        "blocked"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='independent'"),
+        "completed"
+    );
+}
+
+#[test]
+fn stop_skips_unrelated_later_steps() {
+    let t = TestDir::new();
+    let plan = t.plan("p.json", &json!({"plan_id": "stop", "steps": [
+        {"step_id": "bad", "tool": "file_read", "arguments": {"path": "missing"}},
+        {"step_id": "later", "tool": "file_write", "arguments": {"path": "y.txt", "contents": "y"}, "depends_on": []}]}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 30);
+    assert!(!t.ws.join("y.txt").exists());
+    assert_eq!(
+        q::<String>(&t.db(), "SELECT status FROM steps WHERE step_id='later'"),
+        "skipped"
+    );
+}
+
+#[test]
+fn denied_confirmation_exits_33_and_leaves_the_file() {
+    let t = TestDir::new();
+    t.file("keep.txt", "precious");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "deny", "steps": [
+        {"step_id": "delete", "tool": "file_delete", "arguments": {"path": "keep.txt"}}]}),
+    );
+    // No TTY: the default is auto-deny.
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 33, "{}", stderr(&out));
+    assert_eq!(t.read("keep.txt"), "precious");
+    let db = t.db();
+    assert_eq!(
+        q::<String>(&db, "SELECT error_code FROM steps"),
+        "confirmation_denied"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT error_code FROM executions"),
+        "confirmation_denied"
+    );
+    // With auto-approve it goes ahead.
+    let out = t.run(&[plan.to_str().unwrap(), "--confirm", "auto-approve"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!t.ws.join("keep.txt").exists());
+}
+
+#[test]
+fn step_requiring_confirmation_is_gated() {
+    let t = TestDir::new();
+    let plan = t.plan("p.json", &json!({"plan_id": "gate", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "w.txt", "contents": "x"}, "requires_confirmation": true}]}));
+    let out = t.approve_and_run(&plan, &["--confirm", "auto-deny"]);
+    assert_eq!(code(&out), 33);
+    assert!(!t.ws.join("w.txt").exists());
+}
+
+#[test]
+fn two_runs_have_distinct_execution_ids() {
+    let t = TestDir::new();
+    t.file("a.txt", "a");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "twice", "steps": [
+        {"step_id": "r", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    assert_eq!(code(&t.approve_and_run(&plan, &[])), 0);
+    assert_eq!(code(&t.run(&[plan.to_str().unwrap()])), 0);
+    let db = t.db();
+    assert_eq!(
+        q::<i64>(&db, "SELECT count(DISTINCT execution_id) FROM executions"),
+        2
+    );
+    assert_eq!(q::<i64>(&db, "SELECT count(DISTINCT run_id) FROM runs"), 2);
+}
+
+#[test]
+fn failed_precondition_never_calls_the_tool() {
+    let t = TestDir::new();
+    t.file("src/lib.rs", "fn main() {}\n");
+    let plan = t.plan("p.json", &json!({"plan_id": "pre", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "out.txt", "contents": "x"},
+         "precondition": {"file_contains": {"path": "src/lib.rs", "pattern": "fn is_valid_email"}}}]}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 30);
+    assert!(!t.ws.join("out.txt").exists());
+    let db = t.db();
+    assert_eq!(
+        q::<String>(&db, "SELECT error_code FROM steps"),
+        "precondition_failed"
+    );
+    assert!(q::<String>(&db, "SELECT error_message FROM steps").contains("does not match"));
+    assert_eq!(q::<i64>(&db, "SELECT count(*) FROM executions"), 0);
+}
+
+#[test]
+fn structured_preconditions_pass_and_fail() {
+    let t = TestDir::new();
+    t.file("Cargo.toml", "[package]\nname = \"x\"\n");
+    t.file("src/lib.rs", "pub fn f() {}\n");
+    let plan = t.plan("p.json", &json!({"plan_id": "pre2", "steps": [
+        {"step_id": "a", "tool": "file_read", "arguments": {"path": "src/lib.rs"}, "precondition": "Cargo workspace exists"},
+        {"step_id": "b", "tool": "file_read", "arguments": {"path": "src/lib.rs"}, "precondition": {"file_exists": "Cargo.toml"}},
+        {"step_id": "c", "tool": "file_create", "arguments": {"path": "new.txt", "contents": "n"}, "precondition": {"file_absent": "new.txt"}},
+        {"step_id": "d", "tool": "file_read", "arguments": {"path": "new.txt"}, "precondition": {"file_absent": "new.txt"}}]}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    let db = t.db();
+    for (s, status) in [
+        ("a", "completed"),
+        ("b", "completed"),
+        ("c", "completed"),
+        ("d", "failed"),
+    ] {
+        assert_eq!(
+            q::<String>(
+                &db,
+                &format!("SELECT status FROM steps WHERE step_id='{s}'")
+            ),
+            status,
+            "step {s}"
+        );
+    }
+}
+
+#[test]
+fn jsonl_events_are_the_only_stdout() {
+    let t = TestDir::new();
+    t.file("a.txt", "a");
+    let plan = t.plan("p.json", &json!({"plan_id": "events", "steps": [
+        {"step_id": "r", "tool": "file_read", "arguments": {"path": "a.txt"}, "precondition": "file exists"},
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "b.txt", "contents": "b"}}]}));
+    let out = t.approve_and_run(&plan, &["--jsonl"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let events = events(&out);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "run_started",
+            "step_started",
+            "precondition_checked",
+            "tool_call",
+            "tool_result",
+            "step_completed",
+            "step_started",
+            "tool_call",
+            "tool_result",
+            "step_completed",
+            "run_finished"
+        ]
+    );
+    let run_id = events[0]["run_id"].as_str().unwrap();
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["seq"], (i + 1) as u64);
+        assert_eq!(e["v"], 1);
+        assert_eq!(e["run_id"], run_id);
+        assert!(e["ts_ms"].as_i64().unwrap() > 1_600_000_000_000);
+    }
+    assert_eq!(events.last().unwrap()["exit_code"], 0);
+}
+
+#[test]
+fn json_result_and_queries() {
+    let t = TestDir::new();
+    t.file("a.txt", "a");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "q", "steps": [
+        {"step_id": "r", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    let out = t.approve_and_run(&plan, &["--json"]);
+    let result: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["steps"][0]["status"], "completed");
+    let run_id = result["run_id"].as_str().unwrap().to_string();
+    let out = t.run(&["runs"]);
+    assert!(stdout(&out).contains(&run_id));
+    let out = t.run(&["show", &run_id[..8]]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("file_read"));
+    let out = t.run(&["show", &run_id, "--json"]);
+    let detail: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        detail["executions"][0]["artifacts"][0]["artifact_type"],
+        "stdout"
+    );
+    assert_eq!(code(&t.run(&["show", "nonexistent"])), 2);
+}
+
+#[test]
+fn database_and_git_are_not_writable_by_plans() {
+    let t = TestDir::new();
+    std::fs::create_dir_all(t.ws.join(".git")).unwrap();
+    for (i, path) in [
+        ".git/config",
+        ".acode/executions.db",
+        ".acode/executions.db-wal",
+        ".acode/other",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let plan = t.plan(
+            &format!("p{i}.json"),
+            &json!({"plan_id": "prot", "steps": [
+            {"step_id": "w", "tool": "file_write", "arguments": {"path": path, "contents": "x"}}]}),
+        );
+        // Validation catches it early as a sandbox violation.
+        let out = t.run(&["run", "--approve", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 32, "{path}: {}", stderr(&out));
+    }
+    assert!(!t.ws.join(".git/config").exists());
+}

@@ -1,0 +1,177 @@
+//! Plan validation through `acode-run validate` (SPEC §2).
+
+use serde_json::json;
+
+use crate::harness::*;
+
+#[test]
+fn malformed_json_reports_line_and_column() {
+    let t = TestDir::new();
+    let plan = t.plan_text(
+        "bad.json",
+        "{\n  \"plan_id\": \"x\",\n  \"steps\": [\n    {\"step_id\": \"a\",}\n  ]\n}\n",
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("line 4, column"), "{}", stderr(&out));
+}
+
+#[test]
+fn unknown_tool_is_named() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+        {"step_id": "a", "tool": "file_teleport", "arguments": {}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("steps[0].tool: unknown tool \"file_teleport\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn all_problems_are_reported_together() {
+    let t = TestDir::new();
+    let plan = t.plan("p.json", &json!({"plan_id": "p", "steps": [
+        {"step_id": "a", "tool": "file_read", "arguments": {"path": 7}},
+        {"step_id": "b", "tool": "file_read", "arguments": {"path": "${nope}"}},
+        {"step_id": "c", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["zzz"]},
+        {"step_id": "d", "tool": "file_read", "arguments": {"path": "x"}, "precondition": "sky is blue"}
+    ]}));
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(err.contains("4 problems"), "{err}");
+    assert!(
+        err.contains("steps[0].arguments.path: expected string"),
+        "{err}"
+    );
+    assert!(err.contains("unknown variable '${nope}'"), "{err}");
+    assert!(err.contains("unknown step \"zzz\""), "{err}");
+    assert!(err.contains("unknown precondition"), "{err}");
+}
+
+#[test]
+fn dependency_cycles_are_rejected() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["c"]},
+            {"step_id": "b", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["a"]},
+            {"step_id": "c", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["b"]}
+        ]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("cycle"), "{}", stderr(&out));
+}
+
+#[test]
+fn variables_and_overrides() {
+    let t = TestDir::new();
+    t.file("docs/a.txt", "A");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "variables": {"dir": "docs"}, "steps": [
+        {"step_id": "a", "tool": "file_read", "arguments": {"path": "${dir}/a.txt"}}]}),
+    );
+    assert_eq!(code(&t.run(&["validate", plan.to_str().unwrap()])), 0);
+    // Overriding a declared variable is fine; an undeclared one is an error.
+    assert_eq!(
+        code(&t.run(&["validate", plan.to_str().unwrap(), "--var", "dir=other"])),
+        0
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap(), "--var", "sneaky=1"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("does not declare"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn huge_plan_validates_quickly_enough_and_hostile_sizes_are_refused() {
+    let t = TestDir::new();
+    let steps: Vec<_> = (0..20_000)
+        .map(|i| json!({"step_id": format!("s{i}"), "tool": "file_read", "arguments": {"path": "a.txt"}}))
+        .collect();
+    let plan = t.plan("big.json", &json!({"plan_id": "big", "steps": steps}));
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let empty = t.plan("empty.json", &json!({"plan_id": "e", "steps": []}));
+    let out = t.run(&["validate", empty.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("at least one step"));
+    let not_utf8 = t.root.join("bin.json");
+    std::fs::write(&not_utf8, b"{\"plan_id\": \"\xff\xfe\"}").unwrap();
+    assert_eq!(code(&t.run(&["validate", not_utf8.to_str().unwrap()])), 2);
+}
+
+#[test]
+fn missing_plan_file_is_a_usage_error() {
+    let t = TestDir::new();
+    let out = t.run(&["validate", "does-not-exist.json"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("cannot read plan does-not-exist.json"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn schema_and_tools_commands_print_json() {
+    let t = TestDir::new();
+    for args in [
+        &["schema", "plan"][..],
+        &["schema", "events"][..],
+        &["tools"][..],
+    ] {
+        let out = t.run(args);
+        assert_eq!(code(&out), 0, "{args:?}");
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert!(v.is_object() || v.is_array());
+    }
+    let tools: serde_json::Value = serde_json::from_str(&stdout(&t.run(&["tools"]))).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "file_read",
+        "file_write",
+        "file_create",
+        "file_edit",
+        "file_delete",
+        "list_directory",
+        "file_search",
+        "file_glob",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+}
+
+#[test]
+fn help_and_version() {
+    let t = TestDir::new();
+    let out = t.run(&["--help"]);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("Commands:"));
+    let out = t.run(&["run", "--help"]);
+    assert!(stdout(&out).contains("--confirm MODE"));
+    let out = t.run(&["--version"]);
+    assert!(stdout(&out).starts_with("acode-run "));
+    let out = t.run(&["--frobnicate"]);
+    assert_eq!(code(&out), 2);
+}
