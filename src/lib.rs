@@ -5,6 +5,8 @@
 //! in the [`store`] and reported through [`events`]. Agentic steps get their tool calls from an [`llm`].
 
 pub mod error;
+pub mod executor;
+pub mod llm;
 pub mod sandbox;
 pub mod tools;
 
