@@ -8,6 +8,22 @@
 //! headers and a `Content-Length` body; every answer carries `Connection: close`.
 //!
 //! Fixture files (`fixtures/llm/*.json`) hold scripts; see [`ScriptedResponse::from_fixture`].
+//!
+//! ```
+//! use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+//! use acode_run::llm::{self, ChatRequest, LlmConfig, Message};
+//!
+//! let server = ScriptedServer::start(vec![
+//!     ScriptedResponse::chat_tool_calls(&[("file_read", serde_json::json!({"path": "src/lib.rs"}))]),
+//!     ScriptedResponse::chat_text("done"),
+//! ]);
+//! let client = llm::client(LlmConfig::new(server.url(), "test-model"));
+//! let first = client.chat(&ChatRequest::new("", vec![Message::user("go")])).unwrap();
+//! assert_eq!(first.tool_calls[0].name, "file_read");
+//! let second = client.chat(&ChatRequest::new("", vec![Message::user("go")])).unwrap();
+//! assert_eq!(second.content.as_deref(), Some("done"));
+//! assert_eq!(server.requests()[0].body["model"], "test-model");
+//! ```
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
