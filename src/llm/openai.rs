@@ -198,8 +198,14 @@ pub(crate) fn parse_response(
         what,
         body: body.to_string(),
     };
-    let root: Value =
-        serde_json::from_str(body).map_err(|e| malformed(format!("the body is not JSON ({e})")))?;
+    let root: Value = serde_json::from_str(body).map_err(|e| {
+        let hint = if body.trim_start().starts_with("data:") {
+            "; it looks like a stream although `stream: false` was sent"
+        } else {
+            ""
+        };
+        malformed(format!("the body is not JSON ({e}){hint}"))
+    })?;
     let Value::Object(root) = root else {
         return Err(malformed(format!(
             "the body is {}, not an object",
@@ -684,6 +690,7 @@ mod tests {
     fn malformed_bodies_are_clear_errors() {
         let cases: Vec<(ScriptedResponse, &str)> = vec![
             (ScriptedResponse::text(200, "{not json"), "not JSON"),
+            (ScriptedResponse::text(200, "data: {}\n\n"), "stream"),
             (ScriptedResponse::json(200, json!([1])), "not an object"),
             (
                 ScriptedResponse::json(200, json!({"choices": []})),
