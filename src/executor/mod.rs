@@ -9,6 +9,7 @@ pub mod call;
 pub mod callbacks;
 pub mod drivers;
 pub mod precondition;
+pub mod retry;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

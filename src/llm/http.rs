@@ -1,0 +1,203 @@
+//! The one HTTP exchange both providers make: POST a JSON body, read a capped reply, and turn every
+//! way that can fail into a classified [`LlmError`]. Kept separate so the classification (what is
+//! retryable, what the message says) is written once.
+
+use std::io::Read;
+use std::time::Duration;
+
+use super::{LlmConfig, LlmError, body_excerpt, redact};
+
+/// A reply with any status; the caller decides what a non-2xx status means.
+pub(crate) struct HttpReply {
+    /// The status code.
+    pub status: u16,
+    /// `Retry-After` in seconds, when present and parsable.
+    pub retry_after: Option<Duration>,
+    /// The body, lossily decoded and with the API key redacted if the server echoed it.
+    pub body: String,
+}
+
+/// A ureq agent for talking to one LLM server.
+///
+/// `http_status_as_error(false)` so 4xx/5xx bodies and `Retry-After` can be read; no redirects (a
+/// POST must not silently turn into something else); no proxy from the environment (the targets are
+/// local servers, and a stray `HTTP_PROXY` must not reroute prompts); one global timeout covering
+/// connect to last byte.
+pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .max_redirects(0)
+        .proxy(None)
+        .build();
+    ureq::Agent::new_with_config(config)
+}
+
+/// `base` joined with `path` (`/chat/completions`), tolerating a trailing slash on `base`.
+pub(crate) fn join(base: &str, path: &str) -> String {
+    format!("{}{}", base.trim().trim_end_matches('/'), path)
+}
+
+/// POSTs `body` as JSON to `url` and reads the reply (any status) up to the configured size cap.
+pub(crate) fn post_json(
+    agent: &ureq::Agent,
+    config: &LlmConfig,
+    url: &str,
+    body: &str,
+) -> Result<HttpReply, LlmError> {
+    let mut request = agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json");
+    if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
+        request = request.header("Authorization", format!("Bearer {key}"));
+    }
+    let response = request
+        .send(body)
+        .map_err(|e| transport_error(e, url, config))?;
+    let (parts, body) = response.into_parts();
+    let status = parts.status.as_u16();
+    let retry_after = parts
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+
+    let limit = config.max_response_bytes;
+    let mut bytes = Vec::new();
+    body.into_reader()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| transport_error(ureq::Error::from(e), url, config))?;
+    if bytes.len() > limit {
+        return Err(LlmError::TooLarge {
+            url: url.to_string(),
+            limit,
+        });
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(HttpReply {
+        status,
+        retry_after,
+        body: redact(&text, config.api_key.as_deref()),
+    })
+}
+
+/// The error for a reply whose status is not 2xx.
+pub(crate) fn status_error(reply: HttpReply, url: &str, model: &str) -> LlmError {
+    let excerpt = body_excerpt(&reply.body);
+    match reply.status {
+        401 | 403 => LlmError::Auth {
+            status: reply.status,
+            url: url.to_string(),
+            excerpt,
+            body: reply.body,
+        },
+        404 => LlmError::ModelNotFound {
+            model: model.to_string(),
+            url: url.to_string(),
+            excerpt,
+            body: reply.body,
+        },
+        status => LlmError::Status {
+            status,
+            url: url.to_string(),
+            excerpt,
+            body: reply.body,
+            retry_after: reply.retry_after,
+        },
+    }
+}
+
+/// `Retry-After` as delta-seconds (integer or decimal). The HTTP-date form is not parsed (local
+/// servers do not send it); it yields `None` and the normal exponential backoff applies.
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    // Anything beyond a day is nonsense; the backoff policy caps it far lower anyway.
+    Duration::try_from_secs_f64(secs.min(86_400.0)).ok()
+}
+
+/// Classifies a ureq failure. Refused and reset connections and timeouts are retryable; the rest
+/// (host not found, protocol garbage, TLS) is not.
+fn transport_error(error: ureq::Error, url: &str, config: &LlmConfig) -> LlmError {
+    use std::io::ErrorKind as K;
+    let url_s = url.to_string();
+    let message = redact(&error.to_string(), config.api_key.as_deref());
+    match error {
+        ureq::Error::Timeout(_) => LlmError::Timeout {
+            url: url_s,
+            after: config.timeout,
+        },
+        ureq::Error::Io(io) => match io.kind() {
+            K::ConnectionRefused => LlmError::ConnectionRefused {
+                url: url_s,
+                message,
+            },
+            K::ConnectionReset
+            | K::ConnectionAborted
+            | K::BrokenPipe
+            | K::UnexpectedEof
+            | K::NotConnected => LlmError::ConnectionReset {
+                url: url_s,
+                message,
+            },
+            K::TimedOut | K::WouldBlock => LlmError::Timeout {
+                url: url_s,
+                after: config.timeout,
+            },
+            _ => LlmError::Transport {
+                url: url_s,
+                message,
+            },
+        },
+        ureq::Error::ConnectionFailed => LlmError::ConnectionRefused {
+            url: url_s,
+            message,
+        },
+        ureq::Error::BodyExceedsLimit(_) => LlmError::TooLarge {
+            url: url_s,
+            limit: config.max_response_bytes,
+        },
+        ureq::Error::Tls(_) | ureq::Error::TlsRequired => LlmError::TlsUnsupported { url: url_s },
+        ureq::Error::BadUri(_) => LlmError::Config(format!("invalid LLM URL '{url}': {message}")),
+        ureq::Error::HostNotFound => LlmError::Transport {
+            url: url_s,
+            message: "host not found (check --llm-url / ACODE_LLM_URL)".to_string(),
+        },
+        _ => LlmError::Transport {
+            url: url_s,
+            message,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("1"), Some(Duration::from_secs(1)));
+        assert_eq!(
+            parse_retry_after(" 2.5 "),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(parse_retry_after("0"), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("NaN"), None);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(
+            parse_retry_after("1e300"),
+            Some(Duration::from_secs(86_400))
+        );
+    }
+
+    #[test]
+    fn join_tolerates_trailing_slash() {
+        assert_eq!(join("http://h/v1/", "/chat"), "http://h/v1/chat");
+        assert_eq!(join("http://h/v1", "/chat"), "http://h/v1/chat");
+    }
+}

@@ -1,0 +1,778 @@
+//! The LLM layer: a provider-neutral, blocking chat API that agentic steps drive (SPEC §7).
+//!
+//! The agent loop builds a [`ChatRequest`], calls [`LlmClient::chat`], records the exact
+//! [`ChatResponse::request_body`] and [`ChatResponse::response_body`], retries an [`LlmError`] when
+//! [`LlmError::is_retryable`] says so (using [`crate::executor::retry::Backoff`]), runs the returned
+//! [`LlmToolCall`]s through the same validation as plan steps and feeds the results back as
+//! [`Message::Tool`]. Everything a server sends is treated as hostile input: parsing is tolerant of
+//! the many shapes local servers produce, but never trusts them (sizes are capped, ids invented,
+//! malformed arguments surfaced as [`LlmToolCall::parse_error`] instead of being guessed at).
+//!
+//! Providers: [`openai`] (OpenAI-compatible `/chat/completions`, the default: Ollama, LM Studio,
+//! llama.cpp server, vLLM) and [`ollama`] (Ollama's native `/api/chat`). [`react`] is a text
+//! protocol for models without native tool calling; [`scripted`] is a replaying HTTP server so tests
+//! and embedders never need a real model.
+
+#[cfg(test)]
+mod fixture_tests;
+mod http;
+pub mod ollama;
+pub mod openai;
+pub(crate) mod parse;
+pub mod react;
+pub mod scripted;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use thiserror::Error;
+
+pub use react::ToolProtocol;
+
+/// The default base URL: Ollama's OpenAI-compatible endpoint on this machine (SPEC §7).
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434/v1";
+
+/// The default request timeout. Local models on a CPU can take minutes for one long answer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The default cap on a response body, so a hostile or broken server cannot exhaust memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// How many characters of a server's error body are quoted in an error message.
+const EXCERPT_CHARS: usize = 500;
+
+/// A chat-capable LLM server. Blocking, because the executor is synchronous (SPEC §1: no async
+/// runtime); `Send + Sync` so one client can serve a whole run.
+pub trait LlmClient: Send + Sync {
+    /// Sends one chat request and returns the model's answer, or a classified error.
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// `provider url model`, for progress lines and error messages; never contains the API key.
+    fn describe(&self) -> String;
+
+    /// The exact body [`LlmClient::chat`] would send for `request`, so the agent loop can record the
+    /// prompt of an attempt that failed before any response arrived. The default is the
+    /// provider-neutral JSON form of the request; the built-in providers return their wire body.
+    fn request_body(&self, request: &ChatRequest) -> String {
+        serde_json::to_string(request).unwrap_or_default()
+    }
+}
+
+/// One call to the model: the conversation so far and the tools it may use.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatRequest {
+    /// The model name as the server knows it (`qwen2.5-coder:7b`, ...).
+    pub model: String,
+    /// The conversation, oldest first.
+    pub messages: Vec<Message>,
+    /// The tools offered with native tool calling; empty for plain chat or the `react` protocol.
+    pub tools: Vec<ToolSpec>,
+    /// Sampling temperature; `None` leaves the server's default.
+    pub temperature: Option<f32>,
+    /// Upper bound on generated tokens; `None` leaves the server's default.
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request with no tools and server-default sampling, built up with the `with_*` methods.
+    pub fn new(model: impl Into<String>, messages: Vec<Message>) -> Self {
+        ChatRequest {
+            model: model.into(),
+            messages,
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+        }
+    }
+
+    /// Offers `tools` to the model (builder style).
+    pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.tools = tools;
+        self
+    }
+}
+
+/// A tool as the model sees it: the same name, description and JSON schema as `acode-run tools`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// The registered tool name.
+    pub name: String,
+    /// One sentence on what the tool does.
+    pub description: String,
+    /// The JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+impl ToolSpec {
+    /// The spec of a registered tool, so the schema shown to the model is the one that validates it.
+    pub fn from_tool(tool: &dyn crate::tools::Tool) -> Self {
+        ToolSpec {
+            name: tool.name().to_string(),
+            description: tool.description().to_string(),
+            parameters: tool.schema(),
+        }
+    }
+
+    /// The specs of the named tools in `registry`, in the order given; unknown names are skipped
+    /// (the plan validator reports them long before a request is built).
+    pub fn from_registry(registry: &crate::tools::ToolRegistry, names: &[&str]) -> Vec<Self> {
+        names
+            .iter()
+            .filter_map(|name| registry.get(name))
+            .map(|tool| ToolSpec::from_tool(tool.as_ref()))
+            .collect()
+    }
+}
+
+/// One message of the conversation, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Instructions: the step, the allowed tools, workspace facts.
+    System {
+        /// The text.
+        content: String,
+    },
+    /// The user's turn (the instruction, verifier feedback, a `react` observation).
+    User {
+        /// The text.
+        content: String,
+    },
+    /// What the model said before, replayed so it sees its own tool calls.
+    Assistant {
+        /// Its text, if any.
+        content: Option<String>,
+        /// Its tool calls, in order.
+        tool_calls: Vec<LlmToolCall>,
+    },
+    /// The result of one tool call, matched to it by id.
+    Tool {
+        /// The [`LlmToolCall::id`] this answers.
+        call_id: String,
+        /// The (possibly truncated) result text.
+        content: String,
+    },
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Message::System {
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::User {
+            content: content.into(),
+        }
+    }
+
+    /// The assistant message that replays `response` into the history.
+    pub fn assistant(response: &ChatResponse) -> Self {
+        Message::Assistant {
+            content: response.content.clone(),
+            tool_calls: response.tool_calls.clone(),
+        }
+    }
+
+    /// A tool result for the call with id `call_id`.
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message::Tool {
+            call_id: call_id.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A tool call the model asked for. It is untrusted: the loop validates it like a plan step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlmToolCall {
+    /// The server's id, or an invented `call_<n>` when it sent none (or a duplicate).
+    pub id: String,
+    /// The tool name as the model wrote it (may be empty or unknown: the loop reports that back).
+    pub name: String,
+    /// The arguments object. When [`LlmToolCall::parse_error`] is set this is NOT usable arguments:
+    /// it holds what the model sent (the raw string when it was not valid JSON), so the loop can
+    /// quote it back to the model and replay it unchanged in the history.
+    pub arguments: Value,
+    /// Why the call cannot be run as sent (arguments not JSON, not an object, no tool name). The loop
+    /// must not execute such a call; it answers it with a [`Message::Tool`] carrying this text so
+    /// the model can correct itself on the next turn.
+    pub parse_error: Option<String>,
+}
+
+impl LlmToolCall {
+    /// Whether the call is well-formed enough to validate and run.
+    pub fn is_valid(&self) -> bool {
+        self.parse_error.is_none()
+    }
+
+    /// The tool-result text to send back for a call that could not be parsed, or `None` if it
+    /// parsed. Quotes the model's own (shortened) input so it can see its mistake.
+    pub fn parse_error_feedback(&self) -> Option<String> {
+        let error = self.parse_error.as_ref()?;
+        let sent = match &self.arguments {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        Some(format!(
+            "error: the call to '{}' was not run: {error}. You sent: {}. Call the tool again with a \
+             JSON object as arguments.",
+            self.name,
+            excerpt(&sent, 300)
+        ))
+    }
+}
+
+/// Token counts reported by the server; zero when it reported none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt plus completion, for budgets.
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+
+    /// Adds another call's usage (for per-step and per-run totals).
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+    }
+}
+
+/// The model's answer to one [`ChatRequest`], with everything the loop must record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatResponse {
+    /// The text, `None` when the server sent none (or only whitespace).
+    pub content: Option<String>,
+    /// The tool calls, in the order the model made them.
+    pub tool_calls: Vec<LlmToolCall>,
+    /// `stop`, `tool_calls`, `length`, ... as sent; informative only (never relied on alone).
+    pub finish_reason: Option<String>,
+    /// Tokens used by this call.
+    pub usage: Usage,
+    /// Things to record but not fail on: truncation (`length`), invented ids, recovered calls.
+    pub warnings: Vec<String>,
+    /// The exact request body sent (never contains the API key: that travels in a header).
+    pub request_body: String,
+    /// The response body as received (capped at the configured maximum size).
+    pub response_body: String,
+}
+
+/// Why a chat call failed. [`LlmError::is_retryable`] separates transient trouble from permanent.
+///
+/// Messages never contain the API key; server bodies are quoted only as short excerpts with the key
+/// (if the server echoed it) replaced by `[REDACTED]`.
+#[derive(Debug, Error)]
+pub enum LlmError {
+    /// The configuration cannot work (empty model, URL that is not `http://...`).
+    #[error("LLM configuration: {0}")]
+    Config(String),
+    /// An `https://` URL was given but this build has no TLS.
+    #[error(
+        "cannot connect to {url}: TLS is not built into acode-run (it talks plain http to local \
+         servers); use an http:// URL, e.g. http://127.0.0.1:11434/v1"
+    )]
+    TlsUnsupported {
+        /// The URL that was refused.
+        url: String,
+    },
+    /// Nothing listens at the URL (server not started, wrong port).
+    #[error("connection refused by {url}: is the LLM server running? ({message})")]
+    ConnectionRefused {
+        /// The URL.
+        url: String,
+        /// The operating system's wording.
+        message: String,
+    },
+    /// The server dropped the connection before answering completely.
+    #[error("connection to {url} was reset or closed before a complete answer ({message})")]
+    ConnectionReset {
+        /// The URL.
+        url: String,
+        /// What was observed.
+        message: String,
+    },
+    /// No complete answer within the request timeout.
+    #[error("no answer from {url} within {} s (request timeout)", .after.as_secs_f64())]
+    Timeout {
+        /// The URL.
+        url: String,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// Any other transport failure (host not found, protocol error): not retried.
+    #[error("cannot talk to {url}: {message}")]
+    Transport {
+        /// The URL.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// The server rejected the credentials (401/403).
+    #[error(
+        "the LLM server at {url} refused the request with HTTP {status} (authentication); check \
+         ACODE_LLM_API_KEY: {excerpt}"
+    )]
+    Auth {
+        /// 401 or 403.
+        status: u16,
+        /// The URL.
+        url: String,
+        /// A short, redacted excerpt of the body.
+        excerpt: String,
+        /// The body as received (redacted), for the attempt record.
+        body: String,
+    },
+    /// 404: the model is not known there (or the URL lacks the API path).
+    #[error(
+        "model '{model}' not found at {url} (HTTP 404: {excerpt}); check --model / ACODE_MODEL \
+         (for Ollama: `ollama pull {model}`) and that --llm-url ends in /v1 for the openai provider"
+    )]
+    ModelNotFound {
+        /// The model asked for.
+        model: String,
+        /// The URL.
+        url: String,
+        /// A short, redacted excerpt of the body.
+        excerpt: String,
+        /// The body as received (redacted), for the attempt record.
+        body: String,
+    },
+    /// Any other non-2xx status.
+    #[error("HTTP {status} from {url}: {excerpt}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The URL.
+        url: String,
+        /// A short, redacted excerpt of the body.
+        excerpt: String,
+        /// The body as received (redacted), for the attempt record.
+        body: String,
+        /// The server's `Retry-After`, when it sent one in seconds.
+        retry_after: Option<Duration>,
+    },
+    /// The body is larger than the configured cap.
+    #[error("response from {url} is larger than the {limit}-byte limit; refusing to read it")]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// The cap in bytes.
+        limit: usize,
+    },
+    /// A 2xx body that is not the expected shape.
+    #[error("malformed response from {url}: {what}")]
+    Malformed {
+        /// The URL.
+        url: String,
+        /// What was wrong, naming the field.
+        what: String,
+        /// The body as received (redacted), for the attempt record.
+        body: String,
+    },
+    /// A well-formed answer with neither text nor tool calls.
+    #[error("empty answer from {url}: no content and no tool calls (finish_reason: {})",
+        .finish_reason.as_deref().unwrap_or("none"))]
+    EmptyAnswer {
+        /// The URL.
+        url: String,
+        /// The finish reason sent, if any.
+        finish_reason: Option<String>,
+        /// The body as received (redacted), for the attempt record.
+        body: String,
+    },
+}
+
+impl LlmError {
+    /// Whether another attempt may succeed (SPEC §4.5): refused/reset connections, timeouts, and
+    /// HTTP 408, 429, 500–599 (which includes 529 "overloaded"). Auth, 404, malformed and empty
+    /// answers are permanent: retrying would only repeat them.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::ConnectionRefused { .. }
+            | LlmError::ConnectionReset { .. }
+            | LlmError::Timeout { .. } => true,
+            LlmError::Status { status, .. } => is_retryable_status(*status),
+            _ => false,
+        }
+    }
+
+    /// The delay the server asked for with `Retry-After`, if any (the backoff caps it).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The HTTP status, for errors that got one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            LlmError::Auth { status, .. } | LlmError::Status { status, .. } => Some(*status),
+            LlmError::ModelNotFound { .. } => Some(404),
+            _ => None,
+        }
+    }
+
+    /// The response body received before the failure, so the loop can record the attempt.
+    pub fn response_body(&self) -> Option<&str> {
+        match self {
+            LlmError::Auth { body, .. }
+            | LlmError::ModelNotFound { body, .. }
+            | LlmError::Status { body, .. }
+            | LlmError::Malformed { body, .. }
+            | LlmError::EmptyAnswer { body, .. } => Some(body),
+            _ => None,
+        }
+    }
+}
+
+/// The statuses worth retrying: 408 Request Timeout, 429 Too Many Requests, 5xx (incl. 529).
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500..=599)
+}
+
+/// Which wire protocol a server speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// OpenAI-compatible `POST {base}/chat/completions` (Ollama, LM Studio, llama.cpp, vLLM).
+    #[default]
+    OpenAi,
+    /// Ollama's native `POST {base}/api/chat`.
+    Ollama,
+}
+
+impl Provider {
+    /// The name used on the command line and in `ACODE_LLM_PROVIDER`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Ollama => "ollama",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Provider {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" | "openai-compatible" => Ok(Provider::OpenAi),
+            "ollama" => Ok(Provider::Ollama),
+            other => Err(format!(
+                "unknown LLM provider '{other}' (expected 'openai' or 'ollama')"
+            )),
+        }
+    }
+}
+
+/// How to reach the LLM server. Built from flags and the environment by the CLI, or by embedders.
+#[derive(Clone, PartialEq)]
+pub struct LlmConfig {
+    /// Base URL without the endpoint path, e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// The default model (a step's `model` argument overrides it, see [`LlmConfig::with_model`]).
+    pub model: String,
+    /// Sent as `Authorization: Bearer ...` when set; never printed, recorded or put in errors.
+    pub api_key: Option<String>,
+    /// Time limit for one whole request, connect to last byte.
+    pub timeout: Duration,
+    /// The wire protocol.
+    pub provider: Provider,
+    /// Responses larger than this are refused ([`LlmError::TooLarge`]).
+    pub max_response_bytes: usize,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            base_url: DEFAULT_BASE_URL.to_string(),
+            model: String::new(),
+            api_key: None,
+            timeout: DEFAULT_TIMEOUT,
+            provider: Provider::OpenAi,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+}
+
+impl fmt::Debug for LlmConfig {
+    // Manual so the API key can never leak through `{:?}` into logs, events or panics.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
+            .field("timeout", &self.timeout)
+            .field("provider", &self.provider)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .finish()
+    }
+}
+
+impl LlmConfig {
+    /// A config for `base_url` and `model` with every other field at its default.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        LlmConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            ..LlmConfig::default()
+        }
+    }
+
+    /// Reads `ACODE_LLM_URL`, `ACODE_MODEL`, `ACODE_LLM_API_KEY`, and the optional
+    /// `ACODE_LLM_PROVIDER` (`openai`|`ollama`) and `ACODE_LLM_TIMEOUT_S` (seconds). Unset or empty
+    /// variables keep the defaults; an unparsable provider or timeout is an error, not ignored.
+    pub fn from_env() -> Result<Self, LlmError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`LlmConfig::from_env`] over any variable source, so it can be tested without touching the
+    /// process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let mut config = LlmConfig::default();
+        if let Some(url) = get("ACODE_LLM_URL") {
+            config.base_url = url.trim().to_string();
+        }
+        if let Some(model) = get("ACODE_MODEL") {
+            config.model = model.trim().to_string();
+        }
+        config.api_key = get("ACODE_LLM_API_KEY").map(|k| k.trim().to_string());
+        if let Some(provider) = get("ACODE_LLM_PROVIDER") {
+            config.provider = provider
+                .parse()
+                .map_err(|e| LlmError::Config(format!("ACODE_LLM_PROVIDER: {e}")))?;
+        }
+        if let Some(secs) = get("ACODE_LLM_TIMEOUT_S") {
+            let secs: f64 = secs.trim().parse().map_err(|_| {
+                LlmError::Config(format!(
+                    "ACODE_LLM_TIMEOUT_S must be a number of seconds, got '{secs}'"
+                ))
+            })?;
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                return Err(LlmError::Config(
+                    "ACODE_LLM_TIMEOUT_S must be between 0 and 86400 seconds".to_string(),
+                ));
+            }
+            config.timeout = Duration::from_secs_f64(secs);
+        }
+        Ok(config)
+    }
+
+    /// A copy using `model` (a step's `model` override); an empty override keeps the default.
+    pub fn with_model(&self, model: &str) -> Self {
+        let mut copy = self.clone();
+        if !model.trim().is_empty() {
+            copy.model = model.trim().to_string();
+        }
+        copy
+    }
+
+    /// Checks what can be checked without a network call: an `http://` URL and a model name.
+    pub fn validate(&self) -> Result<(), LlmError> {
+        let url = self.base_url.trim();
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("https://") {
+            return Err(LlmError::TlsUnsupported {
+                url: url.to_string(),
+            });
+        }
+        if !lower.starts_with("http://") || url.len() <= "http://".len() {
+            return Err(LlmError::Config(format!(
+                "LLM URL must look like http://HOST:PORT/v1, got '{url}' (set --llm-url or \
+                 ACODE_LLM_URL)"
+            )));
+        }
+        if self.model.trim().is_empty() {
+            return Err(LlmError::Config(
+                "no model given: set --model or ACODE_MODEL (e.g. qwen2.5-coder:7b)".to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The client for `config.provider`. Infallible by design: configuration problems (an https URL,
+/// no model) are reported by the first [`LlmClient::chat`] as non-retryable errors, so the CLI can
+/// build a client before it knows whether any step is agentic.
+pub fn client(config: LlmConfig) -> Box<dyn LlmClient> {
+    match config.provider {
+        Provider::OpenAi => Box::new(openai::OpenAiClient::new(config)),
+        Provider::Ollama => Box::new(ollama::OllamaClient::new(config)),
+    }
+}
+
+/// The first `max` characters of `text` on one line, with `...` when cut; for error messages.
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
+    let one_line: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max).collect();
+        format!("{cut}...")
+    }
+}
+
+/// Replaces every occurrence of `secret` in `text` by `[REDACTED]` (servers sometimes echo keys).
+pub(crate) fn redact(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[REDACTED]"),
+        _ => text.to_string(),
+    }
+}
+
+/// The default excerpt length for server bodies in error messages.
+pub(crate) fn body_excerpt(body: &str) -> String {
+    if body.trim().is_empty() {
+        "(empty body)".to_string()
+    } else {
+        excerpt(body, EXCERPT_CHARS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let mut c = LlmConfig::new("http://127.0.0.1:1/v1", "m");
+        c.api_key = Some("sk-very-secret-123".into());
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("sk-very-secret-123"), "{shown}");
+        assert!(shown.contains("[REDACTED]"));
+    }
+
+    #[test]
+    fn from_lookup_reads_variables_and_defaults() {
+        let c = LlmConfig::from_lookup(|_| None).unwrap();
+        assert_eq!(c.base_url, DEFAULT_BASE_URL);
+        assert_eq!(c.api_key, None);
+        assert_eq!(c.provider, Provider::OpenAi);
+
+        let c = LlmConfig::from_lookup(|name| {
+            match name {
+                "ACODE_LLM_URL" => Some("http://127.0.0.1:8080/v1"),
+                "ACODE_MODEL" => Some("qwen"),
+                "ACODE_LLM_API_KEY" => Some("k123"),
+                "ACODE_LLM_PROVIDER" => Some("ollama"),
+                "ACODE_LLM_TIMEOUT_S" => Some("2.5"),
+                _ => None,
+            }
+            .map(String::from)
+        })
+        .unwrap();
+        assert_eq!(c.base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(c.model, "qwen");
+        assert_eq!(c.api_key.as_deref(), Some("k123"));
+        assert_eq!(c.provider, Provider::Ollama);
+        assert_eq!(c.timeout, Duration::from_millis(2500));
+
+        let empty_key =
+            LlmConfig::from_lookup(|n| (n == "ACODE_LLM_API_KEY").then(|| "  ".to_string()))
+                .unwrap();
+        assert_eq!(empty_key.api_key, None);
+        assert!(
+            LlmConfig::from_lookup(|n| (n == "ACODE_LLM_TIMEOUT_S").then(|| "soon".to_string()))
+                .is_err()
+        );
+        assert!(
+            LlmConfig::from_lookup(|n| (n == "ACODE_LLM_PROVIDER").then(|| "x".to_string()))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn validate_rejects_https_and_missing_model() {
+        let tls = LlmConfig::new("https://example.com/v1", "m").validate();
+        assert!(matches!(tls, Err(LlmError::TlsUnsupported { .. })));
+        assert!(tls.unwrap_err().to_string().contains("TLS is not built"));
+        assert!(matches!(
+            LlmConfig::new("ftp://x", "m").validate(),
+            Err(LlmError::Config(_))
+        ));
+        let no_model = LlmConfig::new(DEFAULT_BASE_URL, " ")
+            .validate()
+            .unwrap_err();
+        assert!(no_model.to_string().contains("ACODE_MODEL"));
+        assert!(!no_model.is_retryable());
+        assert!(LlmConfig::new(DEFAULT_BASE_URL, "m").validate().is_ok());
+    }
+
+    #[test]
+    fn with_model_overrides_only_when_given() {
+        let c = LlmConfig::new(DEFAULT_BASE_URL, "a");
+        assert_eq!(c.with_model("b").model, "b");
+        assert_eq!(c.with_model("").model, "a");
+    }
+
+    #[test]
+    fn retryable_statuses() {
+        for s in [408, 429, 500, 502, 503, 504, 529, 599] {
+            assert!(is_retryable_status(s), "{s}");
+        }
+        for s in [400, 401, 403, 404, 409, 422, 600] {
+            assert!(!is_retryable_status(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn provider_parses() {
+        assert_eq!("OpenAI".parse::<Provider>(), Ok(Provider::OpenAi));
+        assert_eq!("ollama".parse::<Provider>(), Ok(Provider::Ollama));
+        assert!("anthropic".parse::<Provider>().is_err());
+    }
+
+    #[test]
+    fn parse_error_feedback_quotes_the_input() {
+        let call = LlmToolCall {
+            id: "call_1".into(),
+            name: "file_read".into(),
+            arguments: Value::String("{path: src".into()),
+            parse_error: Some("arguments are not valid JSON".into()),
+        };
+        let fb = call.parse_error_feedback().unwrap();
+        assert!(
+            fb.contains("file_read") && fb.contains("{path: src"),
+            "{fb}"
+        );
+        assert!(!call.is_valid());
+    }
+
+    #[test]
+    fn redact_and_excerpt() {
+        assert_eq!(
+            redact("key sk-1234 bad", Some("sk-1234")),
+            "key [REDACTED] bad"
+        );
+        assert_eq!(redact("abc", None), "abc");
+        assert_eq!(excerpt("a\nb", 10), "a b");
+        assert_eq!(excerpt("abcdef", 3), "abc...");
+    }
+}
