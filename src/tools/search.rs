@@ -523,3 +523,310 @@ impl Tool for FileGlob {
         Ok(json_result(json!(paths), truncated, note))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testutil::TestWs;
+    use std::os::unix::fs::symlink;
+
+    fn data(out: &ToolOutput) -> Value {
+        let stdout = out
+            .artifacts
+            .iter()
+            .find(|a| a.artifact_type == "stdout")
+            .expect("stdout artifact");
+        serde_json::from_str(&stdout.content).expect("stdout is JSON")
+    }
+
+    fn paths(v: &Value) -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().or(e["path"].as_str()).unwrap().to_string())
+            .collect()
+    }
+
+    fn tree() -> TestWs {
+        let t = TestWs::new();
+        t.write("a.txt", "alpha\n");
+        t.write("a/x.rs", "fn x() {}\n");
+        t.write("a/deep/y.rs", "fn y() {}\n");
+        t.write("b.rs", "fn b() {}\n");
+        t.write(".git/config", "fn git() {}\n");
+        t.write(".acode/log", "fn acode() {}\n");
+        symlink("a.txt", t.path("z-link")).unwrap();
+        t
+    }
+
+    // --- list_directory --------------------------------------------------------------------
+
+    #[test]
+    fn list_direct_children_sorted_with_types() {
+        let t = tree();
+        let out = t.call(&ListDirectory, json!({"path": "."})).unwrap();
+        let v = data(&out);
+        assert_eq!(
+            paths(&v),
+            [".acode", ".git", "a", "a.txt", "b.rs", "z-link"]
+        );
+        let by_path = |p: &str| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["path"] == p)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(by_path("a"), json!({"path": "a", "type": "dir", "size": null}));
+        assert_eq!(
+            by_path("a.txt"),
+            json!({"path": "a.txt", "type": "file", "size": 6})
+        );
+        assert_eq!(by_path("z-link")["type"], "symlink");
+        assert_eq!(out.content, data(&out).to_string());
+    }
+
+    #[test]
+    fn list_with_depth_skips_git_contents() {
+        let t = tree();
+        let out = t
+            .call(&ListDirectory, json!({"path": ".", "depth": 3}))
+            .unwrap();
+        let p = paths(&data(&out));
+        assert!(p.contains(&"a/deep/y.rs".to_string()), "{p:?}");
+        assert!(p.contains(&".git".to_string()), "{p:?}");
+        assert!(!p.iter().any(|x| x.starts_with(".git/")), "{p:?}");
+        let mut sorted = p.clone();
+        sorted.sort();
+        assert_eq!(p, sorted);
+        // A subdirectory lists with workspace-relative paths.
+        let out = t.call(&ListDirectory, json!({"path": "a"})).unwrap();
+        assert_eq!(paths(&data(&out)), ["a/deep", "a/x.rs"]);
+        // Listing .git explicitly is a read and allowed.
+        let out = t.call(&ListDirectory, json!({"path": ".git"})).unwrap();
+        assert_eq!(paths(&data(&out)), [".git/config"]);
+    }
+
+    #[test]
+    fn list_is_capped_at_max_results() {
+        let mut t = tree();
+        t.policy.limits.max_results = 3;
+        let out = t
+            .call(&ListDirectory, json!({"path": ".", "depth": 5}))
+            .unwrap();
+        assert_eq!(data(&out).as_array().unwrap().len(), 3);
+        assert!(out.artifacts[0].truncated);
+        assert!(out.content.contains("truncated at 3 entries"), "{}", out.content);
+    }
+
+    #[test]
+    fn list_failures() {
+        let t = tree();
+        let msg = t
+            .call(&ListDirectory, json!({"path": "a.txt"}))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("a.txt: is not a directory"), "{msg}");
+        let msg = t
+            .call(&ListDirectory, json!({"path": "nope"}))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("nope"), "{msg}");
+        for bad in [json!({"path": ".", "depth": 11}), json!({"path": ".", "depth": 0}), json!({})] {
+            assert!(matches!(
+                t.call(&ListDirectory, bad),
+                Err(ToolError::InvalidArguments { .. })
+            ));
+        }
+    }
+
+    // --- file_search -----------------------------------------------------------------------
+
+    #[test]
+    fn search_finds_lines_and_skips_git_and_acode() {
+        let t = tree();
+        t.write("a/x.rs", "use std;\nfn x() {}\n  fn inner() {}\n");
+        let out = t.call(&FileSearch, json!({"pattern": r"fn \w+\(\)"})).unwrap();
+        let v = data(&out);
+        assert_eq!(
+            v,
+            json!([
+                {"path": "a/deep/y.rs", "line": 1, "text": "fn y() {}"},
+                {"path": "a/x.rs", "line": 2, "text": "fn x() {}"},
+                {"path": "a/x.rs", "line": 3, "text": "  fn inner() {}"},
+                {"path": "b.rs", "line": 1, "text": "fn b() {}"},
+            ])
+        );
+        assert_eq!(out.content, v.to_string());
+        let out = t
+            .call(&FileSearch, json!({"pattern": "fn", "root": "a/deep"}))
+            .unwrap();
+        assert_eq!(paths(&data(&out)), ["a/deep/y.rs"]);
+    }
+
+    #[test]
+    fn search_skips_binary_files() {
+        let t = TestWs::new();
+        let mut bin = b"needle\0".to_vec();
+        bin.extend_from_slice(b"needle\n");
+        t.write("bin.dat", &bin);
+        // A NUL after the first 8 KiB does not make a file binary.
+        let mut late = "needle\n".to_string();
+        late.push_str(&"x".repeat(9000));
+        late.push('\0');
+        t.write("late.txt", late);
+        t.write("text.txt", "a needle\n");
+        let out = t.call(&FileSearch, json!({"pattern": "needle"})).unwrap();
+        assert_eq!(paths(&data(&out)), ["late.txt", "text.txt"]);
+    }
+
+    #[test]
+    fn search_glob_filters_by_name_or_path() {
+        let t = tree();
+        let out = t
+            .call(&FileSearch, json!({"pattern": "fn", "glob": "*.rs"}))
+            .unwrap();
+        assert_eq!(paths(&data(&out)), ["a/deep/y.rs", "a/x.rs", "b.rs"]);
+        let out = t
+            .call(&FileSearch, json!({"pattern": "fn", "glob": "a/*.rs"}))
+            .unwrap();
+        assert_eq!(paths(&data(&out)), ["a/x.rs"]);
+        let out = t
+            .call(&FileSearch, json!({"pattern": "fn", "glob": "a/**/*.rs"}))
+            .unwrap();
+        assert_eq!(paths(&data(&out)), ["a/deep/y.rs", "a/x.rs"]);
+        let out = t
+            .call(&FileSearch, json!({"pattern": ".", "glob": "*.{txt,md}"}))
+            .unwrap();
+        assert_eq!(paths(&data(&out)), ["a.txt"]);
+    }
+
+    #[test]
+    fn search_max_results_and_limits() {
+        let mut t = TestWs::new();
+        t.write("m.txt", "hit\n".repeat(50));
+        let out = t
+            .call(&FileSearch, json!({"pattern": "hit", "max_results": 5}))
+            .unwrap();
+        assert_eq!(data(&out).as_array().unwrap().len(), 5);
+        assert!(out.artifacts[0].truncated);
+        assert!(out.content.contains("truncated at 5 matches"), "{}", out.content);
+        // The default is 100, and exactly as many matches as asked is not truncated.
+        let out = t.call(&FileSearch, json!({"pattern": "hit"})).unwrap();
+        assert_eq!(data(&out).as_array().unwrap().len(), 50);
+        assert!(!out.artifacts[0].truncated);
+        let out = t
+            .call(&FileSearch, json!({"pattern": "hit", "max_results": 50}))
+            .unwrap();
+        assert!(!out.artifacts[0].truncated);
+        // The policy's limit caps what a call may ask for.
+        t.policy.limits.max_results = 7;
+        let out = t
+            .call(&FileSearch, json!({"pattern": "hit", "max_results": 1000}))
+            .unwrap();
+        assert_eq!(data(&out).as_array().unwrap().len(), 7);
+    }
+
+    #[test]
+    fn search_trims_long_lines_and_reads_non_utf8() {
+        let t = TestWs::new();
+        t.write("long.txt", format!("{}needle\n", "é".repeat(1000)));
+        t.write("latin1.txt", b"caf\xe9 needle\r\n");
+        let out = t.call(&FileSearch, json!({"pattern": "needle"})).unwrap();
+        let v = data(&out);
+        assert_eq!(v[0]["path"], "latin1.txt");
+        assert_eq!(v[0]["text"], "caf\u{FFFD} needle");
+        let long = v[1]["text"].as_str().unwrap();
+        assert_eq!(long.chars().count(), 500);
+        assert!(long.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn search_failures() {
+        let t = tree();
+        match t.call(&FileSearch, json!({"pattern": "fn ("})) {
+            Err(ToolError::InvalidArguments { message, .. }) => {
+                assert!(message.contains("invalid regex \"fn (\""), "{message}");
+                assert!(message.contains("unclosed group"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            t.call(&FileSearch, json!({"pattern": "x", "glob": "[ab"})),
+            Err(ToolError::InvalidArguments { .. })
+        ));
+        assert!(matches!(
+            t.call(&FileSearch, json!({"pattern": "x", "max_results": 0})),
+            Err(ToolError::InvalidArguments { .. })
+        ));
+        let msg = t
+            .call(&FileSearch, json!({"pattern": "x", "root": "b.rs"}))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("b.rs: is not a directory"), "{msg}");
+        t.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        for i in 0..40 {
+            t.write(&format!("many/{i}.txt"), "x");
+        }
+        assert!(matches!(
+            t.call(&FileSearch, json!({"pattern": "x"})),
+            Err(ToolError::Interrupted)
+        ));
+    }
+
+    // --- file_glob -------------------------------------------------------------------------
+
+    #[test]
+    fn glob_lists_matching_files_sorted() {
+        let t = tree();
+        let out = t.call(&FileGlob, json!({"pattern": "**/*.rs"})).unwrap();
+        assert_eq!(paths(&data(&out)), ["a/deep/y.rs", "a/x.rs", "b.rs"]);
+        assert_eq!(out.content, data(&out).to_string());
+        let out = t.call(&FileGlob, json!({"pattern": "*.rs"})).unwrap();
+        assert_eq!(paths(&data(&out)), ["b.rs"]);
+        // The pattern is relative to root; the results are relative to the workspace.
+        let out = t
+            .call(&FileGlob, json!({"pattern": "*.rs", "root": "a"}))
+            .unwrap();
+        assert_eq!(paths(&data(&out)), ["a/x.rs"]);
+        // .git and .acode are not searched; symlinks and directories are not files.
+        let out = t.call(&FileGlob, json!({"pattern": "**"})).unwrap();
+        assert_eq!(
+            paths(&data(&out)),
+            ["a.txt", "a/deep/y.rs", "a/x.rs", "b.rs"]
+        );
+        let out = t.call(&FileGlob, json!({"pattern": "*.none"})).unwrap();
+        assert_eq!(out.content, "[]");
+    }
+
+    #[test]
+    fn glob_is_capped_and_reports_bad_patterns() {
+        let mut t = tree();
+        t.policy.limits.max_results = 2;
+        let out = t.call(&FileGlob, json!({"pattern": "**"})).unwrap();
+        assert_eq!(paths(&data(&out)), ["a.txt", "a/deep/y.rs"]);
+        assert!(out.artifacts[0].truncated);
+        assert!(out.content.contains("truncated at 2 paths"), "{}", out.content);
+        assert!(matches!(
+            t.call(&FileGlob, json!({"pattern": "{a,b"})),
+            Err(ToolError::InvalidArguments { .. })
+        ));
+        assert!(matches!(
+            t.call(&FileGlob, json!({"pattern": "../*"})),
+            Err(ToolError::Sandbox(_))
+        ));
+        assert!(t.call(&FileGlob, json!({"pattern": "*", "root": "missing"})).is_err());
+    }
+
+    #[test]
+    fn summaries_and_idempotence() {
+        assert_eq!(
+            FileSearch.summary(&json!({"pattern": "fn", "root": "src"})),
+            "\"fn\" in src"
+        );
+        assert_eq!(FileGlob.summary(&json!({"pattern": "**/*.rs"})), "**/*.rs");
+        assert_eq!(ListDirectory.summary(&json!({"path": "src"})), "src");
+        assert!(ListDirectory.idempotent() && FileSearch.idempotent() && FileGlob.idempotent());
+    }
+}
