@@ -382,7 +382,7 @@ impl Tool for FileSearch {
             .clamp(1, cap.max(1));
         let mut pacer = Pacer::new(ctx);
         // One more than asked, to know whether there were more.
-        let want = max + 1;
+        let want = max.saturating_add(1);
         let mut results = Vec::new();
         let (mut large, mut unreadable) = (0usize, 0usize);
         for next in walker(&root) {
@@ -578,7 +578,10 @@ mod tests {
                 .unwrap()
                 .clone()
         };
-        assert_eq!(by_path("a"), json!({"path": "a", "type": "dir", "size": null}));
+        assert_eq!(
+            by_path("a"),
+            json!({"path": "a", "type": "dir", "size": null})
+        );
         assert_eq!(
             by_path("a.txt"),
             json!({"path": "a.txt", "type": "file", "size": 6})
@@ -617,7 +620,11 @@ mod tests {
             .unwrap();
         assert_eq!(data(&out).as_array().unwrap().len(), 3);
         assert!(out.artifacts[0].truncated);
-        assert!(out.content.contains("truncated at 3 entries"), "{}", out.content);
+        assert!(
+            out.content.contains("truncated at 3 entries"),
+            "{}",
+            out.content
+        );
     }
 
     #[test]
@@ -633,7 +640,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("nope"), "{msg}");
-        for bad in [json!({"path": ".", "depth": 11}), json!({"path": ".", "depth": 0}), json!({})] {
+        for bad in [
+            json!({"path": ".", "depth": 11}),
+            json!({"path": ".", "depth": 0}),
+            json!({}),
+        ] {
             assert!(matches!(
                 t.call(&ListDirectory, bad),
                 Err(ToolError::InvalidArguments { .. })
@@ -647,7 +658,9 @@ mod tests {
     fn search_finds_lines_and_skips_git_and_acode() {
         let t = tree();
         t.write("a/x.rs", "use std;\nfn x() {}\n  fn inner() {}\n");
-        let out = t.call(&FileSearch, json!({"pattern": r"fn \w+\(\)"})).unwrap();
+        let out = t
+            .call(&FileSearch, json!({"pattern": r"fn \w+\(\)"}))
+            .unwrap();
         let v = data(&out);
         assert_eq!(
             v,
@@ -711,7 +724,11 @@ mod tests {
             .unwrap();
         assert_eq!(data(&out).as_array().unwrap().len(), 5);
         assert!(out.artifacts[0].truncated);
-        assert!(out.content.contains("truncated at 5 matches"), "{}", out.content);
+        assert!(
+            out.content.contains("truncated at 5 matches"),
+            "{}",
+            out.content
+        );
         // The default is 100, and exactly as many matches as asked is not truncated.
         let out = t.call(&FileSearch, json!({"pattern": "hit"})).unwrap();
         assert_eq!(data(&out).as_array().unwrap().len(), 50);
@@ -807,7 +824,11 @@ mod tests {
         let out = t.call(&FileGlob, json!({"pattern": "**"})).unwrap();
         assert_eq!(paths(&data(&out)), ["a.txt", "a/deep/y.rs"]);
         assert!(out.artifacts[0].truncated);
-        assert!(out.content.contains("truncated at 2 paths"), "{}", out.content);
+        assert!(
+            out.content.contains("truncated at 2 paths"),
+            "{}",
+            out.content
+        );
         assert!(matches!(
             t.call(&FileGlob, json!({"pattern": "{a,b"})),
             Err(ToolError::InvalidArguments { .. })
@@ -816,7 +837,10 @@ mod tests {
             t.call(&FileGlob, json!({"pattern": "../*"})),
             Err(ToolError::Sandbox(_))
         ));
-        assert!(t.call(&FileGlob, json!({"pattern": "*", "root": "missing"})).is_err());
+        assert!(
+            t.call(&FileGlob, json!({"pattern": "*", "root": "missing"}))
+                .is_err()
+        );
     }
 
     #[test]
