@@ -340,5 +340,6 @@ mod tests {
                 .is_err()
         );
         assert!(ws.resolve_for_write("acode-link/other").is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
