@@ -152,30 +152,42 @@ impl Workspace {
                     "the workspace root itself cannot be written",
                 ));
             }
-            if let Some(p) = self.protected.iter().find(|p| normal.starts_with(p)) {
-                return Err(SandboxViolation::new(
-                    path,
-                    format!(
-                        "{} is protected from writes",
-                        p.strip_prefix(&self.root).unwrap_or(p).display()
-                    ),
-                ));
-            }
-            // The database's WAL and journal files sit beside it and are protected with it.
-            let name = normal.to_string_lossy();
-            for p in &self.protected {
-                let p = p.to_string_lossy();
-                for suffix in ["-wal", "-shm", "-journal"] {
-                    if name == format!("{p}{suffix}") {
-                        return Err(SandboxViolation::new(
-                            path,
-                            "the execution database is protected from writes",
-                        ));
-                    }
-                }
+            // Check the path as written and where its symlinks really lead, so a link inside the
+            // workspace pointing into `.git/` or at the database cannot be written through.
+            let real = normalize_existing_prefix(&normal);
+            self.check_protected(path, &normal)?;
+            if real != normal {
+                self.check_protected(path, &real)?;
             }
         }
         Ok(normal)
+    }
+
+    /// Refuses `candidate` if it lies in a protected area (or is a database's WAL/journal file).
+    fn check_protected(&self, given: &str, candidate: &Path) -> Result<(), SandboxViolation> {
+        if let Some(p) = self.protected.iter().find(|p| candidate.starts_with(p)) {
+            return Err(SandboxViolation::new(
+                given,
+                format!(
+                    "{} is protected from writes",
+                    p.strip_prefix(&self.root).unwrap_or(p).display()
+                ),
+            ));
+        }
+        // The database's WAL and journal files sit beside it and are protected with it.
+        let name = candidate.to_string_lossy();
+        for p in &self.protected {
+            let p = p.to_string_lossy();
+            for suffix in ["-wal", "-shm", "-journal"] {
+                if name == format!("{p}{suffix}") {
+                    return Err(SandboxViolation::new(
+                        given,
+                        "the execution database is protected from writes",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Follows every existing component of `normal`; each must stay inside the root.
@@ -307,5 +319,27 @@ mod tests {
         assert!(ws.resolve_for_write(".acode/executions.db-wal").is_err());
         assert!(ws.resolve_for_write(".").is_err());
         assert!(ws.resolve_for_write("src/new.rs").is_ok());
+    }
+
+    #[test]
+    fn symlinks_into_protected_areas_refuse_writes() {
+        let (dir, mut ws) = ws();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::create_dir_all(dir.join(".acode")).unwrap();
+        std::fs::write(dir.join(".acode/executions.db"), "db").unwrap();
+        ws.protect(&dir.join(".acode/executions.db"));
+        std::os::unix::fs::symlink(".git", dir.join("git-link")).unwrap();
+        std::os::unix::fs::symlink(".acode/executions.db", dir.join("db-link")).unwrap();
+        std::os::unix::fs::symlink(".acode", dir.join("acode-link")).unwrap();
+        assert!(ws.resolve("git-link/config").is_ok());
+        assert!(ws.resolve_for_write("git-link/config").is_err());
+        assert!(ws.resolve_for_write("git-link").is_err());
+        assert!(ws.resolve_for_write("db-link").is_err());
+        assert!(
+            ws.resolve_for_write("acode-link/executions.db-wal")
+                .is_err()
+        );
+        assert!(ws.resolve_for_write("acode-link/other").is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

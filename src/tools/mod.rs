@@ -6,9 +6,12 @@
 //! sandbox rules.
 
 pub mod files;
+pub mod glob;
 pub mod registry;
 pub mod schema;
 pub mod search;
+#[cfg(test)]
+mod testutil;
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
