@@ -98,48 +98,57 @@ impl PlanError {
 /// Reads and parses a plan file, applying `--var` overrides. Overrides may only set variables the
 /// plan declares, so the approved plan names everything a caller can vary.
 pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
+    let (plan, problems) = read_partial(path, overrides)?;
+    match plan {
+        Some(plan) if problems.is_empty() => Ok(plan),
+        _ => Err(PlanError::Invalid {
+            path: path.display().to_string(),
+            problems,
+        }),
+    }
+}
+
+/// Like [`read`], but returns the well-formed part of the plan together with the problems found.
+fn read_partial(
+    path: &Path,
+    overrides: &BTreeMap<String, String>,
+) -> Result<(Option<Plan>, Vec<Problem>), PlanError> {
     let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
         path: path.display().to_string(),
         source,
     })?;
-    let invalid = |problems| PlanError::Invalid {
-        path: path.display().to_string(),
-        problems,
-    };
-    let mut plan = parse::parse(&bytes).map_err(invalid)?;
-    plan.source = Some(path.to_path_buf());
-    let mut problems = Vec::new();
-    for (k, v) in overrides {
-        if plan.variables.contains_key(k) {
-            plan.variables.insert(k.clone(), v.clone());
-        } else {
-            problems.push(Problem::invalid(
-                format!("--var {k}"),
-                "the plan does not declare this variable (add it to \"variables\" with a default)",
-            ));
+    let (mut plan, mut problems) = parse::parse_partial(&bytes);
+    if let Some(plan) = plan.as_mut() {
+        plan.source = Some(path.to_path_buf());
+        for (k, v) in overrides {
+            if plan.variables.contains_key(k) {
+                plan.variables.insert(k.clone(), v.clone());
+            } else {
+                problems.push(Problem::invalid(
+                    format!("--var {k}"),
+                    "the plan does not declare this variable (add it to \"variables\" with a default)",
+                ));
+            }
         }
     }
-    if problems.is_empty() {
-        Ok(plan)
-    } else {
-        Err(invalid(problems))
-    }
+    Ok((plan, problems))
 }
 
-/// Reads, parses and validates a plan file.
+/// Reads, parses and validates a plan file; structural and semantic problems are reported together.
 pub fn load(
     path: &Path,
     overrides: &BTreeMap<String, String>,
     ctx: &ValidationContext,
 ) -> Result<Plan, PlanError> {
-    let plan = read(path, overrides)?;
-    let problems = validate::validate(&plan, ctx);
-    if problems.is_empty() {
-        Ok(plan)
-    } else {
-        Err(PlanError::Invalid {
+    let (plan, mut problems) = read_partial(path, overrides)?;
+    if let Some(plan) = &plan {
+        problems.extend(validate::validate(plan, ctx));
+    }
+    match plan {
+        Some(plan) if problems.is_empty() => Ok(plan),
+        _ => Err(PlanError::Invalid {
             path: path.display().to_string(),
             problems,
-        })
+        }),
     }
 }

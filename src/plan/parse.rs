@@ -82,6 +82,16 @@ impl Collector {
 
 /// Parses plan bytes. Returns the plan, or every problem found (never just the first).
 pub fn parse(bytes: &[u8]) -> Result<Plan, Vec<Problem>> {
+    match parse_partial(bytes) {
+        (Some(plan), problems) if problems.is_empty() => Ok(plan),
+        (_, problems) => Err(problems),
+    }
+}
+
+/// Parses as much of a plan as is well-formed, so validation can report problems in the good parts
+/// alongside the structural ones. The plan is `None` only when there is nothing to validate (bad
+/// JSON, not an object).
+pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
     let mut c = Collector {
         problems: Vec::new(),
     };
@@ -93,7 +103,7 @@ pub fn parse(bytes: &[u8]) -> Result<Plan, Vec<Problem>> {
                 bytes.len()
             ),
         );
-        return Err(c.problems);
+        return (None, c.problems);
     }
     let root: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
@@ -102,12 +112,12 @@ pub fn parse(bytes: &[u8]) -> Result<Plan, Vec<Problem>> {
                 format!("line {}, column {}", e.line(), e.column()),
                 format!("invalid JSON: {e}"),
             );
-            return Err(c.problems);
+            return (None, c.problems);
         }
     };
     let Some(obj) = root.as_object() else {
         c.err("plan", "the plan must be a JSON object");
-        return Err(c.problems);
+        return (None, c.problems);
     };
     c.unknown_fields(
         obj,
@@ -219,10 +229,7 @@ pub fn parse(bytes: &[u8]) -> Result<Plan, Vec<Problem>> {
         None => c.err("plan.steps", "missing (a plan needs at least one step)"),
     }
 
-    if !c.problems.is_empty() {
-        return Err(c.problems);
-    }
-    Ok(Plan {
+    let plan = Plan {
         plan_id,
         description,
         variables,
@@ -230,7 +237,8 @@ pub fn parse(bytes: &[u8]) -> Result<Plan, Vec<Problem>> {
         steps,
         sha256: sha256_hex(bytes),
         source: None,
-    })
+    };
+    (Some(plan), c.problems)
 }
 
 fn kind(v: &Value) -> &'static str {

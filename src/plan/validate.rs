@@ -133,6 +133,8 @@ pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> 
         }
     };
     match ctx.registry.get(&step.tool) {
+        // A missing or mistyped `tool` field was already reported by the parser.
+        None if step.tool.is_empty() => {}
         None => {
             let known: Vec<&str> = ctx.registry.names().collect();
             problems.push(Problem::invalid(
