@@ -145,6 +145,14 @@ pub struct Args {
     pub quiet: bool,
     /// `--limit`.
     pub limit: usize,
+    /// `--llm-url`.
+    pub llm_url: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--tool-protocol`.
+    pub tool_protocol: Option<crate::llm::ToolProtocol>,
+    /// `--token-budget`.
+    pub token_budget: Option<u64>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -166,6 +174,10 @@ impl Default for Args {
             sandbox: None,
             quiet: false,
             limit: 20,
+            llm_url: None,
+            model: None,
+            tool_protocol: None,
+            token_budget: None,
             used: Vec::new(),
         }
     }
@@ -289,6 +301,50 @@ pub const FLAGS: &[Flag] = &[
         commands: &[Run],
         update: |a, v| {
             a.sandbox = Some(val(v)?.parse()?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "llm-url",
+        value: Some("URL"),
+        doc: "OpenAI-compatible base URL for agent steps [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1]",
+        commands: &[Run],
+        update: |a, v| {
+            a.llm_url = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "model",
+        value: Some("NAME"),
+        doc: "Model for agent steps that name none [default: $ACODE_MODEL]",
+        commands: &[Run],
+        update: |a, v| {
+            a.model = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "tool-protocol",
+        value: Some("P"),
+        doc: "native (the server's tool calling) or react (JSON in text, for models without it) [default: native]",
+        commands: &[Run],
+        update: |a, v| {
+            a.tool_protocol = Some(val(v)?.parse()?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "token-budget",
+        value: Some("N"),
+        doc: "Most LLM tokens (prompt + completion) the run may use; an agent step past it fails",
+        commands: &[Run],
+        update: |a, v| {
+            let v = val(v)?;
+            a.token_budget = Some(
+                v.parse()
+                    .map_err(|_| format!("expected a number of tokens, got {v:?}"))?,
+            );
             Ok(())
         },
     },

@@ -360,6 +360,7 @@ fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
 
+    let (llm, agent) = llm_setup(args, approved.plan(), &policy)?;
     let mut store = open_store(&db)?;
     store.set_redactor(redactor.clone());
     let mut executor = Executor::new(ws, store)
@@ -368,7 +369,11 @@ fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         .with_confirmation(confirm)
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
-        .with_bwrap(bwrap);
+        .with_bwrap(bwrap)
+        .with_agent_settings(agent);
+    if let Some(llm) = llm {
+        executor = executor.with_llm(llm);
+    }
     let result = executor
         .execute(&approved)
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
@@ -377,6 +382,55 @@ fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         println!("{}", pretty(&value));
     }
     Ok(result.exit_code)
+}
+
+/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
+/// plan has agent steps, so a missing model is reported before anything runs.
+fn llm_setup(
+    args: &Args,
+    plan: &Plan,
+    policy: &Policy,
+) -> Result<
+    (
+        Option<Arc<dyn crate::llm::LlmClient>>,
+        crate::executor::AgentSettings,
+    ),
+    CliError,
+> {
+    let usage = |e: String| CliError::new(exit::USAGE, e);
+    let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
+    if let Some(url) = &args.llm_url {
+        config.base_url = url.clone();
+    }
+    if let Some(model) = &args.model {
+        config.model = model.clone();
+    }
+    let agent = crate::executor::AgentSettings {
+        model: config.model.clone(),
+        protocol: args.tool_protocol.unwrap_or_default(),
+        token_budget: args.token_budget,
+        tool_result_chars: policy.limits.tool_result_chars,
+        ..Default::default()
+    };
+    let agent_steps: Vec<&crate::plan::Step> = plan
+        .steps
+        .iter()
+        .filter(|s| s.tool == crate::tools::agent::NAME)
+        .collect();
+    if agent_steps.is_empty() {
+        return Ok((None, agent));
+    }
+    // Every agent step must end up with a model: its own, or the default.
+    let mut check = config.clone();
+    if check.model.trim().is_empty()
+        && agent_steps
+            .iter()
+            .all(|s| s.arguments.contains_key("model"))
+    {
+        check.model = "per-step".to_string();
+    }
+    check.validate().map_err(|e| usage(e.to_string()))?;
+    Ok((Some(Arc::from(crate::llm::client(config))), agent))
 }
 
 /// Formats Unix milliseconds as UTC `YYYY-MM-DD HH:MM:SS`.

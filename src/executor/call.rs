@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::agent::AgentSettings;
 use super::callbacks::{ConfirmationCallback, ConfirmationRequest, Decision, ProgressCallback};
+use super::retry::Backoff;
 use super::{ExecutionError, ToolResult};
 use crate::error::{ErrorKind, now_ms};
 use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind};
+use crate::llm::{LlmClient, Usage};
 use crate::plan::Step;
 use crate::sandbox::{Policy, Workspace};
 use crate::store::{ExecutionRecord, Store};
@@ -79,8 +82,14 @@ pub struct RunContext<'r> {
     pub cancel: &'r AtomicBool,
     /// Bubblewrap binary when the OS sandbox is on.
     pub bwrap: Option<&'r std::path::Path>,
-    /// First delay for retrying transient failures (doubles per attempt).
-    pub retry_base: Duration,
+    /// Retry schedule for transient failures (the step's `retries` sets the count).
+    pub backoff: Backoff,
+    /// The LLM for agent steps, if one is configured.
+    pub llm: Option<&'r dyn LlmClient>,
+    /// How agent steps talk to the LLM.
+    pub agent: &'r AgentSettings,
+    /// LLM tokens used so far in the run.
+    pub tokens: Usage,
 }
 
 /// Per-step state: the step being run and what it has done so far.
@@ -95,6 +104,8 @@ pub struct StepContext<'s, 'r> {
     pub quit: bool,
     /// Execution ids recorded for this step.
     pub execution_ids: Vec<String>,
+    /// LLM tokens used by this step.
+    pub tokens: Usage,
     next_call: u32,
 }
 
@@ -120,6 +131,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             attempts: 0,
             quit: false,
             execution_ids: Vec::new(),
+            tokens: Usage::default(),
             next_call: 0,
         }
     }
@@ -170,8 +182,9 @@ impl<'s, 'r> StepContext<'s, 'r> {
         }
     }
 
-    /// Records a call that was refused before running and reports it.
-    fn refuse(
+    /// Records a call that was refused before running (unknown tool, bad arguments, sandbox,
+    /// denial) and reports it like any other result.
+    pub fn refuse(
         &mut self,
         call: &ToolCall,
         attempt: u32,
@@ -233,6 +246,47 @@ impl<'s, 'r> StepContext<'s, 'r> {
         });
         self.run.emitter.progress().on_tool_result(&result);
         Ok(result)
+    }
+
+    /// Asks the confirmation gate about `call` (unless the user already approved everything) and
+    /// reports the decision; returns whether it may run. "Quit" also marks the step to stop the run.
+    pub fn confirm(&mut self, call: &ToolCall, reason: String, preview: Option<String>) -> bool {
+        if self.run.approve_all.lock().map(|g| *g).unwrap_or(false) {
+            return true;
+        }
+        self.run.emitter.emit(EventKind::ConfirmationRequested {
+            step_id: call.step_id.clone(),
+            tool: call.tool.clone(),
+            reason: reason.clone(),
+        });
+        let request = ConfirmationRequest {
+            run_id: self.run.emitter.run_id().to_string(),
+            step_id: call.step_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            reason,
+            preview,
+        };
+        let decision = self.run.confirm.request_confirmation(&request);
+        self.run.emitter.emit(EventKind::ConfirmationDecided {
+            step_id: call.step_id.clone(),
+            tool: call.tool.clone(),
+            decision: decision.as_str().to_string(),
+        });
+        match decision {
+            Decision::Approve => true,
+            Decision::ApproveAll => {
+                if let Ok(mut g) = self.run.approve_all.lock() {
+                    *g = true;
+                }
+                true
+            }
+            Decision::Deny => false,
+            Decision::Quit => {
+                self.quit = true;
+                false
+            }
+        }
     }
 
     /// Runs one tool call through the whole pipeline. A refused or failed call is an `Ok` result with
@@ -302,43 +356,15 @@ impl<'s, 'r> StepContext<'s, 'r> {
         } else {
             None
         };
-        let approved_all = self.run.approve_all.lock().map(|g| *g).unwrap_or(false);
-        if let (Some(reason), false) = (reason, approved_all) {
-            self.run.emitter.emit(EventKind::ConfirmationRequested {
-                step_id: call.step_id.clone(),
-                tool: call.tool.clone(),
-                reason: reason.clone(),
-            });
-            let request = ConfirmationRequest {
-                run_id: self.run.emitter.run_id().to_string(),
-                step_id: call.step_id.clone(),
-                tool: call.tool.clone(),
-                arguments: call.arguments.clone(),
-                reason,
-                preview: tool.preview(&call.arguments, &ctx),
-            };
-            let decision = self.run.confirm.request_confirmation(&request);
-            self.run.emitter.emit(EventKind::ConfirmationDecided {
-                step_id: call.step_id.clone(),
-                tool: call.tool.clone(),
-                decision: decision.as_str().to_string(),
-            });
-            match decision {
-                Decision::Approve => {}
-                Decision::ApproveAll => {
-                    if let Ok(mut g) = self.run.approve_all.lock() {
-                        *g = true;
-                    }
-                }
-                Decision::Deny | Decision::Quit => {
-                    self.quit |= decision == Decision::Quit;
-                    self.attempts += 1;
-                    let msg = format!(
-                        "confirmation denied for {} in step {}",
-                        call.tool, call.step_id
-                    );
-                    return self.refuse(&call, 1, parent, ErrorKind::ConfirmationDenied, msg);
-                }
+        if let Some(reason) = reason {
+            let preview = tool.preview(&call.arguments, &ctx);
+            if !self.confirm(&call, reason, preview) {
+                self.attempts += 1;
+                let msg = format!(
+                    "confirmation denied for {} in step {}",
+                    call.tool, call.step_id
+                );
+                return self.refuse(&call, 1, parent, ErrorKind::ConfirmationDenied, msg);
             }
         }
 
@@ -367,8 +393,14 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 }
             };
             let result = self.finish(&call, record, output, elapsed)?;
-            if transient && attempt <= opts.retries && !self.run.cancel.load(Ordering::SeqCst) {
-                let delay = self.run.retry_base * 2u32.saturating_pow(attempt - 1);
+            let delay = self
+                .run
+                .backoff
+                .with_retries(opts.retries)
+                .delay(attempt, None);
+            if let (true, Some(delay)) = (transient, delay)
+                && !self.run.cancel.load(Ordering::SeqCst)
+            {
                 self.run.emitter.emit(EventKind::RetryScheduled {
                     step_id: call.step_id.clone(),
                     tool: call.tool.clone(),

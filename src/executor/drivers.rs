@@ -35,7 +35,11 @@ pub fn run(
     args: &Value,
     vars: &Variables,
 ) -> Result<StepOutcome, ExecutionError> {
-    direct(ctx, plan, args, vars)
+    if ctx.step.tool == crate::tools::agent::NAME {
+        super::agent::run(ctx, plan, args, vars)
+    } else {
+        direct(ctx, plan, args, vars)
+    }
 }
 
 /// The direct driver: the plan's single call, then `verify` if present.

@@ -5,6 +5,7 @@
 //! [`call::StepContext::call_tool`]. A failed step with `on_failure: "stop"` stops the run; steps that
 //! depend on a failed step are recorded `blocked`, others not reached are recorded `skipped`.
 
+pub mod agent;
 pub mod call;
 pub mod callbacks;
 pub mod drivers;
@@ -14,11 +15,12 @@ pub mod retry;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 use thiserror::Error;
 
+pub use agent::AgentSettings;
 pub use call::{CallOptions, Emitter, RunContext, StepContext};
 pub use callbacks::{
     AutoApprove, AutoDeny, ConfirmationCallback, ConfirmationRequest, Decision, Fanout,
@@ -27,6 +29,7 @@ pub use callbacks::{
 
 use crate::error::{ErrorKind, exit, now_ms};
 use crate::events::EventKind;
+use crate::llm::{LlmClient, Usage};
 use crate::plan::validate::{
     builtins, dependency_order, substitute_arguments, substitute_precondition,
 };
@@ -202,7 +205,9 @@ pub struct Executor {
     progress: Arc<dyn ProgressCallback>,
     cancel: Arc<AtomicBool>,
     bwrap: Option<PathBuf>,
-    retry_base: Duration,
+    backoff: retry::Backoff,
+    llm: Option<Arc<dyn LlmClient>>,
+    agent: AgentSettings,
 }
 
 impl Executor {
@@ -218,7 +223,9 @@ impl Executor {
             progress: Arc::new(NoopProgress),
             cancel: Arc::new(AtomicBool::new(false)),
             bwrap: None,
-            retry_base: Duration::from_secs(1),
+            backoff: retry::Backoff::default(),
+            llm: None,
+            agent: AgentSettings::default(),
         }
     }
 
@@ -258,9 +265,21 @@ impl Executor {
         self
     }
 
-    /// Sets the first retry delay for transient failures (doubles each attempt; default 1 s).
-    pub fn with_retry_base(mut self, base: Duration) -> Self {
-        self.retry_base = base;
+    /// Sets the retry schedule for transient tool failures (the step's `retries` sets the count).
+    pub fn with_backoff(mut self, backoff: retry::Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Uses `llm` for agent steps.
+    pub fn with_llm(mut self, llm: Arc<dyn LlmClient>) -> Self {
+        self.llm = Some(llm);
+        self
+    }
+
+    /// Sets how agent steps use the LLM (model, protocol, retries, token budget, context limits).
+    pub fn with_agent_settings(mut self, settings: AgentSettings) -> Self {
+        self.agent = settings;
         self
     }
 
@@ -335,7 +354,10 @@ impl Executor {
             approve_all: &approve_all,
             cancel: &self.cancel,
             bwrap: self.bwrap.as_deref(),
-            retry_base: self.retry_base,
+            backoff: self.backoff,
+            llm: self.llm.as_deref(),
+            agent: &self.agent,
+            tokens: Usage::default(),
         };
 
         let mut results: Vec<Option<StepResult>> = vec![None; plan.steps.len()];
@@ -395,8 +417,13 @@ impl Executor {
         };
         let count = |s: StepStatus| steps.iter().filter(|r| r.status == s).count();
         let duration_ms = started.elapsed().as_millis() as u64;
-        run.store
-            .finish_run(&run_id, status.as_str(), exit_code, (0, 0))?;
+        let tokens = run.tokens;
+        run.store.finish_run(
+            &run_id,
+            status.as_str(),
+            exit_code,
+            (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
+        )?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
             exit_code,
@@ -412,8 +439,8 @@ impl Executor {
             exit_code,
             duration_ms,
             steps,
-            prompt_tokens: 0,
-            completion_tokens: 0,
+            prompt_tokens: tokens.prompt_tokens,
+            completion_tokens: tokens.completion_tokens,
         })
     }
 }
@@ -548,6 +575,7 @@ fn run_step(
     };
     let quit = ctx.quit;
     let attempts = ctx.attempts;
+    let tokens = ctx.tokens;
     let execution_ids = std::mem::take(&mut ctx.execution_ids);
     drop(ctx);
 
@@ -566,7 +594,7 @@ fn run_step(
             finished_at: now_ms(),
             error_code: kind.map(ErrorKind::as_str),
             error_message: message.as_deref(),
-            tokens: (0, 0),
+            tokens: (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
         },
     )?;
     let result = StepResult {

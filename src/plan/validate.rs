@@ -157,6 +157,15 @@ pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> 
                     if let Err(e) = ctx.with_tool_context(|tc| tool.check(args, tc)) {
                         problems.push(tool_problem(format!("{at}.arguments"), e));
                     }
+                    if step.tool == crate::tools::agent::NAME {
+                        problems.extend(
+                            crate::tools::agent::check_tool_list(args, ctx.registry)
+                                .into_iter()
+                                .map(|(loc, m)| {
+                                    Problem::invalid(format!("{at}.arguments.{loc}"), m)
+                                }),
+                        );
+                    }
                 } else {
                     problems.extend(
                         schema_errors

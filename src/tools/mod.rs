@@ -5,6 +5,7 @@
 //! accepts. Tools resolve every path through [`crate::sandbox::Workspace`] and never decide their own
 //! sandbox rules.
 
+pub mod agent;
 pub mod files;
 pub mod glob;
 pub mod registry;

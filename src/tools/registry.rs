@@ -23,6 +23,7 @@ impl ToolRegistry {
     /// The built-in tools.
     pub fn builtin() -> Self {
         let mut r = ToolRegistry::empty();
+        super::agent::register(&mut r);
         super::files::register(&mut r);
         super::search::register(&mut r);
         r

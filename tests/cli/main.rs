@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod agent;
 mod auth;
 mod escape;
 mod run;

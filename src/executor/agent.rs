@@ -1,0 +1,567 @@
+//! The agent driver: a local LLM chooses a step's tool calls, turn by turn (SPEC §7).
+//!
+//! Every call the model asks for goes through the same pipeline as a plan step
+//! ([`StepContext::call_tool`]): schema, sandbox, policy, confirmation, recording. What the model gets
+//! wrong — a tool outside the step's list, arguments that are not JSON, a path outside the workspace —
+//! is recorded and sent back to it as an error it can correct; it is never executed. Each model turn
+//! (every attempt, retries included) is recorded as an execution of tool `llm` with `prompt` and
+//! `response` artifacts, and the tool calls it asked for are linked to it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::call::{CallOptions, StepContext, sleep_unless_cancelled, truncate_with_note};
+use super::drivers::{call_options, verify};
+use super::retry::Backoff;
+use super::{ExecutionError, StepOutcome};
+use crate::error::{ErrorKind, now_ms};
+use crate::events::EventKind;
+use crate::llm::react::{self, ReactStep, ToolProtocol};
+use crate::llm::{ChatRequest, ChatResponse, LlmClient, Message, ToolSpec};
+use crate::plan::Plan;
+use crate::plan::variables::Variables;
+use crate::store::ExecutionRecord;
+use crate::tools::agent::DEFAULT_MAX_TURNS;
+use crate::tools::{Artifact, ToolCall};
+
+/// How agent steps use the LLM; one per run.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// The model when a step names none (`--model`, `ACODE_MODEL`).
+    pub model: String,
+    /// Native tool calling or the `react` text protocol.
+    pub protocol: ToolProtocol,
+    /// Retries of transient LLM failures (default 3: 1 s, 2 s, 4 s; `Retry-After` up to 60 s).
+    pub backoff: Backoff,
+    /// Tokens (prompt + completion) the whole run may use; `None` for no limit.
+    pub token_budget: Option<u64>,
+    /// Characters of each tool result sent back to the model.
+    pub tool_result_chars: usize,
+    /// Most recent turns kept in the prompt; older ones are dropped with a note.
+    pub window_turns: usize,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            model: String::new(),
+            protocol: ToolProtocol::Native,
+            backoff: Backoff::default(),
+            token_budget: None,
+            tool_result_chars: 8000,
+            window_turns: 8,
+        }
+    }
+}
+
+/// The conversation of one agent session, with a sliding window over turns. A turn's messages are
+/// kept or dropped together so a tool result is never separated from the call it answers.
+struct Conversation {
+    system: String,
+    first: String,
+    turns: VecDeque<Vec<Message>>,
+    dropped: usize,
+    window: usize,
+}
+
+impl Conversation {
+    fn push(&mut self, turn: Vec<Message>) {
+        self.turns.push_back(turn);
+        while self.turns.len() > self.window.max(1) {
+            self.turns.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    fn messages(&self) -> Vec<Message> {
+        let mut first = self.first.clone();
+        if self.dropped > 0 {
+            first.push_str(&format!(
+                "\n\n[acode-run: {} earlier turn(s) omitted to fit the context window; re-read \
+                 files if you need their content again]",
+                self.dropped
+            ));
+        }
+        let mut out = vec![Message::system(self.system.clone()), Message::user(first)];
+        out.extend(self.turns.iter().flatten().cloned());
+        out
+    }
+}
+
+/// A few facts about the workspace for the system prompt: its top-level entries.
+fn workspace_facts(ctx: &StepContext) -> String {
+    let root = ctx.run.workspace.root();
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name == ".git" || name == ".acode" {
+                        return None;
+                    }
+                    let dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                    Some(if dir { format!("{name}/") } else { name })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let more = names.len().saturating_sub(40);
+    names.truncate(40);
+    let mut s = names.join(", ");
+    if more > 0 {
+        s.push_str(&format!(" … and {more} more"));
+    }
+    s
+}
+
+fn system_prompt(
+    ctx: &StepContext,
+    allowed: &[String],
+    specs: &[ToolSpec],
+    protocol: ToolProtocol,
+) -> String {
+    let mut s = format!(
+        "You are the agent for one step of an approved plan run by acode-run.\n\
+         You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
+         Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
+         is refused or fails you get the error back and can correct it.\n\
+         Do only what the task asks. When the task is done, reply with a short summary of what you \
+         did and make NO tool call.",
+        workspace_facts(ctx),
+        allowed.join(", ")
+    );
+    if protocol == ToolProtocol::React {
+        s.push_str("\n\n");
+        s.push_str(&react::system_prompt(specs));
+    }
+    s
+}
+
+/// Runs an agent step: optional step-level confirmation, then sessions until the model finishes and
+/// `verify` (if any) passes, at most `verify.max_cycles` times.
+pub fn run(
+    ctx: &mut StepContext,
+    plan: &Plan,
+    args: &Value,
+    vars: &Variables,
+) -> Result<StepOutcome, ExecutionError> {
+    let instruction = args
+        .get("instruction")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let allowed: Vec<String> = args
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let max_turns = args
+        .get("max_turns")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_MAX_TURNS) as u32;
+    let model = args
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| ctx.run.agent.model.clone());
+    let Some(client) = ctx.run.llm else {
+        return Ok(StepOutcome::failed(
+            ErrorKind::LlmError,
+            "agent step needs an LLM, and none is configured (use --llm-url and --model)",
+        ));
+    };
+
+    if ctx.step.requires_confirmation {
+        let call = ToolCall {
+            call_id: ctx.new_call_id(),
+            step_id: ctx.step.step_id.clone(),
+            tool: crate::tools::agent::NAME.to_string(),
+            arguments: args.clone(),
+            turn: None,
+        };
+        if !ctx.confirm(&call, "the step requires confirmation".into(), None) {
+            let msg = format!("confirmation denied for agent step {}", ctx.step.step_id);
+            ctx.attempts += 1;
+            ctx.refuse(&call, 1, None, ErrorKind::ConfirmationDenied, msg.clone())?;
+            return Ok(StepOutcome::failed(ErrorKind::ConfirmationDenied, msg));
+        }
+    }
+
+    let cycles = ctx.step.verify.as_ref().map_or(1, |v| v.max_cycles.max(1));
+    let mut feedback: Option<String> = None;
+    let mut turn = 0u32;
+    for cycle in 1..=cycles {
+        let mut first = instruction.clone();
+        if let Some(f) = &feedback {
+            first.push_str(&format!(
+                "\n\nYour previous attempt did not pass verification. The verifier said:\n{}\n\
+                 Fix the problem.",
+                truncate_with_note(f, ctx.run.agent.tool_result_chars)
+            ));
+        }
+        let session = Session {
+            client,
+            model: &model,
+            allowed: &allowed,
+            max_turns,
+            plan,
+        };
+        let outcome = session.run(ctx, first, &mut turn)?;
+        if outcome.failure.is_some() {
+            return Ok(outcome);
+        }
+        match verify(ctx, plan, vars)? {
+            None => return Ok(outcome),
+            Some(out) if cycle == cycles => {
+                return Ok(StepOutcome::failed(
+                    ErrorKind::VerificationFailed,
+                    format!("verification still failing after {cycles} cycle(s): {out}"),
+                ));
+            }
+            Some(out) => feedback = Some(out),
+        }
+    }
+    Ok(StepOutcome::failed(
+        ErrorKind::VerificationFailed,
+        "verification did not run",
+    ))
+}
+
+struct Session<'a> {
+    client: &'a dyn LlmClient,
+    model: &'a str,
+    allowed: &'a [String],
+    max_turns: u32,
+    plan: &'a Plan,
+}
+
+/// What one model-requested call came to: text for the model, or a reason to end the step.
+enum CallFate {
+    Reply(String),
+    Fatal(StepOutcome),
+}
+
+impl Session<'_> {
+    fn run(
+        &self,
+        ctx: &mut StepContext,
+        first: String,
+        turn: &mut u32,
+    ) -> Result<StepOutcome, ExecutionError> {
+        let settings = ctx.run.agent.clone();
+        let names: Vec<&str> = self.allowed.iter().map(String::as_str).collect();
+        let specs = ToolSpec::from_registry(ctx.run.registry, &names);
+        let mut conv = Conversation {
+            system: system_prompt(ctx, self.allowed, &specs, settings.protocol),
+            first,
+            turns: VecDeque::new(),
+            dropped: 0,
+            window: settings.window_turns,
+        };
+        for _ in 0..self.max_turns {
+            *turn += 1;
+            let mut request = ChatRequest::new(self.model, conv.messages());
+            if settings.protocol == ToolProtocol::Native {
+                request = request.with_tools(specs.clone());
+            }
+            let (response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
+                Ok(r) => r,
+                Err(outcome) => return Ok(outcome),
+            };
+            if let Some(budget) = settings.token_budget
+                && ctx.run.tokens.total() > budget
+            {
+                return Ok(StepOutcome::failed(
+                    ErrorKind::TokenBudget,
+                    format!(
+                        "token budget exceeded: the run used {} tokens, the budget is {budget} \
+                         (--token-budget)",
+                        ctx.run.tokens.total()
+                    ),
+                ));
+            }
+            match settings.protocol {
+                ToolProtocol::Native => {
+                    if response.tool_calls.is_empty() {
+                        return Ok(done(response.content.unwrap_or_default()));
+                    }
+                    let mut messages = vec![Message::assistant(&response)];
+                    for call in &response.tool_calls {
+                        let reply = match call.parse_error_feedback() {
+                            Some(feedback) => {
+                                let tc = self.tool_call(
+                                    ctx,
+                                    &call.id,
+                                    &call.name,
+                                    &call.arguments,
+                                    *turn,
+                                );
+                                ctx.refuse(
+                                    &tc,
+                                    1,
+                                    Some(turn_id.clone()),
+                                    ErrorKind::InvalidArguments,
+                                    feedback.clone(),
+                                )?;
+                                feedback
+                            }
+                            None => match self.execute(
+                                ctx,
+                                &call.id,
+                                &call.name,
+                                &call.arguments,
+                                *turn,
+                                &turn_id,
+                            )? {
+                                CallFate::Reply(text) => text,
+                                CallFate::Fatal(outcome) => return Ok(outcome),
+                            },
+                        };
+                        messages.push(Message::tool(call.id.clone(), reply));
+                    }
+                    conv.push(messages);
+                }
+                ToolProtocol::React => {
+                    let content = response.content.clone().unwrap_or_default();
+                    let said = Message::Assistant {
+                        content: Some(content.clone()),
+                        tool_calls: Vec::new(),
+                    };
+                    match react::parse(&content) {
+                        Err(e) => conv.push(vec![
+                            said,
+                            Message::user(format!(
+                                "error: your answer could not be used: {e}. Answer with exactly \
+                                 one JSON object as described."
+                            )),
+                        ]),
+                        Ok(ReactStep::Final { answer, .. }) => return Ok(done(answer)),
+                        Ok(ReactStep::Action { tool, input, .. }) => {
+                            let id = format!("react-{turn}");
+                            let reply =
+                                match self.execute(ctx, &id, &tool, &input, *turn, &turn_id)? {
+                                    CallFate::Reply(text) => text,
+                                    CallFate::Fatal(outcome) => return Ok(outcome),
+                                };
+                            conv.push(vec![said, Message::user(react::observation(&reply))]);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(StepOutcome::failed(
+            ErrorKind::TurnLimit,
+            format!(
+                "agent did not finish within {} turn(s); the transcript is recorded (acode-run show)",
+                self.max_turns
+            ),
+        ))
+    }
+
+    fn tool_call(
+        &self,
+        ctx: &StepContext,
+        id: &str,
+        name: &str,
+        args: &Value,
+        turn: u32,
+    ) -> ToolCall {
+        ToolCall {
+            call_id: id.to_string(),
+            step_id: ctx.step.step_id.clone(),
+            tool: name.to_string(),
+            arguments: args.clone(),
+            turn: Some(turn),
+        }
+    }
+
+    /// Runs one call the model asked for, or refuses it; returns what the model is told.
+    fn execute(
+        &self,
+        ctx: &mut StepContext,
+        id: &str,
+        name: &str,
+        args: &Value,
+        turn: u32,
+        turn_id: &str,
+    ) -> Result<CallFate, ExecutionError> {
+        let call = self.tool_call(ctx, id, name, args, turn);
+        if !self.allowed.iter().any(|a| a == name) {
+            let msg = format!(
+                "error: tool '{name}' is not available in this step; you may call only: {}",
+                self.allowed.join(", ")
+            );
+            ctx.attempts += 1;
+            ctx.refuse(
+                &call,
+                1,
+                Some(turn_id.to_string()),
+                ErrorKind::InvalidArguments,
+                msg.clone(),
+            )?;
+            return Ok(CallFate::Reply(msg));
+        }
+        let mut opts: CallOptions = call_options(ctx, self.plan);
+        opts.parent_execution_id = Some(turn_id.to_string());
+        let result = ctx.call_tool(call, &opts)?;
+        match result.error_kind {
+            Some(kind @ (ErrorKind::ConfirmationDenied | ErrorKind::Interrupted)) => {
+                return Ok(CallFate::Fatal(StepOutcome::failed(
+                    kind,
+                    result.error.unwrap_or_else(|| kind.to_string()),
+                )));
+            }
+            _ if ctx.run.cancel.load(Ordering::SeqCst) => {
+                return Ok(CallFate::Fatal(StepOutcome::failed(
+                    ErrorKind::Interrupted,
+                    "interrupted",
+                )));
+            }
+            _ => {}
+        }
+        let text = if result.success {
+            result.content
+        } else {
+            let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
+            let error = result.error.unwrap_or_default();
+            if result.content.is_empty() || result.content == error {
+                format!("error ({kind}): {error}")
+            } else {
+                format!("error ({kind}): {error}\n{}", result.content)
+            }
+        };
+        Ok(CallFate::Reply(truncate_with_note(
+            &text,
+            ctx.run.agent.tool_result_chars,
+        )))
+    }
+
+    /// One model turn with retries; every attempt is recorded. `Ok(Err(outcome))` ends the step.
+    fn chat(
+        &self,
+        ctx: &mut StepContext,
+        request: &ChatRequest,
+        turn: u32,
+        settings: &AgentSettings,
+    ) -> Result<Result<(ChatResponse, String), StepOutcome>, ExecutionError> {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            if ctx.run.cancel.load(Ordering::SeqCst) {
+                return Ok(Err(StepOutcome::failed(
+                    ErrorKind::Interrupted,
+                    "interrupted",
+                )));
+            }
+            ctx.attempts += 1;
+            let started_at = now_ms();
+            let t0 = Instant::now();
+            let outcome = self.client.chat(request);
+            let duration_ms = t0.elapsed().as_millis() as i64;
+            let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+            let mut record = ExecutionRecord {
+                execution_id: String::new(),
+                run_id: ctx.run.emitter.run_id().to_string(),
+                step_id: ctx.step.step_id.clone(),
+                tool_name: "llm".to_string(),
+                arguments_json: json!({
+                    "client": self.client.describe(),
+                    "model": request.model,
+                    "messages": request.messages.len(),
+                    "tools": tools,
+                })
+                .to_string(),
+                started_at,
+                duration_ms,
+                success: false,
+                exit_code: None,
+                error_code: None,
+                error_message: None,
+                attempt,
+                turn: Some(turn),
+                parent_execution_id: None,
+                prompt_tokens: None,
+                completion_tokens: None,
+            };
+            match outcome {
+                Ok(response) => {
+                    record.success = true;
+                    record.prompt_tokens = Some(response.usage.prompt_tokens as i64);
+                    record.completion_tokens = Some(response.usage.completion_tokens as i64);
+                    let mut artifacts = vec![
+                        Artifact::new("prompt", response.request_body.clone()),
+                        Artifact::new("response", response.response_body.clone()),
+                    ];
+                    if !response.warnings.is_empty() {
+                        artifacts.push(Artifact::new("warnings", response.warnings.join("\n")));
+                    }
+                    let id = ctx.record(record, &artifacts)?;
+                    ctx.tokens.add(response.usage);
+                    ctx.run.tokens.add(response.usage);
+                    ctx.run.emitter.emit(EventKind::LlmTurn {
+                        step_id: ctx.step.step_id.clone(),
+                        turn,
+                        execution_id: id.clone(),
+                        prompt_tokens: response.usage.prompt_tokens,
+                        completion_tokens: response.usage.completion_tokens,
+                        tool_calls: response.tool_calls.len(),
+                        finish_reason: response.finish_reason.clone(),
+                        warnings: response.warnings.clone(),
+                    });
+                    return Ok(Ok((response, id)));
+                }
+                Err(e) => {
+                    record.error_code = Some(ErrorKind::LlmError.as_str().to_string());
+                    record.error_message = Some(e.to_string());
+                    let mut artifacts =
+                        vec![Artifact::new("prompt", self.client.request_body(request))];
+                    if let Some(body) = e.response_body() {
+                        artifacts.push(Artifact::new("response", body.to_string()));
+                    }
+                    ctx.record(record, &artifacts)?;
+                    let delay = if e.is_retryable() {
+                        settings.backoff.delay(attempt, e.retry_after())
+                    } else {
+                        None
+                    };
+                    match delay {
+                        Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
+                            ctx.run.emitter.emit(EventKind::RetryScheduled {
+                                step_id: ctx.step.step_id.clone(),
+                                tool: "llm".to_string(),
+                                attempt,
+                                delay_ms: delay.as_millis() as u64,
+                                reason: e.to_string(),
+                            });
+                            sleep_unless_cancelled(delay, ctx.run.cancel);
+                        }
+                        _ => {
+                            let retried = if attempt > 1 {
+                                format!(" after {attempt} attempts")
+                            } else {
+                                String::new()
+                            };
+                            return Ok(Err(StepOutcome::failed(
+                                ErrorKind::LlmError,
+                                format!("LLM request failed{retried}: {e}"),
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn done(answer: String) -> StepOutcome {
+    StepOutcome {
+        failure: None,
+        output: Some(answer),
+    }
+}
