@@ -397,7 +397,7 @@ pub const FLAGS: &[Flag] = &[
 #[derive(Debug)]
 pub enum Parsed {
     /// Do the work.
-    Run(Args),
+    Run(Box<Args>),
     /// Print this help text and exit 0.
     Help(String),
     /// Print the version and exit 0.
@@ -537,7 +537,7 @@ where
     if a.json && a.jsonl {
         return Err("--json and --jsonl cannot be used together".to_string());
     }
-    Ok(Parsed::Run(a))
+    Ok(Parsed::Run(Box::new(a)))
 }
 
 #[cfg(test)]
@@ -546,7 +546,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Args {
         match parse(args.iter().map(|s| s.to_string())).unwrap() {
-            Parsed::Run(a) => a,
+            Parsed::Run(a) => *a,
             other => panic!("expected run, got {other:?}"),
         }
     }
