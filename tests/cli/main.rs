@@ -5,5 +5,6 @@ mod harness;
 mod agent;
 mod auth;
 mod escape;
+mod library;
 mod run;
 mod validate;

@@ -1,0 +1,120 @@
+//! Embedding acode-run as a library: an `Executor` with its own callbacks, LLM client and retry
+//! schedule (scaled to milliseconds so retry tests stay fast), over a real SQLite file.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use acode_run::executor::retry::Backoff;
+use acode_run::executor::{AgentSettings, AutoApprove, ProgressCallback};
+use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+use acode_run::llm::{LlmConfig, client};
+use acode_run::plan::{self, AuthStatus, PlanAuthorization, ValidationContext};
+use acode_run::sandbox::{Policy, Workspace};
+use acode_run::store::Store;
+use acode_run::tools::ToolRegistry;
+use acode_run::{ApprovedPlan, Executor};
+use serde_json::json;
+
+use crate::harness::*;
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl ProgressCallback for Recorder {
+    fn on_event(&self, event: &acode_run::events::Event) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(event.kind.type_name().to_string());
+    }
+}
+
+fn approved(t: &TestDir, value: serde_json::Value) -> ApprovedPlan {
+    let path = t.plan("lib.json", &value);
+    let ws = Workspace::new(&t.ws).unwrap();
+    let registry = ToolRegistry::builtin();
+    let policy = Policy::default();
+    let ctx = ValidationContext {
+        registry: &registry,
+        workspace: &ws,
+        policy: &policy,
+    };
+    let plan = plan::load(&path, &Default::default(), &ctx).unwrap();
+    let auth = PlanAuthorization::decide(&plan, AuthStatus::Approved, "test");
+    ApprovedPlan::new(plan, auth).unwrap()
+}
+
+#[test]
+fn server_errors_are_retried_then_fail_with_every_attempt_recorded() {
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::json(500, json!({"error": "boom 1"})),
+        ScriptedResponse::json(503, json!({"error": "boom 2"})),
+        ScriptedResponse::json(529, json!({"error": "boom 3"})),
+        ScriptedResponse::chat_text("never reached"),
+    ]);
+    let plan = approved(
+        &t,
+        json!({"plan_id": "lib", "steps": [
+        {"step_id": "a", "tool": "agent", "arguments": {"instruction": "x", "tools": ["file_read"]}}]}),
+    );
+    let recorder = Arc::new(Recorder::default());
+    let store = Store::open(&t.ws.join(".acode/executions.db")).unwrap();
+    let mut exec = Executor::new(Workspace::new(&t.ws).unwrap(), store)
+        .with_llm(Arc::from(client(LlmConfig::new(server.url(), "m"))))
+        .with_agent_settings(AgentSettings {
+            backoff: Backoff::scaled(2, Duration::from_millis(5)),
+            ..AgentSettings::default()
+        })
+        .with_progress(recorder.clone());
+    let result = exec.execute(&plan).unwrap();
+    assert_eq!(result.exit_code, 30);
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "first try plus two retries, then give up"
+    );
+    let db = t.db();
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT count(*) FROM executions WHERE tool_name='llm' AND success=0"
+        ),
+        3
+    );
+    assert_eq!(
+        q::<String>(
+            &db,
+            "SELECT group_concat(attempt) FROM executions WHERE tool_name='llm'"
+        ),
+        "1,2,3"
+    );
+    assert!(q::<String>(&db, "SELECT error_message FROM steps").contains("after 3 attempts"));
+    let events = recorder.0.lock().unwrap();
+    assert_eq!(events.iter().filter(|e| *e == "retry_scheduled").count(), 2);
+}
+
+#[test]
+fn executor_rechecks_authorization_and_plan_bytes() {
+    let t = TestDir::new();
+    t.file("a.txt", "a");
+    let plan = approved(
+        &t,
+        json!({"plan_id": "lib", "steps": [
+        {"step_id": "r", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    // The plan file is edited after it was loaded and approved: execute refuses.
+    let path = t.root.join("lib.json");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push(' ');
+    std::fs::write(&path, text).unwrap();
+    let store = Store::open_in_memory().unwrap();
+    let mut exec = Executor::new(Workspace::new(&t.ws).unwrap(), store)
+        .with_confirmation(Arc::new(AutoApprove));
+    let err = exec.execute(&plan).unwrap_err();
+    assert_eq!(err.exit_code(), 3, "{err}");
+    // A hand-made authorization for other bytes is refused at construction.
+    let mut p = plan.plan().clone();
+    p.sha256 = "0".repeat(64);
+    assert!(ApprovedPlan::new(p, plan.authorization().clone()).is_err());
+}
