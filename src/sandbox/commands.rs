@@ -48,6 +48,22 @@ pub fn split_command(cmd: &str) -> Result<Vec<String>, CommandError> {
     Ok(words)
 }
 
+/// Refuses a raw command line containing any [`FORBIDDEN_CHARS`] character, quoted or not.
+///
+/// Why before splitting: `shlex` treats an unquoted newline as plain whitespace, so
+/// `"echo a\ntouch x"` would split into harmless words, yet its author meant two commands.
+pub fn check_command_line(cmd: &str) -> Result<(), SandboxViolation> {
+    match cmd.chars().find(|c| FORBIDDEN_CHARS.contains(c)) {
+        Some(c) => Err(SandboxViolation::new(
+            cmd,
+            format!(
+                "shell metacharacter {c:?} in the command (commands never run through a shell)"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Characters never allowed in any argument: the shell's command separators, pipes, expansions
 /// and redirections, plus line breaks and NUL (which would end a C string early).
 pub const FORBIDDEN_CHARS: &[char] = &[';', '&', '|', '$', '`', '>', '<', '\n', '\r', '\0'];
@@ -731,6 +747,10 @@ mod tests {
         }
         let v = vec!["echo".to_string(), "a\0b".to_string()];
         assert!(check_argv(&v, &Policy::default()).is_err());
+        assert!(check_command_line("echo a\ntouch x").is_err());
+        assert!(check_command_line("echo a\r\ntouch x").is_err());
+        assert!(check_command_line("echo 'a;b'").is_err());
+        assert!(check_command_line("cargo test -- --nocapture").is_ok());
         let v = vec!["echo".to_string(), "ok\ntouch x".to_string()];
         assert!(check_argv(&v, &Policy::default()).is_err());
     }

@@ -5,7 +5,9 @@
 //! accepts. Tools resolve every path through [`crate::sandbox::Workspace`] and never decide their own
 //! sandbox rules.
 
+pub mod command;
 pub mod files;
+pub mod lsp;
 pub mod registry;
 pub mod schema;
 pub mod search;

@@ -25,6 +25,8 @@ impl ToolRegistry {
         let mut r = ToolRegistry::empty();
         super::files::register(&mut r);
         super::search::register(&mut r);
+        super::command::register(&mut r);
+        super::lsp::register(&mut r);
         r
     }
 
