@@ -6,10 +6,12 @@
 //! - stdin is `/dev/null`; stdout and stderr are each drained by a thread into a buffer that keeps
 //!   at most `output_cap` bytes; the rest is counted and dropped, so a command printing 1 GiB uses
 //!   constant memory and never blocks on a full pipe.
-//! - A waiter thread blocks in `waitid(WNOWAIT)` and reports the exit without reaping the child;
-//!   the main thread waits on it with a short timeout to poll the cancel flag, send heartbeats and
-//!   enforce the deadline. Because the leader is not reaped until the end, its pid (which is the
-//!   group id) cannot be reused, so signalling the group is never signalling a stranger.
+//! - The calling thread waits for the pipes to close (which normally happens when the child exits)
+//!   with a short timeout, so it can poll the cancel flag, send heartbeats and enforce the deadline;
+//!   the exit is observed with `waitid(WNOHANG | WNOWAIT)`, which does not reap the child. Because
+//!   the leader is not reaped until the end, its pid (which is the group id) cannot be reused, so
+//!   signalling the group is never signalling a stranger. (No waiter thread: one fewer thread
+//!   start and hand-off per command matters when a plan runs hundreds of short commands.)
 //! - On timeout or cancel: SIGTERM to the group, a grace period, then SIGKILL to the group. After
 //!   the leader exits on its own, the group still gets SIGKILL so no background process survives
 //!   the step. Reader threads are then joined with a bound, in case a process that escaped the group
@@ -200,10 +202,12 @@ fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
     }
 }
 
-/// Blocks until process `pid` has exited, without reaping it.
-fn wait_exit_no_reap(pid: libc::pid_t) {
+/// Whether process `pid` (our child) has exited, without reaping it, so its pid — the process
+/// group id — stays reserved until we call `wait`.
+fn has_exited(pid: libc::pid_t) -> bool {
     loop {
-        // SAFETY: `info` is a plain C struct that waitid fills in; zeroed is a valid value for it.
+        // SAFETY: `info` is a plain C struct that waitid fills in; zeroed is a valid value for it
+        // and leaves `si_pid` 0, which is how WNOHANG reports "still running".
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waitid writes only into `info`, which lives for the duration of the call.
         let rc = unsafe {
@@ -211,15 +215,34 @@ fn wait_exit_no_reap(pid: libc::pid_t) {
                 libc::P_PID,
                 pid as libc::id_t,
                 &mut info,
-                libc::WEXITED | libc::WNOWAIT,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
             )
         };
         if rc == 0 {
-            return;
+            // SAFETY: waitid succeeded, so `info` is initialised; si_pid is valid for SIGCHLD info.
+            return unsafe { info.si_pid() } != 0;
         }
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return; // ECHILD: already reaped; nothing to wait for
+            return true; // ECHILD: nothing left to wait for
         }
+    }
+}
+
+/// Polls [`has_exited`] until it is true or `limit` passes, with a short back-off so a process
+/// that is exiting right now is noticed within microseconds.
+fn wait_exit_for(pid: libc::pid_t, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        if has_exited(pid) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        std::thread::sleep(pause.min(until - now));
+        pause = (pause * 2).min(POLL);
     }
 }
 
@@ -266,31 +289,30 @@ pub fn run(
         }
         Ok(())
     };
-    let (exit_tx, exit_rx) = mpsc::channel::<()>();
-    let setup_result = setup().and_then(|()| {
-        std::thread::Builder::new()
-            .name("acode-wait".into())
-            .spawn(move || {
-                wait_exit_no_reap(pid);
-                let _ = exit_tx.send(());
-            })
-            .map(|_| ())
-    });
+    let setup_result = setup();
     drop(done_tx);
     if let Err(e) = setup_result {
-        // Could not start a helper thread: do not leave the child running unobserved.
+        // Could not start a reader thread: do not leave the child running unobserved.
         signal_group(pid, libc::SIGKILL);
         let _ = child.wait();
         return Err(e);
     }
 
+    // Main loop. Normally the pipes reach EOF when the child exits, which wakes us at once; the
+    // exit itself is then confirmed with a short back-off. If the child exits while something else
+    // holds its pipes, the POLL tick notices the exit.
+    let mut open_pipes = readers.len();
     let mut timed_out = false;
     let mut interrupted = false;
     let mut exited = false;
     let deadline = start + spec.timeout;
     let beat = spec.heartbeat_every.max(Duration::from_millis(1));
     let mut next_beat = start + beat;
-    while !exited {
+    loop {
+        if has_exited(pid) {
+            exited = true;
+            break;
+        }
         let now = Instant::now();
         if cancel.load(Ordering::SeqCst) {
             interrupted = true;
@@ -306,28 +328,32 @@ pub fn run(
             continue;
         }
         let wait = POLL.min(deadline - now).min(next_beat - now);
-        match exit_rx.recv_timeout(wait) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => exited = true,
-            Err(RecvTimeoutError::Timeout) => {}
+        if open_pipes > 0 {
+            match done_rx.recv_timeout(wait) {
+                Ok(()) => open_pipes -= 1,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => open_pipes = 0,
+            }
+        } else if wait_exit_for(pid, wait) {
+            exited = true;
+            break;
         }
     }
     if !exited {
         signal_group(pid, libc::SIGTERM);
-        exited = !matches!(
-            exit_rx.recv_timeout(spec.kill_grace),
-            Err(RecvTimeoutError::Timeout)
-        );
+        exited = wait_exit_for(pid, spec.kill_grace);
     }
     // Whatever is left of the group (grandchildren, or a leader that ignored SIGTERM) goes now.
+    // The leader is not reaped yet, so the group id still belongs to it.
     signal_group(pid, libc::SIGKILL);
     if !exited {
-        let _ = exit_rx.recv_timeout(KILL_WAIT);
+        wait_exit_for(pid, KILL_WAIT);
     }
     let status = child.wait()?;
     let duration = start.elapsed();
 
     let drain_deadline = Instant::now() + DRAIN_BOUND;
-    for _ in 0..readers.len() {
+    for _ in 0..open_pipes {
         let left = drain_deadline.saturating_duration_since(Instant::now());
         if done_rx.recv_timeout(left).is_err() {
             break; // a process outside the group holds a pipe; keep what we have
