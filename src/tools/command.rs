@@ -149,7 +149,7 @@ fn parse(
 }
 
 /// `12 s`, or `0.5 s` for sub-second limits (tests).
-fn seconds(d: Duration) -> String {
+pub(crate) fn seconds(d: Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{} s", d.as_secs())
     } else {

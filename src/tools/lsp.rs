@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::command::{stream_artifact, tail};
+use super::command::{seconds, stream_artifact, tail};
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, arg_str};
 use crate::error::ErrorKind;
 use crate::sandbox::bwrap::BwrapSpec;
@@ -274,7 +274,7 @@ impl Tool for LspCheck {
         } else if out.timed_out {
             ToolOutput::failed(
                 ErrorKind::Timeout,
-                format!("cargo check timed out after {} s", ctx.timeout.as_secs()),
+                format!("cargo check timed out after {}", seconds(ctx.timeout)),
             )
         } else if errors > 0 {
             let first = diagnostics
