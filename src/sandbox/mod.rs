@@ -2,9 +2,13 @@
 //! secret redaction. Tools call into this module; they never make their own sandbox decisions.
 
 pub mod bwrap;
+pub mod commands;
+pub mod env;
 pub mod paths;
 pub mod policy;
+pub mod process;
 pub mod redact;
 
 pub use paths::{Access, SandboxViolation, Workspace};
 pub use policy::{Limits, Policy, SandboxMode};
+pub use redact::Redactor;

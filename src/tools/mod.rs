@@ -6,8 +6,10 @@
 //! sandbox rules.
 
 pub mod agent;
+pub mod command;
 pub mod files;
 pub mod glob;
+pub mod lsp;
 pub mod registry;
 pub mod schema;
 pub mod search;

@@ -26,6 +26,8 @@ impl ToolRegistry {
         super::agent::register(&mut r);
         super::files::register(&mut r);
         super::search::register(&mut r);
+        super::command::register(&mut r);
+        super::lsp::register(&mut r);
         r
     }
 

@@ -1,0 +1,229 @@
+//! The child environment: cleared, then rebuilt from an allowlist.
+//!
+//! A child process gets `env_clear()` followed by exactly [`child_env`]: the allowlisted variables
+//! the runner itself has ([`Policy::env_allowlist`]: `PATH`, `HOME`, `LANG`, ... plus the policy's
+//! `env_passthrough`), then the step's own `env` additions. Secrets in the runner's environment
+//! (API keys, tokens) therefore never reach a command unless the policy names them.
+//!
+//! A step's additions are checked by [`check_env_additions`] (plan validation and the tool's
+//! `check()` report a violation); [`child_env`] drops any addition that fails the same check, as a
+//! second line of defence. Refused additions:
+//! - names that are not `[A-Za-z_][A-Za-z0-9_]*` (an `=` or NUL would corrupt the environment block);
+//! - values containing NUL;
+//! - variables that decide *which program runs* or *which configuration is read*, because setting
+//!   them would bypass the command allowlist ([`PROTECTED_ENV`], [`PROTECTED_ENV_PREFIXES`]):
+//!   `PATH` (a bare `cargo` would resolve to a script in the workspace), `HOME`/`XDG_CONFIG_HOME`/
+//!   `CARGO_HOME` (a workspace-written `.gitconfig` or `config.toml` could name a pager, runner or
+//!   wrapper), `LD_PRELOAD`-style loader variables, `GIT_*` (except author/committer identity),
+//!   compiler wrappers and runners, and interpreter start-up hooks.
+
+use super::paths::SandboxViolation;
+use super::policy::Policy;
+
+/// Variables a step may not set, each because it chooses a program to run or a configuration
+/// file that can name one.
+pub const PROTECTED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "RUSTC",
+    "RUSTDOC",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+    "SHELL",
+    "BASH_ENV",
+    "ENV",
+    "PAGER",
+    "EDITOR",
+    "VISUAL",
+    "SSH_ASKPASS",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "PERL5OPT",
+    "RUBYOPT",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "GOFLAGS",
+];
+
+/// Prefixes of variable names a step may not set (loader hooks, git and cargo configuration).
+pub const PROTECTED_ENV_PREFIXES: &[&str] = &[
+    "LD_",
+    "DYLD_",
+    "GIT_",
+    "CARGO_BUILD_",
+    "CARGO_TARGET_",
+    "CARGO_HOST_",
+    "NPM_CONFIG_",
+    "npm_config_",
+];
+
+/// `GIT_*` variables that only set identity and dates, so a step may set them.
+pub const ALLOWED_GIT_ENV: &[&str] = &[
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+];
+
+/// Whether `name` is a portable environment variable name.
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Checks one step-supplied variable; `Err` says why it is refused.
+pub fn check_env_addition(name: &str, value: &str) -> Result<(), SandboxViolation> {
+    if !valid_name(name) {
+        return Err(SandboxViolation::new(
+            name,
+            "invalid environment variable name (expected [A-Za-z_][A-Za-z0-9_]*)",
+        ));
+    }
+    if value.contains('\0') {
+        return Err(SandboxViolation::new(
+            name,
+            "environment variable value contains a NUL byte",
+        ));
+    }
+    let upper = name.to_ascii_uppercase();
+    if ALLOWED_GIT_ENV.contains(&upper.as_str()) {
+        return Ok(());
+    }
+    if PROTECTED_ENV.contains(&upper.as_str())
+        || PROTECTED_ENV_PREFIXES
+            .iter()
+            .any(|p| upper.starts_with(&p.to_ascii_uppercase()))
+    {
+        return Err(SandboxViolation::new(
+            name,
+            "this environment variable chooses which program or configuration runs and cannot be set by a step",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks all of a step's `env` additions; the first problem is returned.
+pub fn check_env_additions(additions: &[(String, String)]) -> Result<(), SandboxViolation> {
+    additions
+        .iter()
+        .try_for_each(|(k, v)| check_env_addition(k, v))
+}
+
+/// The complete environment for a child (see the module docs): allowlisted variables present in
+/// the runner's environment, then the step's additions that pass [`check_env_addition`] (an
+/// addition replaces an inherited variable of the same name). Variables whose values are not
+/// valid UTF-8 are left out.
+pub fn child_env(policy: &Policy, additions: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    for name in policy.env_allowlist() {
+        if !valid_name(name) || env.iter().any(|(k, _)| k == name) {
+            continue;
+        }
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.to_string(), value));
+        }
+    }
+    for (name, value) in additions {
+        if check_env_addition(name, value).is_err() {
+            continue;
+        }
+        match env.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = value.clone(),
+            None => env.push((name.clone(), value.clone())),
+        }
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn only_allowlisted_variables_pass_through() {
+        // PATH is always set in a test process; a secret-looking variable must not pass.
+        let policy = Policy::default();
+        let env = child_env(&policy, &[]);
+        assert!(env.iter().any(|(k, _)| k == "PATH"));
+        for (k, _) in &env {
+            assert!(
+                policy.env_allowlist().any(|a| a == k),
+                "{k} is not allowlisted"
+            );
+        }
+    }
+
+    #[test]
+    fn policy_passthrough_is_added() {
+        // CARGO_PKG_NAME is set by cargo for every test binary.
+        let policy = Policy::parse(r#"{"env_passthrough":["CARGO_PKG_NAME"]}"#).unwrap();
+        let env = child_env(&policy, &[]);
+        assert!(
+            env.iter()
+                .any(|(k, v)| k == "CARGO_PKG_NAME" && v == "acode_run")
+        );
+        let env = child_env(&Policy::default(), &[]);
+        assert!(!env.iter().any(|(k, _)| k == "CARGO_PKG_NAME"));
+    }
+
+    #[test]
+    fn additions_are_added_and_override() {
+        let env = child_env(
+            &Policy::default(),
+            &pairs(&[("RUST_BACKTRACE", "1"), ("LANG", "C.UTF-8")]),
+        );
+        assert!(env.contains(&("RUST_BACKTRACE".into(), "1".into())));
+        assert_eq!(env.iter().filter(|(k, _)| k == "LANG").count(), 1);
+        assert!(env.contains(&("LANG".into(), "C.UTF-8".into())));
+    }
+
+    #[test]
+    fn dangerous_additions_are_refused_and_dropped() {
+        for (k, v) in [
+            ("PATH", "./bin"),
+            ("HOME", "."),
+            ("LD_PRELOAD", "./evil.so"),
+            ("GIT_SSH_COMMAND", "touch x"),
+            ("GIT_CONFIG_PARAMETERS", "'core.pager=touch'"),
+            ("git_pager", "touch"),
+            ("RUSTC_WRAPPER", "touch"),
+            ("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER", "touch"),
+            ("CARGO_HOME", "."),
+            ("BASH_ENV", "x"),
+            ("NODE_OPTIONS", "--require ./x.js"),
+            ("BAD=NAME", "x"),
+            ("1ABC", "x"),
+            ("", "x"),
+            ("OK", "a\0b"),
+        ] {
+            let add = pairs(&[(k, v)]);
+            assert!(check_env_additions(&add).is_err(), "{k} should be refused");
+            let env = child_env(&Policy::default(), &add);
+            assert!(
+                !env.iter().any(|(ek, ev)| ek == k && ev == v),
+                "{k} should be dropped"
+            );
+        }
+        assert!(check_env_additions(&pairs(&[("GIT_AUTHOR_NAME", "Bot")])).is_ok());
+        assert!(check_env_additions(&pairs(&[("RUST_LOG", "debug"), ("_X1", "")])).is_ok());
+    }
+}

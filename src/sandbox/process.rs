@@ -1,0 +1,586 @@
+//! Running one child process: its own process group, captured and capped output, a timeout that
+//! kills the whole group, cancellation and heartbeats. Modelled on how cargo-nextest runs tests.
+//!
+//! - The child is started with `process_group(0)`, so it and everything it forks (unless they
+//!   deliberately leave with `setsid`) share one process group that can be signalled at once.
+//! - stdin is `/dev/null`; stdout and stderr are each drained by a thread into a buffer that keeps
+//!   at most `output_cap` bytes; the rest is counted and dropped, so a command printing 1 GiB uses
+//!   constant memory and never blocks on a full pipe.
+//! - The calling thread waits for the pipes to close (which normally happens when the child exits)
+//!   with a short timeout, so it can poll the cancel flag, send heartbeats and enforce the deadline;
+//!   the exit is observed with `waitid(WNOHANG | WNOWAIT)`, which does not reap the child. Because
+//!   the leader is not reaped until the end, its pid (which is the group id) cannot be reused, so
+//!   signalling the group is never signalling a stranger. (No waiter thread: one fewer thread
+//!   start and hand-off per command matters when a plan runs hundreds of short commands.)
+//! - On timeout or cancel: SIGTERM to the group, a grace period, then SIGKILL to the group. After
+//!   the leader exits on its own, the group still gets SIGKILL so no background process survives
+//!   the step. Reader threads are then joined with a bound, in case a process that escaped the group
+//!   still holds a pipe open.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+use super::bwrap::BwrapSpec;
+
+/// How often the cancel flag is looked at while a child runs.
+const POLL: Duration = Duration::from_millis(20);
+/// How long reader threads may take to finish after the process group is gone.
+const DRAIN_BOUND: Duration = Duration::from_secs(2);
+/// How long to wait for the leader to die after SIGKILL before reaping it anyway.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Everything needed to run one child; build it with [`CommandSpec::new`] and adjust fields.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    /// Program and arguments; the program is looked up on the `PATH` in `env`.
+    pub argv: Vec<String>,
+    /// Working directory (inside the workspace; the caller resolved it).
+    pub cwd: PathBuf,
+    /// The complete environment of the child (it starts from an empty one).
+    pub env: Vec<(String, String)>,
+    /// Wall-clock limit; the group is killed when it passes.
+    pub timeout: Duration,
+    /// Bytes kept of each of stdout and stderr.
+    pub output_cap: usize,
+    /// Run inside bubblewrap when set.
+    pub wrap: Option<BwrapSpec>,
+    /// Time between SIGTERM and SIGKILL (2 s by default; tests shorten it).
+    pub kill_grace: Duration,
+    /// Time between heartbeat calls (10 s by default).
+    pub heartbeat_every: Duration,
+}
+
+impl CommandSpec {
+    /// A spec with the defaults: empty environment, 300 s timeout, 10 MiB cap, no bwrap, 2 s grace,
+    /// heartbeats every 10 s.
+    pub fn new(argv: Vec<String>, cwd: PathBuf) -> Self {
+        CommandSpec {
+            argv,
+            cwd,
+            env: Vec::new(),
+            timeout: Duration::from_secs(300),
+            output_cap: 10 * 1024 * 1024,
+            wrap: None,
+            kill_grace: Duration::from_secs(2),
+            heartbeat_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One output stream as captured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// The kept bytes as lossy UTF-8 (an incomplete character cut by the cap is dropped).
+    pub text: String,
+    /// How many bytes the stream produced in total.
+    pub total_bytes: u64,
+    /// Whether bytes were dropped because of the cap.
+    pub truncated: bool,
+}
+
+/// How a child ended and what it printed.
+#[derive(Debug, Clone)]
+pub struct CommandOutput {
+    /// The exit code, when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the process, if one did.
+    pub signal: Option<i32>,
+    /// Captured standard output.
+    pub stdout: Captured,
+    /// Captured standard error.
+    pub stderr: Captured,
+    /// The timeout passed and the group was killed.
+    pub timed_out: bool,
+    /// The cancel flag was set and the group was killed.
+    pub interrupted: bool,
+    /// Wall-clock time from spawn to reaping.
+    pub duration: Duration,
+}
+
+impl CommandOutput {
+    /// Whether the command exited with code 0 (and was not killed).
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.interrupted
+    }
+}
+
+/// The buffer a reader thread fills.
+#[derive(Default)]
+struct Capture {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+fn spawn_reader(
+    mut stream: impl Read + Send + 'static,
+    cap: usize,
+    done: mpsc::Sender<()>,
+) -> std::io::Result<Arc<Mutex<Capture>>> {
+    let buf = Arc::new(Mutex::new(Capture::default()));
+    let shared = Arc::clone(&buf);
+    std::thread::Builder::new()
+        .name("acode-pipe".into())
+        .spawn(move || {
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                match stream.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let Ok(mut c) = shared.lock() else { break };
+                        let room = cap.saturating_sub(c.kept.len());
+                        let keep = room.min(n);
+                        c.kept.extend_from_slice(&chunk[..keep]);
+                        c.total += n as u64;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = done.send(());
+        })?;
+    Ok(buf)
+}
+
+/// Drops an incomplete UTF-8 sequence at the end of `bytes` (one the cap cut in half).
+fn trim_partial_char(bytes: &[u8]) -> &[u8] {
+    let len = bytes.len();
+    for back in 1..=len.min(4) {
+        let b = bytes[len - back];
+        if b & 0xC0 == 0x80 {
+            continue; // continuation byte: keep looking for the lead byte
+        }
+        let need = match b {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1, // invalid lead byte: lossy conversion deals with it
+        };
+        return if back < need {
+            &bytes[..len - back]
+        } else {
+            bytes
+        };
+    }
+    bytes
+}
+
+fn finish(buf: &Arc<Mutex<Capture>>) -> Captured {
+    let (kept, total) = match buf.lock() {
+        Ok(mut c) => (std::mem::take(&mut c.kept), c.total),
+        Err(poisoned) => {
+            let mut c = poisoned.into_inner();
+            (std::mem::take(&mut c.kept), c.total)
+        }
+    };
+    let truncated = total > kept.len() as u64;
+    let bytes = if truncated {
+        trim_partial_char(&kept)
+    } else {
+        &kept[..]
+    };
+    Captured {
+        text: String::from_utf8_lossy(bytes).into_owned(),
+        total_bytes: total,
+        truncated,
+    }
+}
+
+/// Sends `sig` to every process in group `pgid`; a group that no longer exists is not an error.
+fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid addresses a process group.
+    // `pgid` is the pid of our own unreaped child, so the group cannot belong to anyone else.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+/// Whether process `pid` (our child) has exited, without reaping it, so its pid — the process
+/// group id — stays reserved until we call `wait`.
+fn has_exited(pid: libc::pid_t) -> bool {
+    loop {
+        // SAFETY: `info` is a plain C struct that waitid fills in; zeroed is a valid value for it
+        // and leaves `si_pid` 0, which is how WNOHANG reports "still running".
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only into `info`, which lives for the duration of the call.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            // SAFETY: waitid succeeded, so `info` is initialised; si_pid is valid for SIGCHLD info.
+            return unsafe { info.si_pid() } != 0;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return true; // ECHILD: nothing left to wait for
+        }
+    }
+}
+
+/// Polls [`has_exited`] until it is true or `limit` passes, with a short back-off so a process
+/// that is exiting right now is noticed within microseconds.
+fn wait_exit_for(pid: libc::pid_t, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        if has_exited(pid) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        std::thread::sleep(pause.min(until - now));
+        pause = (pause * 2).min(POLL);
+    }
+}
+
+/// Runs `spec` to completion (see the module docs). `Err` only when the child could not be started
+/// (program not found, bad cwd) or reaped; a non-zero exit, a timeout or a cancel is an `Ok` whose
+/// fields say so.
+pub fn run(
+    spec: &CommandSpec,
+    cancel: &AtomicBool,
+    heartbeat: &dyn Fn(Duration),
+) -> std::io::Result<CommandOutput> {
+    let argv = match &spec.wrap {
+        Some(w) => w.wrap(&spec.cwd, &spec.argv),
+        None => spec.argv.clone(),
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "empty command",
+        ));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+
+    let start = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pid = child.id() as libc::pid_t;
+
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut readers = Vec::new();
+    let mut setup = || -> std::io::Result<()> {
+        if let Some(out) = child.stdout.take() {
+            readers.push(spawn_reader(out, spec.output_cap, done_tx.clone())?);
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(spawn_reader(err, spec.output_cap, done_tx.clone())?);
+        }
+        Ok(())
+    };
+    let setup_result = setup();
+    drop(done_tx);
+    if let Err(e) = setup_result {
+        // Could not start a reader thread: do not leave the child running unobserved.
+        signal_group(pid, libc::SIGKILL);
+        let _ = child.wait();
+        return Err(e);
+    }
+
+    // Main loop. Normally the pipes reach EOF when the child exits, which wakes us at once; the
+    // exit itself is then confirmed with a short back-off. If the child exits while something else
+    // holds its pipes, the POLL tick notices the exit.
+    let mut open_pipes = readers.len();
+    let mut timed_out = false;
+    let mut interrupted = false;
+    let mut exited = false;
+    let deadline = start + spec.timeout;
+    let beat = spec.heartbeat_every.max(Duration::from_millis(1));
+    let mut next_beat = start + beat;
+    loop {
+        if has_exited(pid) {
+            exited = true;
+            break;
+        }
+        let now = Instant::now();
+        if cancel.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        if now >= deadline {
+            timed_out = true;
+            break;
+        }
+        if now >= next_beat {
+            heartbeat(now - start);
+            next_beat += beat;
+            continue;
+        }
+        let wait = POLL.min(deadline - now).min(next_beat - now);
+        if open_pipes > 0 {
+            match done_rx.recv_timeout(wait) {
+                Ok(()) => open_pipes -= 1,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => open_pipes = 0,
+            }
+        } else if wait_exit_for(pid, wait) {
+            exited = true;
+            break;
+        }
+    }
+    if !exited {
+        signal_group(pid, libc::SIGTERM);
+        exited = wait_exit_for(pid, spec.kill_grace);
+    }
+    // Whatever is left of the group (grandchildren, or a leader that ignored SIGTERM) goes now.
+    // The leader is not reaped yet, so the group id still belongs to it.
+    signal_group(pid, libc::SIGKILL);
+    if !exited {
+        wait_exit_for(pid, KILL_WAIT);
+    }
+    let status = child.wait()?;
+    let duration = start.elapsed();
+
+    let drain_deadline = Instant::now() + DRAIN_BOUND;
+    for _ in 0..open_pipes {
+        let left = drain_deadline.saturating_duration_since(Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            break; // a process outside the group holds a pipe; keep what we have
+        }
+    }
+    let mut captured = readers.iter().map(finish);
+    let stdout = captured.next().unwrap_or_default();
+    let stderr = captured.next().unwrap_or_default();
+
+    Ok(CommandOutput {
+        exit_code: status.code(),
+        signal: status.signal(),
+        stdout,
+        stderr,
+        timed_out,
+        interrupted,
+        duration,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("acode-{tag}-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn spec(argv: &[&str], cwd: &Path) -> CommandSpec {
+        let mut s = CommandSpec::new(argv.iter().map(|s| s.to_string()).collect(), cwd.into());
+        s.env = vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())];
+        s.kill_grace = Duration::from_millis(300);
+        s
+    }
+
+    fn run_ok(s: &CommandSpec) -> CommandOutput {
+        run(s, &AtomicBool::new(false), &|_| {}).unwrap()
+    }
+
+    fn alive(pid: i32) -> bool {
+        // SAFETY: signal 0 only checks for existence.
+        unsafe { libc::kill(pid, 0) == 0 }
+    }
+
+    #[test]
+    fn captures_exit_code_and_both_streams() {
+        let dir = temp_dir("proc");
+        let out = run_ok(&spec(
+            &[
+                "python3",
+                "-c",
+                "import sys\nprint('out')\nsys.stderr.write('err')\nsys.exit(3)",
+            ],
+            &dir,
+        ));
+        assert_eq!(out.exit_code, Some(3));
+        assert_eq!(out.signal, None);
+        assert_eq!(out.stdout.text, "out\n");
+        assert_eq!(out.stderr.text, "err");
+        assert!(!out.timed_out && !out.interrupted && !out.success());
+        let out = run_ok(&spec(&["true"], &dir));
+        assert!(out.success());
+        assert_eq!(out.stdout, Captured::default());
+    }
+
+    #[test]
+    fn runs_in_cwd_with_exactly_the_given_env() {
+        let dir = temp_dir("proc");
+        let mut s = spec(&["pwd"], &dir);
+        let out = run_ok(&s);
+        let canon = dir.canonicalize().unwrap();
+        assert_eq!(
+            out.stdout.text.trim_end(),
+            canon.to_str().unwrap(),
+            "{out:?}"
+        );
+        s.argv = vec!["env".into()];
+        s.env.push(("ONLY_ME".into(), "1".into()));
+        let out = run_ok(&s);
+        let mut names: Vec<&str> = out
+            .stdout
+            .text
+            .lines()
+            .filter_map(|l| l.split('=').next())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["ONLY_ME", "PATH"], "{out:?}");
+    }
+
+    #[test]
+    fn missing_program_is_a_spawn_error() {
+        let dir = temp_dir("proc");
+        let err = run(
+            &spec(&["acode-no-such-program"], &dir),
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        assert!(run(&spec(&[], &dir), &AtomicBool::new(false), &|_| {}).is_err());
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group_including_grandchildren() {
+        let dir = temp_dir("proc");
+        let pidfile = dir.join("grandchild.pid");
+        // The child starts a grandchild that ignores SIGTERM, records its pid, and both sleep.
+        let code = format!(
+            "import subprocess, time\n\
+             p = subprocess.Popen(['python3', '-c', 'import signal, time\\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\\ntime.sleep(600)'])\n\
+             open({:?}, 'w').write(str(p.pid))\n\
+             print('started', flush=True)\n\
+             time.sleep(600)",
+            pidfile.to_str().unwrap()
+        );
+        let mut s = spec(&["python3", "-c", &code], &dir);
+        s.timeout = Duration::from_secs(3);
+        let started = Instant::now();
+        let out = run_ok(&s);
+        assert!(out.timed_out, "{out:?}");
+        assert_eq!(out.exit_code, None);
+        assert!(out.signal.is_some());
+        assert_eq!(out.stdout.text, "started\n", "partial output is kept");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The grandchild is our grandchild's child; once killed it is reaped by init quickly.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            !alive(pid)
+        });
+        assert!(gone, "grandchild {pid} survived the timeout");
+    }
+
+    #[test]
+    fn cancel_interrupts_and_heartbeats_are_sent() {
+        let dir = temp_dir("proc");
+        let mut s = spec(&["python3", "-c", "import time\ntime.sleep(600)"], &dir);
+        s.heartbeat_every = Duration::from_millis(50);
+        let cancel = AtomicBool::new(false);
+        let beats = std::sync::atomic::AtomicUsize::new(0);
+        let out = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(400));
+                cancel.store(true, Ordering::SeqCst);
+            });
+            run(&s, &cancel, &|_| {
+                beats.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap()
+        });
+        assert!(out.interrupted && !out.timed_out, "{out:?}");
+        assert!(beats.load(Ordering::SeqCst) >= 3);
+        assert!(out.duration < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn background_processes_do_not_outlive_the_command() {
+        let dir = temp_dir("proc");
+        let pidfile = dir.join("bg.pid");
+        let code = format!(
+            "import subprocess\n\
+             p = subprocess.Popen(['python3', '-c', 'import time\\ntime.sleep(600)'])\n\
+             open({:?}, 'w').write(str(p.pid))",
+            pidfile.to_str().unwrap()
+        );
+        let started = Instant::now();
+        let out = run_ok(&spec(&["python3", "-c", &code], &dir));
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            !alive(pid)
+        });
+        assert!(gone, "background process {pid} survived");
+    }
+
+    #[test]
+    fn one_gib_of_output_is_capped_and_counted() {
+        let dir = temp_dir("proc");
+        let mut s = spec(&["head", "-c", "1073741824", "/dev/zero"], &dir);
+        s.output_cap = 1024 * 1024;
+        let out = run_ok(&s);
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stdout.text.len(), 1024 * 1024);
+        assert_eq!(out.stdout.total_bytes, 1 << 30);
+        assert!(out.stdout.truncated);
+        assert!(!out.stderr.truncated);
+    }
+
+    #[test]
+    fn cap_does_not_split_a_character() {
+        let dir = temp_dir("proc");
+        let mut s = spec(&["echo", "ééé"], &dir);
+        s.output_cap = 3; // 'é' is two bytes: keep one, drop the half
+        let out = run_ok(&s);
+        assert_eq!(out.stdout.text, "é");
+        assert_eq!(out.stdout.total_bytes, 7);
+        assert!(out.stdout.truncated);
+        assert_eq!(trim_partial_char(b"ab"), b"ab");
+        assert_eq!(trim_partial_char(&[b'a', 0xE2, 0x82]), b"a");
+        assert_eq!(trim_partial_char(&[0xE2, 0x82, 0xAC]), &[0xE2, 0x82, 0xAC]);
+    }
+
+    #[test]
+    fn binary_output_is_lossy_text() {
+        let dir = temp_dir("proc");
+        let out = run_ok(&spec(
+            &[
+                "python3",
+                "-c",
+                "import sys\nsys.stdout.buffer.write(bytes([0x66, 0xff, 0x6f]))",
+            ],
+            &dir,
+        ));
+        assert_eq!(out.stdout.text, "f\u{fffd}o");
+        assert_eq!(out.stdout.total_bytes, 3);
+    }
+}

@@ -1,0 +1,789 @@
+//! `run_command`: runs one allowlisted program, never through a shell.
+//!
+//! The command is given as a string (`command`, split with POSIX quoting rules) or as an array
+//! (`argv`); exactly one of the two. Every check lives in [`crate::sandbox`]: the argv must pass
+//! [`check_argv`], the step's `env` additions [`check_env_additions`], and `cwd` the workspace
+//! resolver. `check()` runs all of them without side effects; `run()` runs them again (the
+//! arguments may have come from an LLM after validation) and then starts the child with a cleared
+//! environment, in its own process group, under bwrap when the run has it, with output capped at
+//! the policy's `limits.output_bytes` per stream.
+//!
+//! A command that runs and exits non-zero is a failed `ToolOutput` with its artifacts, not an
+//! `Err`: its output is exactly what the user needs to see.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use crate::error::ErrorKind;
+use crate::sandbox::bwrap::BwrapSpec;
+use crate::sandbox::commands::{check_argv, check_command_line, needs_confirmation, split_command};
+use crate::sandbox::env::{check_env_additions, child_env};
+use crate::sandbox::process::{self, Captured, CommandOutput, CommandSpec};
+use crate::sandbox::{Policy, Workspace};
+
+/// The tool's registered name.
+pub const NAME: &str = "run_command";
+
+/// Characters of each stream's tail put into the driver-visible `content`.
+const CONTENT_TAIL: usize = 3000;
+
+/// Registers `run_command`.
+pub fn register(r: &mut ToolRegistry) {
+    r.register(Arc::new(RunCommand));
+}
+
+/// The `run_command` tool (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunCommand;
+
+/// The arguments after parsing and checking.
+struct Parsed {
+    argv: Vec<String>,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Option<Duration>,
+}
+
+/// The argv of a call, from `command` or `argv`. A command line with a shell metacharacter
+/// anywhere (even an unquoted newline, which splitting alone would swallow) is a violation.
+fn parse_argv(args: &Value) -> Result<Vec<String>, ToolError> {
+    match (args.get("command"), args.get("argv")) {
+        (Some(Value::String(cmd)), None) => {
+            check_command_line(cmd)?;
+            split_command(cmd).map_err(|e| ToolError::invalid(NAME, format!("command: {e}")))
+        }
+        (None, Some(Value::Array(items))) => {
+            if items.is_empty() {
+                return Err(ToolError::invalid(NAME, "argv: needs at least one item"));
+            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| ToolError::invalid(NAME, format!("argv[{i}]: not a string")))
+                })
+                .collect()
+        }
+        (Some(_), Some(_)) => Err(ToolError::invalid(
+            NAME,
+            "give either 'command' or 'argv', not both",
+        )),
+        _ => Err(ToolError::invalid(
+            NAME,
+            "give 'command' (a string) or 'argv' (an array of strings)",
+        )),
+    }
+}
+
+/// Parses and checks everything; `require_cwd` demands that `cwd` exists (at run time; during plan
+/// validation an earlier step may still create it).
+fn parse(
+    args: &Value,
+    workspace: &Workspace,
+    policy: &Policy,
+    require_cwd: bool,
+) -> Result<Parsed, ToolError> {
+    let argv = parse_argv(args)?;
+    check_argv(&argv, policy)?;
+
+    let mut env = Vec::new();
+    match args.get("env") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (k, v) in map {
+                let v = v.as_str().ok_or_else(|| {
+                    ToolError::invalid(NAME, format!("env.{k}: values must be strings"))
+                })?;
+                env.push((k.clone(), v.to_string()));
+            }
+        }
+        Some(_) => return Err(ToolError::invalid(NAME, "env: must be an object")),
+    }
+    check_env_additions(&env)?;
+
+    let cwd = match args.get("cwd") {
+        None | Some(Value::Null) => workspace.root().to_path_buf(),
+        Some(Value::String(c)) => workspace.resolve(c)?,
+        Some(_) => return Err(ToolError::invalid(NAME, "cwd: must be a string")),
+    };
+    match cwd.metadata() {
+        Ok(m) if !m.is_dir() => {
+            return Err(ToolError::invalid(
+                NAME,
+                format!("cwd: {} is not a directory", workspace.display(&cwd)),
+            ));
+        }
+        Err(_) if require_cwd => {
+            return Err(ToolError::invalid(
+                NAME,
+                format!("cwd: {} does not exist", workspace.display(&cwd)),
+            ));
+        }
+        _ => {}
+    }
+
+    let timeout = match args.get("timeout_s") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(s) if s >= 1 => Some(Duration::from_secs(s)),
+            _ => {
+                return Err(ToolError::invalid(
+                    NAME,
+                    "timeout_s: must be an integer of at least 1",
+                ));
+            }
+        },
+    };
+    Ok(Parsed {
+        argv,
+        cwd,
+        env,
+        timeout,
+    })
+}
+
+/// `12 s`, or `0.5 s` for sub-second limits (tests).
+pub(crate) fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+/// The last `max` bytes of `s`, starting on a character boundary.
+pub(crate) fn tail(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// The artifact for one captured stream.
+pub(crate) fn stream_artifact(kind: &str, c: &Captured) -> Artifact {
+    Artifact {
+        artifact_type: kind.to_string(),
+        content: c.text.clone(),
+        bytes: c.total_bytes,
+        truncated: c.truncated,
+    }
+}
+
+/// One stream's section of `content`.
+fn stream_section(name: &str, c: &Captured) -> String {
+    if c.total_bytes == 0 {
+        return format!("{name}: (empty)\n");
+    }
+    let shown = tail(&c.text, CONTENT_TAIL);
+    let mut head = name.to_string();
+    if shown.len() as u64 != c.total_bytes {
+        head.push_str(&format!(
+            " (last {} of {} bytes)",
+            shown.len(),
+            c.total_bytes
+        ));
+    }
+    let nl = if shown.ends_with('\n') { "" } else { "\n" };
+    format!("{head}:\n{shown}{nl}")
+}
+
+/// Turns a finished child into the tool's output.
+fn to_output(program: &str, limit: Duration, out: &CommandOutput, bwrap: bool) -> ToolOutput {
+    let not_found_in_sandbox = bwrap
+        && out.exit_code == Some(1)
+        && out.stderr.text.starts_with("bwrap: execvp")
+        && out.stdout.total_bytes == 0;
+    let mut result = if out.interrupted {
+        ToolOutput::failed(ErrorKind::Interrupted, "command interrupted")
+    } else if out.timed_out {
+        ToolOutput::failed(
+            ErrorKind::Timeout,
+            format!("command timed out after {}", seconds(limit)),
+        )
+    } else if not_found_in_sandbox {
+        ToolOutput::failed(
+            ErrorKind::ToolFailed,
+            format!("cannot run '{program}': program not found on PATH (inside the sandbox)"),
+        )
+    } else {
+        match (out.exit_code, out.signal) {
+            (Some(0), _) => ToolOutput::ok(String::new()),
+            (Some(code), _) => ToolOutput::failed(
+                ErrorKind::ToolFailed,
+                format!("command exited with code {code}"),
+            ),
+            (None, Some(sig)) => ToolOutput::failed(
+                ErrorKind::ToolFailed,
+                format!("command was killed by signal {sig}"),
+            ),
+            (None, None) => ToolOutput::failed(ErrorKind::ToolFailed, "command ended abnormally"),
+        }
+    };
+    result.exit_code = out.exit_code;
+    let status = match (out.exit_code, out.signal) {
+        (Some(code), _) => format!("exit code: {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "no exit code".to_string(),
+    };
+    let mut content = String::new();
+    if let Some(err) = &result.error {
+        content.push_str(err);
+        content.push('\n');
+    }
+    content.push_str(&status);
+    content.push('\n');
+    content.push_str(&stream_section("stdout", &out.stdout));
+    content.push_str(&stream_section("stderr", &out.stderr));
+    result.content = content;
+    result
+        .with_artifact(stream_artifact("stdout", &out.stdout))
+        .with_artifact(stream_artifact("stderr", &out.stderr))
+}
+
+impl Tool for RunCommand {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> &'static str {
+        "Run an allowlisted program (no shell: no pipes, redirections or ';') in the workspace and \
+         return its exit code, stdout and stderr. Give 'command' as one string or 'argv' as an array."
+    }
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The command line, split with POSIX shell quoting (no shell features)."
+                },
+                "argv": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "description": "The program and its arguments, one item each."
+                },
+                "cwd": {
+                    "type": "string",
+                    "description": "Working directory relative to the workspace (default: the workspace root)."
+                },
+                "env": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Extra environment variables for this command."
+                },
+                "timeout_s": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Time limit in seconds (default: the step's timeout)."
+                }
+            },
+            "additionalProperties": false,
+            "oneOf": [{"required": ["command"]}, {"required": ["argv"]}],
+            "oneOfDescription": "give exactly one of 'command' (a string) or 'argv' (an array of strings)"
+        })
+    }
+
+    fn idempotent(&self) -> bool {
+        false
+    }
+
+    fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
+        parse(args, ctx.workspace, ctx.policy, false).map(|_| ())
+    }
+
+    fn needs_confirmation(&self, args: &Value, ctx: &ToolContext) -> bool {
+        match parse_argv(args) {
+            Ok(argv) => needs_confirmation(&argv, ctx.policy),
+            Err(_) => true,
+        }
+    }
+
+    fn summary(&self, args: &Value) -> String {
+        match (
+            args.get("command").and_then(Value::as_str),
+            parse_argv(args),
+        ) {
+            (Some(cmd), _) => cmd.to_string(),
+            (None, Ok(argv)) => {
+                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+            }
+            (None, Err(_)) => String::new(),
+        }
+    }
+
+    fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let p = parse(args, ctx.workspace, ctx.policy, true)?;
+        let program = p.argv[0].clone();
+        let limit = p.timeout.unwrap_or(ctx.timeout);
+        let mut spec = CommandSpec::new(p.argv, p.cwd);
+        spec.env = child_env(ctx.policy, &p.env);
+        spec.timeout = limit;
+        spec.output_cap = ctx.policy.limits.output_bytes;
+        spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
+        match process::run(&spec, ctx.cancel, ctx.heartbeat) {
+            Ok(out) => Ok(to_output(&program, limit, &out, ctx.bwrap.is_some())),
+            Err(e) => {
+                let what = match (ctx.bwrap, e.kind()) {
+                    (Some(b), _) => format!("cannot start the sandbox ({}): {e}", b.display()),
+                    (None, std::io::ErrorKind::NotFound) => {
+                        format!("cannot run '{program}': program not found on PATH")
+                    }
+                    (None, std::io::ErrorKind::PermissionDenied) => {
+                        format!("cannot run '{program}': permission denied")
+                    }
+                    (None, _) => format!("cannot run '{program}': {e}"),
+                };
+                Ok(ToolOutput::failed(ErrorKind::ToolFailed, what))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Redactor;
+    use crate::sandbox::bwrap::bwrap_for_tests;
+    use crate::tools::schema::validate;
+    use std::path::Path;
+    use std::sync::atomic::AtomicBool;
+
+    fn temp_ws() -> Workspace {
+        let dir = std::env::temp_dir().join(format!("acode-cmd-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        Workspace::new(&dir).unwrap()
+    }
+
+    fn ctx<'a>(
+        ws: &'a Workspace,
+        policy: &'a Policy,
+        bwrap: Option<&'a Path>,
+        cancel: &'a AtomicBool,
+    ) -> ToolContext<'a> {
+        ToolContext {
+            workspace: ws,
+            policy,
+            timeout: Duration::from_secs(60),
+            bwrap,
+            cancel,
+            heartbeat: &|_| {},
+        }
+    }
+
+    fn run(ws: &Workspace, policy: &Policy, args: Value) -> Result<ToolOutput, ToolError> {
+        let cancel = AtomicBool::new(false);
+        let c = ctx(ws, policy, None, &cancel);
+        RunCommand.check(&args, &c)?;
+        RunCommand.run(&args, &c)
+    }
+
+    fn artifact<'o>(out: &'o ToolOutput, kind: &str) -> &'o Artifact {
+        out.artifacts
+            .iter()
+            .find(|a| a.artifact_type == kind)
+            .unwrap()
+    }
+
+    #[test]
+    fn runs_a_command_and_keeps_both_streams() {
+        let ws = temp_ws();
+        let out = run(
+            &ws,
+            &Policy::default(),
+            json!({"command": "echo hello 'big world'"}),
+        )
+        .unwrap();
+        assert!(out.success, "{out:?}");
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(artifact(&out, "stdout").content, "hello big world\n");
+        assert_eq!(artifact(&out, "stderr").content, "");
+        assert!(out.content.contains("exit code: 0"));
+        assert!(out.content.contains("hello big world"));
+
+        let out = run(
+            &ws,
+            &Policy::default(),
+            json!({"argv": ["ls", "no-such-file"], "cwd": "sub"}),
+        )
+        .unwrap();
+        assert!(!out.success);
+        assert_eq!(out.failure_kind, Some(ErrorKind::ToolFailed));
+        assert_eq!(out.exit_code, Some(2));
+        assert!(artifact(&out, "stderr").content.contains("no-such-file"));
+        assert!(out.error.as_deref().unwrap().contains("exited with code 2"));
+    }
+
+    #[test]
+    fn cwd_is_resolved_in_the_workspace() {
+        let ws = temp_ws();
+        std::fs::write(ws.root().join("sub/marker.txt"), "").unwrap();
+        let out = run(
+            &ws,
+            &Policy::default(),
+            json!({"command": "ls", "cwd": "sub"}),
+        )
+        .unwrap();
+        assert_eq!(artifact(&out, "stdout").content, "marker.txt\n");
+        let p = Policy::default();
+        assert!(matches!(
+            run(&ws, &p, json!({"command": "ls", "cwd": "../"})),
+            Err(ToolError::Sandbox(_))
+        ));
+        assert!(matches!(
+            run(&ws, &p, json!({"command": "ls", "cwd": "/etc"})),
+            Err(ToolError::Sandbox(_))
+        ));
+        assert!(matches!(
+            run(&ws, &p, json!({"command": "ls", "cwd": "sub/marker.txt"})),
+            Err(ToolError::InvalidArguments { .. })
+        ));
+        // A missing cwd passes check (an earlier step may create it) but not run.
+        let cancel = AtomicBool::new(false);
+        let c = ctx(&ws, &p, None, &cancel);
+        let args = json!({"command": "ls", "cwd": "later"});
+        assert!(RunCommand.check(&args, &c).is_ok());
+        assert!(matches!(
+            RunCommand.run(&args, &c),
+            Err(ToolError::InvalidArguments { .. })
+        ));
+    }
+
+    #[test]
+    fn schema_requires_exactly_one_form() {
+        let s = RunCommand.schema();
+        assert!(validate(&s, &json!({"command": "ls"}), "a").is_empty());
+        assert!(validate(&s, &json!({"argv": ["ls", "-l"]}), "a").is_empty());
+        assert!(!validate(&s, &json!({"command": "ls", "argv": ["ls"]}), "a").is_empty());
+        assert!(!validate(&s, &json!({}), "a").is_empty());
+        assert!(!validate(&s, &json!({"argv": []}), "a").is_empty());
+        assert!(!validate(&s, &json!({"command": "ls", "timeout_s": 0}), "a").is_empty());
+        assert!(!validate(&s, &json!({"command": "ls", "shell": true}), "a").is_empty());
+        // Belt and braces: the tool refuses what the schema would have.
+        let ws = temp_ws();
+        let p = Policy::default();
+        for bad in [
+            json!({"command": "ls", "argv": ["ls"]}),
+            json!({"argv": []}),
+            json!({"argv": ["ls", 1]}),
+            json!({"command": "echo 'unbalanced"}),
+            json!({"command": "   "}),
+            json!({"command": "ls", "env": {"A": 1}}),
+            json!({"command": "ls", "timeout_s": 0}),
+        ] {
+            assert!(
+                matches!(
+                    run(&ws, &p, bad.clone()),
+                    Err(ToolError::InvalidArguments { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    /// Each payload would create `MARK` in the workspace if a shell (or the dangerous option) ran
+    /// it. The tool must refuse it before anything runs, and `MARK` must not exist afterwards.
+    #[test]
+    fn injection_attempts_are_refused_and_never_executed() {
+        let ws = temp_ws();
+        let p = Policy::default();
+        let mark = ws.root().join("MARK");
+        std::fs::write(ws.root().join("keep.txt"), "keep").unwrap();
+        let shell_payloads = [
+            "echo a; touch MARK",
+            "echo a;touch MARK",
+            "echo a && touch MARK",
+            "false || touch MARK",
+            "echo a | tee MARK",
+            "echo `touch MARK`",
+            "echo $(touch MARK)",
+            "echo a > MARK",
+            "echo a >> MARK",
+            "cat < keep.txt > MARK",
+            "echo a\ntouch MARK",
+            "echo a\r\ntouch MARK",
+            "echo a & touch MARK",
+        ];
+        for payload in shell_payloads {
+            let r = run(&ws, &p, json!({ "command": payload }));
+            assert!(
+                matches!(r, Err(ToolError::Sandbox(_))),
+                "{payload:?}: {r:?}"
+            );
+            // The same payload smuggled into one argv element.
+            let r = run(&ws, &p, json!({ "argv": ["echo", payload] }));
+            assert!(
+                matches!(r, Err(ToolError::Sandbox(_))),
+                "{payload:?}: {r:?}"
+            );
+            assert!(!mark.exists(), "{payload:?} created the marker");
+        }
+        for payload in [
+            json!({"command": "touch MARK"}),
+            json!({"command": "rm keep.txt"}),
+            json!({"command": "/bin/sh -c 'touch MARK'"}),
+            json!({"command": "sh -c 'touch MARK'"}),
+            json!({"command": "bash -c 'touch MARK'"}),
+            json!({"argv": ["/usr/bin/touch", "MARK"]}),
+            json!({"command": "git -c 'alias.x=!touch MARK' x"}),
+            json!({"command": "git -c core.pager='touch MARK' --paginate log"}),
+            json!({"command": "git -c core.fsmonitor='touch MARK' status"}),
+        ] {
+            let r = run(&ws, &p, payload.clone());
+            assert!(matches!(r, Err(ToolError::Sandbox(_))), "{payload}: {r:?}");
+            assert!(!mark.exists(), "{payload} created the marker");
+        }
+        assert!(ws.root().join("keep.txt").exists());
+
+        // Control: the payloads are real. Through a shell (which the tool never uses) they work,
+        // and git runs the alias when nothing stops `-c`.
+        let ctl = CommandSpec {
+            env: child_env(&p, &[]),
+            ..CommandSpec::new(
+                vec!["sh".into(), "-c".into(), "echo a; touch MARK".into()],
+                ws.root().to_path_buf(),
+            )
+        };
+        process::run(&ctl, &AtomicBool::new(false), &|_| {}).unwrap();
+        assert!(mark.exists(), "control: the shell payload should work");
+        std::fs::remove_file(&mark).unwrap();
+        let ctl = CommandSpec {
+            env: child_env(&p, &[]),
+            ..CommandSpec::new(
+                ["git", "-c", "alias.x=!touch MARK", "x"]
+                    .map(String::from)
+                    .to_vec(),
+                ws.root().to_path_buf(),
+            )
+        };
+        let out = process::run(&ctl, &AtomicBool::new(false), &|_| {}).unwrap();
+        assert!(mark.exists(), "control: git -c alias should work: {out:?}");
+    }
+
+    #[test]
+    fn timeout_kills_command_and_grandchild_and_keeps_partial_output() {
+        let ws = temp_ws();
+        // A one-liner without shell metacharacters: print, start a grandchild recording its pid,
+        // then sleep. The list only sequences the expressions.
+        let code = "[print('partial', flush=True), open('gc.pid', 'w').write(str(__import__('subprocess').Popen(['sleep', '600']).pid)), __import__('time').sleep(600)]";
+        let started = std::time::Instant::now();
+        let out = run(
+            &ws,
+            &Policy::default(),
+            json!({"argv": ["python3", "-c", code], "timeout_s": 2}),
+        )
+        .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(15));
+        assert!(!out.success);
+        assert_eq!(out.failure_kind, Some(ErrorKind::Timeout));
+        assert_eq!(out.error.as_deref(), Some("command timed out after 2 s"));
+        assert_eq!(artifact(&out, "stdout").content, "partial\n");
+        let pid: i32 = std::fs::read_to_string(ws.root().join("gc.pid"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            // SAFETY: signal 0 only checks whether the process exists.
+            unsafe { libc::kill(pid, 0) != 0 }
+        });
+        assert!(gone, "grandchild {pid} survived the timeout");
+    }
+
+    #[test]
+    fn cancel_interrupts() {
+        let ws = temp_ws();
+        let p = Policy::default();
+        let cancel = AtomicBool::new(false);
+        let c = ctx(&ws, &p, None, &cancel);
+        let args = json!({"argv": ["python3", "-c", "__import__('time').sleep(600)"]});
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            RunCommand.run(&args, &c).unwrap()
+        });
+        assert_eq!(out.failure_kind, Some(ErrorKind::Interrupted));
+    }
+
+    #[test]
+    fn output_is_capped_per_policy() {
+        let ws = temp_ws();
+        let mut p = Policy::default();
+        p.limits.output_bytes = 1000;
+        let out = run(&ws, &p, json!({"command": "head -c 5000000 /dev/zero"})).unwrap();
+        let a = artifact(&out, "stdout");
+        assert_eq!(a.content.len(), 1000);
+        assert_eq!(a.bytes, 5_000_000);
+        assert!(a.truncated);
+        assert!(out.content.contains("of 5000000 bytes"), "{}", out.content);
+    }
+
+    #[test]
+    fn missing_program_is_a_clear_failure() {
+        let ws = temp_ws();
+        let p = Policy::parse(r#"{"allow_commands":["acode-no-such-program"]}"#).unwrap();
+        let out = run(&ws, &p, json!({"command": "acode-no-such-program --x"})).unwrap();
+        assert!(!out.success);
+        assert_eq!(
+            out.error.as_deref(),
+            Some("cannot run 'acode-no-such-program': program not found on PATH")
+        );
+    }
+
+    #[test]
+    fn confirmation_follows_the_auto_approve_set() {
+        let ws = temp_ws();
+        let p = Policy::parse(r#"{"allow_commands":["env"]}"#).unwrap();
+        let cancel = AtomicBool::new(false);
+        let c = ctx(&ws, &p, None, &cancel);
+        assert!(!RunCommand.needs_confirmation(&json!({"command": "cargo test"}), &c));
+        assert!(RunCommand.needs_confirmation(&json!({"command": "env"}), &c));
+        assert!(RunCommand.needs_confirmation(&json!({"argv": ["env"]}), &c));
+        assert_eq!(
+            RunCommand.summary(&json!({"command": "cargo test -q"})),
+            "cargo test -q"
+        );
+        assert_eq!(
+            RunCommand.summary(&json!({"argv": ["echo", "a b"]})),
+            "echo 'a b'"
+        );
+        assert!(!RunCommand.idempotent());
+    }
+
+    #[test]
+    fn environment_is_cleared_to_the_allowlist() {
+        let ws = temp_ws();
+        let hidden = format!("ACODE_TEST_HIDDEN_{}", std::process::id());
+        let passed = format!("ACODE_TEST_PASSED_{}", std::process::id());
+        // SAFETY: unique names, set before any child of this test starts; std serialises environ
+        // access between set_var and Command::spawn.
+        unsafe {
+            std::env::set_var(&hidden, "must-not-leak");
+            std::env::set_var(&passed, "may-pass");
+        }
+        let p = Policy::parse(&format!(
+            r#"{{"allow_commands":["env"],"env_passthrough":["{passed}"]}}"#
+        ))
+        .unwrap();
+        let out = run(
+            &ws,
+            &p,
+            json!({"command": "env", "env": {"STEP_VAR": "from-step"}}),
+        )
+        .unwrap();
+        let text = &artifact(&out, "stdout").content;
+        assert!(!text.contains(&hidden), "{text}");
+        assert!(!text.contains("must-not-leak"), "{text}");
+        assert!(text.contains(&format!("{passed}=may-pass")), "{text}");
+        assert!(text.contains("STEP_VAR=from-step"), "{text}");
+        if let Ok(home) = std::env::var("HOME") {
+            assert!(text.contains(&format!("HOME={home}")), "{text}");
+        }
+        // A step may not point PATH (or git's helpers) somewhere else.
+        for env in [json!({"PATH": "."}), json!({"GIT_SSH_COMMAND": "touch x"})] {
+            assert!(matches!(
+                run(&ws, &p, json!({"command": "env", "env": env})),
+                Err(ToolError::Sandbox(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn secrets_do_not_survive_redaction_of_artifacts() {
+        let ws = temp_ws();
+        let var = format!("ACODE_TEST_{}_TOKEN", std::process::id());
+        let env_secret = format!("env-secret-{}", uuid::Uuid::new_v4().simple());
+        // SAFETY: unique name, see environment_is_cleared_to_the_allowlist.
+        unsafe { std::env::set_var(&var, &env_secret) };
+        // The policy passes it through deliberately; the redactor must still catch it.
+        let p = Policy::parse(&format!(
+            r#"{{"allow_commands":["env"],"env_passthrough":["{var}"]}}"#
+        ))
+        .unwrap();
+        let arg_secret = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+        let red = Redactor::from_env();
+        for args in [
+            json!({"argv": ["echo", arg_secret, &env_secret]}),
+            json!({"command": "env"}),
+            json!({"argv": ["python3", "-c", "__import__('sys').stderr.write('password=hunter22')"]}),
+        ] {
+            let out = run(&ws, &p, args.clone()).unwrap();
+            let raw: String = out.artifacts.iter().map(|a| a.content.clone()).collect();
+            assert!(
+                raw.contains(arg_secret) || raw.contains(&env_secret) || raw.contains("hunter22"),
+                "the test must actually print a secret: {raw}"
+            );
+            let summary = red.redact_string(RunCommand.summary(&args));
+            let content = red.redact_string(out.content.clone());
+            let args_json = red.redact_value(&args).to_string();
+            for a in &out.artifacts {
+                let redacted = red.redact(&a.content);
+                for text in [&*redacted, &summary, &content, &args_json] {
+                    assert!(!text.contains(arg_secret), "{text}");
+                    assert!(!text.contains(&env_secret), "{text}");
+                    assert!(!text.contains("hunter22"), "{text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn runs_inside_bwrap_when_the_run_has_it() {
+        let Some(bwrap) = bwrap_for_tests() else {
+            return;
+        };
+        let ws = temp_ws();
+        let p = Policy::default();
+        let cancel = AtomicBool::new(false);
+        let c = ctx(&ws, &p, Some(&bwrap), &cancel);
+        let out = RunCommand
+            .run(
+                &json!({"command": "python3 -c \"open('inside.txt', 'w').write('ok')\""}),
+                &c,
+            )
+            .unwrap();
+        assert!(out.success, "{out:?}");
+        assert!(ws.root().join("inside.txt").exists());
+        let outside = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&outside).unwrap();
+        let code = format!(
+            "open({:?}, 'w').write('x')",
+            outside.join("f").to_str().unwrap()
+        );
+        let out = RunCommand
+            .run(&json!({"argv": ["python3", "-c", code]}), &c)
+            .unwrap();
+        assert!(!out.success);
+        assert!(!outside.join("f").exists());
+        let _ = std::fs::remove_dir_all(&outside);
+        // A program missing inside the sandbox is reported as such.
+        let p2 = Policy::parse(r#"{"allow_commands":["acode-no-such-program"]}"#).unwrap();
+        let c2 = ctx(&ws, &p2, Some(&bwrap), &cancel);
+        let out = RunCommand
+            .run(&json!({"command": "acode-no-such-program"}), &c2)
+            .unwrap();
+        assert!(
+            out.error
+                .as_deref()
+                .unwrap_or("")
+                .contains("program not found"),
+            "{out:?}"
+        );
+    }
+}
