@@ -325,8 +325,11 @@ fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     let sandbox_mode = args.sandbox.unwrap_or(policy.sandbox);
     let bwrap = crate::sandbox::bwrap::resolve(sandbox_mode).map_err(|why| {
         CliError::new(
-            exit::SANDBOX,
-            format!("--sandbox {sandbox_mode:?}: {why}").to_lowercase(),
+            exit::USAGE,
+            format!(
+                "the OS sandbox was requested (--sandbox {}) but cannot be used: {why}",
+                format!("{sandbox_mode:?}").to_lowercase()
+            ),
         )
     })?;
 

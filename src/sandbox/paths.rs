@@ -165,6 +165,15 @@ impl Workspace {
 
     /// Refuses `candidate` if it lies in a protected area (or is a database's WAL/journal file).
     fn check_protected(&self, given: &str, candidate: &Path) -> Result<(), SandboxViolation> {
+        // Any git directory, not only the top-level one: a plan must not plant hooks or config in a
+        // nested repository either.
+        let rel = candidate.strip_prefix(&self.root).unwrap_or(candidate);
+        if rel.components().any(|c| c.as_os_str() == ".git") {
+            return Err(SandboxViolation::new(
+                given,
+                "git directories (.git) are protected from writes",
+            ));
+        }
         if let Some(p) = self.protected.iter().find(|p| candidate.starts_with(p)) {
             return Err(SandboxViolation::new(
                 given,
@@ -315,6 +324,11 @@ mod tests {
         ws.protect(&dir.join(".acode/executions.db"));
         assert!(ws.resolve(".git/config").is_ok());
         assert!(ws.resolve_for_write(".git/config").is_err());
+        assert!(
+            ws.resolve_for_write("vendor/lib/.git/hooks/pre-commit")
+                .is_err()
+        );
+        assert!(ws.resolve_for_write("notgit/.gitignore").is_ok());
         assert!(ws.resolve_for_write(".acode/executions.db").is_err());
         assert!(ws.resolve_for_write(".acode/executions.db-wal").is_err());
         assert!(ws.resolve_for_write(".").is_err());
