@@ -173,7 +173,7 @@ fn trim_partial_char(bytes: &[u8]) -> &[u8] {
 }
 
 fn finish(buf: &Arc<Mutex<Capture>>) -> Captured {
-    let (kept, total) = match buf.lock() {
+    let (mut kept, total) = match buf.lock() {
         Ok(mut c) => (std::mem::take(&mut c.kept), c.total),
         Err(poisoned) => {
             let mut c = poisoned.into_inner();
@@ -181,13 +181,17 @@ fn finish(buf: &Arc<Mutex<Capture>>) -> Captured {
         }
     };
     let truncated = total > kept.len() as u64;
-    let bytes = if truncated {
-        trim_partial_char(&kept)
-    } else {
-        &kept[..]
+    if truncated {
+        let len = trim_partial_char(&kept).len();
+        kept.truncate(len);
+    }
+    // Valid UTF-8 (the common case) becomes the String without copying the buffer.
+    let text = match String::from_utf8(kept) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     };
     Captured {
-        text: String::from_utf8_lossy(bytes).into_owned(),
+        text,
         total_bytes: total,
         truncated,
     }

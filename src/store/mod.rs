@@ -242,11 +242,11 @@ impl Store {
         self.path.as_deref()
     }
 
-    fn scrub(&self, s: &str) -> String {
-        self.redactor.redact(s).into_owned()
+    fn scrub<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
+        self.redactor.redact(s)
     }
 
-    fn scrub_opt(&self, s: Option<&str>) -> Option<String> {
+    fn scrub_opt<'a>(&self, s: Option<&'a str>) -> Option<std::borrow::Cow<'a, str>> {
         s.map(|s| self.scrub(s))
     }
 
@@ -336,7 +336,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let args = self.scrub(&e.arguments_json);
         let message = self.scrub_opt(e.error_message.as_deref());
-        let contents: Vec<String> = artifacts.iter().map(|a| self.scrub(&a.content)).collect();
+        let contents: Vec<std::borrow::Cow<str>> =
+            artifacts.iter().map(|a| self.scrub(&a.content)).collect();
         let tx = self.immediate()?;
         tx.prepare_cached(
             "INSERT INTO executions (execution_id, run_id, step_id, tool_name, arguments_json, started_at,

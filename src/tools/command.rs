@@ -169,11 +169,12 @@ pub(crate) fn tail(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
-/// The artifact for one captured stream.
-pub(crate) fn stream_artifact(kind: &str, c: &Captured) -> Artifact {
+/// The artifact for one captured stream; takes the text out of `c` so up to `output_bytes` of
+/// output is never held twice.
+pub(crate) fn stream_artifact(kind: &str, c: &mut Captured) -> Artifact {
     Artifact {
         artifact_type: kind.to_string(),
-        content: c.text.clone(),
+        content: std::mem::take(&mut c.text),
         bytes: c.total_bytes,
         truncated: c.truncated,
     }
@@ -198,7 +199,7 @@ fn stream_section(name: &str, c: &Captured) -> String {
 }
 
 /// Turns a finished child into the tool's output.
-fn to_output(program: &str, limit: Duration, out: &CommandOutput, bwrap: bool) -> ToolOutput {
+fn to_output(program: &str, limit: Duration, out: &mut CommandOutput, bwrap: bool) -> ToolOutput {
     let not_found_in_sandbox = bwrap
         && out.exit_code == Some(1)
         && out.stderr.text.starts_with("bwrap: execvp")
@@ -246,8 +247,8 @@ fn to_output(program: &str, limit: Duration, out: &CommandOutput, bwrap: bool) -
     content.push_str(&stream_section("stderr", &out.stderr));
     result.content = content;
     result
-        .with_artifact(stream_artifact("stdout", &out.stdout))
-        .with_artifact(stream_artifact("stderr", &out.stderr))
+        .with_artifact(stream_artifact("stdout", &mut out.stdout))
+        .with_artifact(stream_artifact("stderr", &mut out.stderr))
 }
 
 impl Tool for RunCommand {
@@ -334,7 +335,7 @@ impl Tool for RunCommand {
         spec.output_cap = ctx.policy.limits.output_bytes;
         spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
         match process::run(&spec, ctx.cancel, ctx.heartbeat) {
-            Ok(out) => Ok(to_output(&program, limit, &out, ctx.bwrap.is_some())),
+            Ok(mut out) => Ok(to_output(&program, limit, &mut out, ctx.bwrap.is_some())),
             Err(e) => {
                 let what = match (ctx.bwrap, e.kind()) {
                     (Some(b), _) => format!("cannot start the sandbox ({}): {e}", b.display()),

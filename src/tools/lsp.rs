@@ -251,7 +251,7 @@ impl Tool for LspCheck {
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
         spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
-        let out = match process::run(&spec, ctx.cancel, ctx.heartbeat) {
+        let mut out = match process::run(&spec, ctx.cancel, ctx.heartbeat) {
             Ok(out) => out,
             Err(e) => {
                 return Ok(ToolOutput::failed(
@@ -327,7 +327,7 @@ impl Tool for LspCheck {
                 truncated: out.stdout.truncated,
                 ..Artifact::new("diagnostics", json)
             })
-            .with_artifact(stream_artifact("stderr", &out.stderr)))
+            .with_artifact(stream_artifact("stderr", &mut out.stderr)))
     }
 }
 

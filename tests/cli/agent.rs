@@ -442,3 +442,131 @@ fn agent_cannot_list_unknown_tools_or_itself() {
         stderr(&out)
     );
 }
+
+#[test]
+fn verify_failing_once_then_passing_reruns_the_agent_with_feedback() {
+    let t = TestDir::new();
+    t.file("src/lib.rs", LIB);
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("All done."),
+        ScriptedResponse::chat_tool_calls(&[(
+            "file_edit",
+            json!({"path": "src/lib.rs", "old": "a - b", "new": "a + b"}),
+        )]),
+        ScriptedResponse::chat_text("Fixed for real."),
+    ]);
+    let plan = t.plan(
+        "v.json",
+        &json!({"plan_id": "verify", "steps": [
+        {"step_id": "fix", "tool": "agent",
+         "arguments": {"instruction": "Make add() add.", "tools": ["file_edit"]},
+         "verify": {"command": "grep -q \"a + b\" src/lib.rs", "max_cycles": 2}}]}),
+    );
+    let out = run_agent(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let retry_prompt = requests[1].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        retry_prompt.contains("did not pass verification"),
+        "{retry_prompt}"
+    );
+    let db = t.db();
+    assert_eq!(
+        q::<String>(
+            &db,
+            "SELECT group_concat(success) FROM (SELECT success FROM executions WHERE tool_name='run_command' ORDER BY started_at, rowid)"
+        ),
+        "0,1"
+    );
+}
+
+#[test]
+fn verify_still_failing_after_the_last_cycle_fails_the_step() {
+    let t = TestDir::new();
+    t.file("src/lib.rs", LIB);
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("done"),
+        ScriptedResponse::chat_text("done again"),
+    ]);
+    let plan = t.plan(
+        "v.json",
+        &json!({"plan_id": "verify", "steps": [
+        {"step_id": "fix", "tool": "agent",
+         "arguments": {"instruction": "Make add() add.", "tools": ["file_edit"]},
+         "verify": {"command": "grep -q \"a + b\" src/lib.rs", "max_cycles": 2}}]}),
+    );
+    let out = run_agent(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert_eq!(
+        q::<String>(&t.db(), "SELECT error_code FROM steps"),
+        "verification_failed"
+    );
+}
+
+/// Copies fixtures/agent-demo into the test workspace.
+fn agent_demo_workspace(t: &TestDir) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agent-demo");
+    t.file(
+        "Cargo.toml",
+        &std::fs::read_to_string(src.join("Cargo.toml")).unwrap(),
+    );
+    t.file(
+        "src/lib.rs",
+        &std::fs::read_to_string(src.join("src/lib.rs")).unwrap(),
+    );
+}
+
+#[test]
+fn the_shipped_agent_demo_plan_runs_against_the_scripted_model() {
+    let t = TestDir::new();
+    agent_demo_workspace(&t);
+    let server = ScriptedServer::start(fixture("read_then_edit.json"));
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/agent-demo.json");
+    // The committed approval must still match the committed plan.
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &server.url(),
+        "--model",
+        "test-model",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.read("src/lib.rs").contains("a + b"));
+}
+
+/// Opt-in: the same plan against a real model server, when `ACODE_E2E_LLM_URL` is set (and
+/// `ACODE_E2E_MODEL` or `ACODE_MODEL` names the model).
+#[test]
+fn e2e_agent_demo_against_a_real_model_server() {
+    let Ok(url) = std::env::var("ACODE_E2E_LLM_URL") else {
+        eprintln!(
+            "skipped: set ACODE_E2E_LLM_URL (and ACODE_E2E_MODEL) to run against a real server"
+        );
+        return;
+    };
+    let model = std::env::var("ACODE_E2E_MODEL")
+        .or_else(|_| std::env::var("ACODE_MODEL"))
+        .expect("ACODE_E2E_MODEL or ACODE_MODEL must name the model");
+    let t = TestDir::new();
+    agent_demo_workspace(&t);
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/agent-demo.json");
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        &model,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        t.read("src/lib.rs").contains("a + b"),
+        "{}",
+        t.read("src/lib.rs")
+    );
+}

@@ -4,6 +4,7 @@ mod harness;
 
 mod agent;
 mod auth;
+mod commands;
 mod escape;
 mod library;
 mod run;

@@ -1,0 +1,339 @@
+//! Commands through the real binary: injection, timeouts, memory, environment, secrets and the
+//! bubblewrap sandbox (SPEC §5, §6).
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+fn command_plan(t: &TestDir, name: &str, args: serde_json::Value) -> std::path::PathBuf {
+    t.plan(
+        name,
+        &json!({"plan_id": "cmd", "steps": [
+        {"step_id": "c", "tool": "run_command", "arguments": args}]}),
+    )
+}
+
+#[test]
+fn injection_attempts_are_refused_before_anything_runs() {
+    let t = TestDir::new();
+    let marker = t.ws.join("pwned");
+    let m = marker.display().to_string();
+    let payloads = [
+        format!("echo hi; python3 -c 'open(\"{m}\",\"w\")'"),
+        format!("echo hi && python3 -c 'open(\"{m}\",\"w\")'"),
+        "echo hi | cat".to_string(),
+        "echo `id`".to_string(),
+        "echo $(id)".to_string(),
+        format!("echo hi > {m}"),
+        "cat < /etc/passwd".to_string(),
+        format!("echo hi\npython3 -c 'open(\"{m}\",\"w\")'"),
+        format!("rm -rf {m}"),
+        "/bin/sh -c id".to_string(),
+        "bash -c id".to_string(),
+        "git -c core.pager=id log".to_string(),
+        "git -c core.sshCommand=id fetch".to_string(),
+        "echo 'unbalanced".to_string(),
+    ];
+    for (i, cmd) in payloads.iter().enumerate() {
+        let plan = command_plan(&t, &format!("i{i}.json"), json!({"command": cmd}));
+        let out = t.run(&[
+            "run",
+            "--approve",
+            "--confirm",
+            "auto-approve",
+            plan.to_str().unwrap(),
+        ]);
+        let c = code(&out);
+        assert!(c == 32 || c == 2, "{cmd:?} gave {c}: {}", stderr(&out));
+        assert!(!marker.exists(), "{cmd:?} was executed");
+    }
+    // argv form is checked the same way.
+    let plan = command_plan(
+        &t,
+        "argv.json",
+        json!({"argv": ["python3", "-c", format!("open('{m}','w')"), ";"]}),
+    );
+    let out = t.run(&[
+        "run",
+        "--approve",
+        "--confirm",
+        "auto-approve",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    assert!(!marker.exists());
+    assert!(
+        !t.ws.join(".acode/executions.db").exists(),
+        "refused plans never start a run"
+    );
+}
+
+#[test]
+fn a_timed_out_command_exits_34_and_its_process_group_dies() {
+    let t = TestDir::new();
+    let pidfile = t.ws.join("grandchild.pid");
+    t.file(
+        "spawn.py",
+        "import subprocess, time\n\
+         p = subprocess.Popen(['python3', '-c', 'import time\\ntime.sleep(60)'])\n\
+         open('grandchild.pid', 'w').write(str(p.pid))\n\
+         time.sleep(60)\n",
+    );
+    let plan = t.plan("t.json", &json!({"plan_id": "timeout", "steps": [
+        {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 spawn.py"}, "timeout_s": 2}]}));
+    let started = std::time::Instant::now();
+    let out = t.approve_and_run(&plan, &["--sandbox", "none"]);
+    assert_eq!(code(&out), 34, "{}", stderr(&out));
+    assert!(started.elapsed().as_secs() < 20, "killed promptly");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Gone, or a zombie waiting for init to reap it; give the reaper a moment.
+    let state = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(") ").next().and_then(|r| r.chars().next()))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while matches!(state(pid), Some(c) if c != 'Z') && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let st = state(pid);
+    assert!(
+        matches!(st, None | Some('Z')),
+        "grandchild {pid} survived the timeout: state {st:?}"
+    );
+    assert_eq!(
+        q::<String>(&t.db(), "SELECT error_code FROM steps"),
+        "timeout"
+    );
+}
+
+/// Runs the binary and returns (exit code, peak RSS in KiB) from wait4.
+fn run_measured(t: &TestDir, args: &[&str]) -> (i32, i64) {
+    let mut child = t
+        .cmd()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "{err}");
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    (code, usage.ru_maxrss)
+}
+
+#[test]
+fn a_gigabyte_of_output_runs_in_constant_memory() {
+    let t = TestDir::new();
+    let plan = command_plan(
+        &t,
+        "big.json",
+        json!({"command": "head -c 1073741824 /dev/zero"}),
+    );
+    t.approve(&plan);
+    let (code, rss_kib) = run_measured(&t, &[plan.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(rss_kib < 50 * 1024, "peak RSS {rss_kib} KiB");
+    let db = t.db();
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT bytes FROM artifacts WHERE artifact_type='stdout'"
+        ),
+        1 << 30
+    );
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT truncated FROM artifacts WHERE artifact_type='stdout'"
+        ),
+        1
+    );
+}
+
+#[test]
+fn the_child_sees_only_allowlisted_environment() {
+    let t = TestDir::new();
+    // `cat` reads its own environment: no interpreter or shim adds variables of its own.
+    let plan = command_plan(&t, "env.json", json!({"command": "cat /proc/self/environ"}));
+    t.approve(&plan);
+    // Without bwrap, which adds PWD itself, so the test sees exactly what acode-run passes.
+    let out = t
+        .cmd()
+        .arg(plan.to_str().unwrap())
+        .args(["--json", "--sandbox", "none"])
+        .env("ACODE_TEST_LEAK", "should-not-pass")
+        .env("LANG", "C.UTF-8")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let id: String = q(&t.db(), "SELECT execution_id FROM executions");
+    let seen = stdout(&t.run(&["artifact", &id, "stdout"]));
+    let names: Vec<String> = seen
+        .split('\0')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| kv.split('=').next().unwrap().to_string())
+        .collect();
+    assert!(!names.contains(&"ACODE_TEST_LEAK".to_string()), "{names:?}");
+    assert!(names.contains(&"LANG".to_string()), "{names:?}");
+    for name in &names {
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "LC_ALL",
+                "TERM",
+                "TMPDIR",
+                "CARGO_HOME",
+                "RUSTUP_HOME"
+            ]
+            .contains(&name.as_str()),
+            "unexpected {name}"
+        );
+    }
+}
+
+#[test]
+fn secrets_never_reach_the_database_stderr_or_events() {
+    let t = TestDir::new();
+    let env_secret = "sup3r-s3cret-value-from-env-9f8e7d";
+    let aws = "AKIAIOSFODNN7EXAMPLE";
+    let gh = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    t.file(
+        "acode-policy.json",
+        r#"{"env_passthrough": ["MY_SERVICE_TOKEN"]}"#,
+    );
+    t.file(
+        "leak.py",
+        "import os, sys\nprint(os.environ['MY_SERVICE_TOKEN'])\nprint(os.environ['MY_SERVICE_TOKEN'], file=sys.stderr)\n",
+    );
+    t.file(
+        "fail.py",
+        &format!("import sys\nsys.exit('failing with {gh}')\n"),
+    );
+    let plan = t.plan("s.json", &json!({"plan_id": "secrets", "steps": [
+        {"step_id": "print-env", "tool": "run_command", "arguments": {"command": "python3 leak.py"}},
+        {"step_id": "arg", "tool": "run_command", "arguments": {"argv": ["echo", aws, gh]}},
+        {"step_id": "fail", "tool": "run_command", "arguments": {"command": "python3 fail.py"}}]}));
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--jsonl"])
+        .env("MY_SERVICE_TOKEN", env_secret)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    let mut raw = std::fs::read(t.ws.join(".acode/executions.db")).unwrap();
+    if let Ok(wal) = std::fs::read(t.ws.join(".acode/executions.db-wal")) {
+        raw.extend(wal);
+    }
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    for secret in [env_secret, aws, gh] {
+        assert!(!raw.contains(secret), "{secret} in the database");
+        assert!(!stderr(&out).contains(secret), "{secret} on stderr");
+        assert!(!stdout(&out).contains(secret), "{secret} in events");
+    }
+    assert!(
+        raw.contains("[REDACTED]"),
+        "the redacted output is still recorded"
+    );
+    // The commands did run with the real values.
+    assert_eq!(
+        q::<i64>(&t.db(), "SELECT count(*) FROM executions WHERE success=1"),
+        2
+    );
+}
+
+#[test]
+fn policy_allowlist_additions_need_confirmation() {
+    let t = TestDir::new();
+    t.file("acode-policy.json", r#"{"allow_commands": ["env"]}"#);
+    let plan = command_plan(&t, "p.json", json!({"command": "env"}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 33, "not auto-approved: {}", stderr(&out));
+    let out = t.run(&[plan.to_str().unwrap(), "--confirm", "auto-approve"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Without the policy the command is not allowed at all.
+    std::fs::remove_file(t.ws.join("acode-policy.json")).unwrap();
+    assert_eq!(code(&t.run(&["validate", plan.to_str().unwrap()])), 32);
+}
+
+fn bwrap_usable() -> bool {
+    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "bwrap must work in CI: {why}"
+            );
+            eprintln!("skipped: bwrap unavailable: {why}");
+            false
+        }
+    }
+}
+
+#[test]
+fn under_bwrap_writes_outside_fail_and_inside_succeed() {
+    if !bwrap_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    let outside = t.outside.join("escaped.txt").display().to_string();
+    let plan = t.plan("b.json", &json!({"plan_id": "bwrap", "steps": [
+        {"step_id": "inside", "tool": "run_command", "arguments": {"argv": ["python3", "-c", "open('inside.txt','w').write('ok')"]}},
+        {"step_id": "outside", "tool": "run_command", "arguments": {"argv": ["python3", "-c", format!("open('{outside}','w').write('x')")]}}]}));
+    let out = t.approve_and_run(&plan, &["--sandbox", "bwrap"]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert_eq!(t.read("inside.txt"), "ok");
+    t.assert_outside_untouched();
+    let db = t.db();
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='inside'"),
+        "completed"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='outside'"),
+        "failed"
+    );
+}
+
+#[test]
+fn under_bwrap_the_network_is_unreachable() {
+    if !bwrap_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    t.file(
+        "connect.py",
+        &format!("import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"),
+    );
+    let plan = command_plan(&t, "n.json", json!({"command": "python3 connect.py"}));
+    let out = t.approve_and_run(&plan, &["--sandbox", "bwrap"]);
+    assert_eq!(code(&out), 30, "the connection must fail: {}", stderr(&out));
+    // The same command without the sandbox connects, so the failure above is the sandbox's doing.
+    let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "none"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
