@@ -116,6 +116,8 @@ fn a_timed_out_command_exits_34_and_its_process_group_dies() {
 }
 
 /// Runs the binary and returns (exit code, peak RSS in KiB) from wait4.
+// The child is reaped by wait4 (to read its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn run_measured(t: &TestDir, args: &[&str]) -> (i32, i64) {
     let mut child = t
         .cmd()
