@@ -339,3 +339,71 @@ fn under_bwrap_the_network_is_unreachable() {
     let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "none"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+#[test]
+fn sigint_kills_the_child_and_marks_the_run_interrupted() {
+    let t = TestDir::new();
+    t.file(
+        "sleep.py",
+        "import time\nopen('started', 'w').write('1')\ntime.sleep(60)\n",
+    );
+    let plan = t.plan("i.json", &json!({"plan_id": "interrupt", "steps": [
+        {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 sleep.py"}},
+        {"step_id": "after", "tool": "file_write", "arguments": {"path": "after.txt", "contents": "x"}, "depends_on": []}]}));
+    t.approve(&plan);
+    let mut child = t
+        .cmd()
+        .arg(plan.to_str().unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !t.ws.join("started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let started = std::time::Instant::now();
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(started.elapsed().as_secs() < 10, "stopped promptly");
+    assert!(!t.ws.join("after.txt").exists());
+    let db = t.db();
+    assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "interrupted");
+    assert_eq!(q::<i64>(&db, "SELECT exit_code FROM runs"), 130);
+    assert_eq!(
+        q::<String>(&db, "SELECT error_code FROM steps WHERE step_id='slow'"),
+        "interrupted"
+    );
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='after'"),
+        "skipped"
+    );
+}
+
+#[test]
+fn requested_bwrap_that_cannot_run_fails_closed_before_any_step() {
+    let t = TestDir::new();
+    let plan = command_plan(&t, "b.json", json!({"command": "echo hi"}));
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--sandbox", "bwrap"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bubblewrap") || stderr(&out).contains("bwrap"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !t.ws.join(".acode/executions.db").exists(),
+        "no step may run"
+    );
+}
