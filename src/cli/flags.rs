@@ -15,6 +15,8 @@ use crate::sandbox::SandboxMode;
 pub enum Command {
     /// Run an approved plan.
     Run,
+    /// Continue an interrupted run.
+    Resume,
     /// Validate a plan without running it.
     Validate,
     /// Approve a plan.
@@ -52,6 +54,12 @@ pub const COMMANDS: &[CommandDef] = &[
         name: "run",
         positionals: &["PLAN"],
         about: "Run an approved plan (the default: `acode-run PLAN` is `acode-run run PLAN`)",
+    },
+    CommandDef {
+        command: Command::Resume,
+        name: "resume",
+        positionals: &["RUN_ID"],
+        about: "Continue an interrupted run of the same, unchanged plan (completed steps are kept)",
     },
     CommandDef {
         command: Command::Validate,
@@ -131,6 +139,10 @@ pub struct Args {
     pub confirm: Option<ConfirmMode>,
     /// `--approve`.
     pub approve: bool,
+    /// `--resume`.
+    pub resume: bool,
+    /// `--rerun-interrupted`.
+    pub rerun_interrupted: bool,
     /// `--by`.
     pub by: Option<String>,
     /// `--jsonl`.
@@ -167,6 +179,8 @@ impl Default for Args {
             db: None,
             confirm: None,
             approve: false,
+            resume: false,
+            rerun_interrupted: false,
             by: None,
             jsonl: false,
             json: false,
@@ -199,8 +213,9 @@ pub struct Flag {
 
 use Command::*;
 
-const PLAN_CMDS: &[Command] = &[Run, Validate, Approve];
-const DB_CMDS: &[Command] = &[Run, Runs, Show, Artifact];
+const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Approve];
+const DB_CMDS: &[Command] = &[Run, Resume, Runs, Show, Artifact];
+const EXEC_CMDS: &[Command] = &[Run, Resume];
 
 fn val(v: Option<String>) -> Result<String, String> {
     v.ok_or_else(|| "a value is required".to_string())
@@ -212,7 +227,7 @@ pub const FLAGS: &[Flag] = &[
         name: "workspace",
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
-        commands: &[Run, Validate, Approve, Runs, Show, Artifact],
+        commands: &[Run, Resume, Validate, Approve, Runs, Show, Artifact],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -249,7 +264,7 @@ pub const FLAGS: &[Flag] = &[
         name: "confirm",
         value: Some("MODE"),
         doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny]",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, v| {
             a.confirm = Some(match val(v)?.as_str() {
                 "prompt" => ConfirmMode::Prompt,
@@ -271,6 +286,26 @@ pub const FLAGS: &[Flag] = &[
         commands: &[Run],
         update: |a, _| {
             a.approve = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "resume",
+        value: None,
+        doc: "Continue the newest interrupted run of this plan instead of starting a new one",
+        commands: &[Run],
+        update: |a, _| {
+            a.resume = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "rerun-interrupted",
+        value: None,
+        doc: "When resuming, also re-run a step that was cut off mid-way although its tool is not idempotent",
+        commands: &[Run, Resume],
+        update: |a, _| {
+            a.rerun_interrupted = true;
             Ok(())
         },
     },
@@ -298,7 +333,7 @@ pub const FLAGS: &[Flag] = &[
         name: "sandbox",
         value: Some("MODE"),
         doc: "OS sandbox for commands: none, bwrap or auto [default: the policy's, else auto]",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, v| {
             a.sandbox = Some(val(v)?.parse()?);
             Ok(())
@@ -308,7 +343,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-url",
         value: Some("URL"),
         doc: "OpenAI-compatible base URL for agent steps [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1]",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, v| {
             a.llm_url = Some(val(v)?);
             Ok(())
@@ -318,7 +353,7 @@ pub const FLAGS: &[Flag] = &[
         name: "model",
         value: Some("NAME"),
         doc: "Model for agent steps that name none [default: $ACODE_MODEL]",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, v| {
             a.model = Some(val(v)?);
             Ok(())
@@ -328,7 +363,7 @@ pub const FLAGS: &[Flag] = &[
         name: "tool-protocol",
         value: Some("P"),
         doc: "native (the server's tool calling) or react (JSON in text, for models without it) [default: native]",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, v| {
             a.tool_protocol = Some(val(v)?.parse()?);
             Ok(())
@@ -338,7 +373,7 @@ pub const FLAGS: &[Flag] = &[
         name: "token-budget",
         value: Some("N"),
         doc: "Most LLM tokens (prompt + completion) the run may use; an agent step past it fails",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, v| {
             let v = val(v)?;
             a.token_budget = Some(
@@ -352,7 +387,7 @@ pub const FLAGS: &[Flag] = &[
         name: "jsonl",
         value: None,
         doc: "Write one JSON event per line to stdout (nothing else goes to stdout)",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, _| {
             a.jsonl = true;
             Ok(())
@@ -362,7 +397,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Validate, Runs, Show],
+        commands: &[Run, Resume, Validate, Runs, Show],
         update: |a, _| {
             a.json = true;
             Ok(())
@@ -372,7 +407,7 @@ pub const FLAGS: &[Flag] = &[
         name: "quiet",
         value: None,
         doc: "No progress lines on stderr (errors are still shown)",
-        commands: &[Run],
+        commands: EXEC_CMDS,
         update: |a, _| {
             a.quiet = true;
             Ok(())

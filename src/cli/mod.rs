@@ -82,6 +82,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
 fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     match args.command {
         Command::Run => cmd_run(args, redactor),
+        Command::Resume => cmd_resume(args, redactor),
         Command::Validate => cmd_validate(args),
         Command::Approve => cmd_decide(args, AuthStatus::Approved),
         Command::Reject => cmd_decide(args, AuthStatus::Rejected),
@@ -154,20 +155,20 @@ fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
 }
 
-/// Loads and validates the plan named on the command line.
+/// Loads and validates the plan at `path` with the command line's `--var` values.
 fn load_plan(
     args: &Args,
+    path: &Path,
     ws: &Workspace,
     policy: &Policy,
     registry: &ToolRegistry,
 ) -> Result<Plan, CliError> {
-    let path = PathBuf::from(&args.positionals[0]);
     let ctx = ValidationContext {
         registry,
         workspace: ws,
         policy,
     };
-    plan::load(&path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
+    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
 }
 
 fn cmd_validate(args: &Args) -> Result<i32, CliError> {
@@ -230,17 +231,17 @@ fn decider(args: &Args) -> String {
 
 fn record_decision(
     args: &Args,
+    path: &Path,
     plan: &Plan,
     status: AuthStatus,
 ) -> Result<PlanAuthorization, CliError> {
-    let path = PathBuf::from(&args.positionals[0]);
     let auth = PlanAuthorization::decide(plan, status, &decider(args));
-    let written = plan::auth::store(&path, &auth).map_err(|e| {
+    let written = plan::auth::store(path, &auth).map_err(|e| {
         CliError::new(
             exit::INTERNAL,
             format!(
                 "cannot write {}: {e}",
-                plan::auth::approval_path(&path).display()
+                plan::auth::approval_path(path).display()
             ),
         )
     })?;
@@ -260,17 +261,17 @@ fn record_decision(
 }
 
 fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
+    let path = PathBuf::from(&args.positionals[0]);
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved.
         let (ws, _) = sandboxed_workspace(args)?;
         let policy = load_policy(args, &ws)?;
-        load_plan(args, &ws, &policy, &ToolRegistry::builtin())?
+        load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
-        let path = PathBuf::from(&args.positionals[0]);
         plan::read(&path, &Default::default())
             .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
     };
-    record_decision(args, &plan, status)?;
+    record_decision(args, &path, &plan, status)?;
     Ok(exit::OK)
 }
 
@@ -298,17 +299,59 @@ fn install_signal_handlers(cancel: Arc<AtomicBool>) {
     });
 }
 
+/// Which run `execute_plan` starts or continues.
+enum Target {
+    /// A new run.
+    New,
+    /// Continue this run id, or the newest unfinished run of the plan when `None`.
+    Resume(Option<String>),
+}
+
 fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let target = if args.resume {
+        Target::Resume(None)
+    } else {
+        Target::New
+    };
+    execute_plan(args, redactor, &PathBuf::from(&args.positionals[0]), target)
+}
+
+fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let run = query_store(args)?
+        .run(&args.positionals[0])
+        .map_err(not_found)?;
+    let plan_path = run.plan_path.ok_or_else(|| {
+        CliError::new(
+            exit::USAGE,
+            format!(
+                "run {} has no plan file recorded; use `acode-run run PLAN --resume`",
+                run.run_id
+            ),
+        )
+    })?;
+    execute_plan(
+        args,
+        redactor,
+        Path::new(&plan_path),
+        Target::Resume(Some(run.run_id)),
+    )
+}
+
+fn execute_plan(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    plan_path: &Path,
+    target: Target,
+) -> Result<i32, CliError> {
     let (ws, db) = sandboxed_workspace(args)?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
-    let plan = load_plan(args, &ws, &policy, &registry)?;
-    let plan_path = PathBuf::from(&args.positionals[0]);
+    let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
 
     let authorization = if args.approve {
-        record_decision(args, &plan, AuthStatus::Approved)?
+        record_decision(args, plan_path, &plan, AuthStatus::Approved)?
     } else {
-        plan::auth::load(&plan_path, &plan)
+        plan::auth::load(plan_path, &plan)
             .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
     };
     let approved = ApprovedPlan::new(plan, authorization).map_err(|e| {
@@ -373,13 +416,39 @@ fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
         .with_bwrap(bwrap)
+        .with_redactor(redactor.clone())
         .with_agent_settings(agent);
     if let Some(llm) = llm {
         executor = executor.with_llm(llm);
     }
-    let result = executor
-        .execute(&approved)
-        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let result = match target {
+        Target::New => executor.execute(&approved),
+        Target::Resume(id) => {
+            let id = match id {
+                Some(id) => id,
+                None => executor
+                    .store()
+                    .find_resumable(
+                        &approved.plan().sha256,
+                        &executor.workspace().root().display().to_string(),
+                    )
+                    .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?
+                    .ok_or_else(|| {
+                        CliError::new(
+                            exit::USAGE,
+                            format!(
+                                "no interrupted run of {} (sha256 {}) to resume in {}",
+                                plan_path.display(),
+                                approved.plan().sha256,
+                                db.display()
+                            ),
+                        )
+                    })?,
+            };
+            executor.resume(&approved, &id, args.rerun_interrupted)
+        }
+    }
+    .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
         println!("{}", pretty(&value));

@@ -69,11 +69,22 @@ impl<W: Write + Send> HumanPrinter<W> {
             s
         };
         match &event.kind {
-            EventKind::RunStarted { plan_id, steps, .. } => Some(format!(
-                "acode-run: plan {plan_id} ({steps} step{}), run {}",
-                if *steps == 1 { "" } else { "s" },
-                event.run_id
-            )),
+            EventKind::RunStarted {
+                plan_id,
+                steps,
+                already_completed,
+                ..
+            } => Some(match already_completed {
+                None => format!(
+                    "acode-run: plan {plan_id} ({steps} step{}), run {}",
+                    if *steps == 1 { "" } else { "s" },
+                    event.run_id
+                ),
+                Some(done) => format!(
+                    "acode-run: resuming run {} of plan {plan_id}: {done} of {steps} steps already completed",
+                    event.run_id
+                ),
+            }),
             EventKind::StepStarted {
                 step_id,
                 tool,

@@ -43,9 +43,12 @@ pub enum EventKind {
         workspace: String,
         /// Number of steps in the plan.
         steps: usize,
-        /// Steps skipped because a resumed run had already completed them.
+        /// The run being resumed (the same id), for a resumed run.
         #[serde(skip_serializing_if = "Option::is_none")]
         resumed_from: Option<String>,
+        /// Steps a resumed run had already completed; they are not run again.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        already_completed: Option<usize>,
     },
     /// A step began.
     StepStarted {

@@ -35,7 +35,7 @@ use crate::plan::validate::{
 };
 use crate::plan::variables::Variables;
 use crate::plan::{ApprovedPlan, AuthError, OnFailure, Plan, Problem, Step};
-use crate::sandbox::{Policy, Workspace};
+use crate::sandbox::{Policy, Redactor, Workspace};
 use crate::store::{RunRow, StepUpdate, Store, StoreError};
 use crate::tools::ToolRegistry;
 
@@ -168,6 +168,9 @@ pub enum ExecutionError {
     /// The plan is invalid (library callers may build plans by hand).
     #[error("invalid plan:\n{}", .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     InvalidPlan(Vec<Problem>),
+    /// A run cannot be resumed (finished, another plan, still alive, ...).
+    #[error("cannot resume {0}")]
+    CannotResume(String),
     /// The database failed; the run's record may be incomplete.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -186,7 +189,7 @@ impl ExecutionError {
             {
                 exit::SANDBOX
             }
-            ExecutionError::InvalidPlan(_) => exit::USAGE,
+            ExecutionError::InvalidPlan(_) | ExecutionError::CannotResume(_) => exit::USAGE,
             ExecutionError::Store(_) => exit::INTERNAL,
         }
     }
@@ -208,6 +211,7 @@ pub struct Executor {
     backoff: retry::Backoff,
     llm: Option<Arc<dyn LlmClient>>,
     agent: AgentSettings,
+    redactor: Arc<Redactor>,
 }
 
 impl Executor {
@@ -226,6 +230,7 @@ impl Executor {
             backoff: retry::Backoff::default(),
             llm: None,
             agent: AgentSettings::default(),
+            redactor: Arc::new(Redactor::from_env()),
         }
     }
 
@@ -271,6 +276,13 @@ impl Executor {
         self
     }
 
+    /// Uses `redactor` for what the executor stores itself (the store has its own, set with
+    /// [`Store::set_redactor`]).
+    pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
     /// Uses `llm` for agent steps.
     pub fn with_llm(mut self, llm: Arc<dyn LlmClient>) -> Self {
         self.llm = Some(llm);
@@ -297,6 +309,88 @@ impl Executor {
     /// run that took place, failed steps included, and `Err` only when it could not start or be
     /// recorded.
     pub fn execute(&mut self, approved: &ApprovedPlan) -> Result<ExecutionResult, ExecutionError> {
+        self.run_plan(approved, None)
+    }
+
+    /// Continues an unfinished run of the same plan (SPEC §9): completed steps are kept, a step that
+    /// was started but not finished is re-run if its tool is idempotent (or `rerun_interrupted`),
+    /// everything else runs as usual. Refuses runs that finished, that belong to another plan,
+    /// workspace or set of variables, and runs still alive in another process.
+    pub fn resume(
+        &mut self,
+        approved: &ApprovedPlan,
+        run_id: &str,
+        rerun_interrupted: bool,
+    ) -> Result<ExecutionResult, ExecutionError> {
+        let cannot = |m: String| ExecutionError::CannotResume(format!("run {run_id}: {m}"));
+        let run = match self.store.run(run_id) {
+            Ok(r) => r,
+            Err(StoreError::NotFound(what)) => return Err(cannot(format!("{what}"))),
+            Err(e) => return Err(e.into()),
+        };
+        let plan = approved.plan();
+        if run.plan_sha256 != plan.sha256 {
+            return Err(cannot(format!(
+                "it ran plan sha256 {}, but this plan is {}; only the same plan can be resumed",
+                run.plan_sha256, plan.sha256
+            )));
+        }
+        let root = self.workspace.root().display().to_string();
+        if run.workspace != root {
+            return Err(cannot(format!(
+                "it ran in workspace {}, not {root}",
+                run.workspace
+            )));
+        }
+        match run.status.as_str() {
+            "running" | "interrupted" => {}
+            other => {
+                return Err(cannot(format!(
+                    "it is {other}; only interrupted runs can be resumed"
+                )));
+            }
+        }
+        let (pid, variables) = self.store.run_origin(&run.run_id)?;
+        if run.status == "running"
+            && let Some(pid) = pid
+            && pid != std::process::id() as i64
+            && process_is_acode_run(pid)
+        {
+            return Err(cannot(format!("it is still running in process {pid}")));
+        }
+        let current = self.redacted_variables(plan);
+        if variables.as_deref().is_some_and(|v| v != current) {
+            return Err(cannot(
+                "it used other variable values (--var); resume with the same ones".to_string(),
+            ));
+        }
+        let prior = self
+            .store
+            .steps(&run.run_id)?
+            .into_iter()
+            .map(|s| (s.step_id, s.status))
+            .collect();
+        self.run_plan(
+            approved,
+            Some(Resume {
+                run_id: run.run_id,
+                prior,
+                rerun_interrupted,
+            }),
+        )
+    }
+
+    /// The plan's variables as recorded in the database (redacted, like everything stored).
+    fn redacted_variables(&self, plan: &Plan) -> String {
+        let json = serde_json::to_string(&plan.variables).unwrap_or_default();
+        self.redactor.redact(&json).into_owned()
+    }
+
+    fn run_plan(
+        &mut self,
+        approved: &ApprovedPlan,
+        resume: Option<Resume>,
+    ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
         let plan = approved.plan();
         let vctx = crate::plan::ValidationContext {
@@ -309,31 +403,46 @@ impl Executor {
             return Err(ExecutionError::InvalidPlan(problems));
         }
         let order = dependency_order(plan).map_err(ExecutionError::InvalidPlan)?;
-        let run_id = uuid::Uuid::new_v4().to_string();
+        let run_id = match &resume {
+            Some(r) => r.run_id.clone(),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
         let started = Instant::now();
         let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
 
-        let step_rows: Vec<(&str, usize, &str)> = plan
-            .steps
-            .iter()
-            .map(|s| (s.step_id.as_str(), s.position, s.tool.as_str()))
-            .collect();
-        self.store.begin_run(
-            &RunRow {
-                run_id: run_id.clone(),
-                plan_id: plan.plan_id.clone(),
-                plan_sha256: plan.sha256.clone(),
-                plan_path: plan.source.as_ref().map(|p| p.display().to_string()),
-                workspace: self.workspace.root().display().to_string(),
-                started_at: now_ms(),
-                finished_at: None,
-                status: "running".into(),
-                exit_code: None,
-                prompt_tokens: 0,
-                completion_tokens: 0,
-            },
-            &step_rows,
-        )?;
+        if resume.is_some() {
+            self.store.reopen_run(&run_id)?;
+        } else {
+            let step_rows: Vec<(&str, usize, &str)> = plan
+                .steps
+                .iter()
+                .map(|s| (s.step_id.as_str(), s.position, s.tool.as_str()))
+                .collect();
+            let variables = self.redacted_variables(plan);
+            self.store.begin_run(
+                &RunRow {
+                    run_id: run_id.clone(),
+                    plan_id: plan.plan_id.clone(),
+                    plan_sha256: plan.sha256.clone(),
+                    plan_path: plan.source.as_ref().map(|p| p.display().to_string()),
+                    workspace: self.workspace.root().display().to_string(),
+                    started_at: now_ms(),
+                    finished_at: None,
+                    status: "running".into(),
+                    exit_code: None,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                },
+                &variables,
+                &step_rows,
+            )?;
+        }
+        let already_completed = resume.as_ref().map(|r| {
+            r.prior
+                .values()
+                .filter(|s| s.as_str() == StepStatus::Completed.as_str())
+                .count()
+        });
 
         let emitter = Emitter::new(run_id.clone(), self.progress.clone());
         emitter.emit(EventKind::RunStarted {
@@ -341,7 +450,8 @@ impl Executor {
             plan_sha256: plan.sha256.clone(),
             workspace: self.workspace.root().display().to_string(),
             steps: plan.steps.len(),
-            resumed_from: None,
+            resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
+            already_completed,
         });
         let approve_all = Mutex::new(false);
         let mut run = RunContext {
@@ -382,14 +492,37 @@ impl Executor {
                 .iter()
                 .filter_map(|d| index.get(d.as_str()))
                 .find_map(|&d| failed_root[d].clone());
-            let result = if let Some(by) = blocker {
+            let prior = resume
+                .as_ref()
+                .and_then(|r| r.prior.get(&step.step_id))
+                .map(String::as_str);
+            let result = if prior == Some(StepStatus::Completed.as_str()) {
+                StepResult {
+                    step_id: step.step_id.clone(),
+                    tool: step.tool.clone(),
+                    status: StepStatus::Completed,
+                    error_kind: None,
+                    error: None,
+                    attempts: 0,
+                    duration_ms: 0,
+                    output: None,
+                    execution_ids: Vec::new(),
+                }
+            } else if let Some(by) = blocker {
                 failed_root[i] = Some(by.clone());
                 not_run(&mut run, step, StepStatus::Blocked, Some(by))?
             } else if stopped.is_some() {
                 failed_root[i] = Some(step.step_id.clone());
                 not_run(&mut run, step, StepStatus::Skipped, None)?
             } else {
-                let (result, quit) = run_step(&mut run, plan, step, &vars, n + 1, total)?;
+                let unsafe_rerun = prior == Some("running")
+                    && !resume.as_ref().is_some_and(|r| r.rerun_interrupted)
+                    && !run.registry.get(&step.tool).is_some_and(|t| t.idempotent());
+                let (result, quit) = if unsafe_rerun {
+                    refuse_rerun(&mut run, step, n + 1, total)?
+                } else {
+                    run_step(&mut run, plan, step, &vars, n + 1, total)?
+                };
                 if result.status == StepStatus::Failed {
                     failed_root[i] = Some(step.step_id.clone());
                     let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
@@ -443,6 +576,75 @@ impl Executor {
             completion_tokens: tokens.completion_tokens,
         })
     }
+}
+
+/// What a resumed run knows about its previous attempt.
+struct Resume {
+    run_id: String,
+    /// Step id → status recorded before the interruption.
+    prior: std::collections::HashMap<String, String>,
+    rerun_interrupted: bool,
+}
+
+/// Whether `pid` is a live acode-run process (so its run must not be resumed from here).
+fn process_is_acode_run(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|comm| comm.trim() == "acode-run")
+        .unwrap_or(false)
+}
+
+/// Fails a step that was interrupted mid-way and whose tool is not safe to run twice.
+fn refuse_rerun(
+    run: &mut RunContext,
+    step: &Step,
+    index: usize,
+    total: usize,
+) -> Result<(StepResult, bool), ExecutionError> {
+    run.emitter.emit(EventKind::StepStarted {
+        step_id: step.step_id.clone(),
+        tool: step.tool.clone(),
+        index,
+        total,
+        summary: String::new(),
+    });
+    let message = format!(
+        "step {:?} was interrupted while running {}, which is not safe to run twice; check the \
+         workspace, then resume with --rerun-interrupted",
+        step.step_id, step.tool
+    );
+    let kind = ErrorKind::PreconditionFailed;
+    run.store.step_finished(
+        run.emitter.run_id(),
+        &step.step_id,
+        &StepUpdate {
+            status: StepStatus::Failed.as_str(),
+            attempts: 0,
+            started_at: None,
+            finished_at: now_ms(),
+            error_code: Some(kind.as_str()),
+            error_message: Some(&message),
+            tokens: (0, 0),
+        },
+    )?;
+    run.emitter.emit(EventKind::StepFailed {
+        step_id: step.step_id.clone(),
+        error_code: kind.as_str().to_string(),
+        error: message.clone(),
+        duration_ms: 0,
+    });
+    let result = StepResult {
+        step_id: step.step_id.clone(),
+        tool: step.tool.clone(),
+        status: StepStatus::Failed,
+        error_kind: Some(kind),
+        error: Some(message),
+        attempts: 0,
+        duration_ms: 0,
+        output: None,
+        execution_ids: Vec::new(),
+    };
+    run.emitter.progress().on_step_failed(&result);
+    Ok((result, false))
 }
 
 /// Records a step that never ran.

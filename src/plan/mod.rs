@@ -119,7 +119,8 @@ fn read_partial(
     })?;
     let (mut plan, mut problems) = parse::parse_partial(&bytes);
     if let Some(plan) = plan.as_mut() {
-        plan.source = Some(path.to_path_buf());
+        // Canonical, so a run records where its plan is whatever the caller's directory was.
+        plan.source = Some(path.canonicalize().unwrap_or_else(|_| path.to_path_buf()));
         for (k, v) in overrides {
             if plan.variables.contains_key(k) {
                 plan.variables.insert(k.clone(), v.clone());

@@ -275,9 +275,9 @@ mod tests {
         let (root, ws) = temp_ws();
         // Outside: a host directory that is writable without the sandbox (not under /tmp, which
         // is a private tmpfs inside the sandbox and would hide the write instead of failing it).
-        let outside = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
+        // /var/tmp rather than the checkout, which may itself live under /tmp.
+        let outside =
+            PathBuf::from("/var/tmp").join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&outside).unwrap();
         let target = outside.join("escaped");
         let out = run_in(Some(&bwrap), &ws, &write_code(&target));

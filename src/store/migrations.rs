@@ -67,6 +67,12 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (execution_id, artifact_type)
     );
     "#,
+    // 2: what crash recovery needs: the process running a run (to refuse resuming a live one) and the
+    // variables it started with (so a resumed run substitutes the same values).
+    r#"
+    ALTER TABLE runs ADD COLUMN runner_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN variables_json TEXT;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema. Safe to call on every open and concurrently from several

@@ -255,16 +255,20 @@ impl Store {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
     }
 
-    /// Records a new run and all its steps as `pending`, in one transaction.
+    /// Records a new run (with the variables it uses) and all its steps as `pending`, in one
+    /// transaction.
     pub fn begin_run(
         &mut self,
         run: &RunRow,
+        variables_json: &str,
         steps: &[(&str, usize, &str)],
     ) -> Result<(), StoreError> {
+        let variables_json = self.scrub(variables_json).into_owned();
         let tx = self.immediate()?;
         tx.execute(
-            "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status,
+             runner_pid, variables_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 run.run_id,
                 run.plan_id,
@@ -272,7 +276,9 @@ impl Store {
                 run.plan_path,
                 run.workspace,
                 run.started_at,
-                run.status
+                run.status,
+                std::process::id(),
+                variables_json
             ],
         )?;
         {
@@ -439,15 +445,14 @@ impl Store {
         }
     }
 
-    /// A run with its steps, executions and artifact metadata.
-    pub fn run_detail(&self, run_id: &str) -> Result<RunDetail, StoreError> {
-        let run = self.run(run_id)?;
+    /// A run's steps in plan order.
+    pub fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT step_id, position, tool, status, attempts, started_at, finished_at, error_code,
              error_message FROM steps WHERE run_id = ?1 ORDER BY position",
         )?;
         let steps = stmt
-            .query_map([&run.run_id], |r| {
+            .query_map([run_id], |r| {
                 Ok(StepRow {
                     step_id: r.get(0)?,
                     position: r.get(1)?,
@@ -461,6 +466,50 @@ impl Store {
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
+        Ok(steps)
+    }
+
+    /// The newest run of the plan with hash `plan_sha256` that did not finish (`running` after a
+    /// crash, or `interrupted`), for `run --resume`.
+    pub fn find_resumable(
+        &self,
+        plan_sha256: &str,
+        workspace: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT run_id FROM runs WHERE plan_sha256 = ?1 AND workspace = ?2
+                 AND status IN ('running', 'interrupted') ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                params![plan_sha256, workspace],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The process that last ran `run_id` and the variables it used.
+    pub fn run_origin(&self, run_id: &str) -> Result<(Option<i64>, Option<String>), StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT runner_pid, variables_json FROM runs WHERE run_id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
+
+    /// Marks an unfinished run as running again in this process (crash recovery).
+    pub fn reopen_run(&mut self, run_id: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, runner_pid = ?2
+             WHERE run_id = ?1",
+            params![run_id, std::process::id()],
+        )?;
+        Ok(())
+    }
+
+    /// A run with its steps, executions and artifact metadata.
+    pub fn run_detail(&self, run_id: &str) -> Result<RunDetail, StoreError> {
+        let run = self.run(run_id)?;
+        let steps = self.steps(&run.run_id)?;
         let mut stmt = self.conn.prepare(
             "SELECT execution_id, run_id, step_id, tool_name, arguments_json, started_at, duration_ms,
              success, exit_code, error_code, error_message, attempt, turn, parent_execution_id,

@@ -281,6 +281,15 @@ fn policy_allowlist_additions_need_confirmation() {
     assert_eq!(code(&t.run(&["validate", plan.to_str().unwrap()])), 32);
 }
 
+/// The recorded stderr of a step's (only) execution.
+fn stderr_of_step(t: &TestDir, step: &str) -> String {
+    let id: String = q(
+        &t.db(),
+        &format!("SELECT execution_id FROM executions WHERE step_id='{step}'"),
+    );
+    stdout(&t.run(&["artifact", &id, "stderr"]))
+}
+
 fn bwrap_usable() -> bool {
     match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
         Ok(_) => true,
@@ -301,14 +310,22 @@ fn under_bwrap_writes_outside_fail_and_inside_succeed() {
         return;
     }
     let t = TestDir::new();
-    let outside = t.outside.join("escaped.txt").display().to_string();
+    // Outside the workspace and not under /tmp (a private tmpfs inside the sandbox, which would hide
+    // the write instead of refusing it): /var/tmp is on the read-only root.
+    let outside_dir = std::path::PathBuf::from("/var/tmp")
+        .join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&outside_dir).unwrap();
+    let escaped = outside_dir.join("escaped.txt");
+    let outside = escaped.display().to_string();
     let plan = t.plan("b.json", &json!({"plan_id": "bwrap", "steps": [
         {"step_id": "inside", "tool": "run_command", "arguments": {"argv": ["python3", "-c", "open('inside.txt','w').write('ok')"]}},
         {"step_id": "outside", "tool": "run_command", "arguments": {"argv": ["python3", "-c", format!("open('{outside}','w').write('x')")]}}]}));
     let out = t.approve_and_run(&plan, &["--sandbox", "bwrap"]);
     assert_eq!(code(&out), 30, "{}", stderr(&out));
     assert_eq!(t.read("inside.txt"), "ok");
-    t.assert_outside_untouched();
+    assert!(!escaped.exists(), "the write escaped the sandbox");
+    assert!(stderr_of_step(&t, "outside").contains("Read-only file system"));
+    let _ = std::fs::remove_dir_all(&outside_dir);
     let db = t.db();
     assert_eq!(
         q::<String>(&db, "SELECT status FROM steps WHERE step_id='inside'"),
