@@ -325,7 +325,7 @@ impl Executor {
         let cannot = |m: String| ExecutionError::CannotResume(format!("run {run_id}: {m}"));
         let run = match self.store.run(run_id) {
             Ok(r) => r,
-            Err(StoreError::NotFound(what)) => return Err(cannot(format!("{what}"))),
+            Err(StoreError::NotFound(what)) => return Err(cannot(what)),
             Err(e) => return Err(e.into()),
         };
         let plan = approved.plan();
