@@ -409,6 +409,7 @@ impl Executor {
         };
         let started = Instant::now();
         let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
+        self.workspace.sweep_staging();
 
         if resume.is_some() {
             self.store.reopen_run(&run_id)?;

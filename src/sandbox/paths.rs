@@ -30,6 +30,9 @@ impl SandboxViolation {
     }
 }
 
+/// Where files being written are staged before their atomic rename, relative to the root.
+pub const STAGING_DIR: &str = ".acode/tmp";
+
 /// Whether a resolved path will be read or written; writes have extra protected areas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -228,6 +231,41 @@ impl Workspace {
             }
         }
         Ok(())
+    }
+
+    /// The runner's private directory for files being written, `.acode/tmp/<pid>`, if it can be
+    /// created and lies on the same filesystem as `dir` (so a rename from it into `dir` is atomic).
+    /// Tools cannot write there: `.acode/` is protected.
+    pub fn staging_dir_for(&self, dir: &Path) -> Option<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let staging = self
+            .root
+            .join(STAGING_DIR)
+            .join(std::process::id().to_string());
+        std::fs::create_dir_all(&staging).ok()?;
+        let same_fs = std::fs::metadata(&staging).ok()?.dev() == std::fs::metadata(dir).ok()?.dev();
+        same_fs.then_some(staging)
+    }
+
+    /// Removes what crashed runs left in the staging area: the directories of processes that no
+    /// longer exist. Live runs sharing the workspace keep theirs.
+    pub fn sweep_staging(&self) {
+        let Ok(entries) = std::fs::read_dir(self.root.join(STAGING_DIR)) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let pid = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok());
+            let alive = pid.is_some_and(|pid| {
+                // SAFETY: signal 0 only asks whether the process exists.
+                pid == std::process::id() as i32 || unsafe { libc::kill(pid, 0) } == 0
+            });
+            if !alive {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 
     /// A path for display and storage: relative to the root with '/' separators.

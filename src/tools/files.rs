@@ -388,7 +388,13 @@ fn write_atomic(
         .parent()
         .ok_or_else(|| ToolError::Failed("cannot write the filesystem root".to_string()))?;
     create_parents(ctx, parent)?;
-    let temp_path = parent.join(format!(".acode-tmp-{}", uuid::Uuid::new_v4()));
+    // Staged in the runner's private area when it is on the same filesystem, so a crash (kill -9)
+    // between write and rename leaves nothing in the workspace proper; the next run sweeps it.
+    let temp_path = ctx
+        .workspace
+        .staging_dir_for(parent)
+        .map(|dir| dir.join(uuid::Uuid::new_v4().to_string()))
+        .unwrap_or_else(|| parent.join(format!(".acode-tmp-{}", uuid::Uuid::new_v4())));
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)

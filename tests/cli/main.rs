@@ -7,5 +7,6 @@ mod auth;
 mod commands;
 mod escape;
 mod library;
+mod resume;
 mod run;
 mod validate;
