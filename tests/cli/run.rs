@@ -312,3 +312,39 @@ fn database_and_git_are_not_writable_by_plans() {
     }
     assert!(!t.ws.join(".git/config").exists());
 }
+
+#[test]
+fn four_concurrent_runs_share_one_database() {
+    let t = TestDir::new();
+    let db = t.root.join("shared.db");
+    let children: Vec<_> = (0..4)
+        .map(|k| {
+            let steps: Vec<_> = (0..60)
+                .map(|i| json!({"step_id": format!("s{i}"), "tool": "file_write",
+                                 "arguments": {"path": format!("run{k}/f{i}.txt"), "contents": "x"}}))
+                .collect();
+            let plan = t.plan(&format!("c{k}.json"), &json!({"plan_id": format!("concurrent-{k}"), "steps": steps}));
+            t.approve(&plan);
+            t.cmd()
+                .args([plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(!stderr(&out).contains("locked"), "{}", stderr(&out));
+    }
+    let db = rusqlite::Connection::open(&db).unwrap();
+    assert_eq!(
+        q::<i64>(&db, "SELECT count(*) FROM runs WHERE status='completed'"),
+        4
+    );
+    assert_eq!(
+        q::<i64>(&db, "SELECT count(*) FROM executions WHERE success=1"),
+        240
+    );
+    assert_eq!(q::<String>(&db, "PRAGMA integrity_check"), "ok");
+}
