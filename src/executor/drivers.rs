@@ -67,9 +67,11 @@ fn direct(
     if let Some(failure) = verify(ctx, plan, vars)? {
         return Ok(StepOutcome::failed(ErrorKind::VerificationFailed, failure));
     }
+    // The tool's output is in the database (its artifacts); keeping it in the result too would
+    // grow memory with every step of a long plan.
     Ok(StepOutcome {
         failure: None,
-        output: Some(result.content),
+        output: None,
     })
 }
 

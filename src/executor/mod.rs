@@ -109,7 +109,8 @@ pub struct StepResult {
     pub attempts: u32,
     /// Wall time.
     pub duration_ms: u64,
-    /// The final output (the tool's content, or the agent's answer), cut to a few KiB.
+    /// An agent step's final answer, cut to a few KiB. Direct steps leave it empty: their output is
+    /// in the database (`acode-run artifact`), so a long plan's result stays small.
     pub output: Option<String>,
     /// Executions recorded for the step.
     pub execution_ids: Vec<String>,
@@ -699,7 +700,7 @@ fn not_run(
 pub struct StepOutcome {
     /// `None` on success, else why it failed.
     pub failure: Option<(ErrorKind, String)>,
-    /// The final output.
+    /// The final output worth keeping in memory (an agent's answer).
     pub output: Option<String>,
 }
 
