@@ -386,7 +386,10 @@ impl<'s, 'r> StepContext<'s, 'r> {
             let outcome = tool.run(&call.arguments, &ctx);
             let elapsed = started.elapsed();
             let (output, transient) = match outcome {
-                Ok(out) => (out, false),
+                Ok(out) => {
+                    let transient = out.transient;
+                    (out, transient)
+                }
                 Err(e) => {
                     let transient = e.is_transient();
                     (ToolOutput::failed(e.kind(), e.to_string()), transient)

@@ -289,6 +289,10 @@ impl Tool for RunCommand {
                     "type": "integer",
                     "minimum": 1,
                     "description": "Time limit in seconds (default: the step's timeout)."
+                },
+                "retryable": {
+                    "type": "boolean",
+                    "description": "Treat a failure (non-zero exit, timeout) as transient: retried with backoff up to the step's retries."
                 }
             },
             "additionalProperties": false,
@@ -335,7 +339,13 @@ impl Tool for RunCommand {
         spec.output_cap = ctx.policy.limits.output_bytes;
         spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
         match process::run(&spec, ctx.cancel, ctx.heartbeat) {
-            Ok(mut out) => Ok(to_output(&program, limit, &mut out, ctx.bwrap.is_some())),
+            Ok(mut out) => {
+                let mut output = to_output(&program, limit, &mut out, ctx.bwrap.is_some());
+                output.transient = !output.success
+                    && !out.interrupted
+                    && args.get("retryable").and_then(Value::as_bool) == Some(true);
+                Ok(output)
+            }
             Err(e) => {
                 let what = match (ctx.bwrap, e.kind()) {
                     (Some(b), _) => format!("cannot start the sandbox ({}): {e}", b.display()),

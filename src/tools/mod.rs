@@ -86,6 +86,9 @@ pub struct ToolOutput {
     pub content: String,
     /// What is kept in the database.
     pub artifacts: Vec<Artifact>,
+    /// Whether another attempt could succeed (a command the plan marked `retryable`); the executor
+    /// then retries with backoff up to the step's `retries`.
+    pub transient: bool,
 }
 
 impl ToolOutput {

@@ -424,3 +424,48 @@ fn requested_bwrap_that_cannot_run_fails_closed_before_any_step() {
         "no step may run"
     );
 }
+
+#[test]
+fn a_retryable_command_is_retried_with_backoff_and_every_attempt_recorded() {
+    let t = TestDir::new();
+    t.file(
+        "flaky.py",
+        "import os, sys\nif not os.path.exists('seen'):\n    open('seen', 'w').write('1')\n    sys.exit(3)\n",
+    );
+    let plan = t.plan("f.json", &json!({"plan_id": "flaky", "steps": [
+        {"step_id": "flaky", "tool": "run_command", "arguments": {"command": "python3 flaky.py", "retryable": true}, "retries": 2},
+        {"step_id": "strict", "tool": "run_command", "arguments": {"command": "false"}, "retries": 2}]}));
+    let out = t.approve_and_run(&plan, &["--jsonl"]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    let db = t.db();
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='flaky'"),
+        "completed"
+    );
+    assert_eq!(
+        q::<String>(
+            &db,
+            "SELECT group_concat(success) FROM (SELECT success FROM executions WHERE step_id='flaky' ORDER BY attempt)"
+        ),
+        "0,1"
+    );
+    assert_eq!(
+        q::<i64>(&db, "SELECT attempts FROM steps WHERE step_id='flaky'"),
+        2
+    );
+    // Without `retryable` a failure is final.
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT count(*) FROM executions WHERE step_id='strict'"
+        ),
+        1
+    );
+    let events = events(&out);
+    let retry = events
+        .iter()
+        .find(|e| e["type"] == "retry_scheduled")
+        .unwrap();
+    assert_eq!(retry["delay_ms"], 1000);
+    assert_eq!(retry["attempt"], 1);
+}
