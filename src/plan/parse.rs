@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -105,20 +106,25 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         );
         return (None, c.problems);
     }
-    let root: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
+    // Stream the document: top-level fields are read as values, but each step is converted and its
+    // JSON tree dropped as soon as it is read, so a 100 000-step plan never exists twice in memory.
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = RootSeed { c: &mut c }
+        .deserialize(&mut de)
+        .and_then(|root| de.end().map(|()| root));
+    let (fields, streamed) = match parsed {
+        Ok(root) => root,
         Err(e) => {
-            c.err(
-                format!("line {}, column {}", e.line(), e.column()),
-                format!("invalid JSON: {e}"),
-            );
+            let location = format!("line {}, column {}", e.line(), e.column());
+            let message = match e.classify() {
+                serde_json::error::Category::Data => format!("invalid plan: {e}"),
+                _ => format!("invalid JSON: {e}"),
+            };
+            c.err(location, message);
             return (None, c.problems);
         }
     };
-    let Some(obj) = root.as_object() else {
-        c.err("plan", "the plan must be a JSON object");
-        return (None, c.problems);
-    };
+    let obj = &fields;
     c.unknown_fields(
         obj,
         "plan",
@@ -198,36 +204,19 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         Some(other) => c.err("plan.defaults", format!("expected an object, got {other}")),
     }
 
-    let mut steps = Vec::new();
-    match obj.get("steps") {
-        Some(Value::Array(items)) if items.is_empty() => {
-            c.err("plan.steps", "a plan needs at least one step")
+    let steps = match streamed {
+        Some(steps)
+            if steps.is_empty() && c.problems.iter().all(|p| !p.location.starts_with("steps[")) =>
+        {
+            c.err("plan.steps", "a plan needs at least one step");
+            steps
         }
-        Some(Value::Array(items)) => {
-            let mut seen = HashSet::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                let prev = if i == 0 {
-                    None
-                } else {
-                    steps.last().map(|s: &Step| s.step_id.clone())
-                };
-                if let Some(step) = parse_step(&mut c, item, i, prev) {
-                    if !step.step_id.is_empty() && !seen.insert(step.step_id.clone()) {
-                        c.err(
-                            format!("steps[{i}].step_id"),
-                            format!("duplicate step_id {:?}", step.step_id),
-                        );
-                    }
-                    steps.push(step);
-                }
-            }
+        Some(steps) => steps,
+        None => {
+            c.err("plan.steps", "missing (a plan needs at least one step)");
+            Vec::new()
         }
-        Some(other) => c.err(
-            "plan.steps",
-            format!("expected an array, got {}", kind(other)),
-        ),
-        None => c.err("plan.steps", "missing (a plan needs at least one step)"),
-    }
+    };
 
     let plan = Plan {
         plan_id,
@@ -266,12 +255,18 @@ const STEP_FIELDS: &[&str] = &[
     "description",
 ];
 
-fn parse_step(c: &mut Collector, item: &Value, i: usize, prev: Option<String>) -> Option<Step> {
+fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) -> Option<Step> {
     let at = format!("steps[{i}]");
-    let Some(obj) = item.as_object() else {
-        c.err(at, format!("expected a step object, got {}", kind(item)));
-        return None;
+    let mut owned = match item {
+        Value::Object(obj) => obj,
+        other => {
+            c.err(at, format!("expected a step object, got {}", kind(&other)));
+            return None;
+        }
     };
+    // Moved out rather than cloned: arguments are the bulk of a step.
+    let raw_arguments = owned.remove("arguments");
+    let obj = &owned;
     c.unknown_fields(obj, &at, STEP_FIELDS);
     let step_id = match c.string(obj, "step_id", &at) {
         Some(id) if id.trim().is_empty() => {
@@ -298,13 +293,13 @@ fn parse_step(c: &mut Collector, item: &Value, i: usize, prev: Option<String>) -
             String::new()
         }
     };
-    let arguments = match obj.get("arguments") {
+    let arguments = match raw_arguments {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
+        Some(Value::Object(m)) => m,
         Some(other) => {
             c.err(
                 format!("{at}.arguments"),
-                format!("expected an object, got {}", kind(other)),
+                format!("expected an object, got {}", kind(&other)),
             );
             Map::new()
         }
@@ -469,6 +464,86 @@ fn parse_precondition(c: &mut Collector, v: &Value, at: &str) -> Option<Precondi
             );
             None
         }
+    }
+}
+
+/// Streams the top-level plan object: every field but `steps` is kept as a value; `steps` is
+/// converted one element at a time. Returns the other fields and the steps (`None` if absent).
+struct RootSeed<'c> {
+    c: &'c mut Collector,
+}
+
+impl<'de> DeserializeSeed<'de> for RootSeed<'_> {
+    type Value = (Map<String, Value>, Option<Vec<Step>>);
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RootSeed<'_> {
+    type Value = (Map<String, Value>, Option<Vec<Step>>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a plan object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Map::new();
+        let mut steps = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if fields.contains_key(&key) || (key == "steps" && steps.is_some()) {
+                self.c.err(format!("plan.{key}"), "appears more than once");
+            }
+            if key == "steps" {
+                steps = Some(map.next_value_seed(StepsSeed { c: &mut *self.c })?);
+            } else {
+                let value: Value = map.next_value()?;
+                fields.insert(key, value);
+            }
+        }
+        Ok((fields, steps))
+    }
+}
+
+/// Streams the `steps` array, converting each step as it is read.
+struct StepsSeed<'c> {
+    c: &'c mut Collector,
+}
+
+impl<'de> DeserializeSeed<'de> for StepsSeed<'_> {
+    type Value = Vec<Step>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StepsSeed<'_> {
+    type Value = Vec<Step>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of steps")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut steps: Vec<Step> = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+        let mut seen = HashSet::new();
+        let mut i = 0;
+        while let Some(item) = seq.next_element::<Value>()? {
+            let prev = steps.last().map(|s| s.step_id.clone());
+            if let Some(step) = parse_step(self.c, item, i, prev) {
+                if !step.step_id.is_empty() && !seen.insert(step.step_id.clone()) {
+                    self.c.err(
+                        format!("steps[{i}].step_id"),
+                        format!("duplicate step_id {:?}", step.step_id),
+                    );
+                }
+                steps.push(step);
+            }
+            i += 1;
+        }
+        Ok(steps)
     }
 }
 
