@@ -116,6 +116,28 @@ pub struct StepResult {
     pub execution_ids: Vec<String>,
 }
 
+impl StepResult {
+    /// The result of a step that did not run in this process (already completed, blocked,
+    /// skipped, refused): no attempts, no time, no executions.
+    fn not_run(step: &Step, status: StepStatus, failure: Option<(ErrorKind, String)>) -> Self {
+        let (error_kind, error) = match failure {
+            Some((k, m)) => (Some(k), Some(m)),
+            None => (None, None),
+        };
+        StepResult {
+            step_id: step.step_id.clone(),
+            tool: step.tool.clone(),
+            status,
+            error_kind,
+            error,
+            attempts: 0,
+            duration_ms: 0,
+            output: None,
+            execution_ids: Vec::new(),
+        }
+    }
+}
+
 /// The overall state of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -499,17 +521,7 @@ impl Executor {
                 .and_then(|r| r.prior.get(&step.step_id))
                 .map(String::as_str);
             let result = if prior == Some(StepStatus::Completed.as_str()) {
-                StepResult {
-                    step_id: step.step_id.clone(),
-                    tool: step.tool.clone(),
-                    status: StepStatus::Completed,
-                    error_kind: None,
-                    error: None,
-                    attempts: 0,
-                    duration_ms: 0,
-                    output: None,
-                    execution_ids: Vec::new(),
-                }
+                StepResult::not_run(step, StepStatus::Completed, None)
             } else if let Some(by) = blocker {
                 failed_root[i] = Some(by.clone());
                 not_run(&mut run, step, StepStatus::Blocked, Some(by))?
@@ -615,36 +627,13 @@ fn refuse_rerun(
         step.step_id, step.tool
     );
     let kind = ErrorKind::PreconditionFailed;
-    run.store.step_finished(
-        run.emitter.run_id(),
-        &step.step_id,
-        &StepUpdate {
-            status: StepStatus::Failed.as_str(),
-            attempts: 0,
-            started_at: None,
-            finished_at: now_ms(),
-            error_code: Some(kind.as_str()),
-            error_message: Some(&message),
-            tokens: (0, 0),
-        },
-    )?;
+    let result = record_not_run(run, step, StepStatus::Failed, kind, message)?;
     run.emitter.emit(EventKind::StepFailed {
         step_id: step.step_id.clone(),
         error_code: kind.as_str().to_string(),
-        error: message.clone(),
+        error: result.error.clone().unwrap_or_default(),
         duration_ms: 0,
     });
-    let result = StepResult {
-        step_id: step.step_id.clone(),
-        tool: step.tool.clone(),
-        status: StepStatus::Failed,
-        error_kind: Some(kind),
-        error: Some(message),
-        attempts: 0,
-        duration_ms: 0,
-        output: None,
-        execution_ids: Vec::new(),
-    };
     run.emitter.progress().on_step_failed(&result);
     Ok((result, false))
 }
@@ -664,6 +653,23 @@ fn not_run(
         Some(by) => format!("not run: depends on failed step {by:?}"),
         None => "not run: the run stopped before this step".to_string(),
     };
+    let result = record_not_run(run, step, status, kind, message)?;
+    run.emitter.emit(EventKind::StepBlocked {
+        step_id: step.step_id.clone(),
+        status: status.as_str().to_string(),
+        blocked_by,
+    });
+    Ok(result)
+}
+
+/// Writes the outcome of a step that never reached a tool, and returns its result.
+fn record_not_run(
+    run: &mut RunContext,
+    step: &Step,
+    status: StepStatus,
+    kind: ErrorKind,
+    message: String,
+) -> Result<StepResult, ExecutionError> {
     run.store.step_finished(
         run.emitter.run_id(),
         &step.step_id,
@@ -677,22 +683,7 @@ fn not_run(
             tokens: (0, 0),
         },
     )?;
-    run.emitter.emit(EventKind::StepBlocked {
-        step_id: step.step_id.clone(),
-        status: status.as_str().to_string(),
-        blocked_by,
-    });
-    Ok(StepResult {
-        step_id: step.step_id.clone(),
-        tool: step.tool.clone(),
-        status,
-        error_kind: Some(kind),
-        error: Some(message),
-        attempts: 0,
-        duration_ms: 0,
-        output: None,
-        execution_ids: Vec::new(),
-    })
+    Ok(StepResult::not_run(step, status, Some((kind, message))))
 }
 
 /// What a driver reports for a step.
