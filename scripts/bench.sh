@@ -167,6 +167,27 @@ hf() {
         --export-json "$OUT/$name.json" --export-markdown "$OUT/$name.md" "$@"
 }
 
+# fsync_probe: median and 90th percentile latency of writing 4 KiB and fsyncing it, in the scratch
+# directory. file_write fsyncs twice per call, so this number explains most of benchmark b; it
+# rises sharply while other processes write to the same disk (e.g. parallel cargo builds).
+fsync_probe() {
+    python3 - "$WORK" <<'PY'
+import os, statistics, sys, time
+path = os.path.join(sys.argv[1], "fsync-probe")
+lat = []
+for _ in range(50):
+    t = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"x" * 4096)
+    os.fsync(fd)
+    os.close(fd)
+    lat.append(time.perf_counter() - t)
+os.unlink(path)
+lat.sort()
+print(f"median {statistics.median(lat) * 1000:.2f} ms, p90 {lat[44] * 1000:.2f} ms (write 4 KiB + fsync)")
+PY
+}
+
 # --- machine -------------------------------------------------------------------------------------
 
 cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
@@ -177,6 +198,7 @@ fs=$(df -PT "$WORK" | awk 'NR == 2 {print $2}')
     printf 'commit\t%s\n' "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     printf 'machine\t%s cores, %s, %s RAM, scratch filesystem %s\n' "$(nproc)" "${cpu:-unknown CPU}" "$mem" "$fs"
     printf 'load average at start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+    printf 'fsync latency at start\t%s\n' "$(fsync_probe)"
     printf 'hyperfine\t%s, --warmup %s --runs %s\n' "$(hyperfine --version | cut -d' ' -f2)" "$WARMUP" "$RUNS"
 } >"$OUT/meta.tsv"
 
@@ -214,10 +236,24 @@ approve "$WORK/plans/write-read.json" "$WS_WR"
 check_run "$WORK/plans/write-read.json" "$WS_WR" 1000
 bash "$WORK/plans/write-read.sh" "$WS_BASH"
 diff -r "$WS_BASH/out" "$WS_WR/out" >/dev/null || die "bash and acode-run wrote different files"
-hf write_read \
-    --prepare "rm -rf $(q "$WS_WR") $(q "$WS_BASH") && mkdir $(q "$WS_WR") $(q "$WS_BASH")" \
-    -n bash "bash $(q "$WORK/plans/write-read.sh") $(q "$WS_BASH")" \
+# The same plan with the workspace (and so the database) on a tmpfs, where fsync costs nothing: the
+# difference to the row above is what the durable writes cost on the real disk. Reported as a note.
+WS_SHM=""
+if [[ $(df -PT /dev/shm 2>/dev/null | awk 'NR == 2 {print $2}') == tmpfs ]]; then
+    WS_SHM=$(mktemp -d /dev/shm/acode-bench.XXXXXX)
+    trap 'cleanup; rm -rf "$WS_SHM"' EXIT
+fi
+fresh="$(q "$WS_WR") $(q "$WS_BASH")"
+[[ -z $WS_SHM ]] || fresh+=" $(q "$WS_SHM")"
+wr_args=(
+    --prepare "rm -rf $fresh && mkdir $fresh"
+    -n bash "bash $(q "$WORK/plans/write-read.sh") $(q "$WS_BASH")"
     -n acode-run "$(q "$BIN") run $(q "$WORK/plans/write-read.json") --workspace $(q "$WS_WR") --quiet"
+)
+if [[ -n $WS_SHM ]]; then
+    wr_args+=(-n acode-run-tmpfs "$(q "$BIN") run $(q "$WORK/plans/write-read.json") --workspace $(q "$WS_SHM") --quiet")
+fi
+hf write_read "${wr_args[@]}"
 
 # --- c. 500 run_command true vs bash -------------------------------------------------------------
 
@@ -278,6 +314,9 @@ fi
 
 # --- summary -------------------------------------------------------------------------------------
 
-printf 'load average at end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.tsv"
+{
+    printf 'load average at end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+    printf 'fsync latency at end\t%s\n' "$(fsync_probe)"
+} >>"$OUT/meta.tsv"
 log "summary (also in target/bench/summary.md)"
 python3 "$ROOT/scripts/bench_summary.py" "$OUT"
