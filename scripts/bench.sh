@@ -167,24 +167,30 @@ hf() {
         --export-json "$OUT/$name.json" --export-markdown "$OUT/$name.md" "$@"
 }
 
-# fsync_probe: median and 90th percentile latency of writing 4 KiB and fsyncing it, in the scratch
-# directory. file_write fsyncs twice per call, so this number explains most of benchmark b; it
-# rises sharply while other processes write to the same disk (e.g. parallel cargo builds).
+# fsync_probe: median and 90th percentile latency of one atomic small-file write done the way
+# file_write does it (new temp file, write 100 bytes, fsync, rename over the target, fsync the
+# directory), in the scratch directory. This explains most of benchmark b, and it rises sharply
+# while other processes write to the same disk (e.g. parallel cargo builds).
 fsync_probe() {
     python3 - "$WORK" <<'PY'
 import os, statistics, sys, time
-path = os.path.join(sys.argv[1], "fsync-probe")
+d = sys.argv[1]
 lat = []
-for _ in range(50):
+for i in range(50):
     t = time.perf_counter()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.write(fd, b"x" * 4096)
+    tmp = os.path.join(d, f".probe-tmp-{i}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"x" * 100)
     os.fsync(fd)
     os.close(fd)
+    os.rename(tmp, os.path.join(d, "probe"))
+    dfd = os.open(d, os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
     lat.append(time.perf_counter() - t)
-os.unlink(path)
+os.unlink(os.path.join(d, "probe"))
 lat.sort()
-print(f"median {statistics.median(lat) * 1000:.2f} ms, p90 {lat[44] * 1000:.2f} ms (write 4 KiB + fsync)")
+print(f"median {statistics.median(lat) * 1000:.2f} ms, p90 {lat[44] * 1000:.2f} ms per atomic write (2 fsyncs)")
 PY
 }
 
