@@ -17,7 +17,8 @@
 # table of targets, measurements and pass/fail, which is also printed at the end.
 #
 # Benchmarks (each timed run starts from a fresh database, and from a fresh workspace where the
-# plan writes files):
+# plan writes files, after a `sync` so that writeback left by the previous run is not charged to
+# the next):
 #   a. orchestration overhead per step: a 1-step and a 1 000-step plan of file_read on a one-line
 #      file; (T1000 - T1) / 999 with medians.
 #   b. 1 000 steps = 500 x (file_write + file_read), against a bash script doing the same 500
@@ -225,7 +226,7 @@ for n in 1 1000 10000; do
 done
 check_run "$WORK/plans/read-1000.json" "$WS_READ" 1000
 hf overhead \
-    --prepare "rm -rf $(q "$WS_READ/.acode")" \
+    --prepare "rm -rf $(q "$WS_READ/.acode") && sync" \
     -n read-1 "$(q "$BIN") run $(q "$WORK/plans/read-1.json") --workspace $(q "$WS_READ") --quiet" \
     -n read-1000 "$(q "$BIN") run $(q "$WORK/plans/read-1000.json") --workspace $(q "$WS_READ") --quiet" \
     -n read-1000-jsonl "$(q "$BIN") run $(q "$WORK/plans/read-1000.json") --workspace $(q "$WS_READ") --quiet --jsonl"
@@ -252,7 +253,7 @@ fi
 fresh="$(q "$WS_WR") $(q "$WS_BASH")"
 [[ -z $WS_SHM ]] || fresh+=" $(q "$WS_SHM")"
 wr_args=(
-    --prepare "rm -rf $fresh && mkdir $fresh"
+    --prepare "rm -rf $fresh && mkdir $fresh && sync"
     -n bash "bash $(q "$WORK/plans/write-read.sh") $(q "$WS_BASH")"
     -n acode-run "$(q "$BIN") run $(q "$WORK/plans/write-read.json") --workspace $(q "$WS_WR") --quiet"
 )
@@ -273,7 +274,7 @@ if [[ $HAVE_RUN_COMMAND == 1 ]]; then
     approve "$WORK/plans/true-500.json" "$WS_CMD"
     check_run "$WORK/plans/true-500.json" "$WS_CMD" 500
     hf command \
-        --prepare "rm -rf $(q "$WS_CMD/.acode")" \
+        --prepare "rm -rf $(q "$WS_CMD/.acode") && sync" \
         -n bash "bash $(q "$WORK/plans/true-500.sh")" \
         -n acode-run "$(q "$BIN") run $(q "$WORK/plans/true-500.json") --workspace $(q "$WS_CMD") --quiet" \
         -n acode-run-sandbox-none "$(q "$BIN") run $(q "$WORK/plans/true-500.json") --workspace $(q "$WS_CMD") --quiet --sandbox none"
