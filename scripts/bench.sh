@@ -24,7 +24,7 @@
 #   b. 1 000 steps = 500 x (file_write + file_read), against a bash script doing the same 500
 #      printf-to-file + cat-from-file.
 #   c. 500 x run_command `true`, against bash running /bin/true 500 times as a program.
-#   d. peak RSS of a 10 000-step plan (file_read).
+#   d. peak RSS of a 10 000-step plan: file_read of a 7-byte file, and of an 8 KiB file.
 #   e. peak RSS of one run_command printing 1 GiB (`head -c 1073741824 /dev/zero`), against one
 #      printing 64 MiB: memory must not grow with the output.
 # c and e are skipped, with a message, while `acode-run tools` does not list run_command.
@@ -220,10 +220,16 @@ log "a. orchestration overhead per step"
 WS_READ="$WORK/ws-read"
 mkdir -p "$WS_READ"
 printf 'hello!\n' >"$WS_READ/tiny.txt"
+# page.txt: 8 KiB of text, a typical source file, for the second RSS measurement in d.
+for ((i = 0; i < 128; i++)); do
+    printf 'line %03d: the quick brown fox jumps over the lazy dog 012345678\n' "$i"
+done >"$WS_READ/page.txt"
 for n in 1 1000 10000; do
     gen read "$n" "$WORK/plans/read-$n.json"
     approve "$WORK/plans/read-$n.json" "$WS_READ"
 done
+gen read 10000 "$WORK/plans/read-page-10000.json" page.txt
+approve "$WORK/plans/read-page-10000.json" "$WS_READ"
 check_run "$WORK/plans/read-1000.json" "$WS_READ" 1000
 hf overhead \
     --prepare "rm -rf $(q "$WS_READ/.acode") && sync" \
@@ -286,13 +292,15 @@ fi
 
 # --- d. peak RSS on a 10 000-step plan -----------------------------------------------------------
 
-log "d. peak RSS on a 10 000-step plan"
-check_run "$WORK/plans/read-10000.json" "$WS_READ" 10000
-for ((i = 0; i < RSS_RUNS; i++)); do
-    rm -rf "$WS_READ/.acode"
-    kib=$(peak_rss_kib "$BIN" run "$WORK/plans/read-10000.json" --workspace "$WS_READ" --quiet)
-    printf 'read-10000\t%s\n' "$kib" >>"$OUT/rss.tsv"
-    echo "  peak RSS ${kib} KiB" >&2
+log "d. peak RSS on a 10 000-step plan (file_read of a 7-byte file, then of an 8 KiB file)"
+for name in read-10000 read-page-10000; do
+    check_run "$WORK/plans/$name.json" "$WS_READ" 10000
+    for ((i = 0; i < RSS_RUNS; i++)); do
+        rm -rf "$WS_READ/.acode"
+        kib=$(peak_rss_kib "$BIN" run "$WORK/plans/$name.json" --workspace "$WS_READ" --quiet)
+        printf '%s\t%s\n' "$name" "$kib" >>"$OUT/rss.tsv"
+        echo "  $name: peak RSS ${kib} KiB" >&2
+    done
 done
 
 # --- e. constant memory when a command prints 1 GiB ---------------------------------------------

@@ -6,7 +6,8 @@ before it), so the executor walks them in file order. The output is deterministi
 arguments always give the same bytes, so an approval stays valid between runs of the benchmark.
 
 Usage:
-  gen_plan.py read N OUT          N x file_read of `tiny.txt` (the workspace must contain it)
+  gen_plan.py read N OUT [PATH]   N x file_read of PATH (default `tiny.txt`; the workspace must
+                                  contain it)
   gen_plan.py write-read PAIRS OUT  PAIRS x (file_write dir/fI.txt, then file_read dir/fI.txt)
   gen_plan.py command N OUT CMD   N x run_command {"command": CMD}
   gen_plan.py bash-write-read PAIRS OUT   the bash equivalent of write-read (printf + cat)
@@ -33,12 +34,13 @@ def plan(plan_id: str, steps: list) -> str:
     ) + "\n"
 
 
-def read_plan(n: int) -> str:
+def read_plan(n: int, path: str) -> str:
     steps = [
-        {"step_id": f"read-{i:05d}", "tool": "file_read", "arguments": {"path": "tiny.txt"}}
+        {"step_id": f"read-{i:05d}", "tool": "file_read", "arguments": {"path": path}}
         for i in range(n)
     ]
-    return plan(f"bench-read-{n}", steps)
+    suffix = "" if path == "tiny.txt" else "-" + "".join(c if c.isalnum() else "-" for c in path)
+    return plan(f"bench-read-{n}{suffix}", steps)
 
 
 def write_read_plan(pairs: int) -> str:
@@ -104,8 +106,8 @@ def main(argv: list) -> int:
     if count < 1:
         print("count must be at least 1", file=sys.stderr)
         return 2
-    if kind == "read":
-        text = read_plan(count)
+    if kind == "read" and len(argv) in (3, 4):
+        text = read_plan(count, argv[3] if len(argv) == 4 else "tiny.txt")
     elif kind == "write-read":
         text = write_read_plan(count)
     elif kind == "command" and len(argv) == 4:
