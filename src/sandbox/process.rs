@@ -136,6 +136,14 @@ fn spawn_reader(
                         let Ok(mut c) = shared.lock() else { break };
                         let room = cap.saturating_sub(c.kept.len());
                         let keep = room.min(n);
+                        // Grow by doubling but never past the cap, so a capped stream holds at
+                        // most `cap` bytes (plain doubling could reserve almost twice that).
+                        let need = c.kept.len() + keep;
+                        if need > c.kept.capacity() {
+                            let target = (c.kept.capacity() * 2).max(need).min(cap);
+                            let len = c.kept.len();
+                            c.kept.reserve_exact(target - len);
+                        }
                         c.kept.extend_from_slice(&chunk[..keep]);
                         c.total += n as u64;
                     }
@@ -250,6 +258,28 @@ fn wait_exit_for(pid: libc::pid_t, limit: Duration) -> bool {
     }
 }
 
+/// `program` as an absolute path found on the `PATH` of `env`, or unchanged when it already has a
+/// `/` or is not found (spawning then reports "not found" as usual).
+fn resolve_program(program: &str, env: &[(String, String)]) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return program.into();
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| program.into())
+}
+
 /// Runs `spec` to completion (see the module docs). `Err` only when the child could not be started
 /// (program not found, bad cwd) or reaped; a non-zero exit, a timeout or a cancel is an `Ok` whose
 /// fields say so.
@@ -268,7 +298,9 @@ pub fn run(
             "empty command",
         ));
     };
-    let mut cmd = Command::new(program);
+    // An absolute program path lets std spawn with posix_spawn instead of fork + exec, which it
+    // cannot do when it must search a PATH from a replaced environment.
+    let mut cmd = Command::new(resolve_program(program, &spec.env));
     cmd.args(args)
         .current_dir(&spec.cwd)
         .env_clear()
