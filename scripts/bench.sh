@@ -210,7 +210,10 @@ fs=$(df -PT "$WORK" | awk 'NR == 2 {print $2}')
 } >"$OUT/meta.tsv"
 
 HAVE_RUN_COMMAND=0
-if "$BIN" tools | grep -q 'run_command'; then
+# Captured first: `grep -q` exits at the first match, and with pipefail an early-closed pipe would
+# count as a failure of the listing.
+TOOLS_JSON=$("$BIN" tools)
+if grep -q '"run_command"' <<<"$TOOLS_JSON"; then
     HAVE_RUN_COMMAND=1
 fi
 

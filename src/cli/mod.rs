@@ -1,6 +1,30 @@
 //! The `acode-run` command line: parse flags, do the command, map every error to an exit code here
 //! and nowhere else.
 
+/// `println!` that ignores a closed stdout (`acode-run tools | head`), instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod flags;
 
 use std::io::{IsTerminal, Write};
@@ -51,17 +75,17 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     let parsed = match flags::parse(args) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("acode-run: {e}");
+            errln!("acode-run: {e}");
             return exit::USAGE;
         }
     };
     let args = match parsed {
         Parsed::Help(text) => {
-            print!("{text}");
+            out!("{text}");
             return exit::OK;
         }
         Parsed::Version => {
-            println!("acode-run {}", flags::VERSION);
+            outln!("acode-run {}", flags::VERSION);
             return exit::OK;
         }
         Parsed::Run(a) => a,
@@ -91,16 +115,16 @@ fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         Command::Artifact => cmd_artifact(args),
         Command::Tools => {
             let registry = ToolRegistry::builtin();
-            println!("{}", pretty(&registry.describe()));
+            outln!("{}", pretty(&registry.describe()));
             Ok(exit::OK)
         }
         Command::Schema => match args.positionals[0].as_str() {
             "plan" => {
-                print!("{PLAN_SCHEMA}");
+                out!("{PLAN_SCHEMA}");
                 Ok(exit::OK)
             }
             "events" => {
-                print!("{EVENTS_SCHEMA}");
+                out!("{EVENTS_SCHEMA}");
                 Ok(exit::OK)
             }
             other => Err(CliError::new(
@@ -184,12 +208,12 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     match plan::load(&path, &args.vars, &ctx) {
         Ok(plan) => {
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"valid": true, "plan_id": plan.plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
                 );
             } else {
-                eprintln!(
+                errln!(
                     "{}: valid plan {} ({} steps, sha256 {})",
                     path.display(),
                     plan.plan_id,
@@ -209,7 +233,7 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
                         serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
                     }
                 };
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"valid": false, "problems": problems})
                 );
@@ -245,7 +269,7 @@ fn record_decision(
             ),
         )
     })?;
-    eprintln!(
+    errln!(
         "{} plan {} (sha256 {}) by {} → {}",
         if status == AuthStatus::Approved {
             "approved"
@@ -451,7 +475,7 @@ fn execute_plan(
     .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
-        println!("{}", pretty(&value));
+        outln!("{}", pretty(&value));
     }
     Ok(result.exit_code)
 }
@@ -554,15 +578,18 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
     let runs = store.list_runs(args.limit).map_err(not_found)?;
     if args.json {
-        println!("{}", pretty(&runs));
+        outln!("{}", pretty(&runs));
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "{:<36}  {:<24} {:<11} {:>4}  STARTED (UTC)",
-        "RUN_ID", "PLAN", "STATUS", "EXIT"
+        "RUN_ID",
+        "PLAN",
+        "STATUS",
+        "EXIT"
     );
     for r in runs {
-        println!(
+        outln!(
             "{:<36}  {:<24} {:<11} {:>4}  {}",
             r.run_id,
             r.plan_id.chars().take(24).collect::<String>(),
@@ -580,14 +607,14 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
     let detail = store.run_detail(&args.positionals[0]).map_err(not_found)?;
     if args.json {
-        println!("{}", pretty(&detail));
+        outln!("{}", pretty(&detail));
         return Ok(exit::OK);
     }
     let r = &detail.run;
-    println!("run       {}", r.run_id);
-    println!("plan      {} (sha256 {})", r.plan_id, r.plan_sha256);
-    println!("workspace {}", r.workspace);
-    println!(
+    outln!("run       {}", r.run_id);
+    outln!("plan      {} (sha256 {})", r.plan_id, r.plan_sha256);
+    outln!("workspace {}", r.workspace);
+    outln!(
         "status    {} (exit {}), started {}{}",
         r.status,
         r.exit_code
@@ -599,14 +626,15 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .unwrap_or_default()
     );
     if r.prompt_tokens + r.completion_tokens > 0 {
-        println!(
+        outln!(
             "tokens    {} prompt + {} completion",
-            r.prompt_tokens, r.completion_tokens
+            r.prompt_tokens,
+            r.completion_tokens
         );
     }
-    println!("\nsteps:");
+    outln!("\nsteps:");
     for s in &detail.steps {
-        println!(
+        outln!(
             "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
             s.position + 1,
             s.step_id,
@@ -619,7 +647,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .unwrap_or_default()
         );
     }
-    println!("\nexecutions:");
+    outln!("\nexecutions:");
     for e in &detail.executions {
         let rec = &e.record;
         let arts: Vec<String> = e
@@ -634,7 +662,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 )
             })
             .collect();
-        println!(
+        outln!(
             "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
             rec.execution_id,
             rec.step_id,
@@ -665,7 +693,7 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let _ = out.write_all(a.content.as_bytes());
     let _ = out.flush();
     if a.truncated {
-        eprintln!(
+        errln!(
             "acode-run: note: artifact truncated: {} of {} bytes kept",
             a.content.len(),
             a.bytes
