@@ -348,3 +348,41 @@ fn four_concurrent_runs_share_one_database() {
     );
     assert_eq!(q::<String>(&db, "PRAGMA integrity_check"), "ok");
 }
+
+/// Runs the binary on a real pseudo-terminal (via fixtures/tty/drive.py), answering prompts.
+fn on_tty(t: &TestDir, answers: &str, args: &[&str]) -> (i32, String) {
+    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tty/drive.py");
+    let out = std::process::Command::new("python3")
+        .arg(driver)
+        .arg(answers)
+        .arg(&t.ws)
+        .arg(env!("CARGO_BIN_EXE_acode-run"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (code(&out), stdout(&out))
+}
+
+#[test]
+fn on_a_terminal_the_prompt_asks_and_shows_the_diff() {
+    let t = TestDir::new();
+    t.file("a.txt", "old line\n");
+    t.file("b.txt", "keep\n");
+    let plan = t.plan("p.json", &json!({"plan_id": "tty", "steps": [
+        {"step_id": "edit", "tool": "file_edit", "arguments": {"path": "a.txt", "old": "old", "new": "new"}, "requires_confirmation": true},
+        {"step_id": "delete", "tool": "file_delete", "arguments": {"path": "b.txt"}}]}));
+    t.approve(&plan);
+    // Yes to the edit, no to the delete.
+    let (code, screen) = on_tty(&t, "yn", &[plan.to_str().unwrap()]);
+    assert_eq!(code, 33, "{screen}");
+    assert!(screen.contains("+new line"), "the diff is shown: {screen}");
+    assert_eq!(t.read("a.txt"), "new line\n");
+    assert_eq!(t.read("b.txt"), "keep\n");
+    // "a" approves everything after it.
+    t.file("a.txt", "old line\n");
+    let (code, screen) = on_tty(&t, "a", &[plan.to_str().unwrap()]);
+    assert_eq!(code, 0, "{screen}");
+    assert!(!t.ws.join("b.txt").exists());
+    assert_eq!(screen.matches("allow?").count(), 1, "{screen}");
+}
