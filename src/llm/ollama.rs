@@ -67,11 +67,7 @@ impl LlmClient for OllamaClient {
     }
 
     fn request_body(&self, request: &ChatRequest) -> String {
-        let model = if request.model.trim().is_empty() {
-            self.config.model.clone()
-        } else {
-            request.model.clone()
-        };
+        let model = self.config.with_model(&request.model).model;
         request_json(request, &model).to_string()
     }
 }
