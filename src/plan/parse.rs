@@ -598,3 +598,70 @@ mod tests {
         assert_eq!(plan.sha256.len(), 64);
     }
 }
+
+#[cfg(test)]
+mod hostile_input {
+    use super::*;
+
+    /// Byte flips, truncations and insertions of a valid plan never panic the parser, and every
+    /// rejection names a location.
+    #[test]
+    fn mutated_plans_never_panic() {
+        let base = br#"{"plan_id":"p","variables":{"d":"src"},"defaults":{"retries":1},"steps":[
+            {"step_id":"a","tool":"file_read","arguments":{"path":"${d}/x"},"precondition":"file exists"},
+            {"step_id":"b","tool":"run_command","arguments":{"argv":["echo","hi"]},"depends_on":["a"],
+             "verify":{"command":"true","max_cycles":2},"on_failure":"continue"}]}"#;
+        let mut seed: u64 = 0x5eed;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        let specials = [
+            b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', 0xff, 0, b'$', b'9',
+        ];
+        let dir = std::env::temp_dir().join(format!("acode-hostile-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ws = crate::sandbox::Workspace::new(&dir).unwrap();
+        let registry = crate::tools::ToolRegistry::builtin();
+        let policy = crate::sandbox::Policy::default();
+        let ctx = crate::plan::ValidationContext {
+            registry: &registry,
+            workspace: &ws,
+            policy: &policy,
+        };
+        for _ in 0..3000 {
+            let mut bytes = base.to_vec();
+            for _ in 0..(1 + next() % 4) {
+                let i = next() % bytes.len();
+                match next() % 3 {
+                    0 => bytes[i] = specials[next() % specials.len()],
+                    1 => bytes.truncate(i.max(1)),
+                    _ => bytes.insert(i, specials[next() % specials.len()]),
+                }
+            }
+            let (plan, mut problems) = parse_partial(&bytes);
+            if let Some(plan) = plan {
+                problems.extend(crate::plan::validate::validate(&plan, &ctx));
+            }
+            assert!(
+                problems
+                    .iter()
+                    .all(|p| !p.location.is_empty() && !p.message.is_empty())
+            );
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let mut text =
+            String::from(r#"{"plan_id":"p","steps":[{"step_id":"a","tool":"t","arguments":{"x":"#);
+        text.push_str(&"[".repeat(10_000));
+        let problems = parse(text.as_bytes()).unwrap_err();
+        assert!(
+            problems[0].message.contains("recursion limit"),
+            "{problems:?}"
+        );
+    }
+}
