@@ -1,8 +1,8 @@
 //! A small JSON Schema validator for tool arguments.
 //!
 //! Tool schemas use a deliberate subset of JSON Schema: `type` (one name or a list), `properties`,
-//! `required`, `additionalProperties: false`, `items`, `enum`, `minimum`, `maximum`, `minLength`,
-//! `minItems` and `oneOf`. That subset is what LLM servers understand reliably, and validating it here
+//! `required`, `additionalProperties: false`, `items`, `enum`, `const`, `minimum`, `maximum`,
+//! `minLength`, `minItems` and `oneOf`. That subset is what LLM servers understand reliably, and validating it here
 //! means an argument a schema forbids can never reach a tool, whoever wrote the call.
 
 use serde_json::Value;
@@ -53,6 +53,11 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
             ));
             return;
         }
+    }
+    if let Some(expected) = schema.get("const")
+        && value != expected
+    {
+        errors.push(format!("{at}: must be {expected}, got {value}"));
     }
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
         && !options.contains(value)

@@ -144,10 +144,29 @@ pub fn q<T: rusqlite::types::FromSql>(db: &Connection, sql: &str) -> T {
     db.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
-/// Parses JSONL stdout into values.
+/// Parses JSONL stdout into values, checking each against the shipped event schema.
 pub fn events(out: &Output) -> Vec<serde_json::Value> {
-    stdout(out)
+    let events: Vec<serde_json::Value> = stdout(out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l:?}: {e}")))
-        .collect()
+        .collect();
+    assert_events_match_schema(&events);
+    events
+}
+
+/// Checks every event against the shipped `docs/events.schema.json` (the alternative whose `type`
+/// matches), so the schema and the events cannot drift apart.
+pub fn assert_events_match_schema(events: &[serde_json::Value]) {
+    let schema: serde_json::Value =
+        serde_json::from_str(acode_run::cli::EVENTS_SCHEMA).expect("events schema is JSON");
+    let alternatives = schema["oneOf"].as_array().expect("oneOf");
+    for e in events {
+        let ty = e["type"].as_str().expect("type");
+        let alt = alternatives
+            .iter()
+            .find(|a| a["properties"]["type"]["const"] == ty)
+            .unwrap_or_else(|| panic!("event type {ty} is not in the schema"));
+        let errors = acode_run::tools::schema::validate(alt, e, ty);
+        assert!(errors.is_empty(), "{e}: {errors:?}");
+    }
 }

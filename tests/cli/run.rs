@@ -386,3 +386,43 @@ fn on_a_terminal_the_prompt_asks_and_shows_the_diff() {
     assert!(!t.ws.join("b.txt").exists());
     assert_eq!(screen.matches("allow?").count(), 1, "{screen}");
 }
+
+#[test]
+fn jsonl_covers_confirmations_failures_and_blocked_steps() {
+    let t = TestDir::new();
+    t.file("keep.txt", "x");
+    let plan = t.plan("p.json", &json!({"plan_id": "ev2", "steps": [
+        {"step_id": "del", "tool": "file_delete", "arguments": {"path": "keep.txt"}},
+        {"step_id": "after", "tool": "file_read", "arguments": {"path": "keep.txt"}},
+        {"step_id": "other", "tool": "file_read", "arguments": {"path": "keep.txt"}, "depends_on": []}]}));
+    let out = t.approve_and_run(&plan, &["--jsonl", "--confirm", "auto-deny"]);
+    assert_eq!(code(&out), 33);
+    let events = events(&out);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    for expected in [
+        "confirmation_requested",
+        "confirmation_decided",
+        "tool_result",
+        "step_failed",
+        "step_blocked",
+        "run_finished",
+    ] {
+        assert!(
+            types.contains(&expected),
+            "{expected} missing from {types:?}"
+        );
+    }
+    let blocked: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "step_blocked")
+        .collect();
+    assert_eq!(blocked[0]["step_id"], "after");
+    assert_eq!(blocked[0]["status"], "blocked");
+    assert_eq!(blocked[1]["step_id"], "other");
+    assert_eq!(blocked[1]["status"], "skipped");
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "confirmation_decided")
+        .unwrap();
+    assert_eq!(decided["decision"], "deny");
+}
