@@ -161,12 +161,20 @@ fn db_path(args: &Args, ws: &Workspace) -> PathBuf {
         .unwrap_or_else(|| ws.root().join(Store::DEFAULT_PATH))
 }
 
-/// The workspace with the database and `.acode/` protected from tool writes, and the database path.
-fn sandboxed_workspace(args: &Args) -> Result<(Workspace, PathBuf), CliError> {
+/// The workspace with the database, `.acode/` and the plan file (when it is inside) protected from
+/// tool writes, and the database path.
+fn sandboxed_workspace(args: &Args, plan: Option<&Path>) -> Result<(Workspace, PathBuf), CliError> {
     let mut ws = workspace(args)?;
     let db = db_path(args, &ws);
     ws.protect(&db);
     ws.protect(Path::new(".acode"));
+    if let Some(plan) = plan {
+        // Relative to the caller's directory, like the plan argument itself.
+        let abs = std::env::current_dir()
+            .map(|d| d.join(plan))
+            .unwrap_or_else(|_| plan.to_path_buf());
+        ws.protect(&abs);
+    }
     Ok((ws, db))
 }
 
@@ -196,7 +204,7 @@ fn load_plan(
 }
 
 fn cmd_validate(args: &Args) -> Result<i32, CliError> {
-    let (ws, _) = sandboxed_workspace(args)?;
+    let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let path = PathBuf::from(&args.positionals[0]);
@@ -288,7 +296,7 @@ fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved.
-        let (ws, _) = sandboxed_workspace(args)?;
+        let (ws, _) = sandboxed_workspace(args, Some(&path))?;
         let policy = load_policy(args, &ws)?;
         load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
@@ -367,7 +375,7 @@ fn execute_plan(
     plan_path: &Path,
     target: Target,
 ) -> Result<i32, CliError> {
-    let (ws, db) = sandboxed_workspace(args)?;
+    let (ws, db) = sandboxed_workspace(args, Some(plan_path))?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;

@@ -416,6 +416,10 @@ impl Executor {
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
         let plan = approved.plan();
+        // A plan inside the workspace must not rewrite itself while it runs.
+        if let Some(source) = &plan.source {
+            self.workspace.protect(source);
+        }
         let vctx = crate::plan::ValidationContext {
             registry: &self.registry,
             workspace: &self.workspace,

@@ -177,6 +177,16 @@ impl Workspace {
                 "git directories (.git) are protected from writes",
             ));
         }
+        // A plan must not approve plans (itself or others) by writing approval files.
+        if candidate
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with(".approval"))
+        {
+            return Err(SandboxViolation::new(
+                given,
+                "plan approval files (*.approval) are protected from writes",
+            ));
+        }
         if let Some(p) = self.protected.iter().find(|p| candidate.starts_with(p)) {
             return Err(SandboxViolation::new(
                 given,
@@ -367,6 +377,7 @@ mod tests {
                 .is_err()
         );
         assert!(ws.resolve_for_write("notgit/.gitignore").is_ok());
+        assert!(ws.resolve_for_write("plans/deploy.json.approval").is_err());
         assert!(ws.resolve_for_write(".acode/executions.db").is_err());
         assert!(ws.resolve_for_write(".acode/executions.db-wal").is_err());
         assert!(ws.resolve_for_write(".").is_err());
