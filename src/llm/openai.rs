@@ -262,22 +262,15 @@ pub(crate) fn parse_response(
         })
         .unwrap_or_default();
 
-    if content.is_none() && tool_calls.is_empty() {
-        return Err(LlmError::EmptyAnswer {
-            url: url.to_string(),
-            finish_reason,
-            body: body.to_string(),
-        });
-    }
-    Ok(ChatResponse {
+    parse::response(
         content,
         tool_calls,
         finish_reason,
         usage,
         warnings,
-        request_body: String::new(),
-        response_body: String::new(),
-    })
+        url,
+        body,
+    )
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value};
 
-use super::{LlmToolCall, ToolSpec, react};
+use super::{ChatResponse, LlmError, LlmToolCall, ToolSpec, Usage, react};
 
 /// Hands out ids for tool calls that came without one (or with a duplicate), unique per client.
 pub(crate) struct IdAllocator<'a> {
@@ -246,6 +246,35 @@ pub(crate) fn finish_warning(finish_reason: Option<&str>) -> Option<String> {
 }
 
 /// `object`, `array`, ... for messages.
+/// Assembles a provider's parsed answer, refusing one with neither text nor tool calls. The request
+/// and response bodies are filled in by the caller, which has them.
+pub(crate) fn response(
+    content: Option<String>,
+    tool_calls: Vec<LlmToolCall>,
+    finish_reason: Option<String>,
+    usage: Usage,
+    warnings: Vec<String>,
+    url: &str,
+    body: &str,
+) -> Result<ChatResponse, LlmError> {
+    if content.is_none() && tool_calls.is_empty() {
+        return Err(LlmError::EmptyAnswer {
+            url: url.to_string(),
+            finish_reason,
+            body: body.to_string(),
+        });
+    }
+    Ok(ChatResponse {
+        content,
+        tool_calls,
+        finish_reason,
+        usage,
+        warnings,
+        request_body: String::new(),
+        response_body: String::new(),
+    })
+}
+
 pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",

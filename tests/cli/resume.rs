@@ -25,6 +25,28 @@ fn kill9(child: &mut std::process::Child) {
     let _ = child.wait();
 }
 
+/// Starts the plan without the OS sandbox, waits until its slow step wrote a `started-<pid>` marker,
+/// then kills acode-run with SIGKILL.
+fn kill9_once_started(t: &TestDir, plan: &std::path::Path) {
+    let mut child = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--sandbox", "none"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !walk(&t.ws).iter().any(|p| {
+        p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("started-")
+    }) {
+        assert!(Instant::now() < deadline, "the slow step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill9(&mut child);
+}
+
 fn integrity_ok(t: &TestDir) {
     assert_eq!(q::<String>(&t.db(), "PRAGMA integrity_check"), "ok");
 }
@@ -64,25 +86,7 @@ fn an_interrupted_command_step_is_rerun_only_when_asked() {
         {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}},
         {"step_id": "last", "tool": "file_write", "arguments": {"path": "last.txt", "contents": "3"}}]}));
     t.approve(&plan);
-    let mut child = t
-        .cmd()
-        .arg(plan.to_str().unwrap())
-        .arg("--sandbox")
-        .arg("none")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !walk(&t.ws).iter().any(|p| {
-        p.file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("started-")
-    }) {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    kill9(&mut child);
+    kill9_once_started(&t, &plan);
     integrity_ok(&t);
     let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
     assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "running");
@@ -124,23 +128,7 @@ fn resume_with_rerun_interrupted_completes_each_step_once() {
         {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}},
         {"step_id": "last", "tool": "file_write", "arguments": {"path": "last.txt", "contents": "3"}}]}));
     t.approve(&plan);
-    let mut child = t
-        .cmd()
-        .args([plan.to_str().unwrap(), "--sandbox", "none"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !walk(&t.ws).iter().any(|p| {
-        p.file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("started-")
-    }) {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    kill9(&mut child);
+    kill9_once_started(&t, &plan);
     let out = t.run(&[
         "run",
         plan.to_str().unwrap(),
