@@ -565,3 +565,66 @@ fn done(answer: String) -> StepOutcome {
         output: Some(answer),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv(window: usize) -> Conversation {
+        Conversation {
+            system: "rules".into(),
+            first: "task".into(),
+            turns: VecDeque::new(),
+            dropped: 0,
+            window,
+        }
+    }
+
+    #[test]
+    fn the_window_drops_whole_turns_and_says_so() {
+        let mut c = conv(2);
+        for i in 0..5 {
+            c.push(vec![
+                Message::Assistant {
+                    content: None,
+                    tool_calls: vec![crate::llm::LlmToolCall {
+                        id: format!("call_{i}"),
+                        name: "file_read".into(),
+                        arguments: json!({"path": "a"}),
+                        parse_error: None,
+                    }],
+                },
+                Message::tool(format!("call_{i}"), format!("result {i}")),
+            ]);
+        }
+        let messages = c.messages();
+        // system + instruction + the last two turns (two messages each).
+        assert_eq!(messages.len(), 2 + 4);
+        match &messages[1] {
+            Message::User { content } => {
+                assert!(content.contains("3 earlier turn(s) omitted"), "{content}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Every tool result still follows the call it answers.
+        match (&messages[2], &messages[3]) {
+            (Message::Assistant { tool_calls, .. }, Message::Tool { call_id, .. }) => {
+                assert_eq!(&tool_calls[0].id, call_id);
+                assert_eq!(call_id, "call_3");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_is_dropped_inside_the_window() {
+        let mut c = conv(8);
+        c.push(vec![Message::user("one")]);
+        let messages = c.messages();
+        assert_eq!(messages.len(), 3);
+        match &messages[1] {
+            Message::User { content } => assert_eq!(content, "task"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

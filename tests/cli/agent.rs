@@ -570,3 +570,40 @@ fn e2e_agent_demo_against_a_real_model_server() {
         t.read("src/lib.rs")
     );
 }
+
+#[test]
+fn tool_results_sent_to_the_model_are_cut_to_the_budget() {
+    let t = TestDir::new();
+    t.file("big.txt", &"x".repeat(5000));
+    t.file(
+        "acode-policy.json",
+        r#"{"limits": {"tool_result_chars": 200}}"#,
+    );
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "big.txt"}))]),
+        ScriptedResponse::chat_text("read"),
+    ]);
+    let plan = agent_plan(&t, &["file_read"], 3);
+    let out = run_agent(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let requests = server.requests();
+    let tool_msg = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(tool_msg.len() < 400, "{} chars", tool_msg.len());
+    assert!(tool_msg.contains("[truncated"), "{tool_msg}");
+    // The database keeps the whole file as the artifact.
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT bytes FROM artifacts WHERE artifact_type='stdout'"
+        ),
+        5000
+    );
+}
