@@ -393,9 +393,14 @@ impl Executor {
             .into_iter()
             .map(|s| (s.step_id, s.status))
             .collect();
+        let (prompt_tokens, completion_tokens) = self.store.token_usage(&run.run_id)?;
         self.run_plan(
             approved,
             Some(Resume {
+                tokens: Usage {
+                    prompt_tokens: prompt_tokens.max(0) as u64,
+                    completion_tokens: completion_tokens.max(0) as u64,
+                },
                 run_id: run.run_id,
                 prior,
                 rerun_interrupted,
@@ -495,11 +500,12 @@ impl Executor {
             backoff: self.backoff,
             llm: self.llm.as_deref(),
             agent: &self.agent,
-            tokens: Usage::default(),
+            // A resumed run carries on counting from what it had used.
+            tokens: resume.as_ref().map(|r| r.tokens).unwrap_or_default(),
         };
 
         let mut results: Vec<Option<StepResult>> = vec![None; plan.steps.len()];
-        // For each failed, blocked or skipped step: the failed step at the root of it.
+        // For each failed or blocked step: the failed step at the root of it.
         let mut failed_root: Vec<Option<String>> = vec![None; plan.steps.len()];
         let index: std::collections::HashMap<&str, usize> = plan
             .steps
@@ -530,7 +536,7 @@ impl Executor {
                 failed_root[i] = Some(by.clone());
                 not_run(&mut run, step, StepStatus::Blocked, Some(by))?
             } else if stopped.is_some() {
-                failed_root[i] = Some(step.step_id.clone());
+                // Not a failure: its dependents are skipped too (the run has stopped), not blocked.
                 not_run(&mut run, step, StepStatus::Skipped, None)?
             } else {
                 let unsafe_rerun = prior == Some("running")
@@ -601,6 +607,8 @@ struct Resume {
     run_id: String,
     /// Step id → status recorded before the interruption.
     prior: std::collections::HashMap<String, String>,
+    /// LLM tokens the run had used before.
+    tokens: Usage,
     rerun_interrupted: bool,
 }
 

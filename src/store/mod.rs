@@ -496,6 +496,17 @@ impl Store {
         )?)
     }
 
+    /// LLM tokens recorded on a run's executions (what a crashed run had used, which its run row
+    /// never received).
+    pub fn token_usage(&self, run_id: &str) -> Result<(i64, i64), StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0)
+             FROM executions WHERE run_id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
+
     /// Marks an unfinished run as running again in this process (crash recovery).
     pub fn reopen_run(&mut self, run_id: &str) -> Result<(), StoreError> {
         self.conn.execute(

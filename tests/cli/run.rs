@@ -104,12 +104,21 @@ fn stop_skips_unrelated_later_steps() {
     let t = TestDir::new();
     let plan = t.plan("p.json", &json!({"plan_id": "stop", "steps": [
         {"step_id": "bad", "tool": "file_read", "arguments": {"path": "missing"}},
-        {"step_id": "later", "tool": "file_write", "arguments": {"path": "y.txt", "contents": "y"}, "depends_on": []}]}));
+        {"step_id": "later", "tool": "file_write", "arguments": {"path": "y.txt", "contents": "y"}, "depends_on": []},
+        {"step_id": "after-later", "tool": "file_write", "arguments": {"path": "z.txt", "contents": "z"}}]}));
     let out = t.approve_and_run(&plan, &[]);
     assert_eq!(code(&out), 30);
     assert!(!t.ws.join("y.txt").exists());
     assert_eq!(
         q::<String>(&t.db(), "SELECT status FROM steps WHERE step_id='later'"),
+        "skipped"
+    );
+    // Depending on a skipped step is not depending on a failure: skipped too, not blocked.
+    assert_eq!(
+        q::<String>(
+            &t.db(),
+            "SELECT status FROM steps WHERE step_id='after-later'"
+        ),
         "skipped"
     );
 }
