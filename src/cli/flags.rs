@@ -165,6 +165,8 @@ pub struct Args {
     pub tool_protocol: Option<crate::llm::ToolProtocol>,
     /// `--token-budget`.
     pub token_budget: Option<u64>,
+    /// `--llm-retries`.
+    pub llm_retries: Option<u32>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -192,6 +194,7 @@ impl Default for Args {
             model: None,
             tool_protocol: None,
             token_budget: None,
+            llm_retries: None,
             used: Vec::new(),
         }
     }
@@ -380,6 +383,23 @@ pub const FLAGS: &[Flag] = &[
                 v.parse()
                     .map_err(|_| format!("expected a number of tokens, got {v:?}"))?,
             );
+            Ok(())
+        },
+    },
+    Flag {
+        name: "llm-retries",
+        value: Some("N"),
+        doc: "Retries of a failed LLM request (connection errors, 408, 429, 5xx) with backoff 1 s, 2 s, 4 s… [default: 3]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            let n: u32 = v
+                .parse()
+                .map_err(|_| format!("expected a number of retries, got {v:?}"))?;
+            if n > 10 {
+                return Err("at most 10 retries".to_string());
+            }
+            a.llm_retries = Some(n);
             Ok(())
         },
     },

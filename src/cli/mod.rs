@@ -514,6 +514,8 @@ fn llm_setup(
         protocol: args.tool_protocol.unwrap_or_default(),
         token_budget: args.token_budget,
         tool_result_chars: policy.limits.tool_result_chars,
+        backoff: crate::executor::retry::Backoff::default()
+            .with_retries(args.llm_retries.unwrap_or(3)),
         ..Default::default()
     };
     let agent_steps: Vec<&crate::plan::Step> = plan

@@ -607,3 +607,20 @@ fn tool_results_sent_to_the_model_are_cut_to_the_budget() {
         5000
     );
 }
+
+#[test]
+fn llm_retries_can_be_turned_off() {
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::json(503, json!({"error": "busy"})),
+        ScriptedResponse::chat_text("never reached"),
+    ]);
+    let plan = agent_plan(&t, &["file_read"], 3);
+    let out = run_agent(&t, &plan, &server, &["--llm-retries", "0"]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(
+        q::<String>(&t.db(), "SELECT error_code FROM steps"),
+        "llm_error"
+    );
+}
