@@ -8,6 +8,7 @@
 //! `response` artifacts, and the tool calls it asked for are linked to it.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -234,7 +235,7 @@ pub fn run(
 }
 
 struct Session<'a> {
-    client: &'a dyn LlmClient,
+    client: &'a Arc<dyn LlmClient>,
     model: &'a str,
     allowed: &'a [String],
     max_turns: u32,
@@ -462,7 +463,7 @@ impl Session<'_> {
             ctx.attempts += 1;
             let started_at = now_ms();
             let t0 = Instant::now();
-            let outcome = self.client.chat(request);
+            let outcome = chat_unless_cancelled(self.client, request, ctx.run.cancel);
             let duration_ms = t0.elapsed().as_millis() as i64;
             let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
             let mut record = ExecutionRecord {
@@ -488,6 +489,15 @@ impl Session<'_> {
                 parent_execution_id: None,
                 prompt_tokens: None,
                 completion_tokens: None,
+            };
+            let Some(outcome) = outcome else {
+                // Interrupted while the model was thinking: the prompt is still part of the record.
+                let message = "interrupted while waiting for the model";
+                record.error_code = Some(ErrorKind::Interrupted.as_str().to_string());
+                record.error_message = Some(message.to_string());
+                let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
+                ctx.record(record, &artifacts)?;
+                return Ok(Err(StepOutcome::failed(ErrorKind::Interrupted, message)));
             };
             match outcome {
                 Ok(response) => {
@@ -554,6 +564,45 @@ impl Session<'_> {
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// Sends `request` on a helper thread so an interrupt does not wait for a slow model: returns
+/// `None` as soon as `cancel` is set (the abandoned request ends at its own timeout).
+fn chat_unless_cancelled(
+    client: &Arc<dyn LlmClient>,
+    request: &ChatRequest,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Option<Result<ChatResponse, crate::llm::LlmError>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = Arc::clone(client);
+    let request = request.clone();
+    let spawned = std::thread::Builder::new()
+        .name("acode-llm".into())
+        .spawn(move || {
+            let _ = tx.send(client.chat(&request));
+        });
+    if let Err(e) = spawned {
+        return Some(Err(crate::llm::LlmError::Transport {
+            url: String::new(),
+            message: format!("cannot start a thread for the LLM request: {e}"),
+        }));
+    }
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(25)) {
+            Ok(outcome) => return Some(outcome),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if cancel.load(Ordering::SeqCst) {
+                    return None;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Some(Err(crate::llm::LlmError::Transport {
+                    url: String::new(),
+                    message: "the LLM request thread ended without an answer".into(),
+                }));
             }
         }
     }

@@ -85,7 +85,7 @@ pub struct RunContext<'r> {
     /// Retry schedule for transient failures (the step's `retries` sets the count).
     pub backoff: Backoff,
     /// The LLM for agent steps, if one is configured.
-    pub llm: Option<&'r dyn LlmClient>,
+    pub llm: Option<&'r Arc<dyn LlmClient>>,
     /// How agent steps talk to the LLM.
     pub agent: &'r AgentSettings,
     /// LLM tokens used so far in the run.

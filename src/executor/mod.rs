@@ -498,7 +498,7 @@ impl Executor {
             cancel: &self.cancel,
             bwrap: self.bwrap.as_deref(),
             backoff: self.backoff,
-            llm: self.llm.as_deref(),
+            llm: self.llm.as_ref(),
             agent: &self.agent,
             // A resumed run carries on counting from what it had used.
             tokens: resume.as_ref().map(|r| r.tokens).unwrap_or_default(),

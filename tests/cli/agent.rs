@@ -624,3 +624,49 @@ fn llm_retries_can_be_turned_off() {
         "llm_error"
     );
 }
+
+#[test]
+fn sigint_during_a_slow_model_answer_stops_promptly() {
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("too late").with_delay(std::time::Duration::from_secs(30)),
+    ]);
+    let plan = agent_plan(&t, &["file_read"], 3);
+    t.approve(&plan);
+    let url = server.url();
+    let mut child = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--llm-url", &url, "--model", "m"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.requests().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the model was never asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let asked = std::time::Instant::now();
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        asked.elapsed().as_secs() < 5,
+        "waited {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        q::<String>(&t.db(), "SELECT status FROM runs"),
+        "interrupted"
+    );
+    assert_eq!(
+        q::<String>(
+            &t.db(),
+            "SELECT error_code FROM executions WHERE tool_name='llm'"
+        ),
+        "interrupted"
+    );
+}
