@@ -148,12 +148,21 @@ impl<W: Write + Send> HumanPrinter<W> {
                 error,
                 duration_ms,
                 ..
-            } => Some(format!(
-                "{} … {} ({error_code}) {}\n      {error}",
-                head(cur),
-                self.paint("31", "FAILED"),
-                secs(*duration_ms)
-            )),
+            } => {
+                let mut line = format!(
+                    "{} … {} ({error_code}) {}\n      {error}",
+                    head(cur),
+                    self.paint("31", "FAILED"),
+                    secs(*duration_ms)
+                );
+                if error_code == "confirmation_denied" {
+                    line.push_str(
+                        "\n      (without a terminal every confirmation is denied; after review, \
+                         --confirm auto-approve allows them)",
+                    );
+                }
+                Some(line)
+            }
             EventKind::StepBlocked {
                 step_id,
                 status,
