@@ -157,8 +157,8 @@ impl<W: Write + Send> HumanPrinter<W> {
                 );
                 if error_code == "confirmation_denied" {
                     line.push_str(
-                        "\n      (without a terminal every confirmation is denied; after review, \
-                         --confirm auto-approve allows them)",
+                        "\n      (when no one can be asked, confirmations are denied: run on a \
+                         terminal, or pass --confirm auto-approve after review)",
                     );
                 }
                 Some(line)
