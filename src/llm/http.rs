@@ -1,6 +1,6 @@
-//! The one HTTP exchange every provider makes: POST a JSON body, read a capped reply, and turn every
-//! way that can fail into a classified [`LlmError`]. Kept separate so the classification (what is
-//! retryable, what the message says) is written once.
+//! The one HTTP exchange every provider makes: POST a JSON body, read a capped reply, and turn
+//! every way that can fail into a classified [`LlmError`]. Kept separate so the classification
+//! (what is retryable, what the message says) is written once.
 
 use std::io::Read;
 use std::time::Duration;

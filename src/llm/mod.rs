@@ -550,8 +550,9 @@ impl LlmConfig {
     }
 
     /// Reads `ACODE_LLM_URL`, `ACODE_MODEL`, `ACODE_LLM_API_KEY`, and the optional
-    /// `ACODE_LLM_PROVIDER` (`openai`|`ollama`|`anthropic`) and `ACODE_LLM_TIMEOUT_S` (seconds). Unset or empty
-    /// variables keep the defaults; an unparsable provider or timeout is an error, not ignored.
+    /// `ACODE_LLM_PROVIDER` (`openai`|`ollama`|`anthropic`) and `ACODE_LLM_TIMEOUT_S` (seconds).
+    /// Unset or empty variables keep the defaults; an unparsable provider or timeout is an error,
+    /// not ignored.
     pub fn from_env() -> Result<Self, LlmError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
