@@ -1,6 +1,6 @@
-//! The one HTTP exchange both providers make: POST a JSON body, read a capped reply, and turn every
-//! way that can fail into a classified [`LlmError`]. Kept separate so the classification (what is
-//! retryable, what the message says) is written once.
+//! The one HTTP exchange every provider makes: POST a JSON body, read a capped reply, and turn
+//! every way that can fail into a classified [`LlmError`]. Kept separate so the classification
+//! (what is retryable, what the message says) is written once.
 
 use std::io::Read;
 use std::time::Duration;
@@ -38,19 +38,48 @@ pub(crate) fn join(base: &str, path: &str) -> String {
     format!("{}{}", base.trim().trim_end_matches('/'), path)
 }
 
+/// How a provider sends `ACODE_LLM_API_KEY`: the header differs between wire protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyHeader {
+    /// `Authorization: Bearer <key>` (OpenAI-compatible servers, Ollama).
+    Bearer,
+    /// `x-api-key: <key>` (the Anthropic Messages API).
+    XApiKey,
+}
+
 /// POSTs `body` as JSON to `url` and reads the reply (any status) up to the configured size cap.
+/// The key, if any, goes in `Authorization: Bearer`.
 pub(crate) fn post_json(
     agent: &ureq::Agent,
     config: &LlmConfig,
     url: &str,
     body: &str,
 ) -> Result<HttpReply, LlmError> {
+    post_json_with(agent, config, url, body, KeyHeader::Bearer, &[])
+}
+
+/// [`post_json`] for providers that send the key in another header or need fixed extra headers
+/// (`anthropic-version`). `extra` must not carry secrets: only the key is treated as one.
+pub(crate) fn post_json_with(
+    agent: &ureq::Agent,
+    config: &LlmConfig,
+    url: &str,
+    body: &str,
+    key_header: KeyHeader,
+    extra: &[(&str, &str)],
+) -> Result<HttpReply, LlmError> {
     let mut request = agent
         .post(url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json");
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
     if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
-        request = request.header("Authorization", format!("Bearer {key}"));
+        request = match key_header {
+            KeyHeader::Bearer => request.header("Authorization", format!("Bearer {key}")),
+            KeyHeader::XApiKey => request.header("x-api-key", key),
+        };
     }
     let response = request
         .send(body)

@@ -9,10 +9,12 @@
 //! malformed arguments surfaced as [`LlmToolCall::parse_error`] instead of being guessed at).
 //!
 //! Providers: [`openai`] (OpenAI-compatible `/chat/completions`, the default: Ollama, LM Studio,
-//! llama.cpp server, vLLM) and [`ollama`] (Ollama's native `/api/chat`). [`react`] is a text
-//! protocol for models without native tool calling; [`scripted`] is a replaying HTTP server so tests
-//! and embedders never need a real model.
+//! llama.cpp server, vLLM), [`ollama`] (Ollama's native `/api/chat`) and [`anthropic`] (the
+//! Anthropic Messages API `/v1/messages`, as served by llama.cpp, Ollama and LiteLLM). [`react`] is
+//! a text protocol for models without native tool calling; [`scripted`] is a replaying HTTP server
+//! so tests and embedders never need a real model.
 
+pub mod anthropic;
 #[cfg(test)]
 mod fixture_tests;
 mod http;
@@ -340,7 +342,8 @@ pub enum LlmError {
     /// 404: the model is not known there (or the URL lacks the API path).
     #[error(
         "model '{model}' not found at {url} (HTTP 404: {excerpt}); check --model / ACODE_MODEL \
-         (for Ollama: `ollama pull {model}`) and that --llm-url ends in /v1 for the openai provider"
+         (for Ollama: `ollama pull {model}`) and that --llm-url ends in /v1 for the openai and \
+         anthropic providers"
     )]
     ModelNotFound {
         /// The model asked for.
@@ -455,6 +458,8 @@ pub enum Provider {
     OpenAi,
     /// Ollama's native `POST {base}/api/chat`.
     Ollama,
+    /// The Anthropic Messages API, `POST {base}/messages` (llama.cpp, Ollama, LiteLLM).
+    Anthropic,
 }
 
 impl Provider {
@@ -463,6 +468,7 @@ impl Provider {
         match self {
             Provider::OpenAi => "openai",
             Provider::Ollama => "ollama",
+            Provider::Anthropic => "anthropic",
         }
     }
 }
@@ -480,8 +486,9 @@ impl FromStr for Provider {
         match s.trim().to_ascii_lowercase().as_str() {
             "openai" | "openai-compatible" => Ok(Provider::OpenAi),
             "ollama" => Ok(Provider::Ollama),
+            "anthropic" => Ok(Provider::Anthropic),
             other => Err(format!(
-                "unknown LLM provider '{other}' (expected 'openai' or 'ollama')"
+                "unknown LLM provider '{other}' (expected 'openai', 'ollama' or 'anthropic')"
             )),
         }
     }
@@ -494,7 +501,8 @@ pub struct LlmConfig {
     pub base_url: String,
     /// The default model (a step's `model` argument overrides it, see [`LlmConfig::with_model`]).
     pub model: String,
-    /// Sent as `Authorization: Bearer ...` when set; never printed, recorded or put in errors.
+    /// Sent as `Authorization: Bearer ...` (`x-api-key: ...` for the anthropic provider) when set;
+    /// never printed, recorded or put in errors.
     pub api_key: Option<String>,
     /// Time limit for one whole request, connect to last byte.
     pub timeout: Duration,
@@ -542,8 +550,9 @@ impl LlmConfig {
     }
 
     /// Reads `ACODE_LLM_URL`, `ACODE_MODEL`, `ACODE_LLM_API_KEY`, and the optional
-    /// `ACODE_LLM_PROVIDER` (`openai`|`ollama`) and `ACODE_LLM_TIMEOUT_S` (seconds). Unset or empty
-    /// variables keep the defaults; an unparsable provider or timeout is an error, not ignored.
+    /// `ACODE_LLM_PROVIDER` (`openai`|`ollama`|`anthropic`) and `ACODE_LLM_TIMEOUT_S` (seconds).
+    /// Unset or empty variables keep the defaults; an unparsable provider or timeout is an error,
+    /// not ignored.
     pub fn from_env() -> Result<Self, LlmError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -621,6 +630,7 @@ pub fn client(config: LlmConfig) -> Box<dyn LlmClient> {
     match config.provider {
         Provider::OpenAi => Box::new(openai::OpenAiClient::new(config)),
         Provider::Ollama => Box::new(ollama::OllamaClient::new(config)),
+        Provider::Anthropic => Box::new(anthropic::AnthropicClient::new(config)),
     }
 }
 
@@ -706,6 +716,11 @@ mod tests {
             LlmConfig::from_lookup(|n| (n == "ACODE_LLM_PROVIDER").then(|| "x".to_string()))
                 .is_err()
         );
+        let anthropic = LlmConfig::from_lookup(|n| {
+            (n == "ACODE_LLM_PROVIDER").then(|| "anthropic".to_string())
+        })
+        .unwrap();
+        assert_eq!(anthropic.provider, Provider::Anthropic);
     }
 
     #[test]
@@ -746,7 +761,9 @@ mod tests {
     fn provider_parses() {
         assert_eq!("OpenAI".parse::<Provider>(), Ok(Provider::OpenAi));
         assert_eq!("ollama".parse::<Provider>(), Ok(Provider::Ollama));
-        assert!("anthropic".parse::<Provider>().is_err());
+        assert_eq!(" Anthropic ".parse::<Provider>(), Ok(Provider::Anthropic));
+        assert_eq!(Provider::Anthropic.to_string(), "anthropic");
+        assert!("claude".parse::<Provider>().is_err());
     }
 
     #[test]

@@ -232,20 +232,21 @@ pub(crate) fn count(value: Option<&Value>) -> u64 {
     }
 }
 
-/// The warning recorded for a finish reason that means the answer is incomplete.
+/// The warning recorded for a finish reason that means the answer is incomplete. Covers the
+/// OpenAI/Ollama names (`length`, `content_filter`) and the Anthropic `stop_reason` names
+/// (`max_tokens`, `model_context_window_exceeded`, `refusal`), so every provider warns alike.
 pub(crate) fn finish_warning(finish_reason: Option<&str>) -> Option<String> {
     match finish_reason? {
-        "length" => Some(
-            "the answer was truncated (finish_reason \"length\": max_tokens or the context window \
-             was reached)"
-                .to_string(),
-        ),
+        reason @ ("length" | "max_tokens" | "model_context_window_exceeded") => Some(format!(
+            "the answer was truncated (finish_reason \"{reason}\": max_tokens or the context \
+             window was reached)"
+        )),
         "content_filter" => Some("the answer was cut by the server's content filter".to_string()),
+        "refusal" => Some("the model declined to answer (finish_reason \"refusal\")".to_string()),
         _ => None,
     }
 }
 
-/// `object`, `array`, ... for messages.
 /// Assembles a provider's parsed answer, refusing one with neither text nor tool calls. The request
 /// and response bodies are filled in by the caller, which has them.
 pub(crate) fn response(
@@ -275,6 +276,7 @@ pub(crate) fn response(
     })
 }
 
+/// `object`, `array`, ... for messages.
 pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -383,6 +385,28 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    #[test]
+    fn finish_warnings() {
+        let length = finish_warning(Some("length")).unwrap();
+        assert_eq!(
+            length,
+            "the answer was truncated (finish_reason \"length\": max_tokens or the context window \
+             was reached)"
+        );
+        for reason in ["max_tokens", "model_context_window_exceeded"] {
+            let w = finish_warning(Some(reason)).unwrap();
+            assert!(w.contains("truncated") && w.contains(reason), "{w}");
+        }
+        assert!(
+            finish_warning(Some("refusal"))
+                .unwrap()
+                .contains("declined")
+        );
+        for quiet in [None, Some("stop"), Some("end_turn"), Some("tool_use")] {
+            assert_eq!(finish_warning(quiet), None);
+        }
     }
 
     #[test]
