@@ -167,6 +167,8 @@ pub struct Args {
     pub token_budget: Option<u64>,
     /// `--llm-retries`.
     pub llm_retries: Option<u32>,
+    /// `--llm-provider`.
+    pub llm_provider: Option<crate::llm::Provider>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -195,6 +197,7 @@ impl Default for Args {
             tool_protocol: None,
             token_budget: None,
             llm_retries: None,
+            llm_provider: None,
             used: Vec::new(),
         }
     }
@@ -349,6 +352,16 @@ pub const FLAGS: &[Flag] = &[
         commands: EXEC_CMDS,
         update: |a, v| {
             a.llm_url = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "llm-provider",
+        value: Some("P"),
+        doc: "Wire protocol of the LLM server: openai (/chat/completions), ollama (/api/chat) or anthropic (/messages) [default: $ACODE_LLM_PROVIDER, else openai]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            a.llm_provider = Some(val(v)?.parse()?);
             Ok(())
         },
     },

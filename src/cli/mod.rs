@@ -509,6 +509,9 @@ fn llm_setup(
     if let Some(model) = &args.model {
         config.model = model.clone();
     }
+    if let Some(provider) = args.llm_provider {
+        config.provider = provider;
+    }
     let agent = crate::executor::AgentSettings {
         model: config.model.clone(),
         protocol: args.tool_protocol.unwrap_or_default(),

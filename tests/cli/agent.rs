@@ -670,3 +670,28 @@ fn sigint_during_a_slow_model_answer_stops_promptly() {
         "interrupted"
     );
 }
+
+#[test]
+fn the_anthropic_messages_provider_drives_the_same_loop() {
+    let t = TestDir::new();
+    t.file("src/lib.rs", LIB);
+    let server = ScriptedServer::start(fixture("anthropic_read_then_edit.json"));
+    let plan = agent_plan(&t, &["file_read", "file_edit"], 10);
+    let out = run_agent(&t, &plan, &server, &["--llm-provider", "anthropic"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.read("src/lib.rs").contains("a + b"));
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert!(
+        requests[0].body["system"]
+            .as_str()
+            .unwrap()
+            .contains("NO tool call")
+    );
+    // The tool result goes back as a tool_result block answering the tool_use id.
+    let second = requests[1].body["messages"].as_array().unwrap();
+    let result = second.iter().rev().find(|m| m["role"] == "user").unwrap();
+    assert_eq!(result["content"][0]["type"], "tool_result");
+    assert_eq!(result["content"][0]["tool_use_id"], "toolu_01R3ad");
+    assert!(q::<i64>(&t.db(), "SELECT prompt_tokens FROM runs") > 0);
+}
