@@ -26,6 +26,8 @@
 //! }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod error;
 pub mod events;

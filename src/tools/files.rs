@@ -1,7 +1,7 @@
 //! File tools: `file_read`, `file_write`, `file_create`, `file_edit`, `file_delete`.
 //!
 //! Every path argument goes through [`crate::sandbox::Workspace`]; these tools never judge a path
-//! themselves. All writes go through one helper, [`write_atomic`]: a temporary file in the target's
+//! themselves. All writes go through one helper, `write_atomic`: a temporary file in the target's
 //! directory, fsynced, then renamed (or hard-linked, for `file_create`) into place and the directory
 //! fsynced, so a crash at any moment leaves either the old or the new file, never half of one.
 //!
