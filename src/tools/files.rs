@@ -1,9 +1,10 @@
 //! File tools: `file_read`, `file_write`, `file_create`, `file_edit`, `file_delete`.
 //!
 //! Every path argument goes through [`crate::sandbox::Workspace`]; these tools never judge a path
-//! themselves. All writes go through one helper, `write_atomic`: a temporary file in the target's
-//! directory, fsynced, then renamed (or hard-linked, for `file_create`) into place and the directory
-//! fsynced, so a crash at any moment leaves either the old or the new file, never half of one.
+//! themselves. All writes go through one helper, `write_atomic`: a temporary file in the runner's
+//! staging area `.acode/tmp/<pid>/` (or, on another filesystem, beside the target), fsynced, then
+//! renamed (or hard-linked, for `file_create`) into place and the directory fsynced, so a crash at
+//! any moment leaves either the old or the new file, never half of one.
 //!
 //! Conventions shared with the other tools:
 //! - `content` (what the driver and an LLM see) is the data itself; when it had to be cut short or
