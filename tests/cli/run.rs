@@ -435,3 +435,35 @@ fn jsonl_covers_confirmations_failures_and_blocked_steps() {
         .unwrap();
     assert_eq!(decided["decision"], "deny");
 }
+
+/// Copies a directory tree (the fixture workspaces are tiny).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_readme_hello_plan_runs_with_its_committed_approval() {
+    let t = TestDir::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_tree(&root.join("fixtures/hello"), &t.ws);
+    let plan = root.join("plans/hello.json");
+    let out = t.run(&[plan.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let result: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(result["steps"].as_array().unwrap().len(), 8);
+    assert!(t.read("src/lib.rs").contains("Hello, acode-run"));
+    let run_id = result["run_id"].as_str().unwrap();
+    assert!(
+        t.ws.join(format!("notes/run-{run_id}.md")).exists(),
+        "${{run_id}} was substituted"
+    );
+}
