@@ -38,6 +38,9 @@ pub struct Problem {
     pub message: String,
     /// Which exit code it calls for.
     pub kind: ProblemKind,
+    /// The line of the plan file where the step concerned starts, for problems inside a step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
 }
 
 impl Problem {
@@ -47,13 +50,18 @@ impl Problem {
             location: location.into(),
             message: message.into(),
             kind: ProblemKind::Invalid,
+            line: None,
         }
     }
 }
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.location, self.message)
+        write!(f, "{}: {}", self.location, self.message)?;
+        if let Some(line) = self.line {
+            write!(f, " (step at line {line})")?;
+        }
+        Ok(())
     }
 }
 
@@ -98,7 +106,8 @@ impl PlanError {
 /// Reads and parses a plan file, applying `--var` overrides. Overrides may only set variables the
 /// plan declares, so the approved plan names everything a caller can vary.
 pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
-    let (plan, problems) = read_partial(path, overrides)?;
+    let (plan, mut problems, lines) = read_partial(path, overrides)?;
+    annotate(&mut problems, &lines);
     match plan {
         Some(plan) if problems.is_empty() => Ok(plan),
         _ => Err(PlanError::Invalid {
@@ -112,12 +121,13 @@ pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, P
 fn read_partial(
     path: &Path,
     overrides: &BTreeMap<String, String>,
-) -> Result<(Option<Plan>, Vec<Problem>), PlanError> {
+) -> Result<(Option<Plan>, Vec<Problem>, Vec<usize>), PlanError> {
     let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
         path: path.display().to_string(),
         source,
     })?;
     let (mut plan, mut problems) = parse::parse_partial(&bytes);
+    let lines = parse::step_lines(&bytes);
     if let Some(plan) = plan.as_mut() {
         // Canonical, so a run records where its plan is whatever the caller's directory was.
         plan.source = Some(path.canonicalize().unwrap_or_else(|_| path.to_path_buf()));
@@ -132,7 +142,21 @@ fn read_partial(
             }
         }
     }
-    Ok((plan, problems))
+    Ok((plan, problems, lines))
+}
+
+/// Adds to each problem inside `steps[i]` the line where that step starts in the file.
+fn annotate(problems: &mut [Problem], lines: &[usize]) {
+    for p in problems {
+        let index = p
+            .location
+            .strip_prefix("steps[")
+            .and_then(|rest| rest.split(']').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        if let Some(line) = index.and_then(|i| lines.get(i)) {
+            p.line = Some(*line);
+        }
+    }
 }
 
 /// Reads, parses and validates a plan file; structural and semantic problems are reported together.
@@ -141,10 +165,11 @@ pub fn load(
     overrides: &BTreeMap<String, String>,
     ctx: &ValidationContext,
 ) -> Result<Plan, PlanError> {
-    let (plan, mut problems) = read_partial(path, overrides)?;
+    let (plan, mut problems, lines) = read_partial(path, overrides)?;
     if let Some(plan) = &plan {
         problems.extend(validate::validate(plan, ctx));
     }
+    annotate(&mut problems, &lines);
     match plan {
         Some(plan) if problems.is_empty() => Ok(plan),
         _ => Err(PlanError::Invalid {

@@ -36,6 +36,7 @@ impl Collector {
             location: location.into(),
             message: message.into(),
             kind: ProblemKind::Invalid,
+            line: None,
         });
     }
 
@@ -467,6 +468,66 @@ fn parse_precondition(c: &mut Collector, v: &Value, at: &str) -> Option<Precondi
     }
 }
 
+/// The 1-based line where each element of the top-level `steps` array starts, found by a small
+/// scan that tracks strings and nesting (serde does not report positions to visitors). Used to point
+/// problems at the right place in a long plan; empty when the document is not shaped as expected.
+pub fn step_lines(bytes: &[u8]) -> Vec<usize> {
+    let mut lines = Vec::new();
+    let (mut line, mut depth) = (1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut key_start: Option<usize> = None;
+    let mut last_key_is_steps = false;
+    let mut in_steps = false;
+    let mut expect_element = false;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\n' {
+            line += 1;
+        }
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+                if let Some(start) = key_start.take() {
+                    last_key_is_steps = &bytes[start..i] == b"steps";
+                }
+            }
+            continue;
+        }
+        if in_steps && depth == 2 && expect_element && !b.is_ascii_whitespace() && b != b']' {
+            lines.push(line);
+            expect_element = false;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                if depth == 1 {
+                    key_start = Some(i + 1);
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                if depth == 2 && b == b'[' && last_key_is_steps {
+                    in_steps = true;
+                    expect_element = true;
+                }
+            }
+            b'}' | b']' => {
+                if depth == 2 && in_steps {
+                    in_steps = false;
+                }
+                depth = depth.saturating_sub(1);
+            }
+            b',' if in_steps && depth == 2 => expect_element = true,
+            b',' if depth == 1 => last_key_is_steps = false,
+            _ => {}
+        }
+    }
+    lines
+}
+
 /// Streams the top-level plan object: every field but `steps` is kept as a value; `steps` is
 /// converted one element at a time. Returns the other fields and the steps (`None` if absent).
 struct RootSeed<'c> {
@@ -596,6 +657,18 @@ mod tests {
         assert_eq!(plan.steps[1].depends_on, vec!["a".to_string()]);
         assert_eq!(plan.defaults.retries, 2);
         assert_eq!(plan.sha256.len(), 64);
+    }
+}
+
+#[cfg(test)]
+mod positions {
+    use super::*;
+
+    #[test]
+    fn step_lines_point_at_each_step() {
+        let text = b"{\n  \"plan_id\": \"p\",\n  \"steps\": [\n    {\"step_id\": \"a\", \"x\": \"[{,\\\"\"},\n\n    {\"step_id\": \"b\", \"arguments\": {\"steps\": [1, 2]}}\n  ],\n  \"description\": \"{[\"\n}";
+        assert_eq!(step_lines(text), vec![4, 6]);
+        assert!(step_lines(b"not json").is_empty());
     }
 }
 

@@ -102,6 +102,7 @@ fn tool_problem(location: String, e: ToolError) -> Problem {
             location,
             message: v.to_string(),
             kind: ProblemKind::Sandbox,
+            line: None,
         },
         other => Problem::invalid(location, other.to_string()),
     }
@@ -214,6 +215,7 @@ fn check_precondition(
                 location: at.to_string(),
                 message: v.to_string(),
                 kind: ProblemKind::Sandbox,
+                line: None,
             });
         }
     };

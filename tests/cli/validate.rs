@@ -31,6 +31,12 @@ fn unknown_tool_is_named() {
         "{}",
         stderr(&out)
     );
+    // Pretty-printed: `{`, `"plan_id"`, `"steps": [`, then the step's `{` on line 4.
+    assert!(
+        stderr(&out).contains("(step at line 4)"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
