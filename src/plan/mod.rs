@@ -106,8 +106,12 @@ impl PlanError {
 /// Reads and parses a plan file, applying `--var` overrides. Overrides may only set variables the
 /// plan declares, so the approved plan names everything a caller can vary.
 pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
-    let (plan, mut problems, lines) = read_partial(path, overrides)?;
-    annotate(&mut problems, &lines);
+    let Partial {
+        plan,
+        mut problems,
+        step_lines,
+    } = read_partial(path, overrides)?;
+    annotate(&mut problems, &step_lines);
     match plan {
         Some(plan) if problems.is_empty() => Ok(plan),
         _ => Err(PlanError::Invalid {
@@ -118,10 +122,14 @@ pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, P
 }
 
 /// Like [`read`], but returns the well-formed part of the plan together with the problems found.
-fn read_partial(
-    path: &Path,
-    overrides: &BTreeMap<String, String>,
-) -> Result<(Option<Plan>, Vec<Problem>, Vec<usize>), PlanError> {
+/// What reading a plan file found: the well-formed part, the problems, and where each step starts.
+struct Partial {
+    plan: Option<Plan>,
+    problems: Vec<Problem>,
+    step_lines: Vec<usize>,
+}
+
+fn read_partial(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Partial, PlanError> {
     let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
         path: path.display().to_string(),
         source,
@@ -142,7 +150,11 @@ fn read_partial(
             }
         }
     }
-    Ok((plan, problems, lines))
+    Ok(Partial {
+        plan,
+        problems,
+        step_lines: lines,
+    })
 }
 
 /// Adds to each problem inside `steps[i]` the line where that step starts in the file.
@@ -165,11 +177,15 @@ pub fn load(
     overrides: &BTreeMap<String, String>,
     ctx: &ValidationContext,
 ) -> Result<Plan, PlanError> {
-    let (plan, mut problems, lines) = read_partial(path, overrides)?;
+    let Partial {
+        plan,
+        mut problems,
+        step_lines,
+    } = read_partial(path, overrides)?;
     if let Some(plan) = &plan {
         problems.extend(validate::validate(plan, ctx));
     }
-    annotate(&mut problems, &lines);
+    annotate(&mut problems, &step_lines);
     match plan {
         Some(plan) if problems.is_empty() => Ok(plan),
         _ => Err(PlanError::Invalid {
