@@ -267,7 +267,10 @@ fn record_decision(
     plan: &Plan,
     status: AuthStatus,
 ) -> Result<PlanAuthorization, CliError> {
-    let auth = PlanAuthorization::decide(plan, status, &decider(args));
+    let mut auth = PlanAuthorization::decide(plan, status, &decider(args));
+    if let Some(key) = plan::auth::approval_key_from_env() {
+        auth = auth.signed(&key);
+    }
     let written = plan::auth::store(path, &auth).map_err(|e| {
         CliError::new(
             exit::INTERNAL,
@@ -386,7 +389,8 @@ fn execute_plan(
         plan::auth::load(plan_path, &plan)
             .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
     };
-    let approved = ApprovedPlan::new(plan, authorization).map_err(|e| {
+    let key = plan::auth::approval_key_from_env();
+    let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref()).map_err(|e| {
         CliError::new(
             exit::UNAUTHORIZED,
             format!(

@@ -6,7 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
+use sha2::Sha256;
 use thiserror::Error;
 
 use super::model::Plan;
@@ -37,6 +39,10 @@ pub struct PlanAuthorization {
     pub decided_by: String,
     /// When, in Unix milliseconds.
     pub decided_at: i64,
+    /// HMAC-SHA256 (hex) of the fields above under the approval key (`ACODE_APPROVAL_KEY`), when
+    /// one was set at decision time. With a key, runs accept only approvals it signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 impl PlanAuthorization {
@@ -48,6 +54,54 @@ impl PlanAuthorization {
             plan_sha256: plan.sha256.clone(),
             decided_by: by.to_string(),
             decided_at: crate::error::now_ms(),
+            signature: None,
+        }
+    }
+
+    /// The bytes a signature covers: every field of the decision, in a fixed layout.
+    fn signed_message(&self) -> String {
+        let status = match self.status {
+            AuthStatus::Pending => "pending",
+            AuthStatus::Approved => "approved",
+            AuthStatus::Rejected => "rejected",
+        };
+        format!(
+            "acode-run approval v1\n{}\n{status}\n{}\n{}\n{}",
+            self.plan_id, self.plan_sha256, self.decided_by, self.decided_at
+        )
+    }
+
+    fn mac(key: &[u8]) -> Hmac<Sha256> {
+        // HMAC accepts keys of any length, so this cannot fail.
+        <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap_or_else(|_| unreachable!())
+    }
+
+    /// Signs the decision with `key` (builder style).
+    pub fn signed(mut self, key: &[u8]) -> Self {
+        let mut mac = Self::mac(key);
+        mac.update(self.signed_message().as_bytes());
+        let tag = mac.finalize().into_bytes();
+        self.signature = Some(tag.iter().map(|b| format!("{b:02x}")).collect());
+        self
+    }
+
+    /// Checks the signature against `key` in constant time.
+    pub fn verify_signature(&self, key: &[u8]) -> Result<(), AuthError> {
+        let Some(sig) = &self.signature else {
+            return Err(AuthError::Unsigned);
+        };
+        let bytes: Option<Vec<u8>> = (0..sig.len())
+            .step_by(2)
+            .map(|i| {
+                sig.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
+            .collect();
+        let mut mac = Self::mac(key);
+        mac.update(self.signed_message().as_bytes());
+        match bytes {
+            Some(bytes) if mac.verify_slice(&bytes).is_ok() => Ok(()),
+            _ => Err(AuthError::BadSignature),
         }
     }
 
@@ -106,6 +160,15 @@ pub enum AuthError {
         /// The current hash.
         actual: String,
     },
+    /// An approval key is in force but the approval carries no signature.
+    #[error(
+        "the approval is not signed, but ACODE_APPROVAL_KEY is set: approve the plan again where that key is available"
+    )]
+    Unsigned,
+    /// The signature does not match the approval under the key in force (forged, edited, or signed
+    /// with another key).
+    #[error("the approval's signature does not match (edited, forged, or signed with another key)")]
+    BadSignature,
     /// The approval file exists but cannot be used.
     #[error("cannot use approval file {path}: {message}")]
     BadApprovalFile {
@@ -114,6 +177,16 @@ pub enum AuthError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// The environment variable holding the approval signing key.
+pub const APPROVAL_KEY_ENV: &str = "ACODE_APPROVAL_KEY";
+
+/// The approval key from the environment, if set and non-empty.
+pub fn approval_key_from_env() -> Option<Vec<u8>> {
+    std::env::var_os(APPROVAL_KEY_ENV)
+        .filter(|k| !k.is_empty())
+        .map(|k| k.into_encoded_bytes())
 }
 
 /// Where the approval for the plan at `plan_path` is kept.
@@ -139,6 +212,7 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
                 plan_sha256: String::new(),
                 decided_by: String::new(),
                 decided_at: 0,
+                signature: None,
             });
         }
         Err(e) => return Err(bad(e.to_string())),
@@ -177,6 +251,20 @@ impl ApprovedPlan {
         })
     }
 
+    /// Like [`ApprovedPlan::new`], and when `key` is given the authorization must also carry a valid
+    /// signature under it, so an approval file written by anyone without the key is refused.
+    pub fn new_verified(
+        plan: Plan,
+        authorization: PlanAuthorization,
+        key: Option<&[u8]>,
+    ) -> Result<Self, AuthError> {
+        let approved = Self::new(plan, authorization)?;
+        if let Some(key) = key {
+            approved.authorization.verify_signature(key)?;
+        }
+        Ok(approved)
+    }
+
     /// The plan.
     pub fn plan(&self) -> &Plan {
         &self.plan
@@ -203,5 +291,46 @@ impl ApprovedPlan {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        crate::plan::parse::parse(br#"{"plan_id":"p","steps":[{"step_id":"a","tool":"t"}]}"#)
+            .unwrap()
+    }
+
+    #[test]
+    fn signatures_bind_every_field_to_the_key() {
+        let p = plan();
+        let auth = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice").signed(b"k1");
+        assert!(auth.verify_signature(b"k1").is_ok());
+        assert!(matches!(
+            auth.verify_signature(b"k2"),
+            Err(AuthError::BadSignature)
+        ));
+        let mut edited = auth.clone();
+        edited.decided_by = "mallory".into();
+        assert!(matches!(
+            edited.verify_signature(b"k1"),
+            Err(AuthError::BadSignature)
+        ));
+        let mut garbage = auth.clone();
+        garbage.signature = Some("zz".into());
+        assert!(matches!(
+            garbage.verify_signature(b"k1"),
+            Err(AuthError::BadSignature)
+        ));
+        let unsigned = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(matches!(
+            unsigned.verify_signature(b"k1"),
+            Err(AuthError::Unsigned)
+        ));
+        assert!(ApprovedPlan::new_verified(p.clone(), unsigned.clone(), None).is_ok());
+        assert!(ApprovedPlan::new_verified(p.clone(), unsigned, Some(b"k1")).is_err());
+        assert!(ApprovedPlan::new_verified(p, auth, Some(b"k1")).is_ok());
     }
 }

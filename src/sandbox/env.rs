@@ -129,7 +129,12 @@ pub fn check_env_additions(additions: &[(String, String)]) -> Result<(), Sandbox
 pub fn child_env(policy: &Policy, additions: &[(String, String)]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     for name in policy.env_allowlist() {
-        if !valid_name(name) || env.iter().any(|(k, _)| k == name) {
+        // The approval signing key never reaches a command, whatever the policy says: a command
+        // holding it could approve plans nobody reviewed.
+        if !valid_name(name)
+            || name == crate::plan::auth::APPROVAL_KEY_ENV
+            || env.iter().any(|(k, _)| k == name)
+        {
             continue;
         }
         if let Ok(value) = std::env::var(name) {

@@ -113,3 +113,75 @@ fn run_with_approve_records_the_approval_and_runs() {
     // And the recorded approval is good for the next run.
     assert_eq!(code(&t.run(&[plan.to_str().unwrap()])), 0);
 }
+
+#[test]
+fn with_an_approval_key_only_signed_approvals_run() {
+    let t = TestDir::new();
+    t.file("a.txt", "hi");
+    let plan = t.plan("p.json", &simple_plan());
+    let key = "approval-signing-key-0123456789";
+    let approve = |key: Option<&str>| {
+        let mut c = t.cmd();
+        c.args(["approve", plan.to_str().unwrap(), "--by", "alice"]);
+        if let Some(k) = key {
+            c.env("ACODE_APPROVAL_KEY", k);
+        }
+        assert_eq!(code(&c.output().unwrap()), 0);
+    };
+    let run = |key: Option<&str>| {
+        let mut c = t.cmd();
+        c.arg(plan.to_str().unwrap());
+        if let Some(k) = key {
+            c.env("ACODE_APPROVAL_KEY", k);
+        }
+        c.output().unwrap()
+    };
+    // Signed with the key: runs with it, and without it (the signature is then not required).
+    approve(Some(key));
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.root.join("p.json.approval")).unwrap())
+            .unwrap();
+    assert_eq!(a["signature"].as_str().unwrap().len(), 64);
+    assert_eq!(code(&run(Some(key))), 0);
+    assert_eq!(code(&run(None)), 0);
+    // Another key does not verify it.
+    let out = run(Some("some-other-key-abcdefgh"));
+    assert_eq!(code(&out), 3);
+    assert!(
+        stderr(&out).contains("signature does not match"),
+        "{}",
+        stderr(&out)
+    );
+    // An approval written without the key (as anything that can write files could) is refused.
+    approve(None);
+    let out = run(Some(key));
+    assert_eq!(code(&out), 3);
+    assert!(stderr(&out).contains("not signed"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains(key), "the key is never printed");
+}
+
+#[test]
+fn the_approval_key_never_reaches_a_command_even_if_the_policy_asks() {
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        r#"{"env_passthrough": ["ACODE_APPROVAL_KEY"]}"#,
+    );
+    let plan = t.plan("p.json", &serde_json::json!({"plan_id": "k", "steps": [
+        {"step_id": "env", "tool": "run_command", "arguments": {"command": "cat /proc/self/environ"}}]}));
+    let key = "approval-signing-key-0123456789";
+    let mut c = t.cmd();
+    c.args([
+        "run",
+        "--approve",
+        plan.to_str().unwrap(),
+        "--sandbox",
+        "none",
+    ])
+    .env("ACODE_APPROVAL_KEY", key);
+    let out = c.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let id: String = q(&t.db(), "SELECT execution_id FROM executions");
+    let seen = stdout(&t.run(&["artifact", &id, "stdout"]));
+    assert!(!seen.contains("ACODE_APPROVAL_KEY"), "{seen}");
+}
