@@ -54,7 +54,11 @@ impl Workspace {
     /// itself (e.g. `/tmp` on macOS) do not make every path look outside.
     pub fn new(root: &Path) -> std::io::Result<Self> {
         let root = root.canonicalize()?;
-        let protected = vec![root.join(".git")];
+        // The policy file configures the sandbox itself: a plan must not loosen it for later runs.
+        let protected = vec![
+            root.join(".git"),
+            root.join(crate::sandbox::policy::Policy::FILE_NAME),
+        ];
         Ok(Workspace { root, protected })
     }
 
@@ -378,6 +382,7 @@ mod tests {
         );
         assert!(ws.resolve_for_write("notgit/.gitignore").is_ok());
         assert!(ws.resolve_for_write("plans/deploy.json.approval").is_err());
+        assert!(ws.resolve_for_write("acode-policy.json").is_err());
         assert!(ws.resolve_for_write(".acode/executions.db").is_err());
         assert!(ws.resolve_for_write(".acode/executions.db-wal").is_err());
         assert!(ws.resolve_for_write(".").is_err());
