@@ -181,3 +181,31 @@ fn help_and_version() {
     let out = t.run(&["--frobnicate"]);
     assert_eq!(code(&out), 2);
 }
+
+#[test]
+fn validate_json_reports_problems_for_machines() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+        {"step_id": "a", "tool": "file_read", "arguments": {"path": "../x"}}]}),
+    );
+    let out = t.run(&["validate", "--json", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 32);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["problems"][0]["kind"], "sandbox");
+    assert_eq!(v["problems"][0]["location"], "steps[0].arguments");
+    assert_eq!(v["problems"][0]["line"], 4);
+    t.file("x.txt", "x");
+    let ok = t.plan(
+        "ok.json",
+        &json!({"plan_id": "ok", "steps": [
+        {"step_id": "a", "tool": "file_read", "arguments": {"path": "x.txt"}}]}),
+    );
+    let out = t.run(&["validate", "--json", ok.to_str().unwrap()]);
+    assert_eq!(code(&out), 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["steps"], 1);
+}
