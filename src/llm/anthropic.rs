@@ -356,31 +356,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::llm::Provider;
     use crate::llm::scripted::{ScriptedResponse, ScriptedServer};
-    use crate::llm::{Provider, ToolSpec};
 
-    fn tools() -> Vec<ToolSpec> {
-        vec![
-            ToolSpec {
-                name: "file_read".into(),
-                description: "Read a file".into(),
-                parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
-            },
-            ToolSpec {
-                name: "file_edit".into(),
-                description: "Edit a file".into(),
-                parameters: json!({"type":"object"}),
-            },
-        ]
-    }
-
-    fn request() -> ChatRequest {
-        ChatRequest::new(
-            "test-model",
-            vec![Message::system("sys"), Message::user("read src/lib.rs")],
-        )
-        .with_tools(tools())
-    }
+    use crate::llm::test_support::{request, tools};
 
     fn client_for(server: &ScriptedServer) -> AnthropicClient {
         AnthropicClient::new(LlmConfig::new(server.url(), "test-model"))

@@ -17,6 +17,39 @@
 pub mod anthropic;
 #[cfg(test)]
 mod fixture_tests;
+
+/// Requests shared by the providers' tests, so each provider is checked against the same input.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use serde_json::json;
+
+    use super::{ChatRequest, Message, ToolSpec};
+
+    /// Two tools, one with a real schema.
+    pub fn tools() -> Vec<ToolSpec> {
+        vec![
+            ToolSpec {
+                name: "file_read".into(),
+                description: "Read a file".into(),
+                parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+            },
+            ToolSpec {
+                name: "file_edit".into(),
+                description: "Edit a file".into(),
+                parameters: json!({"type":"object"}),
+            },
+        ]
+    }
+
+    /// A system message, a user message and the tools above.
+    pub fn request() -> ChatRequest {
+        ChatRequest::new(
+            "test-model",
+            vec![Message::system("sys"), Message::user("read src/lib.rs")],
+        )
+        .with_tools(tools())
+    }
+}
 mod http;
 pub mod ollama;
 pub mod openai;

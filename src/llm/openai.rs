@@ -280,30 +280,9 @@ mod tests {
 
     use super::*;
     use crate::llm::scripted::{ScriptedResponse, ScriptedServer};
-    use crate::llm::{LlmConfig, Provider, ToolSpec};
+    use crate::llm::{LlmConfig, Provider};
 
-    fn tools() -> Vec<ToolSpec> {
-        vec![
-            ToolSpec {
-                name: "file_read".into(),
-                description: "Read a file".into(),
-                parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
-            },
-            ToolSpec {
-                name: "file_edit".into(),
-                description: "Edit a file".into(),
-                parameters: json!({"type":"object"}),
-            },
-        ]
-    }
-
-    fn request() -> ChatRequest {
-        ChatRequest::new(
-            "test-model",
-            vec![Message::system("sys"), Message::user("read src/lib.rs")],
-        )
-        .with_tools(tools())
-    }
+    use crate::llm::test_support::request;
 
     fn client_for(server: &ScriptedServer) -> OpenAiClient {
         OpenAiClient::new(LlmConfig::new(server.url(), "test-model"))
