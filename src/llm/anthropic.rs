@@ -67,23 +67,17 @@ impl LlmClient for AnthropicClient {
         let model = effective_model(request, &self.config)?;
         let url = self.endpoint();
         let request_body = request_json(request, &model).to_string();
-        let reply = http::post_json_with(
+        let mut ids = IdAllocator::new(&self.next_id);
+        http::exchange(
             &self.agent,
             &self.config,
             &url,
-            &request_body,
+            &model,
+            request_body,
             KeyHeader::XApiKey,
             &[("anthropic-version", ANTHROPIC_VERSION)],
-        )?;
-        if !(200..300).contains(&reply.status) {
-            return Err(http::status_error(reply, &url, &model));
-        }
-        let body = reply.body;
-        let mut ids = IdAllocator::new(&self.next_id);
-        let mut response = parse_response(&body, &url, request, &mut ids)?;
-        response.request_body = request_body;
-        response.response_body = body;
-        Ok(response)
+            |body| parse_response(body, &url, request, &mut ids),
+        )
     }
 
     fn describe(&self) -> String {

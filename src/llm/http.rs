@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use super::{LlmConfig, LlmError, body_excerpt, redact};
+use super::{ChatResponse, LlmConfig, LlmError, body_excerpt, redact};
 
 /// A reply with any status; the caller decides what a non-2xx status means.
 pub(crate) struct HttpReply {
@@ -48,18 +48,8 @@ pub(crate) enum KeyHeader {
 }
 
 /// POSTs `body` as JSON to `url` and reads the reply (any status) up to the configured size cap.
-/// The key, if any, goes in `Authorization: Bearer`.
-pub(crate) fn post_json(
-    agent: &ureq::Agent,
-    config: &LlmConfig,
-    url: &str,
-    body: &str,
-) -> Result<HttpReply, LlmError> {
-    post_json_with(agent, config, url, body, KeyHeader::Bearer, &[])
-}
-
-/// [`post_json`] for providers that send the key in another header or need fixed extra headers
-/// (`anthropic-version`). `extra` must not carry secrets: only the key is treated as one.
+/// The key, if any, goes in the header `key_header` names; `extra` headers are fixed ones
+/// (`anthropic-version`) and must not carry secrets: only the key is treated as one.
 pub(crate) fn post_json_with(
     agent: &ureq::Agent,
     config: &LlmConfig,
@@ -113,6 +103,31 @@ pub(crate) fn post_json_with(
 }
 
 /// The error for a reply whose status is not 2xx.
+/// One request/answer exchange shared by every provider: POST the body, turn a non-2xx status into
+/// a classified error, parse a 2xx body with the provider's `parse`, and attach both bodies to the
+/// response for the record.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn exchange(
+    agent: &ureq::Agent,
+    config: &LlmConfig,
+    url: &str,
+    model: &str,
+    request_body: String,
+    key_header: KeyHeader,
+    extra_headers: &[(&str, &str)],
+    parse: impl FnOnce(&str) -> Result<ChatResponse, LlmError>,
+) -> Result<ChatResponse, LlmError> {
+    let reply = post_json_with(agent, config, url, &request_body, key_header, extra_headers)?;
+    if !(200..300).contains(&reply.status) {
+        return Err(status_error(reply, url, model));
+    }
+    let body = reply.body;
+    let mut response = parse(&body)?;
+    response.request_body = request_body;
+    response.response_body = body;
+    Ok(response)
+}
+
 pub(crate) fn status_error(reply: HttpReply, url: &str, model: &str) -> LlmError {
     let excerpt = body_excerpt(&reply.body);
     match reply.status {

@@ -46,16 +46,17 @@ impl LlmClient for OllamaClient {
         let model = effective_model(request, &self.config)?;
         let url = self.endpoint();
         let request_body = request_json(request, &model).to_string();
-        let reply = http::post_json(&self.agent, &self.config, &url, &request_body)?;
-        if !(200..300).contains(&reply.status) {
-            return Err(http::status_error(reply, &url, &model));
-        }
-        let body = reply.body;
         let mut ids = IdAllocator::new(&self.next_id);
-        let mut response = parse_response(&body, &url, request, &mut ids)?;
-        response.request_body = request_body;
-        response.response_body = body;
-        Ok(response)
+        http::exchange(
+            &self.agent,
+            &self.config,
+            &url,
+            &model,
+            request_body,
+            http::KeyHeader::Bearer,
+            &[],
+            |body| parse_response(body, &url, request, &mut ids),
+        )
     }
 
     fn describe(&self) -> String {

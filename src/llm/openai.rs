@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicU64;
 
 use serde_json::{Map, Value, json};
 
-use super::http::{self, HttpReply};
+use super::http::{self, KeyHeader};
 use super::parse::{self, IdAllocator};
 use super::{
     ChatRequest, ChatResponse, LlmClient, LlmConfig, LlmError, LlmToolCall, Message, Usage,
@@ -53,16 +53,17 @@ impl LlmClient for OpenAiClient {
         let model = effective_model(request, &self.config)?;
         let url = self.endpoint();
         let request_body = request_json(request, &model).to_string();
-        let reply = http::post_json(&self.agent, &self.config, &url, &request_body)?;
-        if !(200..300).contains(&reply.status) {
-            return Err(http::status_error(reply, &url, &model));
-        }
-        let HttpReply { body, .. } = reply;
         let mut ids = IdAllocator::new(&self.next_id);
-        let mut response = parse_response(&body, &url, request, &mut ids)?;
-        response.request_body = request_body;
-        response.response_body = body;
-        Ok(response)
+        http::exchange(
+            &self.agent,
+            &self.config,
+            &url,
+            &model,
+            request_body,
+            KeyHeader::Bearer,
+            &[],
+            |body| parse_response(body, &url, request, &mut ids),
+        )
     }
 
     fn describe(&self) -> String {
