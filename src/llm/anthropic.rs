@@ -81,11 +81,7 @@ impl LlmClient for AnthropicClient {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "anthropic {} model {}",
-            self.config.base_url.trim_end_matches('/'),
-            self.config.model
-        )
+        self.config.describe_as(super::Provider::Anthropic)
     }
 
     fn request_body(&self, request: &ChatRequest) -> String {
@@ -353,7 +349,7 @@ mod tests {
     use crate::llm::Provider;
     use crate::llm::scripted::{ScriptedResponse, ScriptedServer};
 
-    use crate::llm::test_support::{request, tools};
+    use crate::llm::test_support::request;
 
     fn client_for(server: &ScriptedServer) -> AnthropicClient {
         AnthropicClient::new(LlmConfig::new(server.url(), "test-model"))
@@ -911,26 +907,8 @@ mod tests {
         let mut config = LlmConfig::new(server.url(), "qwen3-coder");
         config.provider = Provider::Anthropic;
         let client = crate::llm::client(config);
-        let mut messages = vec![
-            Message::system("You fix bugs."),
-            Message::user("Fix add() in src/lib.rs"),
-        ];
-        let mut usage = Usage::default();
-        let mut executed = Vec::new();
-        let final_answer = loop {
-            let request = ChatRequest::new("", messages.clone()).with_tools(tools());
-            let resp = client.chat(&request).unwrap();
-            usage.add(resp.usage);
-            messages.push(Message::assistant(&resp));
-            if resp.tool_calls.is_empty() {
-                break resp.content.unwrap();
-            }
-            for call in &resp.tool_calls {
-                assert!(call.is_valid());
-                executed.push((call.name.clone(), call.arguments.clone()));
-                messages.push(Message::tool(&call.id, format!("{} ok", call.name)));
-            }
-        };
+        let (final_answer, executed, usage) =
+            crate::llm::test_support::fix_bug_conversation(client.as_ref());
         assert_eq!(final_answer, "Fixed add() to return a + b.");
         assert_eq!(
             executed[0],

@@ -70,26 +70,8 @@ fn chat_with_retries(
 fn read_then_edit_conversation() {
     let server = ScriptedServer::from_fixture(fixture("read_then_edit.json")).unwrap();
     let client = client_for(&server, Provider::OpenAi);
-    let mut messages = vec![
-        Message::system("You fix bugs."),
-        Message::user("Fix add() in src/lib.rs"),
-    ];
-    let mut usage = Usage::default();
-    let mut executed = Vec::new();
-    let final_answer = loop {
-        let request = ChatRequest::new("", messages.clone()).with_tools(tools());
-        let resp = client.chat(&request).unwrap();
-        usage.add(resp.usage);
-        messages.push(Message::assistant(&resp));
-        if resp.tool_calls.is_empty() {
-            break resp.content.unwrap();
-        }
-        for call in &resp.tool_calls {
-            assert!(call.is_valid());
-            executed.push((call.name.clone(), call.arguments.clone()));
-            messages.push(Message::tool(&call.id, format!("{} ok", call.name)));
-        }
-    };
+    let (final_answer, executed, usage) =
+        crate::llm::test_support::fix_bug_conversation(client.as_ref());
     assert_eq!(final_answer, "Fixed add() to return a + b.");
     assert_eq!(
         executed[0],

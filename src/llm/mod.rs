@@ -41,6 +41,34 @@ pub(crate) mod test_support {
         ]
     }
 
+    /// A miniature agent loop over `client`: asks the model to fix a bug, answers every tool call
+    /// with "<tool> ok" until it gives a final answer. Returns the answer, the calls made in order
+    /// and the total usage, for the fixture tests of every provider.
+    pub fn fix_bug_conversation(
+        client: &dyn super::LlmClient,
+    ) -> (String, Vec<(String, serde_json::Value)>, super::Usage) {
+        let mut messages = vec![
+            Message::system("You fix bugs."),
+            Message::user("Fix add() in src/lib.rs"),
+        ];
+        let mut usage = super::Usage::default();
+        let mut executed = Vec::new();
+        loop {
+            let request = ChatRequest::new("", messages.clone()).with_tools(tools());
+            let resp = client.chat(&request).unwrap();
+            usage.add(resp.usage);
+            messages.push(Message::assistant(&resp));
+            if resp.tool_calls.is_empty() {
+                return (resp.content.unwrap(), executed, usage);
+            }
+            for call in &resp.tool_calls {
+                assert!(call.is_valid());
+                executed.push((call.name.clone(), call.arguments.clone()));
+                messages.push(Message::tool(&call.id, format!("{} ok", call.name)));
+            }
+        }
+    }
+
     /// A system message, a user message and the tools above.
     pub fn request() -> ChatRequest {
         ChatRequest::new(
@@ -621,6 +649,17 @@ impl LlmConfig {
             config.timeout = Duration::from_secs_f64(secs);
         }
         Ok(config)
+    }
+
+    /// `provider url model` for a client speaking `provider`: what every built-in client's
+    /// [`LlmClient::describe`] says; never the key.
+    pub fn describe_as(&self, provider: Provider) -> String {
+        format!(
+            "{} {} model {}",
+            provider.as_str(),
+            self.base_url.trim_end_matches('/'),
+            self.model
+        )
     }
 
     /// A copy using `model` (a step's `model` override); an empty override keeps the default.

@@ -60,11 +60,7 @@ impl LlmClient for OllamaClient {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "ollama {} model {}",
-            self.config.base_url.trim_end_matches('/'),
-            self.config.model
-        )
+        self.config.describe_as(super::Provider::Ollama)
     }
 
     fn request_body(&self, request: &ChatRequest) -> String {

@@ -67,11 +67,7 @@ impl LlmClient for OpenAiClient {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "openai {} model {}",
-            self.config.base_url.trim_end_matches('/'),
-            self.config.model
-        )
+        self.config.describe_as(super::Provider::OpenAi)
     }
 
     fn request_body(&self, request: &ChatRequest) -> String {
