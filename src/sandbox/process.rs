@@ -437,6 +437,23 @@ mod tests {
         unsafe { libc::kill(pid, 0) == 0 }
     }
 
+    /// The pid a test child wrote to `file`.
+    fn pid_in(file: &Path) -> i32 {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Whether `pid` disappears within two seconds.
+    fn gone_soon(pid: i32) -> bool {
+        (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            !alive(pid)
+        })
+    }
+
     #[test]
     fn captures_exit_code_and_both_streams() {
         let dir = temp_dir("proc");
@@ -517,17 +534,9 @@ mod tests {
         assert!(out.signal.is_some());
         assert_eq!(out.stdout.text, "started\n", "partial output is kept");
         assert!(started.elapsed() < Duration::from_secs(10));
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         // The grandchild is our grandchild's child; once killed it is reaped by init quickly.
-        let gone = (0..100).any(|_| {
-            std::thread::sleep(Duration::from_millis(20));
-            !alive(pid)
-        });
-        assert!(gone, "grandchild {pid} survived the timeout");
+        let pid = pid_in(&pidfile);
+        assert!(gone_soon(pid), "grandchild {pid} survived the timeout");
     }
 
     #[test]
@@ -566,16 +575,8 @@ mod tests {
         let out = run_ok(&spec(&["python3", "-c", &code], &dir));
         assert_eq!(out.exit_code, Some(0), "{out:?}");
         assert!(started.elapsed() < Duration::from_secs(10));
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let gone = (0..100).any(|_| {
-            std::thread::sleep(Duration::from_millis(20));
-            !alive(pid)
-        });
-        assert!(gone, "background process {pid} survived");
+        let pid = pid_in(&pidfile);
+        assert!(gone_soon(pid), "background process {pid} survived");
     }
 
     #[test]
