@@ -169,8 +169,34 @@ pub struct Args {
     pub llm_retries: Option<u32>,
     /// `--llm-provider`.
     pub llm_provider: Option<crate::llm::Provider>,
+    /// `--junit`.
+    pub junit: Option<PathBuf>,
+    /// `--annotations`; `None` means "github when `GITHUB_ACTIONS=true`".
+    pub annotations: Option<Annotations>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
+}
+
+/// Which CI system's annotations a run writes (`--annotations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Annotations {
+    /// None, even on GitHub Actions.
+    None,
+    /// GitHub Actions workflow commands on stderr and a `$GITHUB_STEP_SUMMARY` table.
+    Github,
+}
+
+impl std::str::FromStr for Annotations {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Annotations::None),
+            "github" => Ok(Annotations::Github),
+            other => Err(format!(
+                "unknown annotations kind {other:?} (expected github or none)"
+            )),
+        }
+    }
 }
 
 impl Default for Args {
@@ -198,6 +224,8 @@ impl Default for Args {
             token_budget: None,
             llm_retries: None,
             llm_provider: None,
+            junit: None,
+            annotations: None,
             used: Vec::new(),
         }
     }
@@ -253,6 +281,26 @@ pub const FLAGS: &[Flag] = &[
                 return Err(format!("invalid variable name {k:?}"));
             }
             a.vars.insert(k.to_string(), value.to_string());
+            Ok(())
+        },
+    },
+    Flag {
+        name: "junit",
+        value: Some("FILE"),
+        doc: "Write a JUnit XML report of the run to FILE (one testcase per step)",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            a.junit = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "annotations",
+        value: Some("KIND"),
+        doc: "CI annotations for failed steps and diagnostics: github or none [default: github when $GITHUB_ACTIONS is true]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            a.annotations = Some(val(v)?.parse()?);
             Ok(())
         },
     },

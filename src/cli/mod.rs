@@ -26,6 +26,7 @@ macro_rules! errln {
 }
 
 pub mod flags;
+mod reports;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -485,6 +486,7 @@ fn execute_plan(
         }
     }
     .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    reports::write(args, &result, executor.store(), redactor);
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
         outln!("{}", pretty(&value));
