@@ -34,6 +34,7 @@ pub mod events;
 pub mod executor;
 pub mod llm;
 pub mod plan;
+pub mod preview;
 pub mod report;
 pub mod sandbox;
 pub mod store;

@@ -19,6 +19,8 @@ pub enum Command {
     Resume,
     /// Validate a plan without running it.
     Validate,
+    /// Show what a plan will do, with diffs, without running it.
+    Preview,
     /// Approve a plan.
     Approve,
     /// Reject a plan.
@@ -66,6 +68,12 @@ pub const COMMANDS: &[CommandDef] = &[
         name: "validate",
         positionals: &["PLAN"],
         about: "Check a plan completely without running anything",
+    },
+    CommandDef {
+        command: Command::Preview,
+        name: "preview",
+        positionals: &["PLAN"],
+        about: "Show what each step will do (argv, diffs of file steps simulated in order); nothing is written",
     },
     CommandDef {
         command: Command::Approve,
@@ -247,7 +255,7 @@ pub struct Flag {
 
 use Command::*;
 
-const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Approve];
+const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[Run, Resume, Runs, Show, Artifact];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 
@@ -261,7 +269,9 @@ pub const FLAGS: &[Flag] = &[
         name: "workspace",
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
-        commands: &[Run, Resume, Validate, Approve, Runs, Show, Artifact],
+        commands: &[
+            Run, Resume, Validate, Preview, Approve, Runs, Show, Artifact,
+        ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -478,7 +488,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Resume, Validate, Runs, Show],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show],
         update: |a, _| {
             a.json = true;
             Ok(())
@@ -487,8 +497,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "quiet",
         value: None,
-        doc: "No progress lines on stderr (errors are still shown)",
-        commands: EXEC_CMDS,
+        doc: "No progress lines on stderr (errors are still shown); `approve` skips the preview",
+        commands: &[Run, Resume, Approve],
         update: |a, _| {
             a.quiet = true;
             Ok(())

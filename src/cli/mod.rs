@@ -109,6 +109,7 @@ fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         Command::Run => cmd_run(args, redactor),
         Command::Resume => cmd_resume(args, redactor),
         Command::Validate => cmd_validate(args),
+        Command::Preview => cmd_preview(args),
         Command::Approve => cmd_decide(args, AuthStatus::Approved),
         Command::Reject => cmd_decide(args, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
@@ -296,13 +297,48 @@ fn record_decision(
     Ok(auth)
 }
 
+/// `preview`: the plan's effect, step by step, with nothing written.
+fn cmd_preview(args: &Args) -> Result<i32, CliError> {
+    let path = PathBuf::from(&args.positionals[0]);
+    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
+    let policy = load_policy(args, &ws)?;
+    let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    let preview = preview_of(&plan, &ws)?;
+    if args.json {
+        outln!(
+            "{}",
+            pretty(&serde_json::to_value(&preview).unwrap_or_default())
+        );
+    } else {
+        out!("{}", crate::preview::render(&preview));
+    }
+    Ok(exit::OK)
+}
+
+fn preview_of(plan: &Plan, ws: &Workspace) -> Result<crate::preview::Preview, CliError> {
+    crate::preview::preview(plan, ws).map_err(|problems| {
+        let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+        CliError::new(
+            exit::USAGE,
+            format!("cannot preview {}:\n{}", plan.plan_id, list.join("\n")),
+        )
+    })
+}
+
 fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
     let plan = if status == AuthStatus::Approved {
-        // Only a valid plan can be approved.
+        // Only a valid plan can be approved, and the approver sees its effect first.
         let (ws, _) = sandboxed_workspace(args, Some(&path))?;
         let policy = load_policy(args, &ws)?;
-        load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
+        let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+        if !args.quiet {
+            errln!(
+                "{}",
+                crate::preview::render(&preview_of(&plan, &ws)?).trim_end()
+            );
+        }
+        plan
     } else {
         plan::read(&path, &Default::default())
             .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?

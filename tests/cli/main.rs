@@ -7,6 +7,7 @@ mod auth;
 mod commands;
 mod escape;
 mod library;
+mod preview;
 mod reports;
 mod resume;
 mod run;
