@@ -142,8 +142,16 @@ fn pretty(v: &impl serde::Serialize) -> String {
 /// The workspace from `--workspace` or the current directory.
 fn workspace(args: &Args) -> Result<Workspace, CliError> {
     let dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    Workspace::new(&dir)
-        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))
+    let ws = Workspace::new(&dir)
+        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))?;
+    // A file given as the workspace is the caller's mistake (exit 2), not an I/O failure later on.
+    if !ws.root().is_dir() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!("workspace {}: not a directory", dir.display()),
+        ));
+    }
+    Ok(ws)
 }
 
 /// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
@@ -386,8 +394,13 @@ fn execute_plan(
     let authorization = if args.approve {
         record_decision(args, plan_path, &plan, AuthStatus::Approved)?
     } else {
-        plan::auth::load(plan_path, &plan)
-            .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
+        plan::auth::load(plan_path, &plan).map_err(|e| {
+            let code = match e {
+                plan::AuthError::Input { .. } => exit::USAGE,
+                _ => exit::UNAUTHORIZED,
+            };
+            CliError::new(code, e.to_string())
+        })?
     };
     let key = plan::auth::approval_key_from_env();
     let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref()).map_err(|e| {
