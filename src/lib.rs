@@ -36,6 +36,7 @@ pub mod llm;
 pub mod plan;
 pub mod sandbox;
 pub mod store;
+pub mod terminal;
 pub mod tools;
 
 pub use error::{ErrorKind, exit};

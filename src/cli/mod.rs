@@ -17,11 +17,20 @@ macro_rules! out {
     }};
 }
 
-/// `eprintln!` that ignores a closed stderr.
+/// `println!` for human-readable text on stdout: through the terminal sanitiser, since it carries
+/// ids, tool names and messages from plans, models and commands. Not for JSON.
+macro_rules! humanln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "{}", crate::terminal::text(&format!($($arg)*)));
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr; stderr is human-readable only, so always sanitised.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::terminal::text(&format!($($arg)*)));
     }};
 }
 
@@ -93,11 +102,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     match dispatch(&args, &redactor) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "acode-run: {}",
-                redactor.redact(&e.message)
-            );
+            errln!("acode-run: {}", redactor.redact(&e.message));
             e.code
         }
     }
@@ -611,7 +616,7 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         outln!("{}", pretty(&runs));
         return Ok(exit::OK);
     }
-    outln!(
+    humanln!(
         "{:<36}  {:<24} {:<11} {:>4}  STARTED (UTC)",
         "RUN_ID",
         "PLAN",
@@ -619,10 +624,10 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         "EXIT"
     );
     for r in runs {
-        outln!(
+        humanln!(
             "{:<36}  {:<24} {:<11} {:>4}  {}",
             r.run_id,
-            r.plan_id.chars().take(24).collect::<String>(),
+            crate::terminal::line(&r.plan_id.chars().take(24).collect::<String>()),
             r.status,
             r.exit_code
                 .map(|c| c.to_string())
@@ -641,10 +646,14 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
         return Ok(exit::OK);
     }
     let r = &detail.run;
-    outln!("run       {}", r.run_id);
-    outln!("plan      {} (sha256 {})", r.plan_id, r.plan_sha256);
-    outln!("workspace {}", r.workspace);
-    outln!(
+    humanln!("run       {}", r.run_id);
+    humanln!(
+        "plan      {} (sha256 {})",
+        crate::terminal::line(&r.plan_id),
+        r.plan_sha256
+    );
+    humanln!("workspace {}", r.workspace);
+    humanln!(
         "status    {} (exit {}), started {}{}",
         r.status,
         r.exit_code
@@ -656,19 +665,19 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .unwrap_or_default()
     );
     if r.prompt_tokens + r.completion_tokens > 0 {
-        outln!(
+        humanln!(
             "tokens    {} prompt + {} completion",
             r.prompt_tokens,
             r.completion_tokens
         );
     }
-    outln!("\nsteps:");
+    humanln!("\nsteps:");
     for s in &detail.steps {
-        outln!(
+        humanln!(
             "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
             s.position + 1,
-            s.step_id,
-            s.tool,
+            crate::terminal::line(&s.step_id),
+            crate::terminal::line(&s.tool),
             s.status,
             s.attempts,
             s.error_code
@@ -677,7 +686,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .unwrap_or_default()
         );
     }
-    outln!("\nexecutions:");
+    humanln!("\nexecutions:");
     for e in &detail.executions {
         let rec = &e.record;
         let arts: Vec<String> = e
@@ -692,11 +701,11 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 )
             })
             .collect();
-        outln!(
+        humanln!(
             "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
             rec.execution_id,
-            rec.step_id,
-            rec.tool_name,
+            crate::terminal::line(&rec.step_id),
+            crate::terminal::line(&rec.tool_name),
             if rec.success { "ok    " } else { "FAILED" },
             rec.duration_ms,
             rec.attempt,

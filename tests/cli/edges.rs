@@ -243,3 +243,55 @@ fn a_workspace_that_is_a_regular_file_is_a_usage_error() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
 }
+
+/// No raw control character (other than newline) in text meant for a terminal.
+fn assert_terminal_clean(what: &str, text: &str) {
+    let bad: Vec<char> = text
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n')
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what} carries raw controls {bad:?}:\n{text}"
+    );
+}
+
+#[test]
+fn control_characters_from_a_model_and_a_command_reach_the_terminal_escaped() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    // A model answer whose tool name and call id try to retitle the window and erase the line.
+    let evil = ScriptedResponse::json(
+        200,
+        json!({"object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
+                "content": null, "tool_calls": [{"id": "call\u{1b}]0;owned\u{7}\r\u{0}", "type": "function",
+                "function": {"name": "file_read\u{1b}[2K\r", "arguments": "{\"path\":\"x\"}"}}]}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1}}),
+    );
+    let server =
+        ScriptedServer::start(vec![evil, ScriptedResponse::chat_text("done \u{1b}[31m\r")]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "fix", "tool": "agent", "arguments": {
+                "instruction": "x", "tools": ["file_read"], "max_turns": 3}},
+            {"step_id": "cmd", "tool": "run_command", "arguments": {
+                "command": "cat evil.txt missing.txt"}}]}),
+    );
+    t.file("evil.txt", "a\u{1b}[2J\rb\u{0}c\n");
+    let url = server.url();
+    let out = t.approve_and_run(&plan, &["--llm-url", &url, "--model", "m"]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert_terminal_clean("run stderr", &stderr(&out));
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let show = t.run(&["show", &run_id]);
+    assert_eq!(code(&show), 0, "{}", stderr(&show));
+    let shown = stdout(&show);
+    assert_terminal_clean("show", &shown);
+    assert!(shown.contains("file_read\\x1b[2K"), "{shown}");
+    // JSON output is unchanged: the name is there exactly, JSON-escaped.
+    let json = t.run(&["show", &run_id, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert!(v.to_string().contains("file_read\\u001b[2K"), "{v}");
+}
