@@ -295,3 +295,89 @@ fn control_characters_from_a_model_and_a_command_reach_the_terminal_escaped() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert!(v.to_string().contains("file_read\\u001b[2K"), "{v}");
 }
+
+#[test]
+fn absurd_token_usage_is_stored_saturated_and_the_killed_run_resumes() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let absurd = json!({"prompt_tokens": i64::MAX as u64, "completion_tokens": u64::MAX});
+    let call = ScriptedResponse::json(
+        200,
+        json!({"object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
+                "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "file_read", "arguments": "{\"path\":\"slow.py\"}"}}]}}],
+            "usage": absurd}),
+    );
+    let done = ScriptedResponse::json(
+        200,
+        json!({"object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "done"}}],
+            "usage": absurd}),
+    );
+    let server = ScriptedServer::start(vec![call, done]);
+    t.file(
+        "slow.py",
+        "import os, time\nopen('started-' + str(os.getpid()), 'w').write('1')\nif not os.path.exists('resumed'):\n    time.sleep(60)\n",
+    );
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "think", "tool": "agent", "arguments": {
+                "instruction": "x", "tools": ["file_read"], "max_turns": 3}},
+            {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}}]}),
+    );
+    t.approve(&plan);
+    let url = server.url();
+    let mut child = t
+        .cmd()
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "none",
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_dir(&t.ws)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("started-"))
+    {
+        assert!(Instant::now() < deadline, "the slow step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: SIGKILL to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let db = t.db();
+    let stored: i64 = q(&db, "SELECT max(prompt_tokens) FROM executions");
+    assert!(stored > 0 && stored <= 1 << 40, "{stored}");
+    let run_id: String = q(&db, "SELECT run_id FROM runs");
+    drop(db);
+
+    t.file("resumed", "");
+    let idle = ScriptedServer::start(vec![]);
+    let url = idle.url();
+    let out = t.run(&[
+        "resume",
+        &run_id,
+        "--rerun-interrupted",
+        "--sandbox",
+        "none",
+        "--llm-url",
+        &url,
+        "--model",
+        "m",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let total: i64 = q(&t.db(), "SELECT prompt_tokens FROM runs");
+    assert_eq!(total, 2 << 40);
+}
