@@ -38,6 +38,7 @@ pub mod preview;
 pub mod report;
 pub mod sandbox;
 pub mod store;
+pub mod terminal;
 pub mod tools;
 
 pub use error::{ErrorKind, exit};

@@ -17,11 +17,20 @@ macro_rules! out {
     }};
 }
 
-/// `eprintln!` that ignores a closed stderr.
+/// `println!` for human-readable text on stdout: through the terminal sanitiser, since it carries
+/// ids, tool names and messages from plans, models and commands. Not for JSON.
+macro_rules! humanln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "{}", crate::terminal::text(&format!($($arg)*)));
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr; stderr is human-readable only, so always sanitised.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::terminal::text(&format!($($arg)*)));
     }};
 }
 
@@ -94,11 +103,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     match dispatch(&args, &redactor) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "acode-run: {}",
-                redactor.redact(&e.message)
-            );
+            errln!("acode-run: {}", redactor.redact(&e.message));
             e.code
         }
     }
@@ -144,8 +149,16 @@ fn pretty(v: &impl serde::Serialize) -> String {
 /// The workspace from `--workspace` or the current directory.
 fn workspace(args: &Args) -> Result<Workspace, CliError> {
     let dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    Workspace::new(&dir)
-        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))
+    let ws = Workspace::new(&dir)
+        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))?;
+    // A file given as the workspace is the caller's mistake (exit 2), not an I/O failure later on.
+    if !ws.root().is_dir() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!("workspace {}: not a directory", dir.display()),
+        ));
+    }
+    Ok(ws)
 }
 
 /// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
@@ -423,8 +436,13 @@ fn execute_plan(
     let authorization = if args.approve {
         record_decision(args, plan_path, &plan, AuthStatus::Approved)?
     } else {
-        plan::auth::load(plan_path, &plan)
-            .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
+        plan::auth::load(plan_path, &plan).map_err(|e| {
+            let code = match e {
+                plan::AuthError::Input { .. } => exit::USAGE,
+                _ => exit::UNAUTHORIZED,
+            };
+            CliError::new(code, e.to_string())
+        })?
     };
     let key = plan::auth::approval_key_from_env();
     let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref()).map_err(|e| {
@@ -636,7 +654,7 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         outln!("{}", pretty(&runs));
         return Ok(exit::OK);
     }
-    outln!(
+    humanln!(
         "{:<36}  {:<24} {:<11} {:>4}  STARTED (UTC)",
         "RUN_ID",
         "PLAN",
@@ -644,10 +662,10 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         "EXIT"
     );
     for r in runs {
-        outln!(
+        humanln!(
             "{:<36}  {:<24} {:<11} {:>4}  {}",
             r.run_id,
-            r.plan_id.chars().take(24).collect::<String>(),
+            crate::terminal::line(&r.plan_id.chars().take(24).collect::<String>()),
             r.status,
             r.exit_code
                 .map(|c| c.to_string())
@@ -666,10 +684,14 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
         return Ok(exit::OK);
     }
     let r = &detail.run;
-    outln!("run       {}", r.run_id);
-    outln!("plan      {} (sha256 {})", r.plan_id, r.plan_sha256);
-    outln!("workspace {}", r.workspace);
-    outln!(
+    humanln!("run       {}", r.run_id);
+    humanln!(
+        "plan      {} (sha256 {})",
+        crate::terminal::line(&r.plan_id),
+        r.plan_sha256
+    );
+    humanln!("workspace {}", r.workspace);
+    humanln!(
         "status    {} (exit {}), started {}{}",
         r.status,
         r.exit_code
@@ -681,19 +703,19 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .unwrap_or_default()
     );
     if r.prompt_tokens + r.completion_tokens > 0 {
-        outln!(
+        humanln!(
             "tokens    {} prompt + {} completion",
             r.prompt_tokens,
             r.completion_tokens
         );
     }
-    outln!("\nsteps:");
+    humanln!("\nsteps:");
     for s in &detail.steps {
-        outln!(
+        humanln!(
             "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
             s.position + 1,
-            s.step_id,
-            s.tool,
+            crate::terminal::line(&s.step_id),
+            crate::terminal::line(&s.tool),
             s.status,
             s.attempts,
             s.error_code
@@ -702,7 +724,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .unwrap_or_default()
         );
     }
-    outln!("\nexecutions:");
+    humanln!("\nexecutions:");
     for e in &detail.executions {
         let rec = &e.record;
         let arts: Vec<String> = e
@@ -717,11 +739,11 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 )
             })
             .collect();
-        outln!(
+        humanln!(
             "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
             rec.execution_id,
-            rec.step_id,
-            rec.tool_name,
+            crate::terminal::line(&rec.step_id),
+            crate::terminal::line(&rec.tool_name),
             if rec.success { "ok    " } else { "FAILED" },
             rec.duration_ms,
             rec.attempt,

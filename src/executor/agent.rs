@@ -502,8 +502,9 @@ impl Session<'_> {
             match outcome {
                 Ok(response) => {
                     record.success = true;
-                    record.prompt_tokens = Some(response.usage.prompt_tokens as i64);
-                    record.completion_tokens = Some(response.usage.completion_tokens as i64);
+                    let (prompt, completion) = response.usage.stored();
+                    record.prompt_tokens = Some(prompt);
+                    record.completion_tokens = Some(completion);
                     let mut artifacts = vec![
                         Artifact::new("prompt", response.request_body.clone()),
                         Artifact::new("response", response.response_body.clone()),

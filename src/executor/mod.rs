@@ -586,12 +586,8 @@ impl Executor {
         let count = |s: StepStatus| steps.iter().filter(|r| r.status == s).count();
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = run.tokens;
-        run.store.finish_run(
-            &run_id,
-            status.as_str(),
-            exit_code,
-            (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
-        )?;
+        run.store
+            .finish_run(&run_id, status.as_str(), exit_code, tokens.stored())?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
             exit_code,
@@ -814,7 +810,7 @@ fn run_step(
             finished_at: now_ms(),
             error_code: kind.map(ErrorKind::as_str),
             error_message: message.as_deref(),
-            tokens: (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
+            tokens: tokens.stored(),
         },
     )?;
     let result = StepResult {

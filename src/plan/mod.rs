@@ -73,8 +73,8 @@ pub enum PlanError {
     Read {
         /// The plan path.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: missing, not a regular file, over the size limit.
+        source: crate::sandbox::input::InputError,
     },
     /// The plan has problems; all of them are listed.
     #[error("{path}: invalid plan ({} problem{}):\n{}", problems.len(),
@@ -130,7 +130,12 @@ struct Partial {
 }
 
 fn read_partial(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Partial, PlanError> {
-    let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
+    let bytes = crate::sandbox::input::read_bounded(
+        path,
+        crate::sandbox::input::MAX_PLAN_BYTES,
+        "plan file",
+    )
+    .map_err(|source| PlanError::Read {
         path: path.display().to_string(),
         source,
     })?;

@@ -127,8 +127,8 @@ pub enum PolicyError {
     Read {
         /// The policy file.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: missing, not a regular file, over the size limit, a duplicate key.
+        source: super::input::InputError,
     },
     /// The file is not a valid policy.
     #[error("invalid policy file {path}: {message}")]
@@ -156,9 +156,14 @@ impl Policy {
                 p
             }
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Read {
+        let bytes = super::input::read_json(&path, super::input::MAX_POLICY_BYTES, "policy file")
+            .map_err(|source| PolicyError::Read {
             path: path.display().to_string(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| PolicyError::Invalid {
+            path: path.display().to_string(),
+            message: format!("not UTF-8: {e}"),
         })?;
         Self::parse(&text).map_err(|message| PolicyError::Invalid {
             path: path.display().to_string(),

@@ -498,13 +498,19 @@ impl Store {
 
     /// LLM tokens recorded on a run's executions (what a crashed run had used, which its run row
     /// never received).
+    ///
+    /// Summed with `TOTAL` (a float, which cannot overflow) over rows clamped to be non-negative, then
+    /// saturated into `i64`: a record written by an older version with absurd counts still resumes.
     pub fn token_usage(&self, run_id: &str) -> Result<(i64, i64), StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0)
+        let (prompt, completion): (f64, f64) = self.conn.query_row(
+            "SELECT TOTAL(MAX(COALESCE(prompt_tokens, 0), 0)),
+                    TOTAL(MAX(COALESCE(completion_tokens, 0), 0))
              FROM executions WHERE run_id = ?1",
             [run_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
-        )?)
+        )?;
+        // `as` from f64 saturates at i64::MAX.
+        Ok((prompt as i64, completion as i64))
     }
 
     /// Marks an unfinished run as running again in this process (crash recovery).

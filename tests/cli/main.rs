@@ -5,6 +5,7 @@ mod harness;
 mod agent;
 mod auth;
 mod commands;
+mod edges;
 mod escape;
 mod library;
 mod preview;
