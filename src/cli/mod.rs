@@ -149,15 +149,15 @@ fn pretty(v: &impl serde::Serialize) -> String {
 /// The workspace from `--workspace` or the current directory.
 fn workspace(args: &Args) -> Result<Workspace, CliError> {
     let dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    let ws = Workspace::new(&dir)
-        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))?;
     // A file given as the workspace is the caller's mistake (exit 2), not an I/O failure later on.
-    if !ws.root().is_dir() {
+    if dir.exists() && !dir.is_dir() {
         return Err(CliError::new(
             exit::USAGE,
             format!("workspace {}: not a directory", dir.display()),
         ));
     }
+    let ws = Workspace::new(&dir)
+        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))?;
     Ok(ws)
 }
 

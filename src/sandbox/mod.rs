@@ -4,6 +4,7 @@
 pub mod bwrap;
 pub mod commands;
 pub mod env;
+pub mod fs;
 pub mod input;
 pub mod paths;
 pub mod policy;

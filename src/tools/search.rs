@@ -1,30 +1,34 @@
 //! Walking tools: `list_directory`, `file_search`, `file_glob`.
 //!
-//! The root argument is resolved through the workspace like any path; below it the walk never
-//! follows a symlink (links are listed as `symlink` and never read or descended into), so nothing
-//! outside the workspace is reached however links inside it are arranged. Results are JSON with
+//! The root argument is checked like any path, then opened through [`crate::sandbox::fs`] (the
+//! kernel resolves it beneath the workspace root). Below it the walk goes from directory handle to
+//! directory handle (`openat(O_NOFOLLOW)`, `fdopendir`) and never follows a symlink (links are
+//! listed as `symlink` and never read or descended into), and every file read is opened relative
+//! to its directory's handle with `O_NOFOLLOW`, so nothing outside the workspace is reached however
+//! links inside it are arranged or rearranged during the walk. Results are JSON with
 //! workspace-relative, '/'-separated paths, sorted; `content` is that JSON, followed by an
-//! `[acode-run: ...]` note line when the result was cut at `max_results`. The `stdout` artifact holds
-//! the JSON alone and is marked truncated in that case.
+//! `[acode-run: ...]` note line when the result was cut at `max_results`. The `stdout` artifact
+//! holds the JSON alone and is marked truncated in that case.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use regex::bytes::{Regex, RegexBuilder};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
-use walkdir::{DirEntry, WalkDir};
 
-use super::files::{Pacer, io_err, resolve_arg};
+use super::args::{parse, schema_for};
+use super::files::{Halt, Pacer, fs_err, io_err, resolve};
 use super::glob::Glob;
-use super::{
-    Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, arg_opt_str, arg_opt_u64,
-    arg_str,
-};
+use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::sandbox::Access;
+use crate::sandbox::fs::{self as kfs, EntryKind, FsError};
 
 /// Default and largest `depth` of `list_directory`.
 const DEFAULT_DEPTH: u64 = 1;
@@ -63,62 +67,124 @@ fn json_result(data: Value, truncated: bool, note: Option<String>) -> ToolOutput
     })
 }
 
-/// Orders siblings so that a depth-first walk visits files in the byte order of their paths: a
-/// directory sorts as its name followed by '/' (so `a.txt` comes before everything in `a/`). A walk
-/// cut short at a result cap then keeps exactly the first paths of the sorted result.
-fn path_order(a: &DirEntry, b: &DirEntry) -> std::cmp::Ordering {
-    fn key(e: &DirEntry) -> impl Iterator<Item = u8> + '_ {
-        let slash: &[u8] = if e.file_type().is_dir() { b"/" } else { b"" };
-        e.file_name().as_bytes().iter().chain(slash).copied()
-    }
-    key(a).cmp(key(b))
+// ---------------------------------------------------------------------------------------------
+// The walk.
+
+/// One entry met by a walk: its directory's handle and name (to open it without resolving a path
+/// again), its path relative to the walk root and its kind.
+struct Entry<'d> {
+    dir: BorrowedFd<'d>,
+    name: &'d OsStr,
+    rel: String,
+    kind: EntryKind,
 }
 
-/// A walker below `root` that never follows links, visiting files in path order and pruning the
-/// `.git`/`.acode` directories below the root (the root itself is walked if asked for).
-fn walker(root: &Path) -> impl Iterator<Item = walkdir::Result<DirEntry>> {
-    WalkDir::new(root)
-        .follow_links(false)
-        .sort_by(path_order)
-        .into_iter()
-        .filter_entry(|e| {
-            !(e.depth() > 0
-                && e.file_type().is_dir()
-                && SKIPPED_DIRS.iter().any(|d| e.file_name() == *d))
-        })
+/// What a walk does after visiting an entry.
+enum Flow {
+    /// Go on (descending into a directory).
+    Continue,
+    /// Go on, but do not descend into this directory.
+    Prune,
+    /// Stop the walk.
+    Stop,
 }
 
-/// The walk root: a resolved path argument that must be an existing directory.
-fn dir_root(
-    tool: &str,
-    args: &Value,
-    name: &str,
-    ctx: &ToolContext,
-) -> Result<std::path::PathBuf, ToolError> {
-    let root = if args.get(name).is_some() {
-        resolve_arg(tool, args, name, ctx, Access::Read)?
-    } else {
-        ctx.workspace.resolve(".")?
+/// Walks below the directory handle `root` to `max_depth`, in path order: siblings sorted so that
+/// a depth-first walk visits paths in byte order (a directory sorts as its name followed by '/',
+/// so `a.txt` comes before everything in `a/`), and a walk cut short keeps exactly the first paths
+/// of the sorted result. Returns the number of directories that could not be read.
+fn walk(
+    root: &OwnedFd,
+    max_depth: usize,
+    visit: &mut dyn FnMut(&Entry) -> Result<Flow, Halt>,
+) -> Result<usize, Halt> {
+    let mut unreadable = 0;
+    walk_dir(root, "", 1, max_depth, visit, &mut unreadable)?;
+    Ok(unreadable)
+}
+
+/// One level of [`walk`]; `Ok(true)` when the visitor stopped the walk.
+fn walk_dir(
+    dir: &OwnedFd,
+    prefix: &str,
+    depth: usize,
+    max_depth: usize,
+    visit: &mut dyn FnMut(&Entry) -> Result<Flow, Halt>,
+    unreadable: &mut usize,
+) -> Result<bool, Halt> {
+    let Ok(mut entries) = kfs::read_dir(dir.as_fd()) else {
+        *unreadable += 1;
+        return Ok(false);
     };
-    let meta = fs::metadata(&root).map_err(|e| io_err("list", ctx, &root, e))?;
-    if !meta.is_dir() {
-        return Err(io_err(
+    let key = |e: &kfs::DirEntry| {
+        let mut k = e.name.as_bytes().to_vec();
+        if e.kind == EntryKind::Dir {
+            k.push(b'/');
+        }
+        k
+    };
+    entries.sort_by_key(key);
+    for e in &entries {
+        let name_str = e.name.to_string_lossy();
+        let rel = if prefix.is_empty() {
+            name_str.into_owned()
+        } else {
+            format!("{prefix}/{name_str}")
+        };
+        let entry = Entry {
+            dir: dir.as_fd(),
+            name: &e.name,
+            rel,
+            kind: e.kind,
+        };
+        match visit(&entry)? {
+            Flow::Stop => return Ok(true),
+            Flow::Prune => continue,
+            Flow::Continue => {}
+        }
+        if e.kind == EntryKind::Dir && depth < max_depth {
+            match kfs::open_subdir(dir.as_fd(), &e.name) {
+                Ok(sub) => {
+                    if walk_dir(&sub, &entry.rel, depth + 1, max_depth, visit, unreadable)? {
+                        return Ok(true);
+                    }
+                }
+                Err(_) => *unreadable += 1,
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The walk root: a path argument (default `.`) checked, then opened as a directory by the kernel
+/// beneath the workspace root. Returns the handle and the root's workspace-relative path.
+fn dir_root(given: Option<&str>, ctx: &ToolContext) -> Result<(OwnedFd, String), ToolError> {
+    let abs: PathBuf = resolve(given.unwrap_or("."), ctx, Access::Read)?;
+    let fd = kfs::open_dir(ctx.workspace, &abs).map_err(|e| match e {
+        FsError::Io(e) if e.raw_os_error() == Some(libc::ENOTDIR) => io_err(
             "list",
             ctx,
-            &root,
+            &abs,
             io::Error::new(io::ErrorKind::NotADirectory, "is not a directory"),
-        ));
-    }
-    Ok(root)
+        ),
+        e => fs_err("list", ctx, &abs, e),
+    })?;
+    let shown = ctx.workspace.display(&abs);
+    Ok((fd, shown))
 }
 
-/// `entry`'s path relative to `root`, '/'-separated (Unix paths already are).
-fn rel_to(root: &Path, entry: &Path) -> String {
-    entry
-        .strip_prefix(root)
-        .unwrap_or(entry)
-        .to_string_lossy()
-        .into_owned()
+/// The workspace-relative path of `rel`, a path relative to a walk root shown as `root`.
+fn under(root: &str, rel: &str) -> String {
+    if root == "." {
+        rel.to_string()
+    } else {
+        format!("{root}/{rel}")
+    }
+}
+
+/// Whether a search/glob walk prunes this entry (`.git` and `.acode` below the root).
+fn skipped(e: &Entry) -> bool {
+    e.kind == EntryKind::Dir && SKIPPED_DIRS.iter().any(|d| e.name == *d)
 }
 
 fn truncation_note(cap: usize, what: &str) -> String {
@@ -127,6 +193,18 @@ fn truncation_note(cap: usize, what: &str) -> String {
 
 // ---------------------------------------------------------------------------------------------
 // list_directory
+
+/// The arguments of `list_directory`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// The directory to list, relative to the workspace root ('.' for the root).
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// How many levels to descend: 1 lists only direct children (default 1, at most 10).
+    #[schemars(range(min = 1, max = 10))]
+    pub depth: Option<u64>,
+}
 
 /// `list_directory`: the entries below a directory, to a depth, without following links.
 pub struct ListDirectory;
@@ -141,21 +219,7 @@ impl Tool for ListDirectory {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string", "minLength": 1,
-                    "description": "The directory to list, relative to the workspace root ('.' for the root)."
-                },
-                "depth": {
-                    "type": "integer", "minimum": 1, "maximum": MAX_DEPTH,
-                    "description": "How many levels to descend: 1 lists only direct children (default 1, at most 10)."
-                }
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        })
+        schema_for::<ListArgs>()
     }
 
     fn idempotent(&self) -> bool {
@@ -163,55 +227,41 @@ impl Tool for ListDirectory {
     }
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        resolve_arg(self.name(), args, "path", ctx, Access::Read).map(|_| ())
+        let a: ListArgs = parse(self.name(), args)?;
+        resolve(&a.path, ctx, Access::Read).map(|_| ())
     }
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let root = dir_root(self.name(), args, "path", ctx)?;
-        let depth = arg_opt_u64(args, "depth")
-            .unwrap_or(DEFAULT_DEPTH)
-            .clamp(1, MAX_DEPTH) as usize;
+        let a: ListArgs = parse(self.name(), args)?;
+        let (root, shown) = dir_root(Some(&a.path), ctx)?;
+        let depth = a.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH) as usize;
         let cap = ctx.policy.limits.max_results;
         let mut pacer = Pacer::new(ctx);
         let mut entries: Vec<(String, &'static str, Option<u64>)> = Vec::new();
         let mut truncated = false;
-        let mut unreadable = 0usize;
-        let mut it = WalkDir::new(&root)
-            .follow_links(false)
-            .min_depth(1)
-            .max_depth(depth)
-            .sort_by(path_order)
-            .into_iter();
-        while let Some(next) = it.next() {
-            if let Err(halt) = pacer.tick() {
-                return halt.into_result(self.name(), ctx);
-            }
-            let entry = match next {
-                Ok(e) => e,
-                Err(_) => {
-                    unreadable += 1;
-                    continue;
-                }
-            };
+        let walked = walk(&root, depth, &mut |e| {
+            pacer.tick()?;
             if entries.len() >= cap {
                 truncated = true;
-                break;
+                return Ok(Flow::Stop);
             }
-            let ft = entry.file_type();
-            let (kind, size) = if ft.is_symlink() {
-                ("symlink", None)
-            } else if ft.is_dir() {
-                ("dir", None)
-            } else if ft.is_file() {
-                ("file", entry.metadata().ok().map(|m| m.len()))
-            } else {
-                ("other", None)
+            let (kind, size) = match e.kind {
+                EntryKind::Symlink => ("symlink", None),
+                EntryKind::Dir => ("dir", None),
+                EntryKind::File => ("file", kfs::size_at(e.dir, e.name).ok()),
+                EntryKind::Other => ("other", None),
             };
-            entries.push((ctx.workspace.display(entry.path()), kind, size));
-            if ft.is_dir() && entry.file_name() == ".git" {
-                it.skip_current_dir();
-            }
-        }
+            entries.push((under(&shown, &e.rel), kind, size));
+            Ok(if e.kind == EntryKind::Dir && e.name == ".git" {
+                Flow::Prune
+            } else {
+                Flow::Continue
+            })
+        });
+        let unreadable = match walked {
+            Ok(n) => n,
+            Err(halt) => return halt.into_result(self.name(), ctx),
+        };
         entries.sort();
         let data: Vec<Value> = entries
             .into_iter()
@@ -231,6 +281,25 @@ impl Tool for ListDirectory {
 
 // ---------------------------------------------------------------------------------------------
 // file_search
+
+/// The arguments of `file_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// Regular expression (Rust regex syntax) matched against each line.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// Directory to search, relative to the workspace root (default '.').
+    #[schemars(length(min = 1))]
+    pub root: Option<String>,
+    /// Only search files matching this glob: with a '/' it is matched against the path relative
+    /// to root, without one against the file name (e.g. '*.rs').
+    #[schemars(length(min = 1))]
+    pub glob: Option<String>,
+    /// Maximum number of matching lines to return (default 100).
+    #[schemars(range(min = 1))]
+    pub max_results: Option<u64>,
+}
 
 /// `file_search`: lines matching a regular expression in the text files below a directory.
 pub struct FileSearch;
@@ -263,24 +332,14 @@ enum Scanned {
     TooLarge,
 }
 
-/// Opens a regular file found by a walk without following a symlink swapped in since the walk
-/// (`O_NOFOLLOW`), nor blocking on a FIFO (`O_NONBLOCK`).
-fn open_no_follow(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-}
-
-/// Searches one file, pushing matches until `results` holds `want` of them.
+/// Searches one opened file, pushing matches until `results` holds `want` of them.
 fn scan_file(
-    path: &Path,
+    file: File,
     rel: &str,
     regex: &Regex,
     want: usize,
     results: &mut Vec<Value>,
 ) -> io::Result<Scanned> {
-    let file = open_no_follow(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Ok(Scanned::Skipped);
@@ -324,29 +383,7 @@ impl Tool for FileSearch {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string", "minLength": 1,
-                    "description": "Regular expression (Rust regex syntax) matched against each line."
-                },
-                "root": {
-                    "type": "string", "minLength": 1,
-                    "description": "Directory to search, relative to the workspace root (default '.')."
-                },
-                "glob": {
-                    "type": "string", "minLength": 1,
-                    "description": "Only search files matching this glob: with a '/' it is matched against the path relative to root, without one against the file name (e.g. '*.rs')."
-                },
-                "max_results": {
-                    "type": "integer", "minimum": 1,
-                    "description": "Maximum number of matching lines to return (default 100)."
-                }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        schema_for::<SearchArgs>()
     }
 
     fn idempotent(&self) -> bool {
@@ -354,65 +391,75 @@ impl Tool for FileSearch {
     }
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        if args.get("root").is_some() {
-            resolve_arg(self.name(), args, "root", ctx, Access::Read)?;
+        let a: SearchArgs = parse(self.name(), args)?;
+        if let Some(root) = &a.root {
+            resolve(root, ctx, Access::Read)?;
         }
-        if let Some(g) = arg_opt_str(args, "glob") {
+        if let Some(g) = &a.glob {
             Glob::new(self.name(), g)?;
         }
-        compile_regex(self.name(), arg_str(self.name(), args, "pattern")?).map(|_| ())
+        compile_regex(self.name(), &a.pattern).map(|_| ())
     }
 
     fn summary(&self, args: &Value) -> String {
-        let pattern = arg_opt_str(args, "pattern").unwrap_or_default();
-        match arg_opt_str(args, "root") {
-            Some(root) => format!("{pattern:?} in {root}"),
-            None => format!("{pattern:?}"),
+        match parse::<SearchArgs>(self.name(), args) {
+            Ok(SearchArgs {
+                pattern,
+                root: Some(root),
+                ..
+            }) => format!("{pattern:?} in {root}"),
+            Ok(a) => format!("{:?}", a.pattern),
+            Err(_) => String::new(),
         }
     }
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let regex = compile_regex(self.name(), arg_str(self.name(), args, "pattern")?)?;
-        let glob = arg_opt_str(args, "glob")
+        let a: SearchArgs = parse(self.name(), args)?;
+        let regex = compile_regex(self.name(), &a.pattern)?;
+        let glob = a
+            .glob
+            .as_deref()
             .map(|g| Glob::new(self.name(), g))
             .transpose()?;
-        let root = dir_root(self.name(), args, "root", ctx)?;
+        let (root, shown) = dir_root(a.root.as_deref(), ctx)?;
         let cap = ctx.policy.limits.max_results;
-        let max = (arg_opt_u64(args, "max_results").unwrap_or(DEFAULT_MAX_RESULTS) as usize)
-            .clamp(1, cap.max(1));
+        let max = (a.max_results.unwrap_or(DEFAULT_MAX_RESULTS) as usize).clamp(1, cap.max(1));
         let mut pacer = Pacer::new(ctx);
         // One more than asked, to know whether there were more.
         let want = max.saturating_add(1);
         let mut results = Vec::new();
         let (mut large, mut unreadable) = (0usize, 0usize);
-        for next in walker(&root) {
-            if let Err(halt) = pacer.tick() {
-                return halt.into_result(self.name(), ctx);
+        let walked = walk(&root, usize::MAX, &mut |e| {
+            pacer.tick()?;
+            if skipped(e) {
+                return Ok(Flow::Prune);
             }
-            let Ok(entry) = next else {
-                unreadable += 1;
-                continue;
-            };
-            if !entry.file_type().is_file() {
-                continue;
+            if e.kind != EntryKind::File {
+                return Ok(Flow::Continue);
             }
-            let rel = rel_to(&root, entry.path());
             if let Some(g) = &glob
-                && !glob_accepts(g, &rel)
+                && !glob_accepts(g, &e.rel)
             {
-                continue;
+                return Ok(Flow::Continue);
             }
-            let shown = ctx.workspace.display(entry.path());
-            match scan_file(entry.path(), &shown, &regex, want, &mut results) {
+            let scanned = kfs::open_file_in(e.dir, e.name)
+                .and_then(|f| scan_file(f, &under(&shown, &e.rel), &regex, want, &mut results));
+            match scanned {
                 Ok(Scanned::Text) => {}
                 // Binary files are skipped silently, as `grep -I` does.
                 Ok(Scanned::Skipped) => {}
                 Ok(Scanned::TooLarge) => large += 1,
                 Err(_) => unreadable += 1,
             }
-            if results.len() >= want {
-                break;
-            }
+            Ok(if results.len() >= want {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
+        });
+        match walked {
+            Ok(n) => unreadable += n,
+            Err(halt) => return halt.into_result(self.name(), ctx),
         }
         let truncated = results.len() > max;
         results.truncate(max);
@@ -436,6 +483,19 @@ impl Tool for FileSearch {
 // ---------------------------------------------------------------------------------------------
 // file_glob
 
+/// The arguments of `file_glob`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobArgs {
+    /// Glob matched against each file's path relative to root, e.g. '**/*.rs' or
+    /// 'src/*.{rs,toml}'.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// Directory to search below, relative to the workspace root (default '.').
+    #[schemars(length(min = 1))]
+    pub root: Option<String>,
+}
+
 /// `file_glob`: the files below a directory whose path matches a glob pattern.
 pub struct FileGlob;
 
@@ -449,21 +509,7 @@ impl Tool for FileGlob {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string", "minLength": 1,
-                    "description": "Glob matched against each file's path relative to root, e.g. '**/*.rs' or 'src/*.{rs,toml}'."
-                },
-                "root": {
-                    "type": "string", "minLength": 1,
-                    "description": "Directory to search below, relative to the workspace root (default '.')."
-                }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        schema_for::<GlobArgs>()
     }
 
     fn idempotent(&self) -> bool {
@@ -471,46 +517,52 @@ impl Tool for FileGlob {
     }
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        Glob::new(self.name(), arg_str(self.name(), args, "pattern")?)?;
-        if args.get("root").is_some() {
-            resolve_arg(self.name(), args, "root", ctx, Access::Read)?;
+        let a: GlobArgs = parse(self.name(), args)?;
+        Glob::new(self.name(), &a.pattern)?;
+        if let Some(root) = &a.root {
+            resolve(root, ctx, Access::Read)?;
         }
         Ok(())
     }
 
     fn summary(&self, args: &Value) -> String {
-        let pattern = arg_opt_str(args, "pattern").unwrap_or_default();
-        match arg_opt_str(args, "root") {
-            Some(root) => format!("{pattern} in {root}"),
-            None => pattern.to_string(),
+        match parse::<GlobArgs>(self.name(), args) {
+            Ok(GlobArgs {
+                pattern,
+                root: Some(root),
+            }) => format!("{pattern} in {root}"),
+            Ok(a) => a.pattern,
+            Err(_) => String::new(),
         }
     }
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let glob = Glob::new(self.name(), arg_str(self.name(), args, "pattern")?)?;
-        let root = dir_root(self.name(), args, "root", ctx)?;
+        let a: GlobArgs = parse(self.name(), args)?;
+        let glob = Glob::new(self.name(), &a.pattern)?;
+        let (root, shown) = dir_root(a.root.as_deref(), ctx)?;
         let cap = ctx.policy.limits.max_results;
         let mut pacer = Pacer::new(ctx);
         let mut paths = Vec::new();
         let mut truncated = false;
-        let mut unreadable = 0usize;
-        for next in walker(&root) {
-            if let Err(halt) = pacer.tick() {
-                return halt.into_result(self.name(), ctx);
+        let walked = walk(&root, usize::MAX, &mut |e| {
+            pacer.tick()?;
+            if skipped(e) {
+                return Ok(Flow::Prune);
             }
-            let Ok(entry) = next else {
-                unreadable += 1;
-                continue;
-            };
-            if !entry.file_type().is_file() || !glob.is_match(&rel_to(&root, entry.path())) {
-                continue;
+            if e.kind != EntryKind::File || !glob.is_match(&e.rel) {
+                return Ok(Flow::Continue);
             }
             if paths.len() >= cap {
                 truncated = true;
-                break;
+                return Ok(Flow::Stop);
             }
-            paths.push(ctx.workspace.display(entry.path()));
-        }
+            paths.push(under(&shown, &e.rel));
+            Ok(Flow::Continue)
+        });
+        let unreadable = match walked {
+            Ok(n) => n,
+            Err(halt) => return halt.into_result(self.name(), ctx),
+        };
         paths.sort();
         let mut notes = Vec::new();
         if truncated {
