@@ -106,18 +106,24 @@ impl Simulation<'_> {
             return Ok(c.clone());
         }
         let abs = self.workspace.resolve(rel).map_err(|e| e.to_string())?;
-        let loaded = match std::fs::symlink_metadata(&abs) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        // Through the kernel-checked opener: regular files only, so a FIFO cannot stall a preview.
+        let loaded = match crate::sandbox::fs::open_regular(self.workspace, &abs) {
+            Err(crate::sandbox::fs::FsError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                None
+            }
             Err(e) => return Err(format!("{rel}: {e}")),
-            Ok(m) if !m.is_file() => return Err(format!("{rel}: not a regular file")),
-            Ok(m) if m.len() > MAX_PREVIEW_FILE => {
+            Ok((_, m)) if m.len() > MAX_PREVIEW_FILE => {
                 return Err(format!(
                     "{rel}: larger than {} MiB, not previewed",
                     MAX_PREVIEW_FILE >> 20
                 ));
             }
-            Ok(_) => {
-                let bytes = std::fs::read(&abs).map_err(|e| format!("{rel}: {e}"))?;
+            Ok((file, _)) => {
+                use std::io::Read as _;
+                let mut bytes = Vec::new();
+                file.take(MAX_PREVIEW_FILE)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| format!("{rel}: {e}"))?;
                 Some(String::from_utf8_lossy(&bytes).into_owned())
             }
         };
@@ -278,8 +284,13 @@ fn command_effect(args: &Value) -> Effect {
     }
 }
 
-/// The preview for a person: one block per step, diffs indented under it.
+/// The preview for a person: one block per step, diffs indented under it. Text from the plan and
+/// the workspace passes the terminal sanitiser.
 pub fn render(preview: &Preview) -> String {
+    crate::terminal::text(&render_raw(preview)).into_owned()
+}
+
+fn render_raw(preview: &Preview) -> String {
     use std::fmt::Write as _;
     let mut out = format!(
         "preview of plan {} (sha256 {}), nothing written:\n",
