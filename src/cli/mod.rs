@@ -36,6 +36,7 @@ macro_rules! errln {
 
 pub mod flags;
 mod reports;
+mod stages;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -75,7 +76,7 @@ impl CliError {
 }
 
 /// The plan-file JSON Schema shipped in `docs/`.
-pub const PLAN_SCHEMA: &str = include_str!("../../docs/plan.schema.json");
+pub const PLAN_SCHEMA: &str = crate::plan::SCHEMA;
 /// The `--jsonl` event JSON Schema shipped in `docs/`.
 pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
 
@@ -115,6 +116,9 @@ fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         Command::Resume => cmd_resume(args, redactor),
         Command::Validate => cmd_validate(args),
         Command::Preview => cmd_preview(args),
+        Command::Draft => stages::cmd_draft(args, redactor),
+        Command::Review => stages::cmd_review(args, redactor),
+        Command::Do => stages::cmd_do(args, redactor),
         Command::Approve => cmd_decide(args, AuthStatus::Approved),
         Command::Reject => cmd_decide(args, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
@@ -548,19 +552,11 @@ fn execute_plan(
     Ok(result.exit_code)
 }
 
-/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
-/// plan has agent steps, so a missing model is reported before anything runs.
-fn llm_setup(
+/// The LLM configuration and agent settings from flags and environment, unchecked.
+fn llm_config(
     args: &Args,
-    plan: &Plan,
     policy: &Policy,
-) -> Result<
-    (
-        Option<Arc<dyn crate::llm::LlmClient>>,
-        crate::executor::AgentSettings,
-    ),
-    CliError,
-> {
+) -> Result<(crate::llm::LlmConfig, crate::executor::AgentSettings), CliError> {
     let usage = |e: String| CliError::new(exit::USAGE, e);
     let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
     if let Some(url) = &args.llm_url {
@@ -581,6 +577,24 @@ fn llm_setup(
             .with_retries(args.llm_retries.unwrap_or(3)),
         ..Default::default()
     };
+    Ok((config, agent))
+}
+
+/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
+/// plan has agent steps, so a missing model is reported before anything runs.
+fn llm_setup(
+    args: &Args,
+    plan: &Plan,
+    policy: &Policy,
+) -> Result<
+    (
+        Option<Arc<dyn crate::llm::LlmClient>>,
+        crate::executor::AgentSettings,
+    ),
+    CliError,
+> {
+    let usage = |e: String| CliError::new(exit::USAGE, e);
+    let (config, agent) = llm_config(args, policy)?;
     let agent_steps: Vec<&crate::plan::Step> = plan
         .steps
         .iter()

@@ -43,6 +43,12 @@ pub struct AgentSettings {
     pub tool_result_chars: usize,
     /// Most recent turns kept in the prompt; older ones are dropped with a note.
     pub window_turns: usize,
+    /// The role the model plays, replacing the default "agent for one step" opening of the system
+    /// prompt. The planner and reviewer stages set it; a plan cannot (it is not a step argument).
+    pub role: Option<String>,
+    /// Characters of an agent step's final answer kept in its [`StepResult`](super::StepResult)
+    /// (4 KiB by default; the planner needs a whole plan back).
+    pub answer_chars: usize,
 }
 
 impl Default for AgentSettings {
@@ -54,6 +60,8 @@ impl Default for AgentSettings {
             token_budget: None,
             tool_result_chars: 8000,
             window_turns: 8,
+            role: None,
+            answer_chars: 4096,
         }
     }
 }
@@ -125,16 +133,24 @@ fn system_prompt(
     specs: &[ToolSpec],
     protocol: ToolProtocol,
 ) -> String {
-    let mut s = format!(
-        "You are the agent for one step of an approved plan run by acode-run.\n\
-         You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
-         Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
-         is refused or fails you get the error back and can correct it.\n\
-         Do only what the task asks. When the task is done, reply with a short summary of what you \
-         did and make NO tool call.",
-        workspace_facts(ctx),
-        allowed.join(", ")
-    );
+    let mut s = match &ctx.run.agent.role {
+        Some(role) => format!(
+            "{role}\nYou work inside a workspace; every path is relative to its root. Top-level \
+             entries: {}.\nTools you may call: {}.",
+            workspace_facts(ctx),
+            allowed.join(", ")
+        ),
+        None => format!(
+            "You are the agent for one step of an approved plan run by acode-run.\n\
+             You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
+             Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
+             is refused or fails you get the error back and can correct it.\n\
+             Do only what the task asks. When the task is done, reply with a short summary of what you \
+             did and make NO tool call.",
+            workspace_facts(ctx),
+            allowed.join(", ")
+        ),
+    };
     if protocol == ToolProtocol::React {
         s.push_str("\n\n");
         s.push_str(&react::system_prompt(specs));

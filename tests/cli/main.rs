@@ -12,4 +12,5 @@ mod preview;
 mod reports;
 mod resume;
 mod run;
+mod stages;
 mod validate;
