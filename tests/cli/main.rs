@@ -7,6 +7,7 @@ mod auth;
 mod commands;
 mod escape;
 mod library;
+mod preconditions;
 mod race;
 mod resume;
 mod run;
