@@ -1,4 +1,5 @@
-//! File tools: `file_read`, `file_write`, `file_create`, `file_edit`, `file_delete`.
+//! File tools: `file_read`, `file_write`, `file_create`, `file_edit`, `file_delete`,
+//! `list_directory`.
 //!
 //! Every path argument is first checked lexically by [`crate::sandbox::Workspace`] (the readable
 //! error), then opened through [`crate::sandbox::fs`], where the kernel resolves it beneath the
@@ -17,12 +18,15 @@
 //!   link is kept), like `echo > link` would.
 //!
 //! One file per concern: this module holds what the tools share (target resolution, what exists
-//! at a target, diffs, pacing); `read`, `write` (`file_write` and `file_create`), `edit` and
-//! `delete` hold one tool each.
+//! at a target, diffs, pacing, the probes preconditions use); `walk` the handle-based walk the
+//! walking tools share; `read`, `write` (`file_write` and `file_create`), `edit`, `delete` and
+//! `list` hold one tool each.
 
 mod delete;
 mod edit;
+mod list;
 mod read;
+pub(crate) mod walk;
 mod write;
 
 use std::fs::{File, Permissions};
@@ -42,6 +46,7 @@ use crate::sandbox::{Access, SandboxViolation, Workspace};
 
 pub use delete::FileDelete;
 pub use edit::FileEdit;
+pub use list::ListDirectory;
 pub use read::FileRead;
 pub use write::{FileCreate, FileWrite};
 
@@ -59,6 +64,7 @@ pub fn register(r: &mut ToolRegistry) {
     r.register(Arc::new(FileCreate));
     r.register(Arc::new(FileEdit));
     r.register(Arc::new(FileDelete));
+    r.register(Arc::new(ListDirectory));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::tools::Tool;
-use crate::tools::search::{FileGlob, FileSearch, ListDirectory};
+use crate::tools::search::{FileGlob, FileSearch};
 use crate::tools::testutil::TestWs;
 use serde_json::{Value, json};
 use std::fs;
