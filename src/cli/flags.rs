@@ -169,6 +169,8 @@ pub struct Args {
     pub llm_retries: Option<u32>,
     /// `--llm-provider`.
     pub llm_provider: Option<crate::llm::Provider>,
+    /// `--max-calls-per-answer`.
+    pub max_calls_per_answer: Option<usize>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -198,6 +200,7 @@ impl Default for Args {
             token_budget: None,
             llm_retries: None,
             llm_provider: None,
+            max_calls_per_answer: None,
             used: Vec::new(),
         }
     }
@@ -413,6 +416,20 @@ pub const FLAGS: &[Flag] = &[
                 return Err("at most 10 retries".to_string());
             }
             a.llm_retries = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "max-calls-per-answer",
+        value: Some("N"),
+        doc: "Most tool calls run from one model answer (1-1000); the rest are refused back to the model [default: 16]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            match v.parse::<usize>() {
+                Ok(n @ 1..=1000) => a.max_calls_per_answer = Some(n),
+                _ => return Err(format!("expected a number from 1 to 1000, got {v:?}")),
+            }
             Ok(())
         },
     },

@@ -541,6 +541,9 @@ fn llm_setup(
         tool_result_chars: policy.limits.tool_result_chars,
         backoff: crate::executor::retry::Backoff::default()
             .with_retries(args.llm_retries.unwrap_or(3)),
+        max_calls_per_answer: args
+            .max_calls_per_answer
+            .unwrap_or(crate::executor::agent::DEFAULT_MAX_CALLS_PER_ANSWER),
         ..Default::default()
     };
     let agent_steps: Vec<&crate::plan::Step> = plan

@@ -43,7 +43,18 @@ pub struct AgentSettings {
     pub tool_result_chars: usize,
     /// Most recent turns kept in the prompt; older ones are dropped with a note.
     pub window_turns: usize,
+    /// Most tool calls taken from one model answer (`--max-calls-per-answer`); the rest are
+    /// refused back to the model, so one answer cannot make thousands of calls.
+    pub max_calls_per_answer: usize,
+    /// Most bytes of one request's messages; older turns are dropped to fit, and a step whose
+    /// request still does not fit fails.
+    pub max_request_bytes: usize,
 }
+
+/// Default for [`AgentSettings::max_calls_per_answer`].
+pub const DEFAULT_MAX_CALLS_PER_ANSWER: usize = 16;
+/// Default for [`AgentSettings::max_request_bytes`] (8 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
 impl Default for AgentSettings {
     fn default() -> Self {
@@ -54,6 +65,8 @@ impl Default for AgentSettings {
             token_budget: None,
             tool_result_chars: 8000,
             window_turns: 8,
+            max_calls_per_answer: DEFAULT_MAX_CALLS_PER_ANSWER,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
     }
 }
@@ -72,6 +85,22 @@ impl Conversation {
     fn push(&mut self, turn: Vec<Message>) {
         self.turns.push_back(turn);
         while self.turns.len() > self.window.max(1) {
+            self.turns.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    /// Drops the oldest turns until the messages fit in `limit` bytes (as JSON); `false` when even
+    /// the newest turn alone does not fit.
+    fn fit(&mut self, limit: usize) -> bool {
+        loop {
+            let size = serde_json::to_vec(&self.messages()).map_or(usize::MAX, |v| v.len());
+            if size <= limit {
+                return true;
+            }
+            if self.turns.len() <= 1 {
+                return false;
+            }
             self.turns.pop_front();
             self.dropped += 1;
         }
@@ -267,11 +296,21 @@ impl Session<'_> {
         };
         for _ in 0..self.max_turns {
             *turn += 1;
+            if !conv.fit(settings.max_request_bytes) {
+                return Ok(StepOutcome::failed(
+                    ErrorKind::ToolFailed,
+                    format!(
+                        "the next request to the model would exceed {} bytes even with only the \
+                         latest turn kept",
+                        settings.max_request_bytes
+                    ),
+                ));
+            }
             let mut request = ChatRequest::new(self.model, conv.messages());
             if settings.protocol == ToolProtocol::Native {
                 request = request.with_tools(specs.clone());
             }
-            let (response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
+            let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
                 Ok(r) => r,
                 Err(outcome) => return Ok(outcome),
             };
@@ -292,6 +331,11 @@ impl Session<'_> {
                     if response.tool_calls.is_empty() {
                         return Ok(done(response.content.unwrap_or_default()));
                     }
+                    // One answer yields at most max_calls_per_answer calls; the rest are not run,
+                    // not echoed back (so the next request stays bounded), and the model is told.
+                    let asked = response.tool_calls.len();
+                    let limit = settings.max_calls_per_answer.max(1);
+                    response.tool_calls.truncate(limit);
                     let mut messages = vec![Message::assistant(&response)];
                     for call in &response.tool_calls {
                         let reply = match call.parse_error_feedback() {
@@ -325,6 +369,16 @@ impl Session<'_> {
                             },
                         };
                         messages.push(Message::tool(call.id.clone(), reply));
+                    }
+                    if asked > limit
+                        && let Some(Message::Tool { content, .. }) = messages.last_mut()
+                    {
+                        content.push_str(&format!(
+                            "\n\nerror: your answer asked for {asked} tool calls; only the first \
+                             {limit} were run and the other {} were refused. Ask for at most \
+                             {limit} calls per answer.",
+                            asked - limit
+                        ));
                     }
                     conv.push(messages);
                 }
@@ -628,6 +682,22 @@ mod tests {
             dropped: 0,
             window,
         }
+    }
+
+    #[test]
+    fn a_request_over_the_byte_limit_drops_old_turns_then_gives_up() {
+        let mut c = conv(8);
+        for i in 0..4 {
+            c.push(vec![Message::user(format!("{i}{}", "x".repeat(1000)))]);
+        }
+        let size = |c: &Conversation| serde_json::to_vec(&c.messages()).unwrap().len();
+        assert!(size(&c) > 4000);
+        assert!(c.fit(2500));
+        assert!(size(&c) <= 2500);
+        assert_eq!((c.turns.len(), c.dropped), (2, 2));
+        // The newest turn alone is too large: the caller fails the step.
+        assert!(!c.fit(500));
+        assert_eq!(c.turns.len(), 1);
     }
 
     #[test]

@@ -381,3 +381,87 @@ fn absurd_token_usage_is_stored_saturated_and_the_killed_run_resumes() {
     let total: i64 = q(&t.db(), "SELECT prompt_tokens FROM runs");
     assert_eq!(total, 2 << 40);
 }
+
+#[test]
+fn one_answer_runs_at_most_the_configured_number_of_tool_calls() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    t.file("a.txt", "hello\n");
+    let calls: Vec<(&str, serde_json::Value)> = (0..500)
+        .map(|_| ("file_read", json!({"path": "a.txt"})))
+        .collect();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&calls),
+        ScriptedResponse::chat_text("done"),
+        ScriptedResponse::chat_tool_calls(&calls),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "fix", "tool": "agent", "arguments": {
+                "instruction": "x", "tools": ["file_read"], "max_turns": 3}}]}),
+    );
+    let url = server.url();
+    let out = t.approve_and_run(
+        &plan,
+        &[
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+            "--max-calls-per-answer",
+            "5",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM executions WHERE tool_name='file_read'"
+        ),
+        5
+    );
+    let requests = server.requests();
+    let second = &requests[1].body["messages"];
+    let tools: Vec<&serde_json::Value> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(tools.len(), 5);
+    let assistant = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(assistant["tool_calls"].as_array().unwrap().len(), 5);
+    assert!(
+        tools[4]["content"]
+            .as_str()
+            .unwrap()
+            .contains("asked for 500 tool calls; only the first 5 were run"),
+        "{}",
+        tools[4]
+    );
+
+    // The default is 16.
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "m",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM executions WHERE tool_name='file_read'"
+        ),
+        5 + 16
+    );
+}
