@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -223,6 +223,8 @@ pub fn run(
         }
     }
 
+    // One deadline for the whole step, LLM waits and retries included (exit 34 when it passes).
+    let deadline = step_deadline(ctx, plan);
     let cycles = ctx.step.verify.as_ref().map_or(1, |v| v.max_cycles.max(1));
     let mut feedback: Option<String> = None;
     let mut turn = 0u32;
@@ -241,6 +243,7 @@ pub fn run(
             allowed: &allowed,
             max_turns,
             plan,
+            deadline,
         };
         let outcome = session.run(ctx, first, &mut turn)?;
         if outcome.failure.is_some() {
@@ -269,6 +272,39 @@ struct Session<'a> {
     allowed: &'a [String],
     max_turns: u32,
     plan: &'a Plan,
+    deadline: Option<Deadline>,
+}
+
+/// When an agent step must be over: its `timeout_s` (or the plan's default) from the moment its
+/// model work starts.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    seconds: u64,
+}
+
+impl Deadline {
+    fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    fn outcome(&self, waiting_for: &str) -> StepOutcome {
+        StepOutcome::failed(
+            ErrorKind::Timeout,
+            format!(
+                "agent step exceeded its time limit of {} s (timeout_s) {waiting_for}",
+                self.seconds
+            ),
+        )
+    }
+}
+
+fn step_deadline(ctx: &StepContext, plan: &Plan) -> Option<Deadline> {
+    let seconds = ctx.step.timeout_s.or(plan.defaults.timeout_s)?;
+    Some(Deadline {
+        at: Instant::now() + Duration::from_secs(seconds),
+        seconds,
+    })
 }
 
 /// What one model-requested call came to: text for the model, or a reason to end the step.
@@ -295,6 +331,11 @@ impl Session<'_> {
             window: settings.window_turns,
         };
         for _ in 0..self.max_turns {
+            if let Some(d) = self.deadline
+                && d.remaining().is_zero()
+            {
+                return Ok(d.outcome("before its next model turn"));
+            }
             *turn += 1;
             if !conv.fit(settings.max_request_bytes) {
                 return Ok(StepOutcome::failed(
@@ -464,6 +505,14 @@ impl Session<'_> {
         }
         let mut opts: CallOptions = call_options(ctx, self.plan);
         opts.parent_execution_id = Some(turn_id.to_string());
+        if let Some(d) = self.deadline {
+            // A call gets at most what is left of the step's time.
+            let left = d.remaining();
+            if left.is_zero() {
+                return Ok(CallFate::Fatal(d.outcome("before a tool call")));
+            }
+            opts.timeout = Some(opts.timeout.map_or(left, |t| t.min(left)));
+        }
         let result = ctx.call_tool(call, &opts)?;
         match result.error_kind {
             Some(kind @ (ErrorKind::ConfirmationDenied | ErrorKind::Interrupted)) => {
@@ -517,7 +566,8 @@ impl Session<'_> {
             ctx.attempts += 1;
             let started_at = now_ms();
             let t0 = Instant::now();
-            let outcome = chat_unless_cancelled(self.client, request, ctx.run.cancel);
+            let outcome =
+                chat_unless_cancelled(self.client, request, ctx.run.cancel, self.deadline);
             let duration_ms = t0.elapsed().as_millis() as i64;
             let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
             let mut record = ExecutionRecord {
@@ -544,14 +594,26 @@ impl Session<'_> {
                 prompt_tokens: None,
                 completion_tokens: None,
             };
-            let Some(outcome) = outcome else {
-                // Interrupted while the model was thinking: the prompt is still part of the record.
-                let message = "interrupted while waiting for the model";
-                record.error_code = Some(ErrorKind::Interrupted.as_str().to_string());
-                record.error_message = Some(message.to_string());
-                let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
-                ctx.record(record, &artifacts)?;
-                return Ok(Err(StepOutcome::failed(ErrorKind::Interrupted, message)));
+            let outcome = match outcome {
+                Waited::Answer(outcome) => outcome,
+                Waited::Cancelled => {
+                    // Interrupted while the model was thinking: the prompt is still part of the
+                    // record.
+                    let message = "interrupted while waiting for the model";
+                    record.error_code = Some(ErrorKind::Interrupted.as_str().to_string());
+                    record.error_message = Some(message.to_string());
+                    let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
+                    ctx.record(record, &artifacts)?;
+                    return Ok(Err(StepOutcome::failed(ErrorKind::Interrupted, message)));
+                }
+                Waited::Deadline(d) => {
+                    let failed = d.outcome("while waiting for the model");
+                    record.error_code = Some(ErrorKind::Timeout.as_str().to_string());
+                    record.error_message = failed.failure.as_ref().map(|(_, m)| m.clone());
+                    let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
+                    ctx.record(record, &artifacts)?;
+                    return Ok(Err(failed));
+                }
             };
             match outcome {
                 Ok(response) => {
@@ -595,6 +657,12 @@ impl Session<'_> {
                     } else {
                         None
                     };
+                    // A retry that cannot start before the deadline is not scheduled.
+                    if let (Some(d), Some(delay)) = (self.deadline, delay)
+                        && d.remaining() <= delay
+                    {
+                        return Ok(Err(d.outcome(&format!("retrying the model after: {e}"))));
+                    }
                     match delay {
                         Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
                             ctx.run.emitter.emit(EventKind::RetryScheduled {
@@ -624,13 +692,22 @@ impl Session<'_> {
     }
 }
 
-/// Sends `request` on a helper thread so an interrupt does not wait for a slow model: returns
-/// `None` as soon as `cancel` is set (the abandoned request ends at its own timeout).
+/// How waiting for the model ended.
+enum Waited {
+    Answer(Result<ChatResponse, crate::llm::LlmError>),
+    Cancelled,
+    Deadline(Deadline),
+}
+
+/// Sends `request` on a helper thread so an interrupt or the step's deadline does not wait for a
+/// slow model: returns as soon as `cancel` is set or the deadline passes (the abandoned request ends
+/// at its own timeout).
 fn chat_unless_cancelled(
     client: &Arc<dyn LlmClient>,
     request: &ChatRequest,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Option<Result<ChatResponse, crate::llm::LlmError>> {
+    deadline: Option<Deadline>,
+) -> Waited {
     let (tx, rx) = std::sync::mpsc::channel();
     let client = Arc::clone(client);
     let request = request.clone();
@@ -640,21 +717,26 @@ fn chat_unless_cancelled(
             let _ = tx.send(client.chat(&request));
         });
     if let Err(e) = spawned {
-        return Some(Err(crate::llm::LlmError::Transport {
+        return Waited::Answer(Err(crate::llm::LlmError::Transport {
             url: String::new(),
             message: format!("cannot start a thread for the LLM request: {e}"),
         }));
     }
     loop {
         match rx.recv_timeout(std::time::Duration::from_millis(25)) {
-            Ok(outcome) => return Some(outcome),
+            Ok(outcome) => return Waited::Answer(outcome),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if cancel.load(Ordering::SeqCst) {
-                    return None;
+                    return Waited::Cancelled;
+                }
+                if let Some(d) = deadline
+                    && d.remaining().is_zero()
+                {
+                    return Waited::Deadline(d);
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Some(Err(crate::llm::LlmError::Transport {
+                return Waited::Answer(Err(crate::llm::LlmError::Transport {
                     url: String::new(),
                     message: "the LLM request thread ended without an answer".into(),
                 }));

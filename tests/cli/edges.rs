@@ -465,3 +465,49 @@ fn one_answer_runs_at_most_the_configured_number_of_tool_calls() {
         5 + 16
     );
 }
+
+#[test]
+fn a_silent_model_runs_out_the_agent_steps_own_deadline_with_exit_34() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("too late").with_delay(Duration::from_secs(30)),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "think", "tool": "agent", "timeout_s": 2, "arguments": {
+                "instruction": "x", "tools": ["file_read"], "max_turns": 3}}]}),
+    );
+    t.approve(&plan);
+    let url = server.url();
+    let started = Instant::now();
+    let out = run_within(
+        &t,
+        &[
+            "run",
+            plan.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+        ],
+        Duration::from_secs(20),
+    );
+    let took = started.elapsed();
+    assert_eq!(code(&out), 34, "{}", stderr(&out));
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        stderr(&out)
+            .contains("exceeded its time limit of 2 s (timeout_s) while waiting for the model"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        q::<String>(
+            &t.db(),
+            "SELECT error_code FROM steps WHERE step_id='think'"
+        ),
+        "timeout"
+    );
+}
