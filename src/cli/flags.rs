@@ -171,6 +171,8 @@ pub struct Args {
     pub llm_provider: Option<crate::llm::Provider>,
     /// `--max-calls-per-answer`.
     pub max_calls_per_answer: Option<usize>,
+    /// `--strict`.
+    pub strict: bool,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -201,6 +203,7 @@ impl Default for Args {
             llm_retries: None,
             llm_provider: None,
             max_calls_per_answer: None,
+            strict: false,
             used: Vec::new(),
         }
     }
@@ -416,6 +419,16 @@ pub const FLAGS: &[Flag] = &[
                 return Err("at most 10 retries".to_string());
             }
             a.llm_retries = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "strict",
+        value: None,
+        doc: "Fail an agent step (exit 32) when any of its model's tool calls is refused as a sandbox violation",
+        commands: EXEC_CMDS,
+        update: |a, _| {
+            a.strict = true;
             Ok(())
         },
     },

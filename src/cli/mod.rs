@@ -544,6 +544,7 @@ fn llm_setup(
         max_calls_per_answer: args
             .max_calls_per_answer
             .unwrap_or(crate::executor::agent::DEFAULT_MAX_CALLS_PER_ANSWER),
+        strict: args.strict,
         ..Default::default()
     };
     let agent_steps: Vec<&crate::plan::Step> = plan

@@ -196,13 +196,19 @@ impl<W: Write + Send> HumanPrinter<W> {
                 completed,
                 failed,
                 blocked,
+                violations,
             } => {
                 let colored = match status.as_str() {
                     "completed" => self.paint("32", status),
                     _ => self.paint("31", status),
                 };
+                let refused = match violations {
+                    0 => String::new(),
+                    1 => ", 1 sandbox violation refused".to_string(),
+                    n => format!(", {n} sandbox violations refused"),
+                };
                 Some(format!(
-                    "run {} {colored}: {completed} completed, {failed} failed, {blocked} not run, {} (exit {exit_code})",
+                    "run {} {colored}: {completed} completed, {failed} failed, {blocked} not run{refused}, {} (exit {exit_code})",
                     event.run_id,
                     secs(*duration_ms)
                 ))

@@ -222,6 +222,9 @@ pub enum EventKind {
         failed: usize,
         /// Steps blocked or skipped.
         blocked: usize,
+        /// Tool calls refused as sandbox violations during the run (a model's refused escapes
+        /// included), so refusals are never silent.
+        violations: u64,
     },
 }
 

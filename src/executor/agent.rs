@@ -49,6 +49,9 @@ pub struct AgentSettings {
     /// Most bytes of one request's messages; older turns are dropped to fit, and a step whose
     /// request still does not fit fails.
     pub max_request_bytes: usize,
+    /// `--strict`: a tool call refused as a sandbox violation fails the agent step (exit 32)
+    /// instead of being reported back to the model.
+    pub strict: bool,
 }
 
 /// Default for [`AgentSettings::max_calls_per_answer`].
@@ -67,6 +70,7 @@ impl Default for AgentSettings {
             window_turns: 8,
             max_calls_per_answer: DEFAULT_MAX_CALLS_PER_ANSWER,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            strict: false,
         }
     }
 }
@@ -519,6 +523,16 @@ impl Session<'_> {
                 return Ok(CallFate::Fatal(StepOutcome::failed(
                     kind,
                     result.error.unwrap_or_else(|| kind.to_string()),
+                )));
+            }
+            Some(ErrorKind::SandboxViolation) if ctx.run.agent.strict => {
+                return Ok(CallFate::Fatal(StepOutcome::failed(
+                    ErrorKind::SandboxViolation,
+                    format!(
+                        "the model's {name} call was refused as a sandbox violation, and --strict \
+                         fails the step on any: {}",
+                        result.error.unwrap_or_default()
+                    ),
                 )));
             }
             _ if ctx.run.cancel.load(Ordering::SeqCst) => {

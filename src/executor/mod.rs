@@ -577,6 +577,7 @@ impl Executor {
         let tokens = run.tokens;
         run.store
             .finish_run(&run_id, status.as_str(), exit_code, tokens.stored())?;
+        let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
             exit_code,
@@ -584,6 +585,7 @@ impl Executor {
             completed: count(StepStatus::Completed),
             failed: count(StepStatus::Failed),
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
+            violations,
         });
         Ok(ExecutionResult {
             run_id,

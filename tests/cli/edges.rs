@@ -511,3 +511,69 @@ fn a_silent_model_runs_out_the_agent_steps_own_deadline_with_exit_34() {
         "timeout"
     );
 }
+
+#[test]
+fn refused_violations_are_counted_and_strict_fails_the_step() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let outside = t.outside.join("sentinel.txt");
+    let escapes = || {
+        ScriptedResponse::chat_tool_calls(&[
+            ("file_read", json!({"path": "../outside/sentinel.txt"})),
+            ("file_read", json!({"path": outside.to_str().unwrap()})),
+            (
+                "file_write",
+                json!({"path": "../outside/planted.txt", "contents": "x"}),
+            ),
+        ])
+    };
+    let server = ScriptedServer::start(vec![
+        escapes(),
+        ScriptedResponse::chat_text("done"),
+        escapes(),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "fix", "tool": "agent", "arguments": {
+                "instruction": "x", "tools": ["file_read", "file_write"], "max_turns": 3}}]}),
+    );
+    let url = server.url();
+    let out = t.approve_and_run(
+        &plan,
+        &[
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+            "--confirm",
+            "auto-approve",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("3 sandbox violations refused"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "m",
+        "--confirm",
+        "auto-approve",
+        "--jsonl",
+        "--strict",
+    ]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    let events = events(&out);
+    let finished = events.iter().find(|e| e["type"] == "run_finished").unwrap();
+    // The first refusal ends the step under --strict.
+    assert_eq!(finished["violations"], 1, "{finished}");
+    assert_eq!(finished["exit_code"], 32);
+    t.assert_outside_untouched();
+}
