@@ -577,3 +577,64 @@ fn refused_violations_are_counted_and_strict_fails_the_step() {
     assert_eq!(finished["exit_code"], 32);
     t.assert_outside_untouched();
 }
+
+#[test]
+fn a_linked_state_directory_is_refused_and_nothing_is_created_where_it_points() {
+    let t = TestDir::new();
+    let plan = simple_plan(&t);
+    t.approve(&plan);
+    // A repository shipping `.acode` as a link to elsewhere.
+    std::os::unix::fs::symlink(&t.outside, t.ws.join(".acode")).unwrap();
+    let out = t.run(&["run", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(".acode is a symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    t.assert_outside_untouched();
+    std::fs::remove_file(t.ws.join(".acode")).unwrap();
+
+    // The database or the temp directory as a link.
+    for entry in ["executions.db", "tmp"] {
+        std::fs::create_dir_all(t.ws.join(".acode")).unwrap();
+        let link = t.ws.join(".acode").join(entry);
+        std::os::unix::fs::symlink(t.outside.join("planted.db"), &link).unwrap();
+        let out = t.run(&["run", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 2, "{entry}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(".acode/{entry} is a symbolic link")),
+            "{}",
+            stderr(&out)
+        );
+        let out = t.run(&["runs"]);
+        assert_eq!(code(&out), 2, "{entry}: {}", stderr(&out));
+        t.assert_outside_untouched();
+        std::fs::remove_file(&link).unwrap();
+    }
+}
+
+#[test]
+fn the_state_directory_stays_out_of_git_status() {
+    let t = TestDir::new();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(&t.ws)
+            .output()
+            .unwrap()
+    };
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    assert!(git(&["init", "-q"]).status.success());
+    let plan = simple_plan(&t);
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.ws.join(".acode/executions.db").exists());
+    let status =
+        String::from_utf8_lossy(&git(&["status", "--porcelain", "--untracked-files=all"]).stdout)
+            .into_owned();
+    assert_eq!(status.trim(), "?? a.txt", "{status}");
+}
