@@ -638,3 +638,23 @@ fn the_state_directory_stays_out_of_git_status() {
             .into_owned();
     assert_eq!(status.trim(), "?? a.txt", "{status}");
 }
+
+#[test]
+fn each_problem_names_its_location_once() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "a", "tool": "file_write", "arguments": {"path": "x"}},
+            {"step_id": "b", "tool": "file_read", "arguments": {"path": 7}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("  - steps[0].arguments: missing required argument 'contents'"),
+        "{err}"
+    );
+    assert!(err.contains("  - steps[1].arguments.path: "), "{err}");
+    assert!(!err.contains("arguments: steps["), "{err}");
+}
