@@ -217,6 +217,10 @@ pub struct Args {
     pub goal: Option<String>,
     /// `--annotations`; `None` means "github when `GITHUB_ACTIONS=true`".
     pub annotations: Option<Annotations>,
+    /// `--max-calls-per-answer`.
+    pub max_calls_per_answer: Option<usize>,
+    /// `--strict`.
+    pub strict: bool,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -276,6 +280,8 @@ impl Default for Args {
             from_review: None,
             goal: None,
             annotations: None,
+            max_calls_per_answer: None,
+            strict: false,
             used: Vec::new(),
         }
     }
@@ -579,6 +585,30 @@ pub const FLAGS: &[Flag] = &[
                 return Err("at most 10 retries".to_string());
             }
             a.llm_retries = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "strict",
+        value: None,
+        doc: "Fail an agent step (exit 32) when any of its model's tool calls is refused as a sandbox violation",
+        commands: EXEC_CMDS,
+        update: |a, _| {
+            a.strict = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "max-calls-per-answer",
+        value: Some("N"),
+        doc: "Most tool calls run from one model answer (1-1000); the rest are refused back to the model [default: 16]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            match v.parse::<usize>() {
+                Ok(n @ 1..=1000) => a.max_calls_per_answer = Some(n),
+                _ => return Err(format!("expected a number from 1 to 1000, got {v:?}")),
+            }
             Ok(())
         },
     },

@@ -433,6 +433,7 @@ fn execute_plan(
     target: Target,
 ) -> Result<i32, CliError> {
     let (ws, db) = sandboxed_workspace(args, Some(plan_path))?;
+    prepare_state_dir(&ws)?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
@@ -575,6 +576,10 @@ fn llm_config(
         tool_result_chars: policy.limits.tool_result_chars,
         backoff: crate::executor::retry::Backoff::default()
             .with_retries(args.llm_retries.unwrap_or(3)),
+        max_calls_per_answer: args
+            .max_calls_per_answer
+            .unwrap_or(crate::executor::agent::DEFAULT_MAX_CALLS_PER_ANSWER),
+        strict: args.strict,
         ..Default::default()
     };
     Ok((config, agent))
@@ -639,9 +644,25 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
+/// Checks `.acode/` and the runner's files in it without following links (creating it, its `tmp`
+/// and its `.gitignore` on first use): a linked one is refused with exit 2, naming the link.
+fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
+    use crate::sandbox::state::{StateDirError, prepare};
+    prepare(ws.root()).map(|_| ()).map_err(|e| match e {
+        StateDirError::Refused { .. } => CliError::new(exit::USAGE, e.to_string()),
+        StateDirError::Io { .. } => CliError::new(exit::INTERNAL, e.to_string()),
+    })
+}
+
 fn query_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
     let path = db_path(args, &ws);
+    // Opening the default database (even to read) creates its WAL files beside it: not through a link.
+    if path == ws.root().join(Store::DEFAULT_PATH)
+        && std::fs::symlink_metadata(ws.root().join(crate::sandbox::state::STATE_DIR)).is_ok()
+    {
+        prepare_state_dir(&ws)?;
+    }
     if !path.exists() {
         return Err(CliError::new(
             exit::USAGE,

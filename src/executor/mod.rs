@@ -600,6 +600,7 @@ impl Executor {
         let tokens = run.tokens;
         run.store
             .finish_run(&run_id, status.as_str(), exit_code, tokens.stored())?;
+        let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
             exit_code,
@@ -608,6 +609,7 @@ impl Executor {
             failed: count(StepStatus::Failed),
             tolerated: steps.iter().filter(|r| r.tolerated).count(),
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
+            violations,
         });
         Ok(ExecutionResult {
             run_id,
