@@ -6,6 +6,7 @@ mod agent;
 mod auth;
 mod commands;
 mod escape;
+mod git_attacks;
 mod library;
 mod resume;
 mod run;
