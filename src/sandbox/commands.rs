@@ -1166,7 +1166,6 @@ pub mod git {
         "check-ignore",
         "checkout",
         "cherry-pick",
-        "clean",
         "commit",
         "config",
         "count-objects",
@@ -1329,6 +1328,12 @@ pub mod git {
                 opt('o', "", Value, Rule::WriteInside),
                 opt('v', "", Value, Rule::Ok),
             ],
+            "add" => vec![opt('f', "", Flag, Rule::Refuse(FORCE_ADD_WHY))],
+            "stash" => vec![
+                opt('u', "", Flag, Rule::Refuse(UNTRACKED_WHY)),
+                opt('a', "", Flag, Rule::Refuse(UNTRACKED_WHY)),
+                opt('m', "", Value, Rule::Ok),
+            ],
             "ls-remote" => vec![opt(
                 'u',
                 "",
@@ -1348,6 +1353,9 @@ pub mod git {
         }
     }
 
+    const FORCE_ADD_WHY: &str = "git add --force puts ignored files (such as the runner's own .acode/ state) into the index, from where reset, checkout, stash and rm would overwrite or delete them";
+    const UNTRACKED_WHY: &str = "git stash --include-untracked/--all deletes untracked files (such as the runner's own .acode/ state) from the working tree";
+
     /// The long options of `sub`: [`COMMON`] plus its own.
     fn longs(sub: &str) -> Vec<Opt> {
         let mut v = COMMON.to_vec();
@@ -1361,6 +1369,12 @@ pub mod git {
                 v.push(lv("file"));
                 v.push(lv("author"));
                 v.push(lv("date"));
+            }
+            "add" => v.push(lr("force", Flag, FORCE_ADD_WHY)),
+            "stash" => {
+                v.push(lr("include-untracked", Flag, UNTRACKED_WHY));
+                v.push(lr("all", Flag, UNTRACKED_WHY));
+                v.push(lv("message"));
             }
             "diff" | "log" | "show" => {
                 // Listed so that `--output-indicator-*` are not taken for `--output`.

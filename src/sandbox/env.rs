@@ -355,4 +355,44 @@ mod tests {
         assert!(check_env_additions(&pairs(&[("GIT_AUTHOR_NAME", "Bot")])).is_ok());
         assert!(check_env_additions(&pairs(&[("RUST_LOG", "debug"), ("_X1", "")])).is_ok());
     }
+
+    #[test]
+    fn git_gets_its_hardened_environment_and_nothing_else_does() {
+        let root = Path::new("/work/ws");
+        let inherited = pairs(&[
+            ("PATH", "/usr/bin"),
+            ("GIT_SSH_COMMAND", "touch x"),
+            ("GIT_DIR", "/elsewhere"),
+            ("git_pager", "touch"),
+            ("GIT_AUTHOR_NAME", "Bot"),
+        ]);
+        let mut env = inherited.clone();
+        harden_for_program("cat", root, &mut env);
+        assert_eq!(env, inherited);
+        for program in ["git", "/usr/bin/git"] {
+            let mut env = inherited.clone();
+            harden_for_program(program, root, &mut env);
+            let get = |k: &str| {
+                env.iter()
+                    .filter(|(n, _)| n == k)
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(get("GIT_DIR"), ["/work/ws/.git"]);
+            assert_eq!(get("GIT_WORK_TREE"), ["/work/ws"]);
+            assert_eq!(get("GIT_SSH_COMMAND"), ["ssh"]);
+            assert_eq!(get("GIT_CEILING_DIRECTORIES"), ["/work"]);
+            assert_eq!(get("GIT_CONFIG_GLOBAL"), ["/dev/null"]);
+            assert_eq!(get("GIT_AUTHOR_NAME"), ["Bot"]);
+            assert!(get("git_pager").is_empty());
+            assert_eq!(get("PATH"), ["/usr/bin"]);
+            let count: usize = get("GIT_CONFIG_COUNT")[0].parse().unwrap();
+            assert_eq!(count, GIT_FORCED_CONFIG.len());
+            for i in 0..count {
+                assert_eq!(get(&format!("GIT_CONFIG_KEY_{i}")).len(), 1);
+                assert_eq!(get(&format!("GIT_CONFIG_VALUE_{i}")).len(), 1);
+            }
+            assert!(get("GIT_CONFIG_KEY_0").contains(&"core.hooksPath"));
+        }
+    }
 }
