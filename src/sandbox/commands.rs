@@ -255,6 +255,9 @@ struct Table<'o> {
     stop_at_positional: bool,
     /// Shown in messages: `sort`, `git rebase`, ...
     name: &'static str,
+    /// Whether (and whether also past `--`) the shadow pass runs: for lenient tables, which do
+    /// not list every option (see [`Table::shadow`]).
+    shadow_pass: Option<bool>,
 }
 
 /// One recognised argument.
@@ -368,8 +371,7 @@ impl<'o> Table<'o> {
                     end: args.len(),
                 });
             }
-            let is_option = a.starts_with('-') && a != "-";
-            if !is_option {
+            if !is_option(a) {
                 if self.stop_at_positional {
                     return Ok(Parsed { items, end: i });
                 }
@@ -377,75 +379,119 @@ impl<'o> Table<'o> {
                 i += 1;
                 continue;
             }
-            let long_body = match self.style {
-                Style::Gnu { .. } => a.strip_prefix("--"),
-                Style::Go => Some(a.strip_prefix("--").unwrap_or(&a[1..])),
-            };
-            if let Some(body) = long_body {
-                let (name, attached) = match body.split_once('=') {
-                    Some((n, v)) => (n, Some(v.to_string())),
-                    None => (body, None),
-                };
-                let Some(o) = self.long(name, a)? else {
-                    self.unknown(a)?;
-                    i += 1;
-                    continue;
-                };
-                let value = match (o.arity, attached) {
-                    (_, Some(v)) => Some(v),
-                    (Value, None) => {
-                        i += 1;
-                        args.get(i).cloned()
-                    }
-                    (Flag | Optional, None) => None,
-                };
-                items.push(Item::Opt {
-                    opt: o,
-                    written: a.to_string(),
-                    value,
-                });
-                i += 1;
-                continue;
-            }
-            // A cluster of short options: `-rno out`, `-oout`, `-k2,2`.
-            let cluster = &a[1..];
-            for (at, c) in cluster.char_indices() {
-                let Some(o) = self.short(c) else {
-                    self.unknown(&format!("-{c}"))?;
-                    continue;
-                };
-                let rest = &cluster[at + c.len_utf8()..];
-                match o.arity {
-                    Flag => items.push(Item::Opt {
-                        opt: o,
-                        written: format!("-{c}"),
-                        value: None,
-                    }),
-                    Value | Optional => {
-                        let value = if !rest.is_empty() {
-                            Some(rest.to_string())
-                        } else if o.arity == Value {
-                            i += 1;
-                            args.get(i).cloned()
-                        } else {
-                            None
-                        };
-                        items.push(Item::Opt {
-                            opt: o,
-                            written: format!("-{c}"),
-                            value,
-                        });
-                        break;
-                    }
-                }
-            }
-            i += 1;
+            i = self.parse_option(args, i, &mut items)?;
         }
         Ok(Parsed {
             items,
             end: args.len(),
         })
     }
+
+    /// Reads the option word `args[i]` (with its value) into `items`; returns the next index.
+    fn parse_option<'t>(
+        &'t self,
+        args: &[String],
+        mut i: usize,
+        items: &mut Vec<Item<'t>>,
+    ) -> Result<usize, SandboxViolation> {
+        let a = args[i].as_str();
+        let long_body = match self.style {
+            Style::Gnu { .. } => a.strip_prefix("--"),
+            Style::Go => Some(a.strip_prefix("--").unwrap_or(&a[1..])),
+        };
+        if let Some(body) = long_body {
+            let (name, attached) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            let Some(o) = self.long(name, a)? else {
+                self.unknown(a)?;
+                return Ok(i + 1);
+            };
+            let value = match (o.arity, attached) {
+                (_, Some(v)) => Some(v),
+                (Value, None) => {
+                    i += 1;
+                    args.get(i).cloned()
+                }
+                (Flag | Optional, None) => None,
+            };
+            items.push(Item::Opt {
+                opt: o,
+                written: a.to_string(),
+                value,
+            });
+            return Ok(i + 1);
+        }
+        // A cluster of short options: `-rno out`, `-oout`, `-k2,2`.
+        let cluster = &a[1..];
+        for (at, c) in cluster.char_indices() {
+            let Some(o) = self.short(c) else {
+                self.unknown(&format!("-{c}"))?;
+                continue;
+            };
+            let rest = &cluster[at + c.len_utf8()..];
+            match o.arity {
+                Flag => items.push(Item::Opt {
+                    opt: o,
+                    written: format!("-{c}"),
+                    value: None,
+                }),
+                Value | Optional => {
+                    let value = if !rest.is_empty() {
+                        Some(rest.to_string())
+                    } else if o.arity == Value {
+                        i += 1;
+                        args.get(i).cloned()
+                    } else {
+                        None
+                    };
+                    items.push(Item::Opt {
+                        opt: o,
+                        written: format!("-{c}"),
+                        value,
+                    });
+                    break;
+                }
+            }
+        }
+        Ok(i + 1)
+    }
+
+    /// The shadow pass of a lenient table: every option-looking word is also read as if it
+    /// started an option, even where the main pass took it as another option's value or as an
+    /// operand. A table lists dangerous options and value-taking ones, not every option a
+    /// program has; if an unlisted option takes a value (`git rebase --onto -C --exec=x`), the
+    /// main pass is one word out of step with the program, and this pass still sees `--exec`.
+    /// It can only refuse more. `past_terminator`: also after `--` (git and getopt take a `--`
+    /// as the value of an option that needs one).
+    fn shadow(
+        &self,
+        args: &[String],
+        ctx: &ArgContext,
+        past_terminator: bool,
+    ) -> Result<(), SandboxViolation> {
+        for i in 0..args.len() {
+            let a = args[i].as_str();
+            if a == "--" {
+                if past_terminator {
+                    continue;
+                }
+                break;
+            }
+            if is_option(a) {
+                let mut items = Vec::new();
+                self.parse_option(args, i, &mut items)?;
+                apply_rules(&Parsed { items, end: 0 }, ctx)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a word is an option (not an operand, not `-` meaning stdin).
+fn is_option(a: &str) -> bool {
+    a.starts_with('-') && a != "-"
 }
 
 /// Where relative paths in arguments are resolved: the command's working directory, inside the
@@ -528,6 +574,9 @@ fn check_table<'t>(
 ) -> Result<Parsed<'t>, SandboxViolation> {
     let parsed = table.parse(args)?;
     apply_rules(&parsed, ctx)?;
+    if let Some(past_terminator) = table.shadow_pass {
+        table.shadow(args, ctx, past_terminator)?;
+    }
     Ok(parsed)
 }
 
@@ -537,6 +586,7 @@ fn check_table<'t>(
 /// GNU `sort`: every option, so abbreviations resolve exactly as getopt_long resolves them.
 const SORT: Table<'static> = Table {
     name: "sort",
+    shadow_pass: None,
     style: Style::Gnu { abbrev: true },
     strict: true,
     stop_at_positional: false,
@@ -597,6 +647,7 @@ fn rustc_codegen(v: &str) -> Option<&'static str> {
 /// `cargo` (clap: no abbreviations). Build scripts and `cargo run` run code by design.
 const CARGO: Table<'static> = Table {
     name: "cargo",
+    shadow_pass: Some(false),
     style: Style::Gnu { abbrev: false },
     strict: false,
     stop_at_positional: false,
@@ -638,6 +689,11 @@ const CARGO: Table<'static> = Table {
         lv("edition"),
         lv("name"),
         opt('\0', "timings", Optional, Rule::Ok),
+        lr(
+            "open",
+            Flag,
+            "cargo doc --open starts a browser program on the host",
+        ),
     ],
 };
 
@@ -656,6 +712,7 @@ const CARGO_REFUSED: &[&str] = &[
 /// `rustc` (no abbreviations).
 const RUSTC: Table<'static> = Table {
     name: "rustc",
+    shadow_pass: Some(false),
     style: Style::Gnu { abbrev: false },
     strict: false,
     stop_at_positional: false,
@@ -717,6 +774,7 @@ fn check_rustc_emit(parsed: &Parsed, ctx: &ArgContext) -> Result<(), SandboxViol
 /// can write: make runs code by design.
 const MAKE: Table<'static> = Table {
     name: "make",
+    shadow_pass: Some(true),
     style: Style::Gnu { abbrev: true },
     strict: false,
     stop_at_positional: false,
@@ -798,6 +856,7 @@ fn check_make_assignment(word: &str) -> Result<(), SandboxViolation> {
 /// `package.json` and `npm exec` run code by design.
 const NPM: Table<'static> = Table {
     name: "npm",
+    shadow_pass: Some(false),
     style: Style::Gnu { abbrev: true },
     strict: false,
     stop_at_positional: false,
@@ -859,6 +918,9 @@ const NPM: Table<'static> = Table {
 /// npm subcommands refused: they write the user's configuration outside the workspace, open an
 /// editor, shell or browser, or act on the registry with the user's credentials.
 const NPM_REFUSED: &[&str] = &[
+    "link",
+    "ln",
+    "unlink",
     "set",
     "edit",
     "explore",
@@ -881,6 +943,7 @@ const NPM_REFUSED: &[&str] = &[
 /// code by design; preloading is refused only because it hides code from a reviewer.
 const NODE: Table<'static> = Table {
     name: "node",
+    shadow_pass: None,
     style: Style::Gnu { abbrev: false },
     strict: false,
     stop_at_positional: true,
@@ -916,6 +979,7 @@ const NODE: Table<'static> = Table {
 /// run code by design.
 const GO: Table<'static> = Table {
     name: "go",
+    shadow_pass: Some(true),
     style: Style::Go,
     strict: false,
     stop_at_positional: false,
@@ -1022,7 +1086,7 @@ fn check_program_args(
                     format!("cargo {sub}"),
                     "this cargo subcommand installs programs outside the workspace or uses registry credentials",
                 )),
-                Some(sub @ ("new" | "init")) => {
+                Some(sub @ ("new" | "init" | "vendor")) => {
                     for p in parsed.positionals().skip_while(|p| *p != sub).skip(1) {
                         ctx.resolve(p, Access::Write)?;
                     }
@@ -1067,6 +1131,17 @@ fn check_program_args(
                     "go install",
                     "go install writes programs outside the workspace",
                 )),
+                Some("clean")
+                    if args.iter().any(|a| {
+                        let a = a.trim_start_matches('-');
+                        ["cache", "modcache", "testcache", "fuzzcache"].contains(&a)
+                    }) =>
+                {
+                    Err(SandboxViolation::new(
+                        "go clean -cache",
+                        "go clean -cache/-modcache/-testcache/-fuzzcache deletes the user's caches outside the workspace",
+                    ))
+                }
                 Some("env")
                     if args
                         .iter()
@@ -1109,6 +1184,7 @@ pub mod git {
     /// git's global options (exact names: git's own parser does not abbreviate them).
     const GLOBAL: Table<'static> = Table {
         name: "git",
+        shadow_pass: None,
         style: Style::Gnu { abbrev: false },
         strict: true,
         stop_at_positional: true,
@@ -1140,7 +1216,7 @@ pub mod git {
             opt('v', "version", Flag, Rule::Ok),
             lv("namespace"),
             lv("attr-source"),
-            lv("list-cmds"),
+            opt('\0', "list-cmds", Optional, Rule::Ok),
             lf("no-replace-objects"),
             lf("literal-pathspecs"),
             lf("glob-pathspecs"),
@@ -1284,8 +1360,6 @@ pub mod git {
             Value,
             "git --template installs hooks (programs) from a directory of the caller's choosing",
         ),
-        opt('s', "strategy", Value, Rule::Value(strategy)),
-        opt('X', "strategy-option", Value, Rule::Ok),
         lf("no-ext-diff"),
         lf("no-textconv"),
         lf("no-recurse-submodules"),
@@ -1340,14 +1414,19 @@ pub mod git {
                 Value,
                 Rule::Refuse("git ls-remote -u runs a program in place of git-upload-pack"),
             )],
-            "commit" | "tag" => vec![
+            "commit" => vec![
                 opt('m', "", Value, Rule::Ok),
                 opt('F', "", Value, Rule::Ok),
                 opt('C', "", Value, Rule::Ok),
                 opt('c', "", Value, Rule::Ok),
                 opt('t', "", Value, Rule::Ok),
-                opt('u', "", Value, Rule::Ok),
+                opt('u', "", Optional, Rule::Ok),
                 opt('S', "", Optional, Rule::Ok),
+            ],
+            "tag" => vec![
+                opt('m', "", Value, Rule::Ok),
+                opt('F', "", Value, Rule::Ok),
+                opt('u', "", Value, Rule::Ok),
             ],
             _ => vec![],
         }
@@ -1359,6 +1438,10 @@ pub mod git {
     /// The long options of `sub`: [`COMMON`] plus its own.
     fn longs(sub: &str) -> Vec<Opt> {
         let mut v = COMMON.to_vec();
+        if matches!(sub, "merge" | "pull" | "rebase" | "cherry-pick" | "revert") {
+            v.push(opt('\0', "strategy", Value, Rule::Value(strategy)));
+            v.push(lv("strategy-option"));
+        }
         match sub {
             "format-patch" => {
                 v.push(opt('\0', "output-directory", Value, Rule::WriteInside));
@@ -1371,6 +1454,7 @@ pub mod git {
                 v.push(lv("date"));
             }
             "add" => v.push(lr("force", Flag, FORCE_ADD_WHY)),
+            "apply" => v.push(opt('\0', "build-fake-ancestor", Value, Rule::WriteInside)),
             "stash" => {
                 v.push(lr("include-untracked", Flag, UNTRACKED_WHY));
                 v.push(lr("all", Flag, UNTRACKED_WHY));
@@ -1392,6 +1476,7 @@ pub mod git {
     /// workspace's own `.git`.
     const INIT: Table<'static> = Table {
         name: "git init",
+        shadow_pass: None,
         style: Style::Gnu { abbrev: true },
         strict: true,
         stop_at_positional: false,
@@ -1418,6 +1503,7 @@ pub mod git {
     /// `git mv [-f] [-k] [-n] [-v] [--sparse] SOURCE... DEST`: every path is written.
     const MV: Table<'static> = Table {
         name: "git mv",
+        shadow_pass: None,
         style: Style::Gnu { abbrev: true },
         strict: true,
         stop_at_positional: false,
@@ -1439,6 +1525,7 @@ pub mod git {
     /// `git config`: reading forms, and setting identity.
     const CONFIG: Table<'static> = Table {
         name: "git config",
+        shadow_pass: None,
         style: Style::Gnu { abbrev: true },
         strict: true,
         stop_at_positional: false,
@@ -1597,6 +1684,7 @@ pub mod git {
                 opts.extend(shorts(other));
                 let table = Table {
                     name: "git",
+                    shadow_pass: Some(true),
                     style: Style::Gnu { abbrev: true },
                     strict: false,
                     stop_at_positional: false,
