@@ -7,6 +7,7 @@ mod auth;
 mod commands;
 mod edges;
 mod escape;
+mod git_attacks;
 mod library;
 mod preconditions;
 mod preview;
