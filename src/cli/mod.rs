@@ -90,13 +90,21 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         }
         Parsed::Run(a) => a,
     };
+    // A `--var` whose name looks secret is a secret from the start, before the plan is read.
+    redactor.add_values(
+        args.vars
+            .iter()
+            .filter(|(k, _)| crate::sandbox::redact::is_secret_name(k))
+            .map(|(_, v)| v.clone()),
+    );
     match dispatch(&args, &redactor) {
         Ok(code) => code,
         Err(e) => {
+            // The runner's own message: known secrets and token formats go, its words stay.
             let _ = writeln!(
                 std::io::stderr(),
                 "acode-run: {}",
-                redactor.redact(&e.message)
+                redactor.redact_message(&e.message)
             );
             e.code
         }
@@ -107,9 +115,9 @@ fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     match args.command {
         Command::Run => cmd_run(args, redactor),
         Command::Resume => cmd_resume(args, redactor),
-        Command::Validate => cmd_validate(args),
-        Command::Approve => cmd_decide(args, AuthStatus::Approved),
-        Command::Reject => cmd_decide(args, AuthStatus::Rejected),
+        Command::Validate => cmd_validate(args, redactor),
+        Command::Approve => cmd_decide(args, redactor, AuthStatus::Approved),
+        Command::Reject => cmd_decide(args, redactor, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
@@ -187,6 +195,16 @@ fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
 }
 
+/// Adds the values `plan` makes secret to the run's redactor, before anything about the plan is
+/// printed or recorded.
+fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
+    let vars = plan::variables::Variables::new(
+        &plan.variables,
+        &plan::validate::builtins(plan, ws, "validation"),
+    );
+    redactor.add_values(plan::variables::secret_values(plan, &vars));
+}
+
 /// Loads and validates the plan at `path` with the command line's `--var` values.
 fn load_plan(
     args: &Args,
@@ -203,7 +221,7 @@ fn load_plan(
     plan::load(path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
 }
 
-fn cmd_validate(args: &Args) -> Result<i32, CliError> {
+fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
@@ -215,16 +233,18 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     };
     match plan::load(&path, &args.vars, &ctx) {
         Ok(plan) => {
+            learn_plan_secrets(&plan, &ws, redactor);
+            let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
                 outln!(
                     "{}",
-                    serde_json::json!({"valid": true, "plan_id": plan.plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
+                    serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
                 );
             } else {
                 errln!(
                     "{}: valid plan {} ({} steps, sha256 {})",
                     path.display(),
-                    plan.plan_id,
+                    plan_id,
                     plan.steps.len(),
                     plan.sha256
                 );
@@ -241,10 +261,8 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
                         serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
                     }
                 };
-                outln!(
-                    "{}",
-                    serde_json::json!({"valid": false, "problems": problems})
-                );
+                let doc = serde_json::json!({"valid": false, "problems": problems}).to_string();
+                outln!("{}", redactor.redact_message(&doc));
                 Ok(e.exit_code())
             } else {
                 Err(CliError::new(e.exit_code(), e.to_string()))
@@ -263,6 +281,7 @@ fn decider(args: &Args) -> String {
 
 fn record_decision(
     args: &Args,
+    redactor: &Redactor,
     path: &Path,
     plan: &Plan,
     status: AuthStatus,
@@ -287,26 +306,27 @@ fn record_decision(
         } else {
             "rejected"
         },
-        plan.plan_id,
+        redactor.redact(&plan.plan_id),
         plan.sha256,
-        auth.decided_by,
+        redactor.redact(&auth.decided_by),
         written.display()
     );
     Ok(auth)
 }
 
-fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
+fn cmd_decide(args: &Args, redactor: &Redactor, status: AuthStatus) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
+    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved.
-        let (ws, _) = sandboxed_workspace(args, Some(&path))?;
         let policy = load_policy(args, &ws)?;
         load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
         plan::read(&path, &Default::default())
             .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
     };
-    record_decision(args, &path, &plan, status)?;
+    learn_plan_secrets(&plan, &ws, redactor);
+    record_decision(args, redactor, &path, &plan, status)?;
     Ok(exit::OK)
 }
 
@@ -382,9 +402,10 @@ fn execute_plan(
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
+    learn_plan_secrets(&plan, &ws, redactor);
 
     let authorization = if args.approve {
-        record_decision(args, plan_path, &plan, AuthStatus::Approved)?
+        record_decision(args, redactor, plan_path, &plan, AuthStatus::Approved)?
     } else {
         plan::auth::load(plan_path, &plan)
             .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?

@@ -9,4 +9,5 @@ mod escape;
 mod library;
 mod resume;
 mod run;
+mod secrets;
 mod validate;
