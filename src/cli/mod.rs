@@ -64,6 +64,32 @@ impl CliError {
     }
 }
 
+/// The runner's own secrets, read once at start (SPEC §6): from `ACODE_APPROVAL_KEY_FILE` /
+/// `ACODE_LLM_API_KEY_FILE`, or the variables themselves.
+#[derive(Default)]
+struct RunnerSecrets {
+    approval_key: Option<Vec<u8>>,
+    llm_api_key: Option<String>,
+}
+
+impl RunnerSecrets {
+    fn read() -> Result<Self, crate::sandbox::redact::SecretError> {
+        Ok(RunnerSecrets {
+            approval_key: plan::auth::approval_key()?,
+            llm_api_key: crate::sandbox::redact::runner_secret("ACODE_LLM_API_KEY")?,
+        })
+    }
+
+    /// The values, for the redactor.
+    fn values(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.llm_api_key.iter().cloned().collect();
+        if let Some(k) = &self.approval_key {
+            v.push(String::from_utf8_lossy(k).into_owned());
+        }
+        v
+    }
+}
+
 /// The plan-file JSON Schema shipped in `docs/`.
 pub const PLAN_SCHEMA: &str = include_str!("../../docs/plan.schema.json");
 /// The `--jsonl` event JSON Schema shipped in `docs/`.
@@ -90,6 +116,14 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         }
         Parsed::Run(a) => a,
     };
+    let secrets = match RunnerSecrets::read() {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("acode-run: {e}");
+            return exit::USAGE;
+        }
+    };
+    redactor.add_values(secrets.values());
     // A `--var` whose name looks secret is a secret from the start, before the plan is read.
     redactor.add_values(
         args.vars
@@ -97,7 +131,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             .filter(|(k, _)| crate::sandbox::redact::is_secret_name(k))
             .map(|(_, v)| v.clone()),
     );
-    match dispatch(&args, &redactor) {
+    match dispatch(&args, &redactor, &secrets) {
         Ok(code) => code,
         Err(e) => {
             // The runner's own message: known secrets and token formats go, its words stay.
@@ -111,13 +145,17 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     }
 }
 
-fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn dispatch(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     match args.command {
-        Command::Run => cmd_run(args, redactor),
-        Command::Resume => cmd_resume(args, redactor),
+        Command::Run => cmd_run(args, redactor, secrets),
+        Command::Resume => cmd_resume(args, redactor, secrets),
         Command::Validate => cmd_validate(args, redactor),
-        Command::Approve => cmd_decide(args, redactor, AuthStatus::Approved),
-        Command::Reject => cmd_decide(args, redactor, AuthStatus::Rejected),
+        Command::Approve => cmd_decide(args, redactor, secrets, AuthStatus::Approved),
+        Command::Reject => cmd_decide(args, redactor, secrets, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
@@ -279,16 +317,28 @@ fn decider(args: &Args) -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
+/// What `record_decision` binds a decision to.
+struct Decision<'a> {
+    plan: &'a Plan,
+    policy: &'a Policy,
+    status: AuthStatus,
+}
+
 fn record_decision(
     args: &Args,
     redactor: &Redactor,
+    secrets: &RunnerSecrets,
     path: &Path,
-    plan: &Plan,
-    status: AuthStatus,
+    d: Decision,
 ) -> Result<PlanAuthorization, CliError> {
-    let mut auth = PlanAuthorization::decide(plan, status, &decider(args));
-    if let Some(key) = plan::auth::approval_key_from_env() {
-        auth = auth.signed(&key);
+    let Decision {
+        plan,
+        policy,
+        status,
+    } = d;
+    let mut auth = PlanAuthorization::decide(plan, status, &decider(args)).under_policy(policy);
+    if let Some(key) = &secrets.approval_key {
+        auth = auth.signed(key);
     }
     let written = plan::auth::store(path, &auth).map_err(|e| {
         CliError::new(
@@ -314,19 +364,29 @@ fn record_decision(
     Ok(auth)
 }
 
-fn cmd_decide(args: &Args, redactor: &Redactor, status: AuthStatus) -> Result<i32, CliError> {
+fn cmd_decide(
+    args: &Args,
+    redactor: &Redactor,
+    secrets: &RunnerSecrets,
+    status: AuthStatus,
+) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
     let (ws, _) = sandboxed_workspace(args, Some(&path))?;
+    let policy = load_policy(args, &ws)?;
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved.
-        let policy = load_policy(args, &ws)?;
         load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
         plan::read(&path, &Default::default())
             .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
     };
     learn_plan_secrets(&plan, &ws, redactor);
-    record_decision(args, redactor, &path, &plan, status)?;
+    let decision = Decision {
+        plan: &plan,
+        policy: &policy,
+        status,
+    };
+    record_decision(args, redactor, secrets, &path, decision)?;
     Ok(exit::OK)
 }
 
@@ -362,16 +422,30 @@ enum Target {
     Resume(Option<String>),
 }
 
-fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_run(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     let target = if args.resume {
         Target::Resume(None)
     } else {
         Target::New
     };
-    execute_plan(args, redactor, &PathBuf::from(&args.positionals[0]), target)
+    execute_plan(
+        args,
+        redactor,
+        secrets,
+        &PathBuf::from(&args.positionals[0]),
+        target,
+    )
 }
 
-fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_resume(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     let run = query_store(args)?
         .run(&args.positionals[0])
         .map_err(not_found)?;
@@ -387,6 +461,7 @@ fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     execute_plan(
         args,
         redactor,
+        secrets,
         Path::new(&plan_path),
         Target::Resume(Some(run.run_id)),
     )
@@ -395,6 +470,7 @@ fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
 fn execute_plan(
     args: &Args,
     redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
     plan_path: &Path,
     target: Target,
 ) -> Result<i32, CliError> {
@@ -405,13 +481,20 @@ fn execute_plan(
     learn_plan_secrets(&plan, &ws, redactor);
 
     let authorization = if args.approve {
-        record_decision(args, redactor, plan_path, &plan, AuthStatus::Approved)?
+        let decision = Decision {
+            plan: &plan,
+            policy: &policy,
+            status: AuthStatus::Approved,
+        };
+        record_decision(args, redactor, secrets, plan_path, decision)?
     } else {
         plan::auth::load(plan_path, &plan)
             .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
     };
-    let key = plan::auth::approval_key_from_env();
-    let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref()).map_err(|e| {
+    let key = secrets.approval_key.as_deref();
+    let approved = ApprovedPlan::new_verified(plan, authorization, key)
+        .and_then(|a| a.check_policy(&policy).map(|()| a))
+        .map_err(|e| {
         CliError::new(
             exit::UNAUTHORIZED,
             format!(
@@ -463,7 +546,7 @@ fn execute_plan(
     let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
 
-    let (llm, agent) = llm_setup(args, approved.plan(), &policy)?;
+    let (llm, agent) = llm_setup(args, secrets, approved.plan(), &policy)?;
     let mut store = open_store(&db)?;
     store.set_redactor(redactor.clone());
     let mut executor = Executor::new(ws, store)
@@ -517,6 +600,7 @@ fn execute_plan(
 /// plan has agent steps, so a missing model is reported before anything runs.
 fn llm_setup(
     args: &Args,
+    secrets: &RunnerSecrets,
     plan: &Plan,
     policy: &Policy,
 ) -> Result<
@@ -528,6 +612,13 @@ fn llm_setup(
 > {
     let usage = |e: String| CliError::new(exit::USAGE, e);
     let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
+    // Read once at start, from ACODE_LLM_API_KEY_FILE or the variable.
+    config.api_key = secrets
+        .llm_api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(String::from);
     if let Some(url) = &args.llm_url {
         config.base_url = url.clone();
     }

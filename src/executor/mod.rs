@@ -433,6 +433,7 @@ impl Executor {
         resume: Option<Resume>,
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
+        approved.check_policy(&self.policy)?;
         let plan = approved.plan();
         // A plan inside the workspace must not rewrite itself while it runs.
         if let Some(source) = &plan.source {

@@ -406,6 +406,98 @@ impl Redactor {
     }
 }
 
+/// The runner's own secrets: each read by [`runner_secret`] from the variable or its `_FILE` form,
+/// and neither form ever passed to a command, whatever the policy says.
+pub const RUNNER_SECRETS: &[&str] = &["ACODE_APPROVAL_KEY", "ACODE_LLM_API_KEY"];
+
+/// Whether `name` is one of [`RUNNER_SECRETS`] or its `_FILE` form.
+pub fn is_runner_secret_var(name: &str) -> bool {
+    RUNNER_SECRETS
+        .iter()
+        .any(|s| name == *s || name.strip_suffix("_FILE") == Some(s))
+}
+
+/// The most bytes read from a `*_FILE` secret: keys are short; anything larger is a mistake.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+
+/// A runner secret (`ACODE_APPROVAL_KEY`, `ACODE_LLM_API_KEY`) that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// Both the variable and its `_FILE` form are set: which one is meant is unclear.
+    #[error("both {name} and {name}_FILE are set; set one of them")]
+    Both {
+        /// The variable.
+        name: String,
+    },
+    /// The `_FILE` variable names something that cannot be used.
+    #[error("{name}_FILE={path}: {message}")]
+    File {
+        /// The variable (without `_FILE`).
+        name: String,
+        /// The path it named.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads a runner secret once, at start: from `{name}_FILE` (a regular file of at most
+/// [`MAX_SECRET_FILE_BYTES`], one trailing newline trimmed) when set, else from `{name}`. Reading
+/// it from a file keeps it out of the runner's environment, which every process of the same user
+/// may read under `/proc`. `Ok(None)` when neither is set or the value is empty.
+pub fn runner_secret(name: &str) -> Result<Option<String>, SecretError> {
+    let file_var = format!("{name}_FILE");
+    let direct = std::env::var_os(name).filter(|v| !v.is_empty());
+    let Some(path) = std::env::var_os(&file_var).filter(|v| !v.is_empty()) else {
+        return Ok(direct.map(|v| v.to_string_lossy().into_owned()));
+    };
+    if direct.is_some() {
+        return Err(SecretError::Both {
+            name: name.to_string(),
+        });
+    }
+    let path = std::path::PathBuf::from(path);
+    let fail = |message: String| SecretError::File {
+        name: name.to_string(),
+        path: path.display().to_string(),
+        message,
+    };
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Non-blocking, so a FIFO cannot hold the runner at open; refused as not a regular file.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| fail(format!("cannot open: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| fail(format!("cannot stat: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail("not a regular file".to_string()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SECRET_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
+        return Err(fail(format!(
+            "larger than {MAX_SECRET_FILE_BYTES} bytes; a key file holds one key"
+        )));
+    }
+    let mut text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8 text".to_string()))?;
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    if text.is_empty() {
+        return Err(fail("the file is empty".to_string()));
+    }
+    Ok(Some(text))
+}
+
 /// Applies one regex, keeping the text borrowed when it does not match.
 fn replace<'a, R: regex::Replacer>(cur: Cow<'a, str>, re: &Regex, rep: R) -> Cow<'a, str> {
     match cur {
@@ -743,6 +835,48 @@ mod tests {
         // Adding the same value twice changes nothing.
         shared.add_values(["tok-abcdef"]);
         assert_eq!(holder.known_values(), 1);
+    }
+
+    #[test]
+    fn runner_secrets_come_from_files() {
+        let dir = std::env::temp_dir().join(format!("acode-secret-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = format!("ACODE_TEST_SECRET_{}", std::process::id());
+        let file_var = format!("{name}_FILE");
+        let key = dir.join("key");
+        std::fs::write(&key, "file-key-123\n").unwrap();
+        // SAFETY (set_var): the variables are unique to this test.
+        unsafe { std::env::set_var(&file_var, &key) };
+        assert_eq!(
+            runner_secret(&name).unwrap().as_deref(),
+            Some("file-key-123")
+        );
+        unsafe { std::env::set_var(&name, "direct") };
+        assert!(matches!(
+            runner_secret(&name),
+            Err(SecretError::Both { .. })
+        ));
+        unsafe { std::env::remove_var(&name) };
+        for (path, why) in [
+            (dir.clone(), "not a regular file"),
+            (dir.join("missing"), "cannot open"),
+        ] {
+            unsafe { std::env::set_var(&file_var, &path) };
+            let err = runner_secret(&name).unwrap_err().to_string();
+            assert!(err.contains(&file_var) && err.contains(why), "{err}");
+        }
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'x'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap();
+        unsafe { std::env::set_var(&file_var, &big) };
+        assert!(
+            runner_secret(&name)
+                .unwrap_err()
+                .to_string()
+                .contains("larger")
+        );
+        unsafe { std::env::remove_var(&file_var) };
+        assert_eq!(runner_secret(&name).unwrap(), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

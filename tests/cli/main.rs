@@ -10,4 +10,5 @@ mod library;
 mod resume;
 mod run;
 mod secrets;
+mod signing;
 mod validate;

@@ -225,7 +225,15 @@ fn secrets_never_reach_the_model_or_its_recorded_prompts() {
 #[test]
 fn the_runners_secrets_do_not_reach_commands() {
     let t = TestDir::new();
-    policy(&t);
+    // The policy even asks for the runner's own secrets: they are withheld anyway. Other secrets
+    // stay out because the policy does not name them.
+    t.file(
+        "acode-policy.json",
+        r#"{"allow_commands": ["sh"], "auto_approve_commands": ["sh"],
+            "env_passthrough": ["ACODE_APPROVAL_KEY", "ACODE_LLM_API_KEY_FILE", "ACODE_LLM_API_KEY"]}"#,
+    );
+    let llm_key_file = t.root.join("llm.key");
+    std::fs::write(&llm_key_file, "llm-file-key-0006\n").unwrap();
     t.file("dump.sh", "env > envdump.txt\n");
     let plan = t.plan(
         "env.json",
@@ -234,9 +242,9 @@ fn the_runners_secrets_do_not_reach_commands() {
     );
     let env = [
         ("ACODE_APPROVAL_KEY", "env-approval-key-0002"),
-        ("ACODE_LLM_API_KEY", "llm-api-key-0003"),
         ("GITHUB_TOKEN", "github-token-0004"),
         ("DEPLOY_TOKEN", "deploy-token-0005"),
+        ("ACODE_LLM_API_KEY_FILE", llm_key_file.to_str().unwrap()),
     ];
     let run = |args: &[&str]| {
         let mut c = t.cmd();
@@ -259,6 +267,7 @@ fn the_runners_secrets_do_not_reach_commands() {
             "the value of {k} reached the command:\n{dump}"
         );
     }
+    assert!(!dump.contains("llm-file-key-0006"), "{dump}");
     assert!(!dump.contains("ACODE_"), "{dump}");
     assert!(!dump.contains("_TOKEN"), "{dump}");
 }
