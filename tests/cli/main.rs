@@ -15,5 +15,7 @@ mod race;
 mod reports;
 mod resume;
 mod run;
+mod secrets;
+mod signing;
 mod stages;
 mod validate;
