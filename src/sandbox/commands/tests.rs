@@ -334,6 +334,8 @@ fn dangerous_arguments_are_refused() {
         "sort --out=/tmp/x f",
         "sort -rno /tmp/x f",
         "sort -uo/tmp/x f",
+        "sort -co/tmp/x f",
+        "sort -cuo /tmp/x f",
         "sort -o .git/config f",
         "sort -T /tmp f",
         "sort --no-such-option f",
