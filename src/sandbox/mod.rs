@@ -4,6 +4,7 @@
 pub mod bwrap;
 pub mod commands;
 pub mod env;
+pub mod guard;
 pub mod paths;
 pub mod policy;
 pub mod process;
