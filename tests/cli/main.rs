@@ -4,6 +4,7 @@ mod harness;
 
 mod agent;
 mod auth;
+mod bwrap_attacks;
 mod commands;
 mod edges;
 mod escape;
