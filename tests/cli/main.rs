@@ -6,6 +6,7 @@ mod agent;
 mod auth;
 mod commands;
 mod escape;
+mod landlock;
 mod library;
 mod resume;
 mod run;
