@@ -37,7 +37,8 @@ pub struct SandboxInfo {
     pub mode: String,
     /// The mode asked for (flag or policy): `auto`, `bwrap`, `landlock` or `none`.
     pub requested: String,
-    /// The kernel's Landlock ABI, when commands run under Landlock.
+    /// The kernel's Landlock ABI, when Landlock is applied (the full ruleset in `landlock` mode;
+    /// network and scopes only inside bwrap).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub landlock_abi: Option<u32>,
     /// What the sandbox does not restrict here, the limits, and secret exposure (for the header).

@@ -179,6 +179,27 @@ impl LandlockRules {
         Ok(fd)
     }
 
+    /// A ruleset with no filesystem rule, only the network denial (ABI ≥ 4) and the scopes
+    /// (ABI ≥ 6), for commands inside bwrap: a domain that handles filesystem access forbids
+    /// `mount(2)`, which bwrap needs, but one that handles only network and scopes does not.
+    /// `None` when the ABI has neither.
+    pub fn network_and_scopes_only(&self) -> Result<Option<OwnedFd>, LandlockError> {
+        if self.abi < 4 {
+            return Ok(None);
+        }
+        let abi = crate_abi(self.abi);
+        let err = |e: landlock::RulesetError| LandlockError(e.to_string());
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+        if self.abi >= 6 {
+            ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
+        }
+        let fd: Option<OwnedFd> = ruleset.create().map_err(err)?.into();
+        Ok(fd)
+    }
+
     fn build(&self, grants: &[Grant]) -> Result<OwnedFd, LandlockError> {
         let abi = crate_abi(self.abi);
         let err = |e: landlock::RulesetError| LandlockError(e.to_string());

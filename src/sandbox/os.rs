@@ -5,12 +5,15 @@
 //! one value decides how every child process is confined.
 //!
 //! `auto` prefers bwrap (mount namespaces give read-only protected paths and a private `/tmp`),
-//! then Landlock, then nothing — with a warning. Inside bwrap no Landlock ruleset is applied:
-//! Landlock forbids `mount(2)` to a restricted process, so the ruleset cannot be applied before
-//! `exec`ing bwrap, and applying it after bwrap has set up its namespaces would need a helper
-//! program inside the sandbox (one more `exec` per command). bwrap's own namespaces already cover
-//! what Landlock would add there except TCP to other network namespaces, which `--unshare-net`
-//! removes anyway.
+//! then Landlock, then nothing — with a warning.
+//!
+//! Landlock inside bwrap: a Landlock domain that handles *filesystem* access forbids `mount(2)`,
+//! so the full ruleset cannot be applied before `exec`ing bwrap (and applying it after bwrap set up
+//! its namespaces would need a helper program inside the sandbox: one more `exec` per command). A
+//! domain that handles only the network and the scopes does not forbid mounts, so under bwrap each
+//! command gets that part (ABI ≥ 4: no TCP connect/bind, even if the command finds its way back
+//! into the host's network namespace; ABI ≥ 6: no signals or abstract sockets out; and, as for
+//! every Landlock domain, no ptrace of the runner). The filesystem part is bwrap's mounts.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -183,6 +186,8 @@ pub struct OsSandbox {
     landlock_abi: Option<u32>,
     bwrap: Option<PathBuf>,
     landlock: Option<LandlockRules>,
+    /// Under bwrap: the network-and-scopes-only ruleset (see the module docs).
+    bwrap_landlock: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     limits: CommandLimits,
     temp: Option<PathBuf>,
     notes: Vec<String>,
@@ -199,6 +204,7 @@ impl OsSandbox {
             landlock_abi: None,
             bwrap: None,
             landlock: None,
+            bwrap_landlock: None,
             limits: CommandLimits::from_policy(&Limits::default()),
             temp: None,
             notes: Vec::new(),
@@ -276,6 +282,12 @@ impl OsSandbox {
                     }
                 },
             },
+        }
+        if sb.mode == SandboxMode::Bwrap
+            && let (Some(abi), Some(b)) = (abi, sb.bwrap.clone())
+        {
+            sb.bwrap_landlock = landlock_inside_bwrap(abi, &b, workspace);
+            sb.landlock_abi = sb.bwrap_landlock.as_ref().map(|_| abi);
         }
         if sb.mode != SandboxMode::Bwrap && sb.temp.is_none() {
             sb.temp = Some(make_temp_dir()?);
@@ -379,7 +391,14 @@ impl OsSandbox {
                     );
                 }
             }
-            _ => {}
+            SandboxMode::Bwrap => match self.landlock_abi {
+                Some(abi) => notes.push(format!(
+                    "Landlock inside bwrap: network and scopes only (ABI {abi}); bwrap's mounts \
+                     restrict the filesystem"
+                )),
+                None => notes.push("no Landlock inside bwrap on this kernel".to_string()),
+            },
+            SandboxMode::Auto => {}
         }
         notes.push(format!("limits per command: {}", self.limits.describe()));
         notes
@@ -395,6 +414,7 @@ impl OsSandbox {
                 if let Some(b) = &self.bwrap {
                     spec.wrap = Some(BwrapSpec::new(b, workspace));
                 }
+                spec.setup.landlock = self.bwrap_landlock.clone();
             }
             SandboxMode::Landlock => {
                 if let Some(rules) = &self.landlock {
@@ -422,6 +442,31 @@ impl Drop for OsSandbox {
             let _ = std::fs::remove_dir_all(temp);
         }
     }
+}
+
+/// The network-and-scopes ruleset for commands under bwrap, if the kernel has one and bwrap still
+/// starts with it applied (a setuid bwrap would not, under `no_new_privs`).
+fn landlock_inside_bwrap(
+    abi: u32,
+    bwrap: &Path,
+    workspace: &Workspace,
+) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+    let fd = std::sync::Arc::new(
+        LandlockRules::new(abi, Vec::new())
+            .network_and_scopes_only()
+            .ok()??,
+    );
+    let mut probe = CommandSpec::new(vec!["true".to_string()], workspace.root().to_path_buf());
+    probe.env = std::env::var("PATH")
+        .map(|p| vec![("PATH".to_string(), p)])
+        .unwrap_or_default();
+    probe.timeout = Duration::from_secs(20);
+    probe.kill_grace = Duration::from_millis(200);
+    probe.wrap = Some(BwrapSpec::new(bwrap, workspace));
+    probe.setup.landlock = Some(fd.clone());
+    let ok = super::process::run(&probe, &std::sync::atomic::AtomicBool::new(false), &|_| {})
+        .is_ok_and(|out| out.success());
+    ok.then_some(fd)
 }
 
 /// A working bwrap, or why there is none.
@@ -573,7 +618,7 @@ mod tests {
     }
 
     #[test]
-    fn landlock_denies_tcp_and_the_runners_environment() {
+    fn landlock_denies_tcp_signals_and_the_runners_memory() {
         let Some(abi) = landlock_or_skip() else {
             return;
         };
@@ -661,6 +706,40 @@ mod tests {
             why.as_deref().is_some_and(|w| w.contains("cpu_s = 1")),
             "{why:?} {out:?}"
         );
+    }
+
+    #[test]
+    fn under_bwrap_landlock_still_denies_tcp_inside_the_sandbox() {
+        let Some(abi) = landlock_or_skip() else {
+            return;
+        };
+        if crate::sandbox::bwrap::bwrap_for_tests().is_none() {
+            return;
+        }
+        let (ws, _outside) = setup();
+        let sb = OsSandbox::resolve(SandboxMode::Bwrap, &ws, &Limits::default()).unwrap();
+        assert_eq!(sb.mode(), SandboxMode::Bwrap);
+        if abi < 4 {
+            assert_eq!(sb.landlock_abi(), None);
+            eprintln!("skipped: Landlock ABI {abi} < 4 has no network rules");
+            return;
+        }
+        assert_eq!(sb.landlock_abi(), Some(abi));
+        // bwrap's own network namespace has a loopback where binding works; Landlock refuses it.
+        let bind = "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\nprint('bound')";
+        let out = python(&sb, &ws, bind);
+        assert_ne!(out.exit_code, Some(0), "{out:?}");
+        assert!(!out.stdout.text.contains("bound"), "{out:?}");
+        // Control: bwrap without the Landlock part binds.
+        let mut spec = CommandSpec::new(
+            vec!["python3".into(), "-c".into(), bind.into()],
+            ws.root().to_path_buf(),
+        );
+        spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        sb.prepare(&mut spec, &ws).unwrap();
+        spec.setup.landlock = None;
+        let out = run(&spec, &AtomicBool::new(false), &|_| {}).unwrap();
+        assert_eq!(out.stdout.text, "bound\n", "{out:?}");
     }
 
     #[test]
