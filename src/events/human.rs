@@ -81,20 +81,34 @@ impl<W: Write + Send> HumanPrinter<W> {
                 plan_id,
                 steps,
                 already_completed,
+                sandbox,
                 ..
-            } => Some(match already_completed {
-                None => format!(
-                    "acode-run: plan {} ({steps} step{}), run {}",
-                    l(plan_id),
-                    if *steps == 1 { "" } else { "s" },
-                    event.run_id
-                ),
-                Some(done) => format!(
-                    "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
-                    event.run_id,
-                    l(plan_id)
-                ),
-            }),
+            } => {
+                let mut header = match already_completed {
+                    None => format!(
+                        "acode-run: plan {} ({steps} step{}), run {}",
+                        l(plan_id),
+                        if *steps == 1 { "" } else { "s" },
+                        event.run_id
+                    ),
+                    Some(done) => format!(
+                        "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
+                        event.run_id,
+                        l(plan_id)
+                    ),
+                };
+                header.push_str(&format!("\n  sandbox: {}", sandbox.mode));
+                if let Some(abi) = sandbox.landlock_abi {
+                    header.push_str(&format!(" (Landlock ABI {abi})"));
+                }
+                if sandbox.requested != sandbox.mode {
+                    header.push_str(&format!(" (requested: {})", sandbox.requested));
+                }
+                for note in &sandbox.notes {
+                    header.push_str(&format!("\n  sandbox: {note}"));
+                }
+                Some(header)
+            }
             EventKind::StepStarted {
                 step_id,
                 tool,

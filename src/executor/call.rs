@@ -80,8 +80,8 @@ pub struct RunContext<'r> {
     pub approve_all: &'r Mutex<bool>,
     /// Set by "quit" or a signal.
     pub cancel: &'r AtomicBool,
-    /// Bubblewrap binary when the OS sandbox is on.
-    pub bwrap: Option<&'r std::path::Path>,
+    /// The run's OS sandbox (mode, Landlock rules, limits, temp directory).
+    pub sandbox: &'r crate::sandbox::OsSandbox,
     /// Retry schedule for transient failures (the step's `retries` sets the count).
     pub backoff: Backoff,
     /// The LLM for agent steps, if one is configured.
@@ -337,7 +337,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             workspace: self.run.workspace,
             policy: self.run.policy,
             timeout,
-            bwrap: self.run.bwrap,
+            sandbox: self.run.sandbox,
             cancel: self.run.cancel,
             heartbeat: &heartbeat,
         };

@@ -12,7 +12,6 @@ pub mod drivers;
 pub mod precondition;
 pub mod retry;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -35,7 +34,7 @@ use crate::plan::validate::{
 };
 use crate::plan::variables::Variables;
 use crate::plan::{ApprovedPlan, AuthError, OnFailure, Plan, Problem, Step};
-use crate::sandbox::{Policy, Redactor, Workspace};
+use crate::sandbox::{OsSandbox, Policy, Redactor, Workspace};
 use crate::store::{RunRow, StepUpdate, Store, StoreError};
 use crate::tools::ToolRegistry;
 
@@ -231,7 +230,7 @@ pub struct Executor {
     confirm: Arc<dyn ConfirmationCallback>,
     progress: Arc<dyn ProgressCallback>,
     cancel: Arc<AtomicBool>,
-    bwrap: Option<PathBuf>,
+    sandbox: OsSandbox,
     backoff: retry::Backoff,
     llm: Option<Arc<dyn LlmClient>>,
     agent: AgentSettings,
@@ -254,7 +253,7 @@ impl Executor {
             confirm: Arc::new(AutoDeny),
             progress: Arc::new(NoopProgress),
             cancel: Arc::new(AtomicBool::new(false)),
-            bwrap: None,
+            sandbox: OsSandbox::none(),
             backoff: retry::Backoff::default(),
             llm: None,
             agent: AgentSettings::default(),
@@ -292,10 +291,16 @@ impl Executor {
         self
     }
 
-    /// Runs commands under bubblewrap at `bwrap` (resolved by the caller).
-    pub fn with_bwrap(mut self, bwrap: Option<PathBuf>) -> Self {
-        self.bwrap = bwrap;
+    /// Confines commands with `sandbox`, resolved by the caller once for the run
+    /// ([`OsSandbox::resolve`]); the default confines nothing but the resource limits.
+    pub fn with_sandbox(mut self, sandbox: OsSandbox) -> Self {
+        self.sandbox = sandbox;
         self
+    }
+
+    /// The OS sandbox commands run in.
+    pub fn sandbox(&self) -> &OsSandbox {
+        &self.sandbox
     }
 
     /// Sets the retry schedule for transient tool failures (the step's `retries` sets the count).
@@ -498,11 +503,18 @@ impl Executor {
                     exit_code: None,
                     prompt_tokens: 0,
                     completion_tokens: 0,
+                    sandbox: None,
+                    landlock_abi: None,
                 },
                 &variables,
                 &step_rows,
             )?;
         }
+        self.store.record_sandbox(
+            &run_id,
+            self.sandbox.mode().as_str(),
+            self.sandbox.landlock_abi(),
+        )?;
         let already_completed = resume.as_ref().map(|r| {
             r.prior
                 .values()
@@ -518,6 +530,12 @@ impl Executor {
             steps: plan.steps.len(),
             resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
             already_completed,
+            sandbox: crate::events::SandboxInfo {
+                mode: self.sandbox.mode().as_str().to_string(),
+                requested: self.sandbox.requested().as_str().to_string(),
+                landlock_abi: self.sandbox.landlock_abi(),
+                notes: self.sandbox.notes().to_vec(),
+            },
         });
         let approve_all = Mutex::new(false);
         let mut run = RunContext {
@@ -529,7 +547,7 @@ impl Executor {
             confirm: &*self.confirm,
             approve_all: &approve_all,
             cancel: &self.cancel,
-            bwrap: self.bwrap.as_deref(),
+            sandbox: &self.sandbox,
             backoff: self.backoff,
             llm: self.llm.as_ref(),
             agent: &self.agent,

@@ -291,13 +291,14 @@ pub fn probe(bwrap: &Path) -> Result<(), String> {
     ))
 }
 
-/// Turns the sandbox mode into the bwrap binary to use: `None` mode → no bwrap; `Bwrap` → a
-/// working bwrap or an error saying why not (fail closed); `Auto` → bwrap if it works, else none.
+/// Turns the sandbox mode into the bwrap binary to use: `None` and `Landlock` modes → no bwrap;
+/// `Bwrap` → a working bwrap or an error saying why not (fail closed); `Auto` → bwrap if it works,
+/// else none (the caller, [`crate::sandbox::OsSandbox::resolve`], then falls back to Landlock).
 ///
 /// Why at run start: a run must not discover half-way through that its sandbox is missing.
 pub fn resolve(mode: SandboxMode) -> Result<Option<PathBuf>, String> {
     match mode {
-        SandboxMode::None => Ok(None),
+        SandboxMode::None | SandboxMode::Landlock => Ok(None),
         SandboxMode::Bwrap => {
             let bwrap = find_on_path().ok_or_else(|| {
                 "--sandbox bwrap: bubblewrap is not installed (no `bwrap` on PATH); install it with \

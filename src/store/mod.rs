@@ -69,6 +69,11 @@ pub struct RunRow {
     pub prompt_tokens: i64,
     /// LLM completion tokens used.
     pub completion_tokens: i64,
+    /// The OS sandbox the commands used (`bwrap`, `landlock`, `none`); `None` for runs recorded
+    /// before it was kept.
+    pub sandbox: Option<String>,
+    /// The Landlock ABI, when the sandbox was Landlock.
+    pub landlock_abi: Option<i64>,
 }
 
 /// A step as stored.
@@ -430,7 +435,7 @@ impl Store {
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens
+             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -444,7 +449,7 @@ impl Store {
         let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens
+             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -551,6 +556,21 @@ impl Store {
         Ok(())
     }
 
+    /// Records the OS sandbox a run's commands use (at its start, and again when it is resumed,
+    /// which may happen on another machine or with another `--sandbox`).
+    pub fn record_sandbox(
+        &mut self,
+        run_id: &str,
+        mode: &str,
+        landlock_abi: Option<u32>,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET sandbox = ?2, landlock_abi = ?3 WHERE run_id = ?1",
+            params![run_id, mode, landlock_abi],
+        )?;
+        Ok(())
+    }
+
     /// A run with its steps, executions and artifact metadata.
     pub fn run_detail(&self, run_id: &str) -> Result<RunDetail, StoreError> {
         let run = self.run(run_id)?;
@@ -649,5 +669,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         exit_code: r.get(8)?,
         prompt_tokens: r.get(9)?,
         completion_tokens: r.get(10)?,
+        sandbox: r.get(11)?,
+        landlock_abi: r.get(12)?,
     })
 }

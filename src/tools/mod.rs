@@ -17,7 +17,6 @@ pub mod search;
 #[cfg(test)]
 mod testutil;
 
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::error::ErrorKind;
-use crate::sandbox::{Policy, SandboxViolation, Workspace};
+use crate::sandbox::{OsSandbox, Policy, SandboxViolation, Workspace};
 
 pub use registry::ToolRegistry;
 
@@ -191,8 +190,8 @@ pub struct ToolContext<'a> {
     pub policy: &'a Policy,
     /// The time limit for this call.
     pub timeout: Duration,
-    /// The bubblewrap binary when the OS sandbox is on for this run.
-    pub bwrap: Option<&'a Path>,
+    /// The run's OS sandbox: every command a tool starts goes through [`OsSandbox::prepare`].
+    pub sandbox: &'a OsSandbox,
     /// Set when the run is being interrupted; long-running tools poll it and stop.
     pub cancel: &'a AtomicBool,
     /// Called periodically by long-running tools with the elapsed time, for heartbeat events.
