@@ -25,7 +25,7 @@ use crate::llm::{ChatRequest, ChatResponse, LlmClient, Message, ToolSpec};
 use crate::plan::Plan;
 use crate::plan::variables::Variables;
 use crate::store::ExecutionRecord;
-use crate::tools::agent::DEFAULT_MAX_TURNS;
+use crate::tools::agent::AgentArgs;
 use crate::tools::{Artifact, ToolCall};
 
 /// How agent steps use the LLM; one per run.
@@ -199,27 +199,19 @@ pub fn run(
     args: &Value,
     vars: &Variables,
 ) -> Result<StepOutcome, ExecutionError> {
-    let instruction = args
-        .get("instruction")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let allowed: Vec<String> = args
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    let max_turns = args
-        .get("max_turns")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_MAX_TURNS) as u32;
-    let model = args
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| ctx.run.agent.model.clone());
+    // The step's arguments, parsed by the same struct their schema comes from.
+    let parsed = match AgentArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => return Ok(StepOutcome::failed(e.kind(), e.to_string())),
+    };
+    let max_turns = parsed.max_turns();
+    let AgentArgs {
+        instruction,
+        tools: allowed,
+        model,
+        ..
+    } = parsed;
+    let model = model.unwrap_or_else(|| ctx.run.agent.model.clone());
     let Some(client) = ctx.run.llm else {
         return Ok(StepOutcome::failed(
             ErrorKind::LlmError,
