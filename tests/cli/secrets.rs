@@ -349,3 +349,83 @@ fn identifiers_with_control_characters_are_refused_and_named_escaped() {
         "{err}"
     );
 }
+
+/// In process, with the database still open: the WAL holds the run's latest writes, and neither it
+/// nor the main file holds a secret. A model's own call with a secret-named `env` key counts too.
+#[test]
+fn the_open_database_and_its_wal_hold_no_secret() {
+    use std::sync::Arc;
+
+    use acode_run::executor::{AgentSettings, AutoApprove};
+    use acode_run::llm::{LlmConfig, client};
+    use acode_run::plan::{self, AuthStatus, PlanAuthorization, ValidationContext};
+    use acode_run::sandbox::{Policy, Workspace};
+    use acode_run::store::Store;
+    use acode_run::tools::ToolRegistry;
+    use acode_run::{ApprovedPlan, Executor};
+
+    let t = TestDir::new();
+    let model_secret = "model-chosen-16C7e42F292c6912";
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[(
+            "run_command",
+            json!({"argv": ["echo", model_secret], "env": {"SERVICE_TOKEN": model_secret}}),
+        )]),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let path = t.plan(
+        "lib.json",
+        &json!({
+            "plan_id": "wal",
+            "variables": {"deploy_token": QUOTED, "deploy": LISTED},
+            "secrets": ["deploy"],
+            "steps": [
+                {"step_id": "print", "tool": "run_command", "arguments": {
+                    "argv": ["echo", "${deploy_token}", "${deploy}"],
+                    "env": {"X_TOKEN": "${deploy_token}"}}},
+                {"step_id": "agent", "tool": "agent", "arguments": {
+                    "instruction": "run it", "tools": ["run_command"], "max_turns": 3}}
+            ]
+        }),
+    );
+    let ws = Workspace::new(&t.ws).unwrap();
+    let registry = ToolRegistry::builtin();
+    let policy = Policy::default();
+    let ctx = ValidationContext {
+        registry: &registry,
+        workspace: &ws,
+        policy: &policy,
+    };
+    let plan = plan::load(&path, &Default::default(), &ctx).unwrap();
+    let auth = PlanAuthorization::decide(&plan, AuthStatus::Approved, "test");
+    let approved = ApprovedPlan::new(plan, auth).unwrap();
+    let db = t.ws.join(".acode/executions.db");
+    let llm = client(LlmConfig::new(server.url(), "m"));
+    let mut executor = Executor::new(Workspace::new(&t.ws).unwrap(), Store::open(&db).unwrap())
+        .with_confirmation(Arc::new(AutoApprove))
+        .with_llm(Arc::from(llm))
+        .with_agent_settings(AgentSettings {
+            model: "m".into(),
+            ..Default::default()
+        });
+    let result = executor.execute(&approved).unwrap();
+    assert_eq!(result.exit_code, 0, "{result:?}");
+    // The store is still open: read the files as they are, without a checkpoint.
+    let wal = std::fs::read(format!("{}-wal", db.display())).expect("the WAL exists while open");
+    assert!(!wal.is_empty());
+    assert_clean("the open database's WAL", &wal);
+    assert_clean("the open database file", &std::fs::read(&db).unwrap());
+    for needle in [model_secret] {
+        for bytes in [&wal, &std::fs::read(&db).unwrap()] {
+            assert!(!bytes.windows(needle.len()).any(|w| w == needle.as_bytes()));
+        }
+    }
+    // The model's echo really ran: its output is recorded, redacted.
+    let out: String = q(
+        &rusqlite::Connection::open(&db).unwrap(),
+        "SELECT a.content FROM artifacts a JOIN executions e USING (execution_id)
+         WHERE e.step_id = 'agent' AND e.tool_name = 'run_command' AND a.artifact_type = 'stdout'",
+    );
+    assert_eq!(out, "[REDACTED]\n");
+    drop(executor);
+}
