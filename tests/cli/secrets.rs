@@ -429,3 +429,74 @@ fn the_open_database_and_its_wal_hold_no_secret() {
     assert_eq!(out, "[REDACTED]\n");
     drop(executor);
 }
+
+/// A run whose step id holds a token and whose `--var` holds a secret is killed mid-way and
+/// resumed: the stored (redacted) ids still match the plan's, so the completed step is not run
+/// again, and the same secret `--var` is accepted as the same variables.
+#[test]
+fn a_run_with_secrets_in_ids_and_variables_resumes() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let t = TestDir::new();
+    t.file(
+        "slow.py",
+        "import os, time\nopen('started-' + str(os.getpid()), 'w').write('1')\ntime.sleep(3)\n",
+    );
+    let plan = t.plan(
+        "r.json",
+        &json!({"plan_id": "resume-secrets", "variables": {"deploy_token": ""}, "steps": [
+            {"step_id": format!("first-{GH}"), "tool": "file_write",
+             "arguments": {"path": "first.txt", "contents": "${deploy_token}"}},
+            {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}},
+            {"step_id": "last", "tool": "file_write", "arguments": {"path": "last.txt", "contents": "3"}}]}),
+    );
+    let var = format!("deploy_token={QUOTED}");
+    let p = plan.to_str().unwrap();
+    let out = t.run(&["approve", p, "--var", &var]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut child = t
+        .cmd()
+        .args([p, "--sandbox", "none", "--var", &var])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_dir(&t.ws).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("started-")
+    }) {
+        assert!(Instant::now() < deadline, "the slow step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: SIGKILL to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    std::fs::remove_file(t.ws.join("first.txt")).unwrap();
+
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let out = t.run(&[
+        "resume",
+        &run_id,
+        "--sandbox",
+        "none",
+        "--rerun-interrupted",
+        "--var",
+        &var,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_clean("resume stderr", &out.stderr);
+    // The completed first step was recognised by its stored id and not run again.
+    assert!(!t.ws.join("first.txt").exists());
+    assert!(t.ws.join("last.txt").exists());
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM executions WHERE step_id = 'first-[REDACTED]'"
+        ),
+        1
+    );
+    assert_db_clean(&t);
+}
