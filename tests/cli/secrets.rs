@@ -235,10 +235,12 @@ fn the_runners_secrets_do_not_reach_commands() {
     let llm_key_file = t.root.join("llm.key");
     std::fs::write(&llm_key_file, "llm-file-key-0006\n").unwrap();
     t.file("dump.sh", "env > envdump.txt\n");
+    t.file("verify.sh", "env > verifydump.txt\n");
     let plan = t.plan(
         "env.json",
         &json!({"plan_id": "env", "steps": [{"step_id": "dump", "tool": "run_command",
-            "arguments": {"argv": ["sh", "dump.sh"]}}]}),
+            "arguments": {"argv": ["sh", "dump.sh"]},
+            "verify": {"command": "sh verify.sh"}}]}),
     );
     let env = [
         ("ACODE_APPROVAL_KEY", "env-approval-key-0002"),
@@ -258,18 +260,21 @@ fn the_runners_secrets_do_not_reach_commands() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = run(&["run", p, "--confirm", "auto-approve"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let dump = t.read("envdump.txt");
-    assert!(dump.contains("PATH="), "{dump}");
-    for (k, v) in env {
-        assert!(!dump.contains(k), "{k} reached the command:\n{dump}");
-        assert!(
-            !dump.contains(v),
-            "the value of {k} reached the command:\n{dump}"
-        );
+    // The step's command and its verify command alike.
+    for file in ["envdump.txt", "verifydump.txt"] {
+        let dump = t.read(file);
+        assert!(dump.contains("PATH="), "{dump}");
+        for (k, v) in env {
+            assert!(!dump.contains(k), "{k} reached the command:\n{dump}");
+            assert!(
+                !dump.contains(v),
+                "the value of {k} reached the command:\n{dump}"
+            );
+        }
+        assert!(!dump.contains("llm-file-key-0006"), "{dump}");
+        assert!(!dump.contains("ACODE_"), "{dump}");
+        assert!(!dump.contains("_TOKEN"), "{dump}");
     }
-    assert!(!dump.contains("llm-file-key-0006"), "{dump}");
-    assert!(!dump.contains("ACODE_"), "{dump}");
-    assert!(!dump.contains("_TOKEN"), "{dump}");
 }
 
 #[test]
