@@ -283,6 +283,23 @@ pub fn run(
     ))
 }
 
+/// Adds to the run's redactor the values an answer's `run_command` calls pass in secret-named
+/// `env` keys (native tool calls, or a ReAct action in the text).
+fn learn_call_secrets(ctx: &StepContext, response: &ChatResponse) {
+    let redactor = ctx.run.store.redactor();
+    for call in &response.tool_calls {
+        if call.name == crate::tools::command::NAME {
+            redactor.add_values(crate::plan::variables::secret_env_values(&call.arguments));
+        }
+    }
+    if let Some(content) = &response.content
+        && let Ok(ReactStep::Action { tool, input, .. }) = react::parse(content)
+        && tool == crate::tools::command::NAME
+    {
+        redactor.add_values(crate::plan::variables::secret_env_values(&input));
+    }
+}
+
 struct Session<'a> {
     client: &'a Arc<dyn LlmClient>,
     model: &'a str,
@@ -647,6 +664,9 @@ impl Session<'_> {
             };
             match outcome {
                 Ok(response) => {
+                    // Values the model puts into secret-named `env` keys are secrets before its
+                    // answer is recorded (the answer holds them too).
+                    learn_call_secrets(ctx, &response);
                     record.success = true;
                     let (prompt, completion) = response.usage.stored();
                     record.prompt_tokens = Some(prompt);

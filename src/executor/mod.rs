@@ -579,7 +579,8 @@ impl Executor {
                 .find_map(|&d| failed_root[d].clone());
             let prior = resume
                 .as_ref()
-                .and_then(|r| r.prior.get(&step.step_id))
+                // Recorded ids went through the redactor (a token in an id is stored redacted).
+                .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
                 .map(String::as_str);
             let result = if prior == Some(StepStatus::Completed.as_str()) {
                 StepResult::not_run(step, StepStatus::Completed, None)
