@@ -299,6 +299,7 @@ mod tests {
             error_code: "tool_failed".into(),
             error: "password: hunter33 and known-secret-1".into(),
             duration_ms: 5,
+            tolerated: false,
         }));
         p.on_event(&ev(EventKind::StepBlocked {
             step_id: "api_secret".into(),

@@ -483,6 +483,42 @@ mod tests {
     }
 
     #[test]
+    fn read_paths_are_visible_read_only_and_nothing_else_is() {
+        let Some(bwrap) = bwrap_for_tests() else {
+            return;
+        };
+        let (_root, ws) = temp_ws();
+        let extra =
+            PathBuf::from("/var/tmp").join(format!("acode-read-path-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&extra).unwrap();
+        std::fs::write(extra.join("tool.txt"), "tool").unwrap();
+        let code = format!(
+            "import os\nprint(open({:?}).read())\ntry:\n    open({:?}, 'w')\nexcept OSError as e:\n    print(e.errno)",
+            extra.join("tool.txt").to_str().unwrap(),
+            extra.join("new.txt").to_str().unwrap()
+        );
+        let run_with = |read_paths: &[PathBuf]| {
+            let mut spec = CommandSpec::new(
+                vec!["python3".into(), "-c".into(), code.clone()],
+                ws.root().to_path_buf(),
+            );
+            spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+            spec.wrap = Some(BwrapSpec::new(&bwrap, &ws).read_paths(read_paths));
+            run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
+        };
+        let out = run_with(std::slice::from_ref(&extra));
+        assert_eq!(out.stdout.text, "tool\n30\n", "read, then EROFS: {out:?}");
+        assert!(!extra.join("new.txt").exists());
+        // Without the policy naming it, the directory is not there at all.
+        let out = run_with(&[]);
+        assert!(out.stderr.text.contains("No such file"), "{out:?}");
+        // An absent read path is skipped, not an error.
+        let out = run_with(&[extra.join("absent"), PathBuf::from("relative")]);
+        assert!(out.stderr.text.contains("No such file"), "{out:?}");
+        std::fs::remove_dir_all(&extra).unwrap();
+    }
+
+    #[test]
     fn network_is_unreachable() {
         let Some(bwrap) = bwrap_for_tests() else {
             return;
