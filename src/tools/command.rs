@@ -358,6 +358,7 @@ impl Tool for RunCommand {
         let bwrap = ctx.sandbox.bwrap();
         match process::run(&spec, ctx.cancel, ctx.heartbeat) {
             Ok(mut out) => {
+                let hint = ctx.sandbox.denial_hint(&out);
                 let mut output = to_output(
                     &program,
                     limit,
@@ -365,6 +366,10 @@ impl Tool for RunCommand {
                     bwrap.is_some(),
                     ctx.sandbox.limits(),
                 );
+                if let (Some(hint), Some(error)) = (hint, output.error.as_mut()) {
+                    error.push_str(&format!(" ({hint})"));
+                    output.content = format!("note: {hint}\n{}", output.content);
+                }
                 output.transient = !output.success
                     && !out.interrupted
                     && args.get("retryable").and_then(Value::as_bool) == Some(true);
