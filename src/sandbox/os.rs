@@ -413,6 +413,25 @@ impl OsSandbox {
         notes
     }
 
+    /// For a failed command whose output shows a refused write or connection under Landlock: a
+    /// sentence saying what Landlock allows, so the user is not left guessing why `EACCES`.
+    pub fn denial_hint(&self, out: &CommandOutput) -> Option<&'static str> {
+        const DENIED: &[&str] = &[
+            "Permission denied",
+            "PermissionError",
+            "EACCES",
+            "Operation not permitted",
+        ];
+        (self.mode == SandboxMode::Landlock
+            && !out.success()
+            && DENIED.iter().any(|d| out.stderr.text.contains(d)))
+        .then_some(
+            "under Landlock a command may write only inside existing workspace entries other \
+             than .git, .acode, the policy and the plan, and in $TMPDIR; it cannot create entries \
+             at the workspace root (create them with a file tool first) or open TCP connections",
+        )
+    }
+
     /// Confines `spec` (a command about to start in `workspace`): resource limits always; the
     /// bwrap wrapper or the Landlock ruleset per mode; `TMPDIR` set to the run's temp directory
     /// outside bwrap. `Err` when the Landlock ruleset cannot be built (the command must not run).

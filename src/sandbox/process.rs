@@ -378,6 +378,11 @@ pub fn harden_runner() {
     }
     let vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
     for (k, v) in &vars {
+        use std::os::unix::ffi::OsStrExt;
+        // set_var panics on these; such an entry stays in the block, which is then left alone.
+        if k.is_empty() || k.as_bytes().contains(&b'=') || v.as_bytes().contains(&0) {
+            continue;
+        }
         // SAFETY: called at the start of main, before any thread exists (see the doc comment).
         unsafe { std::env::set_var(k, v) };
     }

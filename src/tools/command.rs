@@ -366,6 +366,7 @@ impl Tool for RunCommand {
         guard.after()?;
         match result {
             Ok(mut out) => {
+                let hint = ctx.sandbox.denial_hint(&out);
                 let mut output = to_output(
                     &program,
                     limit,
@@ -373,6 +374,10 @@ impl Tool for RunCommand {
                     bwrap.is_some(),
                     ctx.sandbox.limits(),
                 );
+                if let (Some(hint), Some(error)) = (hint, output.error.as_mut()) {
+                    error.push_str(&format!(" ({hint})"));
+                    output.content = format!("note: {hint}\n{}", output.content);
+                }
                 output.transient = !output.success
                     && !out.interrupted
                     && args.get("retryable").and_then(Value::as_bool) == Some(true);

@@ -90,6 +90,11 @@ fn under_landlock_an_interpreter_writes_only_inside_and_cannot_connect() {
             artifact_of(&t, step, "stderr")
         );
     }
+    assert!(
+        error_of(&t, "hook").contains("under Landlock"),
+        "{}",
+        error_of(&t, "hook")
+    );
     t.assert_outside_untouched();
     assert!(!t.ws.join(".git/hooks/x").exists());
     assert!(!t.ws.join("acode-policy.json").exists());
