@@ -480,6 +480,7 @@ impl Executor {
         self.redactor
             .add_values(crate::plan::variables::secret_values(plan, &vars));
         self.workspace.sweep_staging();
+        self.mark_abandoned_runs()?;
 
         if resume.is_some() {
             self.store.reopen_run(&run_id)?;
@@ -636,6 +637,8 @@ impl Executor {
         let tokens = run.tokens;
         run.store
             .finish_run(&run_id, status.as_str(), exit_code, tokens.stored())?;
+        // SQLite writes on into a deleted file without complaint: say so instead of exit 0.
+        run.store.check_still_there()?;
         let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
@@ -668,6 +671,28 @@ struct Resume {
     /// LLM tokens the run had used before.
     tokens: Usage,
     rerun_interrupted: bool,
+}
+
+impl Executor {
+    /// Marks runs left `running` by a process that no longer exists as `interrupted`.
+    fn mark_abandoned_runs(&mut self) -> Result<(), ExecutionError> {
+        let me = std::process::id() as i64;
+        for (run_id, pid) in self.store.running_runs()? {
+            let alive = pid.is_some_and(|pid| {
+                pid == me
+                    || i32::try_from(pid).is_ok_and(|p| {
+                        // SAFETY: signal 0 only asks whether the process exists.
+                        let rc = unsafe { libc::kill(p, 0) };
+                        rc == 0
+                            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+                    })
+            });
+            if !alive {
+                self.store.mark_interrupted(&run_id)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Whether `pid` is a live acode-run process (so its run must not be resumed from here).

@@ -42,6 +42,15 @@ pub enum StoreError {
     /// A lookup found nothing.
     #[error("{0} not found")]
     NotFound(String),
+    /// The database file was deleted or replaced while this process had it open: everything
+    /// written since went to a file nobody can read, so the record of this run is lost.
+    #[error(
+        "the execution database {path} was deleted or replaced during the run; this run's record is lost"
+    )]
+    Lost {
+        /// The database file.
+        path: String,
+    },
 }
 
 /// A run as stored.
@@ -191,7 +200,14 @@ pub struct StepUpdate<'a> {
 pub struct Store {
     conn: Connection,
     path: Option<PathBuf>,
+    /// Device and inode of the file when opened, to notice it being deleted or replaced.
+    file_id: Option<(u64, u64)>,
     redactor: Arc<Redactor>,
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Store {
@@ -232,6 +248,7 @@ impl Store {
         migrations::migrate(&mut conn)?;
         Ok(Store {
             conn,
+            file_id: path.as_deref().and_then(file_id),
             path,
             redactor: Arc::new(Redactor::from_env()),
         })
@@ -246,6 +263,40 @@ impl Store {
     /// what the executor hands to the model is redacted by the same rules as the record.
     pub fn redactor(&self) -> &Arc<Redactor> {
         &self.redactor
+    }
+
+    /// Fails when the database file is no longer the one opened (deleted, or replaced by another
+    /// file): SQLite keeps writing to the unlinked file without an error, so a run would otherwise
+    /// end with exit 0 and no record.
+    pub fn check_still_there(&self) -> Result<(), StoreError> {
+        match (&self.path, self.file_id) {
+            (Some(path), Some(id)) if file_id(path) != Some(id) => Err(StoreError::Lost {
+                path: path.display().to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs recorded as `running`, with the process that ran them: candidates for being marked
+    /// interrupted when that process is gone (a crash, a full disk, `kill -9`).
+    pub fn running_runs(&self) -> Result<Vec<(String, Option<i64>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run_id, runner_pid FROM runs WHERE status = 'running'")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// Marks a run whose process died while it was `running` as `interrupted` (resumable), so it
+    /// does not stay `running` forever.
+    pub fn mark_interrupted(&mut self, run_id: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET status = 'interrupted' WHERE run_id = ?1 AND status = 'running'",
+            [run_id],
+        )?;
+        Ok(())
     }
 
     /// The database file, if on disk.
