@@ -42,6 +42,15 @@ pub enum StoreError {
     /// A lookup found nothing.
     #[error("{0} not found")]
     NotFound(String),
+    /// The database was written by a newer acode-run; touching it could corrupt what that version
+    /// relies on, so it is refused before anything is written.
+    #[error("database schema {found} is newer than this acode-run ({known}): upgrade acode-run")]
+    TooNew {
+        /// The database's `user_version`.
+        found: i64,
+        /// The newest schema this binary knows.
+        known: i64,
+    },
 }
 
 /// A run as stored.
@@ -207,17 +216,25 @@ impl Store {
             path: path.display().to_string(),
             source,
         };
+        // Before anything can write (opening read-write creates the WAL, `journal_mode` and the
+        // migration transaction write): a database from a newer binary is refused untouched.
+        if let Some(found) = migrations::version_on_disk(path).map_err(open_err)? {
+            migrations::check_known(found)?;
+        }
         let conn = Connection::open(path).map_err(open_err)?;
-        Self::setup(conn, Some(path.to_path_buf())).map_err(open_err)
+        Self::setup(conn, Some(path.to_path_buf())).map_err(|e| match e {
+            StoreError::Sql(source) => open_err(source),
+            other => other,
+        })
     }
 
     /// An in-memory database, for tests and embedders that do not want a file.
     pub fn open_in_memory() -> Result<Store, StoreError> {
         let conn = Connection::open_in_memory()?;
-        Ok(Self::setup(conn, None)?)
+        Self::setup(conn, None)
     }
 
-    fn setup(mut conn: Connection, path: Option<PathBuf>) -> rusqlite::Result<Store> {
+    fn setup(mut conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode survives process crashes (kill -9); only an OS crash can lose the

@@ -5,6 +5,7 @@ mod harness;
 mod agent;
 mod auth;
 mod commands;
+mod database;
 mod escape;
 mod library;
 mod resume;
