@@ -147,12 +147,17 @@ impl<W: Write + Send> HumanPrinter<W> {
                 error_code,
                 error,
                 duration_ms,
+                tolerated,
                 ..
             } => {
+                let verdict = if *tolerated {
+                    self.paint("33", "failed, tolerated")
+                } else {
+                    self.paint("31", "FAILED")
+                };
                 let mut line = format!(
-                    "{} … {} ({error_code}) {}\n      {error}",
+                    "{} … {verdict} ({error_code}) {}\n      {error}",
                     head(cur),
-                    self.paint("31", "FAILED"),
                     secs(*duration_ms)
                 );
                 if error_code == "confirmation_denied" {
@@ -177,14 +182,20 @@ impl<W: Write + Send> HumanPrinter<W> {
                 duration_ms,
                 completed,
                 failed,
+                tolerated,
                 blocked,
             } => {
+                let failed = match tolerated {
+                    0 => format!("{failed} failed"),
+                    t if t == failed => format!("{failed} failed, tolerated"),
+                    t => format!("{failed} failed ({t} tolerated)"),
+                };
                 let colored = match status.as_str() {
                     "completed" => self.paint("32", status),
                     _ => self.paint("31", status),
                 };
                 Some(format!(
-                    "run {} {colored}: {completed} completed, {failed} failed, {blocked} not run, {} (exit {exit_code})",
+                    "run {} {colored}: {completed} completed, {failed}, {blocked} not run, {} (exit {exit_code})",
                     event.run_id,
                     secs(*duration_ms)
                 ))

@@ -197,6 +197,9 @@ pub enum EventKind {
         error: String,
         /// Wall time.
         duration_ms: u64,
+        /// The plan allowed this failure (`on_failure: "continue"`): dependents still run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tolerated: bool,
     },
     /// A step did not run because a step it depends on failed, or the run stopped.
     StepBlocked {
@@ -218,8 +221,11 @@ pub enum EventKind {
         duration_ms: u64,
         /// Steps completed.
         completed: usize,
-        /// Steps failed.
+        /// Steps failed (tolerated ones included).
         failed: usize,
+        /// Of the failed steps, those whose failure the plan tolerated.
+        #[serde(default)]
+        tolerated: usize,
         /// Steps blocked or skipped.
         blocked: usize,
     },

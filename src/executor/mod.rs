@@ -114,6 +114,9 @@ pub struct StepResult {
     pub output: Option<String>,
     /// Executions recorded for the step.
     pub execution_ids: Vec<String>,
+    /// A failure the plan allowed (`on_failure: "continue"`): recorded as failed, but its
+    /// dependents ran and it does not by itself make the run fail.
+    pub tolerated: bool,
 }
 
 impl StepResult {
@@ -134,6 +137,7 @@ impl StepResult {
             duration_ms: 0,
             output: None,
             execution_ids: Vec::new(),
+            tolerated: false,
         }
     }
 }
@@ -542,19 +546,26 @@ impl Executor {
                 let unsafe_rerun = prior == Some("running")
                     && !resume.as_ref().is_some_and(|r| r.rerun_interrupted)
                     && !run.registry.get(&step.tool).is_some_and(|t| t.idempotent());
-                let (result, quit) = if unsafe_rerun {
+                let (mut result, quit) = if unsafe_rerun {
                     refuse_rerun(&mut run, step, n + 1, total)?
                 } else {
                     run_step(&mut run, plan, step, &vars, n + 1, total)?
                 };
                 if result.status == StepStatus::Failed {
-                    failed_root[i] = Some(step.step_id.clone());
                     let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
-                    first_failure.get_or_insert(kind);
-                    if quit || self.cancel.load(Ordering::SeqCst) {
+                    let interrupted = quit || self.cancel.load(Ordering::SeqCst);
+                    if interrupted {
                         stopped = Some(ErrorKind::Interrupted);
-                    } else if step.on_failure == OnFailure::Stop {
-                        stopped = Some(kind);
+                    }
+                    if result.tolerated && !interrupted {
+                        // Tolerated (SPEC §2): dependents still run, the run does not fail for it.
+                    } else {
+                        result.tolerated = false;
+                        failed_root[i] = Some(step.step_id.clone());
+                        first_failure.get_or_insert(kind);
+                        if !interrupted {
+                            stopped = Some(kind);
+                        }
                     }
                 }
                 result
@@ -587,6 +598,7 @@ impl Executor {
             duration_ms,
             completed: count(StepStatus::Completed),
             failed: count(StepStatus::Failed),
+            tolerated: steps.iter().filter(|r| r.tolerated).count(),
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
         });
         Ok(ExecutionResult {
@@ -645,6 +657,7 @@ fn refuse_rerun(
         error_code: kind.as_str().to_string(),
         error: result.error.clone().unwrap_or_default(),
         duration_ms: 0,
+        tolerated: false,
     });
     run.emitter.progress().on_step_failed(&result);
     Ok((result, false))
@@ -816,6 +829,10 @@ fn run_step(
             .output
             .map(|o| call::truncate_with_note(&o, OUTPUT_KEEP)),
         execution_ids,
+        tolerated: status == StepStatus::Failed
+            && step.on_failure == OnFailure::Continue
+            && !quit
+            && !run.cancel.load(Ordering::SeqCst),
     };
     match kind {
         None => {
@@ -832,6 +849,7 @@ fn run_step(
                 error_code: k.as_str().to_string(),
                 error: message.unwrap_or_default(),
                 duration_ms,
+                tolerated: result.tolerated,
             });
             run.emitter.progress().on_step_failed(&result);
         }
