@@ -78,6 +78,11 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN runner_pid INTEGER;
     ALTER TABLE runs ADD COLUMN variables_json TEXT;
     "#,
+    // 3: which process runs a run, robust to pid reuse: "<boot id>:<start time in ticks>" of
+    // `runner_pid`, so a run whose process is gone reads as interrupted.
+    r#"
+    ALTER TABLE runs ADD COLUMN runner_token TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

@@ -6,6 +6,10 @@
 //! deadlocking on a lock upgrade.
 
 pub mod migrations;
+mod runner;
+mod status;
+
+pub use status::{RunStatus, StepStatus};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,8 +74,9 @@ pub struct RunRow {
     pub started_at: i64,
     /// Unix ms, when finished.
     pub finished_at: Option<i64>,
-    /// `running`, `completed`, `failed`, `interrupted`.
-    pub status: String,
+    /// Where the run stands (see `docs/recovery.md`). A run recorded `running` whose process is gone
+    /// reads as [`RunStatus::Interrupted`].
+    pub status: RunStatus,
     /// The process exit code the run ended with.
     pub exit_code: Option<i64>,
     /// LLM prompt tokens used.
@@ -89,8 +94,8 @@ pub struct StepRow {
     pub position: i64,
     /// The step's tool.
     pub tool: String,
-    /// `pending`, `running`, `completed`, `failed`, `blocked`, `skipped`.
-    pub status: String,
+    /// Where the step stands.
+    pub status: StepStatus,
     /// Tool-call attempts made.
     pub attempts: i64,
     /// Unix ms.
@@ -176,7 +181,7 @@ pub struct RunDetail {
 #[derive(Debug, Clone)]
 pub struct StepUpdate<'a> {
     /// New status.
-    pub status: &'a str,
+    pub status: StepStatus,
     /// Attempts made.
     pub attempts: u32,
     /// Unix ms, when started (None for steps that never started).
@@ -284,8 +289,8 @@ impl Store {
         let tx = self.immediate()?;
         tx.execute(
             "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status,
-             runner_pid, variables_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             runner_pid, variables_json, runner_token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 run.run_id,
                 run.plan_id,
@@ -295,7 +300,8 @@ impl Store {
                 run.started_at,
                 run.status,
                 std::process::id(),
-                variables_json
+                variables_json,
+                runner::own_token()
             ],
         )?;
         {
@@ -407,7 +413,7 @@ impl Store {
     pub fn finish_run(
         &mut self,
         run_id: &str,
-        status: &str,
+        status: RunStatus,
         exit_code: i32,
         tokens: (i64, i64),
     ) -> Result<(), StoreError> {
@@ -430,7 +436,7 @@ impl Store {
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -444,7 +450,7 @@ impl Store {
         let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -504,6 +510,17 @@ impl Store {
             .optional()?)
     }
 
+    /// Whether the process recorded as running `run_id` is still that process (same pid, same
+    /// start time since the same boot): the one test of "is this run alive" used everywhere.
+    pub fn runner_alive(&self, run_id: &str) -> Result<bool, StoreError> {
+        let (pid, token): (Option<i64>, Option<String>) = self.conn.query_row(
+            "SELECT runner_pid, runner_token FROM runs WHERE run_id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(runner::alive(pid, token.as_deref()))
+    }
+
     /// The process that last ran `run_id` and the variables it used.
     pub fn run_origin(&self, run_id: &str) -> Result<(Option<i64>, Option<String>), StoreError> {
         Ok(self.conn.query_row(
@@ -527,9 +544,9 @@ impl Store {
     /// Marks an unfinished run as running again in this process (crash recovery).
     pub fn reopen_run(&mut self, run_id: &str) -> Result<(), StoreError> {
         self.conn.execute(
-            "UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, runner_pid = ?2
-             WHERE run_id = ?1",
-            params![run_id, std::process::id()],
+            "UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, runner_pid = ?2,
+             runner_token = ?3 WHERE run_id = ?1",
+            params![run_id, std::process::id(), runner::own_token()],
         )?;
         Ok(())
     }
@@ -619,7 +636,16 @@ impl Store {
     }
 }
 
+/// A run row, with a `running` run whose process is gone read as `interrupted`.
 fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
+    let mut status: RunStatus = r.get(7)?;
+    if status == RunStatus::Running {
+        let pid: Option<i64> = r.get(11)?;
+        let token: Option<String> = r.get(12)?;
+        if !runner::alive(pid, token.as_deref()) {
+            status = RunStatus::Interrupted;
+        }
+    }
     Ok(RunRow {
         run_id: r.get(0)?,
         plan_id: r.get(1)?,
@@ -628,7 +654,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         workspace: r.get(4)?,
         started_at: r.get(5)?,
         finished_at: r.get(6)?,
-        status: r.get(7)?,
+        status,
         exit_code: r.get(8)?,
         prompt_tokens: r.get(9)?,
         completion_tokens: r.get(10)?,
