@@ -71,13 +71,13 @@ pub const COMMANDS: &[CommandDef] = &[
         command: Command::Approve,
         name: "approve",
         positionals: &["PLAN"],
-        about: "Validate a plan and record its approval in PLAN.approval",
+        about: "Validate a plan and record its approval (in the database and PLAN.approval)",
     },
     CommandDef {
         command: Command::Reject,
         name: "reject",
         positionals: &["PLAN"],
-        about: "Record that a plan must not run, in PLAN.approval",
+        about: "Record that a plan must not run (in the database and PLAN.approval)",
     },
     CommandDef {
         command: Command::Runs,
@@ -145,6 +145,8 @@ pub struct Args {
     pub rerun_interrupted: bool,
     /// `--by`.
     pub by: Option<String>,
+    /// `--reason`.
+    pub reason: Option<String>,
     /// `--jsonl`.
     pub jsonl: bool,
     /// `--json`.
@@ -186,6 +188,7 @@ impl Default for Args {
             resume: false,
             rerun_interrupted: false,
             by: None,
+            reason: None,
             jsonl: false,
             json: false,
             policy: None,
@@ -220,7 +223,7 @@ pub struct Flag {
 use Command::*;
 
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Approve];
-const DB_CMDS: &[Command] = &[Run, Resume, Runs, Show, Artifact];
+const DB_CMDS: &[Command] = &[Run, Resume, Approve, Reject, Runs, Show, Artifact];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 
 fn val(v: Option<String>) -> Result<String, String> {
@@ -233,7 +236,7 @@ pub const FLAGS: &[Flag] = &[
         name: "workspace",
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
-        commands: &[Run, Resume, Validate, Approve, Runs, Show, Artifact],
+        commands: &[Run, Resume, Validate, Approve, Reject, Runs, Show, Artifact],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -318,10 +321,20 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "by",
         value: Some("NAME"),
-        doc: "Who approves or rejects [default: $USER]",
+        doc: "Who approves or rejects [default: $ACODE_USER, else the CI's actor, else the login name]",
         commands: &[Run, Approve, Reject],
         update: |a, v| {
             a.by = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "reason",
+        value: Some("TEXT"),
+        doc: "Why, recorded with the decision in the execution database",
+        commands: &[Run, Approve, Reject],
+        update: |a, v| {
+            a.reason = Some(val(v)?);
             Ok(())
         },
     },

@@ -43,7 +43,7 @@ use crate::executor::{
 use crate::plan::{self, ApprovedPlan, AuthStatus, Plan, PlanAuthorization, ValidationContext};
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{Policy, Workspace};
-use crate::store::Store;
+use crate::store::{DecisionRow, Store, Verdict};
 use crate::tools::ToolRegistry;
 
 /// A failure the CLI reports: a message for stderr and the exit code.
@@ -253,21 +253,36 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     }
 }
 
-fn decider(args: &Args) -> String {
-    args.by
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
+/// Appends the decision to the database, then writes it as the latest one to `PLAN.approval`.
 fn record_decision(
     args: &Args,
     path: &Path,
     plan: &Plan,
     status: AuthStatus,
+    store: &mut Store,
 ) -> Result<PlanAuthorization, CliError> {
-    let mut auth = PlanAuthorization::decide(plan, status, &decider(args));
+    let mut auth =
+        PlanAuthorization::decide(plan, status, &plan::auth::decided_by(args.by.as_deref()));
+    let overridden = match status {
+        AuthStatus::Approved => standing_rejection(path, plan, store)?,
+        _ => None,
+    };
+    store
+        .record_decision(&DecisionRow {
+            plan_id: plan.plan_id.clone(),
+            plan_sha256: plan.sha256.clone(),
+            plan_path: Some(absolute(path).display().to_string()),
+            verdict: if status == AuthStatus::Approved {
+                Verdict::Approved
+            } else {
+                Verdict::Rejected
+            },
+            decided_by: auth.decided_by.clone(),
+            decided_at: auth.decided_at,
+            reason: args.reason.clone(),
+            overrides_rejection: overridden.is_some(),
+        })
+        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
     if let Some(key) = plan::auth::approval_key_from_env() {
         auth = auth.signed(&key);
     }
@@ -281,7 +296,7 @@ fn record_decision(
         )
     })?;
     errln!(
-        "{} plan {} (sha256 {}) by {} → {}",
+        "{} plan {} (sha256 {}) by {}{} → {}",
         if status == AuthStatus::Approved {
             "approved"
         } else {
@@ -290,9 +305,50 @@ fn record_decision(
         plan.plan_id,
         plan.sha256,
         auth.decided_by,
+        match &overridden {
+            Some(r) => format!(", overriding the rejection by {}", r.decided_by),
+            None => String::new(),
+        },
         written.display()
     );
     Ok(auth)
+}
+
+/// `path` made absolute against the current directory (as the plan argument is read).
+fn absolute(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .map(|d| d.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The rejection that stands for these exact plan bytes: the latest decision in the database, or a
+/// rejection in `PLAN.approval` (which may have been committed from elsewhere).
+fn standing_rejection(
+    path: &Path,
+    plan: &Plan,
+    store: &Store,
+) -> Result<Option<DecisionRow>, CliError> {
+    let in_db = store
+        .standing_rejection(&plan.sha256)
+        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
+    Ok(in_db.or_else(|| {
+        plan::auth::rejection_in_file(path, plan).map(|a| DecisionRow {
+            plan_id: a.plan_id,
+            plan_sha256: a.plan_sha256,
+            plan_path: Some(path.display().to_string()),
+            verdict: Verdict::Rejected,
+            decided_by: a.decided_by,
+            decided_at: a.decided_at,
+            reason: None,
+            overrides_rejection: false,
+        })
+    }))
+}
+
+/// The database for recording decisions (the workspace's execution database).
+fn decision_store(args: &Args) -> Result<Store, CliError> {
+    let ws = workspace(args)?;
+    open_store(&db_path(args, &ws))
 }
 
 fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
@@ -306,7 +362,8 @@ fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
         plan::read(&path, &Default::default())
             .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
     };
-    record_decision(args, &path, &plan, status)?;
+    let mut store = decision_store(args)?;
+    record_decision(args, &path, &plan, status, &mut store)?;
     Ok(exit::OK)
 }
 
@@ -384,7 +441,26 @@ fn execute_plan(
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
 
     let authorization = if args.approve {
-        record_decision(args, plan_path, &plan, AuthStatus::Approved)?
+        let mut store = open_store(&db)?;
+        store.set_redactor(redactor.clone());
+        // `run --approve` is a convenience, not a review: it never overrides a rejection.
+        if let Some(r) = standing_rejection(plan_path, &plan, &store)? {
+            return Err(CliError::new(
+                exit::UNAUTHORIZED,
+                format!(
+                    "{}: not authorized: these exact bytes (sha256 {}) were rejected by {} at {} UTC{}\n  \
+                     `run --approve` does not override a rejection; to override it, review the plan, \
+                     then: acode-run approve {}",
+                    plan_path.display(),
+                    plan.sha256,
+                    r.decided_by,
+                    format_ms(r.decided_at),
+                    r.reason.map(|why| format!(": {why}")).unwrap_or_default(),
+                    plan_path.display()
+                ),
+            ));
+        }
+        record_decision(args, plan_path, &plan, AuthStatus::Approved, &mut store)?
     } else {
         plan::auth::load(plan_path, &plan)
             .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
@@ -623,8 +699,18 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
 fn cmd_show(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
     let detail = store.run_detail(&args.positionals[0]).map_err(not_found)?;
+    let decisions = store
+        .decisions(&detail.run.plan_sha256)
+        .map_err(not_found)?;
     if args.json {
-        outln!("{}", pretty(&detail));
+        let mut value = serde_json::to_value(&detail).unwrap_or_default();
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert(
+                "decisions".into(),
+                serde_json::to_value(&decisions).unwrap_or_default(),
+            );
+        }
+        outln!("{}", pretty(&value));
         return Ok(exit::OK);
     }
     let r = &detail.run;
@@ -648,6 +734,26 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             r.prompt_tokens,
             r.completion_tokens
         );
+    }
+    if !decisions.is_empty() {
+        outln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
+        for d in &decisions {
+            outln!(
+                "  {} {:<8} by {}{}{}",
+                format_ms(d.decided_at),
+                d.verdict,
+                d.decided_by,
+                if d.overrides_rejection {
+                    " (overriding a rejection)"
+                } else {
+                    ""
+                },
+                d.reason
+                    .as_ref()
+                    .map(|why| format!(": {why}"))
+                    .unwrap_or_default()
+            );
+        }
     }
     outln!("\nsteps:");
     for s in &detail.steps {

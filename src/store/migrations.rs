@@ -83,6 +83,20 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN runner_token TEXT;
     "#,
+    // 4: every approval and rejection, appended (PLAN.approval holds only the latest).
+    r#"
+    CREATE TABLE decisions (
+        plan_id             TEXT NOT NULL,
+        plan_sha256         TEXT NOT NULL,
+        plan_path           TEXT,
+        verdict             TEXT NOT NULL,
+        decided_by          TEXT NOT NULL,
+        decided_at          INTEGER NOT NULL,
+        reason              TEXT,
+        overrides_rejection INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX decisions_plan ON decisions(plan_sha256, decided_at);
+    "#,
 ];
 
 /// The newest schema this binary knows.
@@ -181,7 +195,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(n, 4);
+        assert_eq!(n, 5);
     }
 
     #[test]

@@ -5,10 +5,13 @@
 //! runs share one database file; write transactions start `IMMEDIATE` so two writers queue instead of
 //! deadlocking on a lock upgrade.
 
+#[macro_use]
+mod status;
+mod decisions;
 pub mod migrations;
 mod runner;
-mod status;
 
+pub use decisions::{DecisionRow, Verdict};
 pub use status::{RunStatus, StepStatus};
 
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
 //! Run and step statuses as closed enums, stored as their snake_case names. The transitions are
 //! drawn in `docs/recovery.md`.
 
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use serde::Serialize;
 
 /// Where a run stands. `Running` → `Completed` | `Failed` | `Interrupted` | `Cancelled`;
@@ -40,6 +39,7 @@ pub enum StepStatus {
     Skipped,
 }
 
+/// Gives an enum `as_str`, `parse`, `Display` and SQL conversions from one list of names.
 macro_rules! sql_enum {
     ($ty:ident { $($variant:ident => $name:literal),* $(,)? }) => {
         impl $ty {
@@ -60,17 +60,19 @@ macro_rules! sql_enum {
             }
         }
 
-        impl ToSql for $ty {
-            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-                Ok(ToSqlOutput::from(self.as_str()))
+        impl rusqlite::types::ToSql for $ty {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(rusqlite::types::ToSqlOutput::from(self.as_str()))
             }
         }
 
-        impl FromSql for $ty {
-            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        impl rusqlite::types::FromSql for $ty {
+            fn column_result(
+                value: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
                 let s = value.as_str()?;
                 $ty::parse(s).ok_or_else(|| {
-                    FromSqlError::Other(format!("unknown {} {s:?}", stringify!($ty)).into())
+                    rusqlite::types::FromSqlError::Other(format!("unknown {} {s:?}", stringify!($ty)).into())
                 })
             }
         }

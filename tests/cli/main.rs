@@ -6,6 +6,7 @@ mod agent;
 mod auth;
 mod commands;
 mod database;
+mod decisions;
 mod escape;
 mod library;
 mod resume;
