@@ -37,6 +37,7 @@ use flags::{Args, Command, ConfirmMode, Parsed};
 use crate::error::exit;
 use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
+use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind, RefusalProblem};
 use crate::executor::{
     AutoApprove, AutoDeny, ConfirmationCallback, Executor, Fanout, ProgressCallback, TerminalPrompt,
 };
@@ -53,6 +54,9 @@ pub struct CliError {
     pub code: i32,
     /// What to tell the user.
     pub message: String,
+    /// Every problem with its location, for `--jsonl`/`--json` (empty: the message is the one
+    /// problem).
+    pub problems: Vec<RefusalProblem>,
 }
 
 impl CliError {
@@ -60,6 +64,134 @@ impl CliError {
         CliError {
             code,
             message: message.into(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// A plan that could not be read or is invalid, with each problem's location.
+    fn plan(e: &plan::PlanError) -> Self {
+        let mut err = CliError::new(e.exit_code(), e.to_string());
+        if let plan::PlanError::Invalid { problems, .. } = e {
+            err.problems = problems.iter().map(refusal_problem).collect();
+        }
+        err
+    }
+
+    /// A run that could not start, with each problem's location.
+    fn execution(e: &crate::executor::ExecutionError) -> Self {
+        let mut err = CliError::new(e.exit_code(), e.to_string());
+        if let crate::executor::ExecutionError::InvalidPlan(problems) = e {
+            err.problems = problems.iter().map(refusal_problem).collect();
+        }
+        err
+    }
+}
+
+fn refusal_problem(p: &plan::Problem) -> RefusalProblem {
+    RefusalProblem {
+        location: p.location.clone(),
+        message: p.message.clone(),
+        kind: match p.kind {
+            plan::ProblemKind::Sandbox => "sandbox",
+            _ => "invalid",
+        }
+        .to_string(),
+        line: p.line,
+    }
+}
+
+/// What kind of refusal an exit code stands for, in `run_refused` problems.
+fn refusal_kind(code: i32) -> &'static str {
+    match code {
+        exit::USAGE => "usage",
+        exit::UNAUTHORIZED => "unauthorized",
+        exit::RERUN_NEEDED => "rerun_needed",
+        exit::SANDBOX => "sandbox",
+        _ => "internal",
+    }
+}
+
+/// With `--jsonl` or `--json`, writes the one event / object an invocation that ended without a run
+/// owes a machine reading stdout (SPEC §10).
+fn report_refusal(
+    machine: Machine,
+    e: &CliError,
+    location: &str,
+    run_id: &str,
+    redactor: &Redactor,
+) {
+    if machine == Machine::None {
+        return;
+    }
+    let problems = if e.problems.is_empty() {
+        vec![RefusalProblem {
+            location: location.to_string(),
+            message: e.message.clone(),
+            kind: refusal_kind(e.code).to_string(),
+            line: None,
+        }]
+    } else {
+        e.problems.clone()
+    };
+    let kind = EventKind::RunRefused {
+        exit_code: e.code,
+        error: e.message.clone(),
+        problems,
+    };
+    let value = match machine {
+        Machine::Jsonl => serde_json::to_value(Event {
+            v: EVENT_SCHEMA_VERSION,
+            seq: 1,
+            ts_ms: crate::error::now_ms(),
+            run_id: run_id.to_string(),
+            kind,
+        }),
+        _ => serde_json::to_value(&kind).map(|mut v| {
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("status".into(), "refused".into());
+                obj.insert("run_id".into(), run_id.into());
+                obj.remove("type");
+            }
+            v
+        }),
+    };
+    if let Ok(v) = value {
+        let v = redactor.redact_value(&v);
+        if machine == Machine::Jsonl {
+            outln!("{v}");
+        } else {
+            outln!("{}", pretty(&v));
+        }
+    }
+}
+
+/// Which machine-readable output the command line asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Machine {
+    None,
+    Jsonl,
+    Json,
+}
+
+impl Machine {
+    /// From raw arguments, for errors found before they parse.
+    fn from_raw(args: &[std::ffi::OsString]) -> Machine {
+        if args.iter().any(|a| a == "--jsonl") {
+            Machine::Jsonl
+        } else if args.iter().any(|a| a == "--json") {
+            Machine::Json
+        } else {
+            Machine::None
+        }
+    }
+
+    fn of(args: &Args) -> Machine {
+        if args.jsonl {
+            Machine::Jsonl
+        } else if args.json {
+            Machine::Json
+        } else {
+            Machine::None
         }
     }
 }
@@ -72,11 +204,14 @@ pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
 /// Runs the CLI with the arguments after the program name; returns the process exit code.
 pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     let redactor = Arc::new(Redactor::from_env());
+    let raw_machine = Machine::from_raw(&args);
     let parsed = match flags::parse(args) {
         Ok(p) => p,
         Err(e) => {
             errln!("acode-run: {e}");
-            return exit::USAGE;
+            let err = CliError::new(exit::USAGE, e);
+            report_refusal(raw_machine, &err, "command line", "", &redactor);
+            return err.code;
         }
     };
     let args = match parsed {
@@ -98,6 +233,18 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
                 "acode-run: {}",
                 redactor.redact(&e.message)
             );
+            // The plan file or the run id the command was about.
+            let location = args
+                .positionals
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "command line".to_string());
+            let run_id = if args.command == Command::Resume {
+                location.as_str()
+            } else {
+                ""
+            };
+            report_refusal(Machine::of(&args), &e, &location, run_id, &redactor);
             e.code
         }
     }
@@ -200,7 +347,7 @@ fn load_plan(
         workspace: ws,
         policy,
     };
-    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
+    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::plan(&e))
 }
 
 fn cmd_validate(args: &Args) -> Result<i32, CliError> {
@@ -359,8 +506,7 @@ fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
         let policy = load_policy(args, &ws)?;
         load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
-        plan::read(&path, &Default::default())
-            .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
+        plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
     let mut store = decision_store(args)?;
     record_decision(args, &path, &plan, status, &mut store)?;
@@ -560,7 +706,7 @@ fn execute_plan(
             executor.resume(&approved, &id, args.rerun_interrupted)
         }
     }
-    .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    .map_err(|e| CliError::execution(&e))?;
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
         outln!("{}", pretty(&value));

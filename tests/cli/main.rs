@@ -9,6 +9,7 @@ mod database;
 mod decisions;
 mod escape;
 mod library;
+mod refusals;
 mod resume;
 mod run;
 mod validate;
