@@ -530,6 +530,65 @@ pub fn help(command: Option<Command>) -> String {
     s
 }
 
+/// Whether a first word that is no command is a plan path (`acode-run PLAN`): an existing file, or
+/// something shaped like a path. Anything else is a mistyped command, not a missing plan.
+fn looks_like_plan(word: &str) -> bool {
+    std::path::Path::new(word).exists() || word.contains('/') || word.contains('.')
+}
+
+/// Words people type for a command, for suggestions only.
+const ALIASES: &[(&str, &str)] = &[
+    ("verify", "validate"),
+    ("check", "validate"),
+    ("lint", "validate"),
+    ("accept", "approve"),
+    ("deny", "reject"),
+    ("list", "runs"),
+    ("ls", "runs"),
+    ("status", "runs"),
+    ("log", "show"),
+    ("inspect", "show"),
+    ("continue", "resume"),
+    ("restart", "resume"),
+    ("exec", "run"),
+    ("execute", "run"),
+];
+
+/// `unknown command "veryfy" (did you mean "validate"?)`, suggesting the command (or the command an
+/// alias stands for) closest in edit distance, when one is close enough.
+fn unknown_command(word: &str) -> String {
+    let lower = word.to_ascii_lowercase();
+    let best = COMMANDS
+        .iter()
+        .map(|d| (d.name, d.name))
+        .chain(ALIASES.iter().copied())
+        .map(|(typed, command)| (edit_distance(&lower, typed), command))
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, _)| *d <= 2.max(lower.chars().count() / 3));
+    match best {
+        Some((_, command)) => {
+            format!("unknown command {word:?} (did you mean {command:?}?); see `acode-run --help`")
+        }
+        None => format!("unknown command {word:?}; see `acode-run --help`"),
+    }
+}
+
+/// Levenshtein distance between two short words.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
 /// Parses the arguments after the program name.
 pub fn parse<I>(args: I) -> Result<Parsed, String>
 where
@@ -573,6 +632,9 @@ where
                     if let Some(d) = COMMANDS.iter().find(|d| d.name == v) {
                         command = Some(d.command);
                         continue;
+                    }
+                    if !looks_like_plan(&v) {
+                        return Err(unknown_command(&v));
                     }
                     command = Some(Command::Run);
                 }
@@ -655,6 +717,22 @@ mod tests {
             parse(Vec::<String>::new()).unwrap(),
             Parsed::Help(_)
         ));
+    }
+
+    #[test]
+    fn unknown_commands_get_a_suggestion() {
+        let e = parse(["veryfy"]).unwrap_err();
+        assert!(
+            e.starts_with(r#"unknown command "veryfy" (did you mean "validate"?)"#),
+            "{e}"
+        );
+        let e = parse(["shwo", "abc"]).unwrap_err();
+        assert!(e.contains(r#"did you mean "show"?"#), "{e}");
+        let e = parse(["xyzzyplugh"]).unwrap_err();
+        assert!(!e.contains("did you mean"), "{e}");
+        // Path-shaped words are plans, even missing ones (the run reports the missing file).
+        assert_eq!(run(&["missing.json"]).command, Command::Run);
+        assert_eq!(run(&["plans/x"]).command, Command::Run);
     }
 
     #[test]

@@ -39,7 +39,8 @@ use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
 use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind, RefusalProblem};
 use crate::executor::{
-    AutoApprove, AutoDeny, ConfirmationCallback, Executor, Fanout, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, Executor, Fanout,
+    ProgressCallback, TerminalPrompt,
 };
 use crate::plan::{self, ApprovedPlan, AuthStatus, Plan, PlanAuthorization, ValidationContext};
 use crate::sandbox::redact::Redactor;
@@ -639,13 +640,18 @@ fn execute_plan(
     } else {
         ConfirmMode::AutoDeny
     });
+    let cancel = Arc::new(AtomicBool::new(false));
     let confirm: Arc<dyn ConfirmationCallback> = match confirm_mode {
         ConfirmMode::AutoApprove => Arc::new(AutoApprove),
         ConfirmMode::AutoDeny => Arc::new(AutoDeny),
-        ConfirmMode::Prompt => Arc::new(TerminalPrompt::new(
-            std::io::BufReader::new(std::io::stdin()),
-            std::io::stderr(),
-        )),
+        // Ctrl-C while the prompt waits stops the run; Ctrl-D denies.
+        ConfirmMode::Prompt => Arc::new(
+            TerminalPrompt::new(
+                std::io::BufReader::new(CancellableStdin::new(cancel.clone())),
+                std::io::stderr(),
+            )
+            .with_cancel(cancel.clone()),
+        ),
     };
     let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
     if !args.quiet {
@@ -661,7 +667,6 @@ fn execute_plan(
             redactor.clone(),
         )));
     }
-    let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
 
     let (llm, agent) = llm_setup(args, approved.plan(), &policy)?;

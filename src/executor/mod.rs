@@ -23,8 +23,8 @@ use thiserror::Error;
 pub use agent::AgentSettings;
 pub use call::{CallOptions, Emitter, RunContext, StepContext};
 pub use callbacks::{
-    AutoApprove, AutoDeny, ConfirmationCallback, ConfirmationRequest, Decision, Fanout,
-    NoopProgress, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, ConfirmationRequest, Decision,
+    Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
 };
 
 use crate::error::{ErrorKind, exit, now_ms};

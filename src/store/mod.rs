@@ -610,12 +610,30 @@ impl Store {
         })
     }
 
-    /// One artifact's content.
+    /// The one execution id starting with `prefix` (ids may be abbreviated, like run ids).
+    pub fn execution_id(&self, prefix: &str) -> Result<String, StoreError> {
+        let pattern = format!("{}%", prefix.replace(['%', '_'], ""));
+        let ids = self
+            .conn
+            .prepare("SELECT execution_id FROM executions WHERE execution_id LIKE ?1 LIMIT 2")?
+            .query_map([pattern], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        match ids.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(StoreError::NotFound(format!("execution {prefix}"))),
+            _ => Err(StoreError::NotFound(format!(
+                "a unique execution for prefix {prefix} (several match)"
+            ))),
+        }
+    }
+
+    /// One artifact's content; `execution_id` may be a unique prefix.
     pub fn artifact(
         &self,
         execution_id: &str,
         artifact_type: &str,
     ) -> Result<Artifact, StoreError> {
+        let execution_id = &self.execution_id(execution_id)?;
         self.conn
             .query_row(
                 "SELECT artifact_type, content, bytes, truncated FROM artifacts

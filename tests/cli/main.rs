@@ -12,4 +12,5 @@ mod library;
 mod refusals;
 mod resume;
 mod run;
+mod terminal;
 mod validate;
