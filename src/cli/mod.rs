@@ -17,15 +17,26 @@ macro_rules! out {
     }};
 }
 
-/// `eprintln!` that ignores a closed stderr.
+/// `println!` for human-readable text on stdout: through the terminal sanitiser, since it carries
+/// ids, tool names and messages from plans, models and commands. Not for JSON.
+macro_rules! humanln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "{}", crate::terminal::text(&format!($($arg)*)));
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr; stderr is human-readable only, so always sanitised.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::terminal::text(&format!($($arg)*)));
     }};
 }
 
 pub mod flags;
+mod reports;
+mod stages;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -198,7 +209,7 @@ impl Machine {
 }
 
 /// The plan-file JSON Schema shipped in `docs/`.
-pub const PLAN_SCHEMA: &str = include_str!("../../docs/plan.schema.json");
+pub const PLAN_SCHEMA: &str = crate::plan::SCHEMA;
 /// The `--jsonl` event JSON Schema shipped in `docs/`.
 pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
 
@@ -229,11 +240,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     match dispatch(&args, &redactor) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "acode-run: {}",
-                redactor.redact(&e.message)
-            );
+            errln!("acode-run: {}", redactor.redact(&e.message));
             // The plan file or the run id the command was about.
             let location = args
                 .positionals
@@ -256,6 +263,10 @@ fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         Command::Run => cmd_run(args, redactor),
         Command::Resume => cmd_resume(args, redactor),
         Command::Validate => cmd_validate(args),
+        Command::Preview => cmd_preview(args),
+        Command::Draft => stages::cmd_draft(args, redactor),
+        Command::Review => stages::cmd_review(args, redactor),
+        Command::Do => stages::cmd_do(args, redactor),
         Command::Approve => cmd_decide(args, AuthStatus::Approved),
         Command::Reject => cmd_decide(args, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
@@ -290,8 +301,16 @@ fn pretty(v: &impl serde::Serialize) -> String {
 /// The workspace from `--workspace` or the current directory.
 fn workspace(args: &Args) -> Result<Workspace, CliError> {
     let dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    Workspace::new(&dir)
-        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))
+    // A file given as the workspace is the caller's mistake (exit 2), not an I/O failure later on.
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!("workspace {}: not a directory", dir.display()),
+        ));
+    }
+    let ws = Workspace::new(&dir)
+        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))?;
+    Ok(ws)
 }
 
 /// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
@@ -493,19 +512,59 @@ fn standing_rejection(
     }))
 }
 
-/// The database for recording decisions (the workspace's execution database).
+/// The database for recording decisions (the workspace's execution database; its `.acode/` is
+/// checked not to be a link first, as for a run).
 fn decision_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
-    open_store(&db_path(args, &ws))
+    let path = db_path(args, &ws);
+    if path == ws.root().join(Store::DEFAULT_PATH) {
+        prepare_state_dir(&ws)?;
+    }
+    open_store(&path)
+}
+
+/// `preview`: the plan's effect, step by step, with nothing written.
+fn cmd_preview(args: &Args) -> Result<i32, CliError> {
+    let path = PathBuf::from(&args.positionals[0]);
+    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
+    let policy = load_policy(args, &ws)?;
+    let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    let preview = preview_of(&plan, &ws)?;
+    if args.json {
+        outln!(
+            "{}",
+            pretty(&serde_json::to_value(&preview).unwrap_or_default())
+        );
+    } else {
+        out!("{}", crate::preview::render(&preview));
+    }
+    Ok(exit::OK)
+}
+
+fn preview_of(plan: &Plan, ws: &Workspace) -> Result<crate::preview::Preview, CliError> {
+    crate::preview::preview(plan, ws).map_err(|problems| {
+        let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+        CliError::new(
+            exit::USAGE,
+            format!("cannot preview {}:\n{}", plan.plan_id, list.join("\n")),
+        )
+    })
 }
 
 fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
     let plan = if status == AuthStatus::Approved {
-        // Only a valid plan can be approved.
+        // Only a valid plan can be approved, and the approver sees its effect first.
         let (ws, _) = sandboxed_workspace(args, Some(&path))?;
         let policy = load_policy(args, &ws)?;
-        load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
+        let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+        if !args.quiet {
+            errln!(
+                "{}",
+                crate::preview::render(&preview_of(&plan, &ws)?).trim_end()
+            );
+        }
+        plan
     } else {
         plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
@@ -583,6 +642,7 @@ fn execute_plan(
     target: Target,
 ) -> Result<i32, CliError> {
     let (ws, db) = sandboxed_workspace(args, Some(plan_path))?;
+    prepare_state_dir(&ws)?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
@@ -609,8 +669,13 @@ fn execute_plan(
         }
         record_decision(args, plan_path, &plan, AuthStatus::Approved, &mut store)?
     } else {
-        plan::auth::load(plan_path, &plan)
-            .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
+        plan::auth::load(plan_path, &plan).map_err(|e| {
+            let code = match e {
+                plan::AuthError::Input { .. } => exit::USAGE,
+                _ => exit::UNAUTHORIZED,
+            };
+            CliError::new(code, e.to_string())
+        })?
     };
     let key = plan::auth::approval_key_from_env();
     let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref()).map_err(|e| {
@@ -712,6 +777,7 @@ fn execute_plan(
         }
     }
     .map_err(|e| CliError::execution(&e))?;
+    reports::write(args, &result, executor.store(), redactor);
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
         outln!("{}", pretty(&value));
@@ -719,19 +785,11 @@ fn execute_plan(
     Ok(result.exit_code)
 }
 
-/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
-/// plan has agent steps, so a missing model is reported before anything runs.
-fn llm_setup(
+/// The LLM configuration and agent settings from flags and environment, unchecked.
+fn llm_config(
     args: &Args,
-    plan: &Plan,
     policy: &Policy,
-) -> Result<
-    (
-        Option<Arc<dyn crate::llm::LlmClient>>,
-        crate::executor::AgentSettings,
-    ),
-    CliError,
-> {
+) -> Result<(crate::llm::LlmConfig, crate::executor::AgentSettings), CliError> {
     let usage = |e: String| CliError::new(exit::USAGE, e);
     let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
     if let Some(url) = &args.llm_url {
@@ -750,8 +808,30 @@ fn llm_setup(
         tool_result_chars: policy.limits.tool_result_chars,
         backoff: crate::executor::retry::Backoff::default()
             .with_retries(args.llm_retries.unwrap_or(3)),
+        max_calls_per_answer: args
+            .max_calls_per_answer
+            .unwrap_or(crate::executor::agent::DEFAULT_MAX_CALLS_PER_ANSWER),
+        strict: args.strict,
         ..Default::default()
     };
+    Ok((config, agent))
+}
+
+/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
+/// plan has agent steps, so a missing model is reported before anything runs.
+fn llm_setup(
+    args: &Args,
+    plan: &Plan,
+    policy: &Policy,
+) -> Result<
+    (
+        Option<Arc<dyn crate::llm::LlmClient>>,
+        crate::executor::AgentSettings,
+    ),
+    CliError,
+> {
+    let usage = |e: String| CliError::new(exit::USAGE, e);
+    let (config, agent) = llm_config(args, policy)?;
     let agent_steps: Vec<&crate::plan::Step> = plan
         .steps
         .iter()
@@ -796,9 +876,25 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
+/// Checks `.acode/` and the runner's files in it without following links (creating it, its `tmp`
+/// and its `.gitignore` on first use): a linked one is refused with exit 2, naming the link.
+fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
+    use crate::sandbox::state::{StateDirError, prepare};
+    prepare(ws.root()).map(|_| ()).map_err(|e| match e {
+        StateDirError::Refused { .. } => CliError::new(exit::USAGE, e.to_string()),
+        StateDirError::Io { .. } => CliError::new(exit::INTERNAL, e.to_string()),
+    })
+}
+
 fn query_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
     let path = db_path(args, &ws);
+    // Opening the default database (even to read) creates its WAL files beside it: not through a link.
+    if path == ws.root().join(Store::DEFAULT_PATH)
+        && std::fs::symlink_metadata(ws.root().join(crate::sandbox::state::STATE_DIR)).is_ok()
+    {
+        prepare_state_dir(&ws)?;
+    }
     if !path.exists() {
         return Err(CliError::new(
             exit::USAGE,
@@ -825,7 +921,7 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         outln!("{}", pretty(&runs));
         return Ok(exit::OK);
     }
-    outln!(
+    humanln!(
         "{:<36}  {:<24} {:<11} {:>4}  STARTED (UTC)",
         "RUN_ID",
         "PLAN",
@@ -833,10 +929,10 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         "EXIT"
     );
     for r in runs {
-        outln!(
+        humanln!(
             "{:<36}  {:<24} {:<11} {:>4}  {}",
             r.run_id,
-            r.plan_id.chars().take(24).collect::<String>(),
+            crate::terminal::line(&r.plan_id.chars().take(24).collect::<String>()),
             r.status,
             r.exit_code
                 .map(|c| c.to_string())
@@ -865,10 +961,14 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
         return Ok(exit::OK);
     }
     let r = &detail.run;
-    outln!("run       {}", r.run_id);
-    outln!("plan      {} (sha256 {})", r.plan_id, r.plan_sha256);
-    outln!("workspace {}", r.workspace);
-    outln!(
+    humanln!("run       {}", r.run_id);
+    humanln!(
+        "plan      {} (sha256 {})",
+        crate::terminal::line(&r.plan_id),
+        r.plan_sha256
+    );
+    humanln!("workspace {}", r.workspace);
+    humanln!(
         "status    {} (exit {}), started {}{}",
         r.status,
         r.exit_code
@@ -880,16 +980,16 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .unwrap_or_default()
     );
     if r.prompt_tokens + r.completion_tokens > 0 {
-        outln!(
+        humanln!(
             "tokens    {} prompt + {} completion",
             r.prompt_tokens,
             r.completion_tokens
         );
     }
     if !decisions.is_empty() {
-        outln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
+        humanln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
         for d in &decisions {
-            outln!(
+            humanln!(
                 "  {} {:<8} by {}{}{}",
                 format_ms(d.decided_at),
                 d.verdict,
@@ -906,13 +1006,13 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             );
         }
     }
-    outln!("\nsteps:");
+    humanln!("\nsteps:");
     for s in &detail.steps {
-        outln!(
+        humanln!(
             "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
             s.position + 1,
-            s.step_id,
-            s.tool,
+            crate::terminal::line(&s.step_id),
+            crate::terminal::line(&s.tool),
             s.status,
             s.attempts,
             s.error_code
@@ -921,7 +1021,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .unwrap_or_default()
         );
     }
-    outln!("\nexecutions:");
+    humanln!("\nexecutions:");
     for e in &detail.executions {
         let rec = &e.record;
         let arts: Vec<String> = e
@@ -936,11 +1036,11 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 )
             })
             .collect();
-        outln!(
+        humanln!(
             "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
             rec.execution_id,
-            rec.step_id,
-            rec.tool_name,
+            crate::terminal::line(&rec.step_id),
+            crate::terminal::line(&rec.tool_name),
             if rec.success { "ok    " } else { "FAILED" },
             rec.duration_ms,
             rec.attempt,

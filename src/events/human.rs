@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::{Event, EventKind};
 use crate::executor::ProgressCallback;
 use crate::sandbox::redact::Redactor;
+use crate::terminal::{line as l, text as tx};
 
 #[derive(Default)]
 struct Current {
@@ -57,14 +58,21 @@ impl<W: Write + Send> HumanPrinter<W> {
 
     fn render(&self, event: &Event, cur: &mut Current) -> Option<String> {
         let head = |cur: &Current| {
-            let mut s = format!("[{}/{}] {} {}", cur.index, cur.total, cur.step_id, cur.tool);
+            // Ids, tools and summaries come from plans and models: one sanitiser for all of them.
+            let mut s = format!(
+                "[{}/{}] {} {}",
+                cur.index,
+                cur.total,
+                l(&cur.step_id),
+                l(&cur.tool)
+            );
             if !cur.summary.is_empty() {
                 let mut summary: String = cur.summary.chars().take(60).collect();
                 if summary.len() < cur.summary.len() {
                     summary.push('…');
                 }
                 s.push(' ');
-                s.push_str(&summary);
+                s.push_str(&l(&summary));
             }
             s
         };
@@ -76,13 +84,15 @@ impl<W: Write + Send> HumanPrinter<W> {
                 ..
             } => Some(match already_completed {
                 None => format!(
-                    "acode-run: plan {plan_id} ({steps} step{}), run {}",
+                    "acode-run: plan {} ({steps} step{}), run {}",
+                    l(plan_id),
                     if *steps == 1 { "" } else { "s" },
                     event.run_id
                 ),
                 Some(done) => format!(
-                    "acode-run: resuming run {} of plan {plan_id}: {done} of {steps} steps already completed",
-                    event.run_id
+                    "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
+                    event.run_id,
+                    l(plan_id)
                 ),
             }),
             EventKind::StepStarted {
@@ -104,8 +114,9 @@ impl<W: Write + Send> HumanPrinter<W> {
             EventKind::ToolHeartbeat {
                 elapsed_ms, tool, ..
             } => Some(format!(
-                "{} … {tool} still running ({})",
+                "{} … {} still running ({})",
                 head(cur),
+                l(tool),
                 secs(*elapsed_ms)
             )),
             EventKind::RetryScheduled {
@@ -115,8 +126,10 @@ impl<W: Write + Send> HumanPrinter<W> {
                 reason,
                 ..
             } => Some(format!(
-                "{} … {tool} attempt {attempt} failed ({reason}); retrying in {}",
+                "{} … {} attempt {attempt} failed ({}); retrying in {}",
                 head(cur),
+                l(tool),
+                l(reason),
                 secs(*delay_ms)
             )),
             EventKind::LlmTurn {
@@ -133,7 +146,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                     if *tool_calls == 1 { "" } else { "s" }
                 );
                 for w in warnings {
-                    s.push_str(&format!("\n      warning: {w}"));
+                    s.push_str(&format!("\n      warning: {}", tx(w)));
                 }
                 Some(s)
             }
@@ -156,9 +169,10 @@ impl<W: Write + Send> HumanPrinter<W> {
                     self.paint("31", "FAILED")
                 };
                 let mut line = format!(
-                    "{} … {verdict} ({error_code}) {}\n      {error}",
+                    "{} … {verdict} ({error_code}) {}\n      {}",
                     head(cur),
-                    secs(*duration_ms)
+                    secs(*duration_ms),
+                    tx(error)
                 );
                 if error_code == "confirmation_denied" {
                     line.push_str(
@@ -173,8 +187,12 @@ impl<W: Write + Send> HumanPrinter<W> {
                 status,
                 blocked_by,
             } => Some(match blocked_by {
-                Some(by) => format!("[-] {step_id} … {status} (depends on failed step {by})"),
-                None => format!("[-] {step_id} … {status} (the run stopped before it)"),
+                Some(by) => format!(
+                    "[-] {} … {status} (depends on failed step {})",
+                    l(step_id),
+                    l(by)
+                ),
+                None => format!("[-] {} … {status} (the run stopped before it)", l(step_id)),
             }),
             EventKind::RunFinished {
                 status,
@@ -184,6 +202,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                 failed,
                 tolerated,
                 blocked,
+                violations,
             } => {
                 let failed = match tolerated {
                     0 => format!("{failed} failed"),
@@ -194,8 +213,13 @@ impl<W: Write + Send> HumanPrinter<W> {
                     "completed" => self.paint("32", status),
                     _ => self.paint("31", status),
                 };
+                let refused = match violations {
+                    0 => String::new(),
+                    1 => ", 1 sandbox violation refused".to_string(),
+                    n => format!(", {n} sandbox violations refused"),
+                };
                 Some(format!(
-                    "run {} {colored}: {completed} completed, {failed}, {blocked} not run, {} (exit {exit_code})",
+                    "run {} {colored}: {completed} completed, {failed}, {blocked} not run{refused}, {} (exit {exit_code})",
                     event.run_id,
                     secs(*duration_ms)
                 ))

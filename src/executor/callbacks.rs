@@ -234,16 +234,20 @@ impl<R: BufRead + Send, W: Write + Send> ConfirmationCallback for TerminalPrompt
             Err(poisoned) => poisoned.into_inner(),
         };
         let (input, out) = &mut *guard;
+        // Everything here comes from a plan or a model: shown through the one terminal sanitiser.
+        use crate::terminal::line as l;
         let _ = writeln!(
             out,
             "\nstep {} wants to run {} ({})",
-            request.step_id, request.tool, request.reason
+            l(&request.step_id),
+            l(&request.tool),
+            l(&request.reason)
         );
-        let _ = writeln!(out, "  arguments: {}", request.arguments);
+        let _ = writeln!(out, "  arguments: {}", l(&request.arguments.to_string()));
         if let Some(preview) = &request.preview {
             let lines: Vec<&str> = preview.lines().collect();
             for line in lines.iter().take(PREVIEW_LINES) {
-                let _ = writeln!(out, "  {line}");
+                let _ = writeln!(out, "  {}", l(line));
             }
             if lines.len() > PREVIEW_LINES {
                 let _ = writeln!(out, "  … {} more lines", lines.len() - PREVIEW_LINES);

@@ -66,9 +66,42 @@ pub struct ToolResult {
     pub attempt: u32,
 }
 
-/// Step and run statuses live with the database that stores them; re-exported here for
-/// embedders, who meet them in [`ExecutionResult`].
-pub use crate::store::{RunStatus, StepStatus};
+/// The run status lives with the database that stores it; re-exported here for embedders, who meet
+/// it in [`ExecutionResult`].
+pub use crate::store::RunStatus;
+use crate::store::StepState;
+
+/// The state a step ended in (a step in the database may also be pending or running:
+/// [`StepState`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Everything it was asked to do succeeded.
+    Completed,
+    /// It ran (or tried to) and failed.
+    Failed,
+    /// A step it depends on failed.
+    Blocked,
+    /// The run stopped before reaching it.
+    Skipped,
+}
+
+impl StepStatus {
+    /// The identifier stored in the database.
+    pub fn as_str(self) -> &'static str {
+        self.state().as_str()
+    }
+
+    /// The same state as the database records it.
+    pub fn state(self) -> StepState {
+        match self {
+            StepStatus::Completed => StepState::Completed,
+            StepStatus::Failed => StepState::Failed,
+            StepStatus::Blocked => StepState::Blocked,
+            StepStatus::Skipped => StepState::Skipped,
+        }
+    }
+}
 
 /// How one step ended.
 #[derive(Debug, Clone, Serialize)]
@@ -193,9 +226,6 @@ impl ExecutionError {
     }
 }
 
-/// The most characters of a step's output kept in its [`StepResult`].
-const OUTPUT_KEEP: usize = 4096;
-
 /// Runs approved plans. Build one with [`Executor::new`] and the `with_*` methods.
 pub struct Executor {
     workspace: Workspace,
@@ -303,6 +333,21 @@ impl Executor {
         &self.workspace
     }
 
+    /// The tool registry, so stages validate what a model drafted against the same tools.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The policy in force, so stages validate against the same rules the run will.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The agent settings, so a stage can give the model its role between runs.
+    pub fn agent_settings_mut(&mut self) -> &mut AgentSettings {
+        &mut self.agent
+    }
+
     /// Runs the plan. Re-checks the authorization and the plan's validity first; returns `Ok` for any
     /// run that took place, failed steps included, and `Err` only when it could not start or be
     /// recorded.
@@ -362,7 +407,7 @@ impl Executor {
                 "it used other variable values (--var); resume with the same ones".to_string(),
             ));
         }
-        let prior: std::collections::HashMap<String, StepStatus> = self
+        let prior: std::collections::HashMap<String, StepState> = self
             .store
             .steps(&run.run_id)?
             .into_iter()
@@ -373,7 +418,7 @@ impl Executor {
             let cut_off: Vec<(String, String)> = plan
                 .steps
                 .iter()
-                .filter(|s| prior.get(&s.step_id) == Some(&StepStatus::Running))
+                .filter(|s| prior.get(&s.step_id) == Some(&StepState::Running))
                 .filter(|s| !self.registry.get(&s.tool).is_some_and(|t| t.idempotent()))
                 .map(|s| (s.step_id.clone(), s.tool.clone()))
                 .collect();
@@ -463,7 +508,7 @@ impl Executor {
         let already_completed = resume.as_ref().map(|r| {
             r.prior
                 .values()
-                .filter(|s| **s == StepStatus::Completed)
+                .filter(|s| **s == StepState::Completed)
                 .count()
         });
 
@@ -521,7 +566,7 @@ impl Executor {
                 .as_ref()
                 .and_then(|r| r.prior.get(&step.step_id))
                 .copied();
-            let result = if prior == Some(StepStatus::Completed) {
+            let result = if prior == Some(StepState::Completed) {
                 StepResult::not_run(step, StepStatus::Completed, None)
             } else if let Some(by) = blocker {
                 failed_root[i] = Some(by.clone());
@@ -572,12 +617,9 @@ impl Executor {
         let count = |s: StepStatus| steps.iter().filter(|r| r.status == s).count();
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = run.tokens;
-        run.store.finish_run(
-            &run_id,
-            status,
-            exit_code,
-            (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
-        )?;
+        run.store
+            .finish_run(&run_id, status, exit_code, tokens.stored())?;
+        let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
             exit_code,
@@ -586,6 +628,7 @@ impl Executor {
             failed: count(StepStatus::Failed),
             tolerated: steps.iter().filter(|r| r.tolerated).count(),
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
+            violations,
         });
         Ok(ExecutionResult {
             run_id,
@@ -604,7 +647,7 @@ impl Executor {
 struct Resume {
     run_id: String,
     /// Step id → status recorded before the interruption.
-    prior: std::collections::HashMap<String, StepStatus>,
+    prior: std::collections::HashMap<String, StepState>,
     /// LLM tokens the run had used before.
     tokens: Usage,
 }
@@ -645,7 +688,7 @@ fn record_not_run(
         run.emitter.run_id(),
         &step.step_id,
         &StepUpdate {
-            status,
+            status: status.state(),
             attempts: 0,
             started_at: None,
             finished_at: now_ms(),
@@ -754,13 +797,13 @@ fn run_step(
         run.emitter.run_id(),
         &step.step_id,
         &StepUpdate {
-            status,
+            status: status.state(),
             attempts,
             started_at: Some(started_at),
             finished_at: now_ms(),
             error_code: kind.map(ErrorKind::as_str),
             error_message: message.as_deref(),
-            tokens: (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
+            tokens: tokens.stored(),
         },
     )?;
     let result = StepResult {
@@ -773,7 +816,7 @@ fn run_step(
         duration_ms,
         output: outcome
             .output
-            .map(|o| call::truncate_with_note(&o, OUTPUT_KEEP)),
+            .map(|o| call::truncate_with_note(&o, run.agent.answer_chars)),
         execution_ids,
         tolerated: status == StepStatus::Failed
             && step.on_failure == OnFailure::Continue

@@ -292,6 +292,11 @@ impl LlmToolCall {
     }
 }
 
+/// The largest token count taken from one answer (2^40, about 10^12): a server reporting more is
+/// believed up to here. Far above any real answer, far enough below `i64::MAX` that the database's
+/// sums over millions of rows cannot overflow.
+pub const MAX_COUNTED_TOKENS: u64 = 1 << 40;
+
 /// Token counts reported by the server; zero when it reported none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
@@ -305,6 +310,12 @@ impl Usage {
     /// Prompt plus completion, for budgets.
     pub fn total(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+
+    /// The counts as stored in the database (`INTEGER`, i.e. `i64`), saturating rather than wrapping.
+    pub fn stored(&self) -> (i64, i64) {
+        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        (clamp(self.prompt_tokens), clamp(self.completion_tokens))
     }
 
     /// Adds another call's usage (for per-step and per-run totals).

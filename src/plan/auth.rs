@@ -169,6 +169,15 @@ pub enum AuthError {
     /// with another key).
     #[error("the approval's signature does not match (edited, forged, or signed with another key)")]
     BadSignature,
+    /// The approval file is refused unread (not a regular file, too large) or has a duplicate key:
+    /// a usage error (exit 2), not a verdict on the plan.
+    #[error("cannot read approval file {path}: {source}")]
+    Input {
+        /// The file.
+        path: String,
+        /// Why.
+        source: crate::sandbox::input::InputError,
+    },
     /// The approval file exists but cannot be used.
     #[error("cannot use approval file {path}: {message}")]
     BadApprovalFile {
@@ -269,9 +278,10 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
         path: path.display().to_string(),
         message,
     };
-    let text = match std::fs::read_to_string(&path) {
+    let limit = crate::sandbox::input::MAX_APPROVAL_BYTES;
+    let text = match crate::sandbox::input::read_json(&path, limit, "approval file") {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.is_not_found() => {
             return Ok(PlanAuthorization {
                 plan_id: plan.plan_id.clone(),
                 status: AuthStatus::Pending,
@@ -281,9 +291,14 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
                 signature: None,
             });
         }
-        Err(e) => return Err(bad(e.to_string())),
+        Err(source) => {
+            return Err(AuthError::Input {
+                path: path.display().to_string(),
+                source,
+            });
+        }
     };
-    serde_json::from_str(&text).map_err(|e| bad(e.to_string()))
+    serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))
 }
 
 /// Writes the approval next to `plan_path` atomically (temp file + rename).

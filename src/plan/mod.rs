@@ -15,6 +15,10 @@ use std::path::Path;
 use serde::Serialize;
 use thiserror::Error;
 
+/// The plan-file JSON Schema shipped in `docs/` (`acode-run schema plan`); the planner stage shows
+/// it to the model.
+pub const SCHEMA: &str = include_str!("../../docs/plan.schema.json");
+
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
 pub use model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};
 pub use validate::ValidationContext;
@@ -73,8 +77,8 @@ pub enum PlanError {
     Read {
         /// The plan path.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: missing, not a regular file, over the size limit.
+        source: crate::sandbox::input::InputError,
     },
     /// The plan has problems; all of them are listed.
     #[error("{path}: invalid plan ({} problem{}):\n{}", problems.len(),
@@ -130,7 +134,12 @@ struct Partial {
 }
 
 fn read_partial(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Partial, PlanError> {
-    let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
+    let bytes = crate::sandbox::input::read_bounded(
+        path,
+        crate::sandbox::input::MAX_PLAN_BYTES,
+        "plan file",
+    )
+    .map_err(|source| PlanError::Read {
         path: path.display().to_string(),
         source,
     })?;

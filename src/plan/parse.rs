@@ -14,7 +14,7 @@ use super::model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};
 use super::{Problem, ProblemKind};
 
 /// The largest plan file accepted; larger input is refused before parsing.
-pub const MAX_PLAN_BYTES: usize = 64 * 1024 * 1024;
+pub const MAX_PLAN_BYTES: usize = crate::sandbox::input::MAX_PLAN_BYTES as usize;
 
 /// Hex SHA-256 of bytes; approvals are bound to this.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -103,6 +103,17 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             format!(
                 "plan file is {} bytes; the limit is {MAX_PLAN_BYTES}",
                 bytes.len()
+            ),
+        );
+        return (None, c.problems);
+    }
+    // One document for the reviewer and the runner: serde_json would keep the last of two equal keys.
+    if let Err(d) = crate::sandbox::input::check_unique_keys(bytes) {
+        c.err(
+            format!("line {}, column {}", d.line, d.column),
+            format!(
+                "duplicate key {:?} (a key may appear once per object)",
+                d.key
             ),
         );
         return (None, c.problems);

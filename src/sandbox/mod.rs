@@ -4,10 +4,13 @@
 pub mod bwrap;
 pub mod commands;
 pub mod env;
+pub mod fs;
+pub mod input;
 pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod redact;
+pub mod state;
 
 pub use paths::{Access, SandboxViolation, Workspace};
 pub use policy::{Limits, Policy, SandboxMode};

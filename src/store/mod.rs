@@ -12,7 +12,7 @@ pub mod migrations;
 mod runner;
 
 pub use decisions::{DecisionRow, Verdict};
-pub use status::{RunStatus, StepStatus};
+pub use status::{RunStatus, StepState};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -98,7 +98,7 @@ pub struct StepRow {
     /// The step's tool.
     pub tool: String,
     /// Where the step stands.
-    pub status: StepStatus,
+    pub status: StepState,
     /// Tool-call attempts made.
     pub attempts: i64,
     /// Unix ms.
@@ -184,7 +184,7 @@ pub struct RunDetail {
 #[derive(Debug, Clone)]
 pub struct StepUpdate<'a> {
     /// New status.
-    pub status: StepStatus,
+    pub status: StepState,
     /// Attempts made.
     pub attempts: u32,
     /// Unix ms, when started (None for steps that never started).
@@ -535,13 +535,30 @@ impl Store {
 
     /// LLM tokens recorded on a run's executions (what a crashed run had used, which its run row
     /// never received).
+    ///
+    /// Summed with `TOTAL` (a float, which cannot overflow) over rows clamped to be non-negative, then
+    /// saturated into `i64`: a record written by an older version with absurd counts still resumes.
     pub fn token_usage(&self, run_id: &str) -> Result<(i64, i64), StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0)
+        let (prompt, completion): (f64, f64) = self.conn.query_row(
+            "SELECT TOTAL(MAX(COALESCE(prompt_tokens, 0), 0)),
+                    TOTAL(MAX(COALESCE(completion_tokens, 0), 0))
              FROM executions WHERE run_id = ?1",
             [run_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
-        )?)
+        )?;
+        // `as` from f64 saturates at i64::MAX.
+        Ok((prompt as i64, completion as i64))
+    }
+
+    /// How many tool calls of `run_id` were refused as sandbox violations (including those of an
+    /// earlier, interrupted part of the run), for the run summary.
+    pub fn refused_violations(&self, run_id: &str) -> Result<u64, StoreError> {
+        let n: i64 = self.conn.query_row(
+            "SELECT count(*) FROM executions WHERE run_id = ?1 AND error_code = 'sandbox_violation'",
+            [run_id],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u64)
     }
 
     /// Marks an unfinished run as running again in this process (crash recovery).

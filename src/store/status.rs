@@ -20,11 +20,11 @@ pub enum RunStatus {
     Cancelled,
 }
 
-/// Where a step stands. `Pending` → `Running` → `Completed` | `Failed`; `Pending` → `Blocked` |
+/// Where a step stands in the database. `Pending` → `Running` → `Completed` | `Failed`; `Pending` → `Blocked` |
 /// `Skipped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StepStatus {
+pub enum StepState {
     /// Not started yet.
     Pending,
     /// Started, not finished (if the run is gone: cut off mid-way).
@@ -87,7 +87,7 @@ sql_enum!(RunStatus {
     Cancelled => "cancelled",
 });
 
-sql_enum!(StepStatus {
+sql_enum!(StepState {
     Pending => "pending",
     Running => "running",
     Completed => "completed",

@@ -6,6 +6,7 @@
 //! sandbox rules.
 
 pub mod agent;
+pub mod args;
 pub mod command;
 pub mod files;
 pub mod glob;

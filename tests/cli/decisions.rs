@@ -208,3 +208,21 @@ fn decided_by_falls_back_to_the_uid() {
         serde_json::from_str(&std::fs::read_to_string(format!("{p}.approval")).unwrap()).unwrap();
     assert_eq!(v["decided_by"], format!("uid:{uid}"));
 }
+
+/// Recording a decision opens the workspace's `.acode/` like a run does: a planted link is refused.
+#[test]
+fn a_decision_is_not_recorded_through_a_linked_state_directory() {
+    let t = TestDir::new();
+    let plan = plan(&t);
+    std::os::unix::fs::symlink(&t.outside, t.ws.join(".acode")).unwrap();
+    for cmd in ["approve", "reject"] {
+        let out = t.run(&[cmd, plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 2, "{cmd}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(".acode is a symbolic link"),
+            "{}",
+            stderr(&out)
+        );
+        t.assert_outside_untouched();
+    }
+}
