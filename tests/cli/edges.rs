@@ -583,6 +583,8 @@ fn a_linked_state_directory_is_refused_and_nothing_is_created_where_it_points() 
     let t = TestDir::new();
     let plan = simple_plan(&t);
     t.approve(&plan);
+    // (Approving recorded the decision in `.acode/`; start again without it.)
+    std::fs::remove_dir_all(t.ws.join(".acode")).unwrap();
     // A repository shipping `.acode` as a link to elsewhere.
     std::os::unix::fs::symlink(&t.outside, t.ws.join(".acode")).unwrap();
     let out = t.run(&["run", plan.to_str().unwrap()]);
