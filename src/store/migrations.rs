@@ -73,6 +73,11 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN runner_pid INTEGER;
     ALTER TABLE runs ADD COLUMN variables_json TEXT;
     "#,
+    // 3 (issue 15): output that was not valid UTF-8 is stored lossily; say so instead of passing it
+    // off as the bytes the command printed.
+    r#"
+    ALTER TABLE artifacts ADD COLUMN lossy INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema. Safe to call on every open and concurrently from several

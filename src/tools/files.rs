@@ -94,6 +94,7 @@ pub(crate) fn capped_artifact(kind: &str, content: String, cap: usize) -> Artifa
         content: cut_at_char_boundary(&content, cap).to_string(),
         bytes,
         truncated: true,
+        lossy: false,
     }
 }
 
@@ -652,6 +653,7 @@ impl Tool for FileRead {
                 content: text,
                 bytes: size,
                 truncated: partial,
+                lossy,
             })
             .with_artifact(Artifact::new("file_info", info.to_string())))
     }

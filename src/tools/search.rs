@@ -60,6 +60,7 @@ fn json_result(data: Value, truncated: bool, note: Option<String>) -> ToolOutput
         content: text,
         bytes,
         truncated,
+        lossy: false,
     })
 }
 
