@@ -1151,10 +1151,15 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .iter()
             .map(|a| {
                 format!(
-                    "{}({}{})",
+                    "{}({}{}{})",
                     a.artifact_type,
                     a.bytes,
-                    if a.truncated { ", truncated" } else { "" }
+                    if a.truncated { ", truncated" } else { "" },
+                    if a.lossy {
+                        ", not UTF-8: shown lossily"
+                    } else {
+                        ""
+                    }
                 )
             })
             .collect();
@@ -1188,6 +1193,11 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let mut out = std::io::stdout();
     let _ = out.write_all(a.content.as_bytes());
     let _ = out.flush();
+    if a.lossy {
+        errln!(
+            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD"
+        );
+    }
     if a.truncated {
         errln!(
             "acode-run: note: artifact truncated: {} of {} bytes kept",

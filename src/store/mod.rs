@@ -171,6 +171,8 @@ pub struct ArtifactMeta {
     pub bytes: i64,
     /// Whether the stored content is cut short.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8 and is stored as a lossy rendering.
+    pub lossy: bool,
 }
 
 /// An execution with its artifacts' metadata, for `acode-run show`.
@@ -470,15 +472,16 @@ impl Store {
         ])?;
         for (a, content) in artifacts.iter().zip(&contents) {
             tx.prepare_cached(
-                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated, lossy)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![
                 e.execution_id,
                 a.artifact_type,
                 content,
                 a.bytes as i64,
-                a.truncated
+                a.truncated,
+                a.lossy
             ])?;
         }
         tx.commit()?;
@@ -694,7 +697,7 @@ impl Store {
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let mut meta = self.conn.prepare(
-            "SELECT artifact_type, bytes, truncated FROM artifacts WHERE execution_id = ?1
+            "SELECT artifact_type, bytes, truncated, lossy FROM artifacts WHERE execution_id = ?1
              ORDER BY artifact_type",
         )?;
         let mut executions = Vec::with_capacity(records.len());
@@ -705,6 +708,7 @@ impl Store {
                         artifact_type: r.get(0)?,
                         bytes: r.get(1)?,
                         truncated: r.get(2)?,
+                        lossy: r.get(3)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -743,7 +747,7 @@ impl Store {
         let execution_id = &self.execution_id(execution_id)?;
         self.conn
             .query_row(
-                "SELECT artifact_type, content, bytes, truncated FROM artifacts
+                "SELECT artifact_type, content, bytes, truncated, lossy FROM artifacts
                  WHERE execution_id = ?1 AND artifact_type = ?2",
                 params![execution_id, artifact_type],
                 |r| {
@@ -752,6 +756,7 @@ impl Store {
                         content: r.get(1)?,
                         bytes: r.get::<_, i64>(2)? as u64,
                         truncated: r.get(3)?,
+                        lossy: r.get(4)?,
                     })
                 },
             )
