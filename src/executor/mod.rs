@@ -11,6 +11,8 @@ pub mod callbacks;
 pub mod drivers;
 pub mod precondition;
 pub mod retry;
+pub mod settings;
+pub mod verify;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
