@@ -549,6 +549,7 @@ impl Executor {
             plan_id: plan.plan_id.clone(),
             plan_sha256: plan.sha256.clone(),
             workspace: self.workspace.root().display().to_string(),
+            database: self.store.path().map(|p| p.display().to_string()),
             steps: plan.steps.len(),
             resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
             already_completed,
