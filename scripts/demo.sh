@@ -3,10 +3,15 @@
 # The plan's approval (plans/hello.json.approval) is committed next to it, as a reviewed plan would be.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
+echo "building acode-run (release; the first build takes a few minutes, later ones seconds)..." >&2
+cargo build --release
 ws=$(mktemp -d "${TMPDIR:-/tmp}/acode-hello.XXXXXX")
 cp -R fixtures/hello/. "$ws"
 echo "workspace: $ws"
+echo
+echo "what the plan will do (acode-run preview):"
+target/release/acode-run preview plans/hello.json --workspace "$ws"
+echo
 status=0
 target/release/acode-run run plans/hello.json --workspace "$ws" "$@" || status=$?
 echo

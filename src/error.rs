@@ -100,6 +100,9 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// Plan not authorized.
     pub const UNAUTHORIZED: i32 = 3;
+    /// `resume` stopped before running anything: a step cut off mid-way is not safe to run twice;
+    /// the run stays interrupted and `--rerun-interrupted` continues it.
+    pub const RERUN_NEEDED: i32 = 4;
     /// A step failed.
     pub const STEP_FAILED: i32 = 30;
     /// Agent turn limit reached.
@@ -112,6 +115,8 @@ pub mod exit {
     pub const TIMEOUT: i32 = 34;
     /// Interrupted by a signal.
     pub const INTERRUPTED: i32 = 130;
+    /// The reviewer stage asked for changes (`acode-run review`).
+    pub const REVIEW_CHANGES: i32 = 35;
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

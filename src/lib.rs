@@ -34,8 +34,12 @@ pub mod events;
 pub mod executor;
 pub mod llm;
 pub mod plan;
+pub mod preview;
+pub mod report;
 pub mod sandbox;
+pub mod stages;
 pub mod store;
+pub mod terminal;
 pub mod tools;
 
 pub use error::{ErrorKind, exit};

@@ -19,6 +19,8 @@ pub enum Command {
     Resume,
     /// Validate a plan without running it.
     Validate,
+    /// Show what a plan will do, with diffs, without running it.
+    Preview,
     /// Approve a plan.
     Approve,
     /// Reject a plan.
@@ -31,6 +33,12 @@ pub enum Command {
     Artifact,
     /// List tools and their schemas.
     Tools,
+    /// Draft a plan from a goal with the model (the planner stage).
+    Draft,
+    /// Judge a finished run against its goal (the reviewer stage).
+    Review,
+    /// Draft, approve at a terminal, run and review in one go.
+    Do,
     /// Print a JSON Schema.
     Schema,
 }
@@ -68,16 +76,22 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "Check a plan completely without running anything",
     },
     CommandDef {
+        command: Command::Preview,
+        name: "preview",
+        positionals: &["PLAN"],
+        about: "Show what each step will do (argv, diffs of file steps simulated in order); nothing is written",
+    },
+    CommandDef {
         command: Command::Approve,
         name: "approve",
         positionals: &["PLAN"],
-        about: "Validate a plan and record its approval in PLAN.approval",
+        about: "Validate a plan and record its approval (in the database and PLAN.approval)",
     },
     CommandDef {
         command: Command::Reject,
         name: "reject",
         positionals: &["PLAN"],
-        about: "Record that a plan must not run, in PLAN.approval",
+        about: "Record that a plan must not run (in the database and PLAN.approval)",
     },
     CommandDef {
         command: Command::Runs,
@@ -96,6 +110,24 @@ pub const COMMANDS: &[CommandDef] = &[
         name: "artifact",
         positionals: &["EXECUTION_ID", "TYPE"],
         about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...)",
+    },
+    CommandDef {
+        command: Command::Draft,
+        name: "draft",
+        positionals: &["[GOAL]"],
+        about: "Draft a plan for GOAL with the model (read-only look at the workspace); written unapproved",
+    },
+    CommandDef {
+        command: Command::Review,
+        name: "review",
+        positionals: &["RUN_ID"],
+        about: "Have the model judge a finished run against its goal (exit 35: changes requested)",
+    },
+    CommandDef {
+        command: Command::Do,
+        name: "do",
+        positionals: &["GOAL"],
+        about: "Draft → preview → approve at a terminal → run → review; without a terminal it stops after the draft",
     },
     CommandDef {
         command: Command::Tools,
@@ -145,6 +177,8 @@ pub struct Args {
     pub rerun_interrupted: bool,
     /// `--by`.
     pub by: Option<String>,
+    /// `--reason`.
+    pub reason: Option<String>,
     /// `--jsonl`.
     pub jsonl: bool,
     /// `--json`.
@@ -169,8 +203,50 @@ pub struct Args {
     pub llm_retries: Option<u32>,
     /// `--llm-provider`.
     pub llm_provider: Option<crate::llm::Provider>,
+    /// `--junit`.
+    pub junit: Option<PathBuf>,
+    /// `--output` / `-o`.
+    pub output: Option<PathBuf>,
+    /// `--max-attempts`.
+    pub max_attempts: Option<u32>,
+    /// `--revise`.
+    pub revise: Option<PathBuf>,
+    /// `--feedback`.
+    pub feedback: Option<String>,
+    /// `--from-review`.
+    pub from_review: Option<String>,
+    /// `--goal`.
+    pub goal: Option<String>,
+    /// `--annotations`; `None` means "github when `GITHUB_ACTIONS=true`".
+    pub annotations: Option<Annotations>,
+    /// `--max-calls-per-answer`.
+    pub max_calls_per_answer: Option<usize>,
+    /// `--strict`.
+    pub strict: bool,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
+}
+
+/// Which CI system's annotations a run writes (`--annotations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Annotations {
+    /// None, even on GitHub Actions.
+    None,
+    /// GitHub Actions workflow commands on stderr and a `$GITHUB_STEP_SUMMARY` table.
+    Github,
+}
+
+impl std::str::FromStr for Annotations {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Annotations::None),
+            "github" => Ok(Annotations::Github),
+            other => Err(format!(
+                "unknown annotations kind {other:?} (expected github or none)"
+            )),
+        }
+    }
 }
 
 impl Default for Args {
@@ -186,6 +262,7 @@ impl Default for Args {
             resume: false,
             rerun_interrupted: false,
             by: None,
+            reason: None,
             jsonl: false,
             json: false,
             policy: None,
@@ -198,6 +275,16 @@ impl Default for Args {
             token_budget: None,
             llm_retries: None,
             llm_provider: None,
+            junit: None,
+            output: None,
+            max_attempts: None,
+            revise: None,
+            feedback: None,
+            from_review: None,
+            goal: None,
+            annotations: None,
+            max_calls_per_answer: None,
+            strict: false,
             used: Vec::new(),
         }
     }
@@ -219,9 +306,13 @@ pub struct Flag {
 
 use Command::*;
 
-const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Approve];
-const DB_CMDS: &[Command] = &[Run, Resume, Runs, Show, Artifact];
+const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
+const DB_CMDS: &[Command] = &[
+    Run, Resume, Approve, Reject, Runs, Show, Artifact, Draft, Review, Do,
+];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
+const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
+const STAGE_CMDS: &[Command] = &[Draft, Review, Do];
 
 fn val(v: Option<String>) -> Result<String, String> {
     v.ok_or_else(|| "a value is required".to_string())
@@ -233,7 +324,9 @@ pub const FLAGS: &[Flag] = &[
         name: "workspace",
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
-        commands: &[Run, Resume, Validate, Approve, Runs, Show, Artifact],
+        commands: &[
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact,
+        ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -253,6 +346,90 @@ pub const FLAGS: &[Flag] = &[
                 return Err(format!("invalid variable name {k:?}"));
             }
             a.vars.insert(k.to_string(), value.to_string());
+            Ok(())
+        },
+    },
+    Flag {
+        name: "output",
+        value: Some("FILE"),
+        doc: "Where `draft` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan]",
+        commands: &[Draft, Do],
+        update: |a, v| {
+            a.output = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "max-attempts",
+        value: Some("N"),
+        doc: "Answers the model may give before a draft or review fails [default: 3]",
+        commands: STAGE_CMDS,
+        update: |a, v| {
+            let n: u32 = val(v)?.parse().map_err(|e| format!("{e}"))?;
+            if n == 0 {
+                return Err("must be at least 1".into());
+            }
+            a.max_attempts = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "revise",
+        value: Some("PLAN"),
+        doc: "Draft the next version of PLAN, from the reason it was rejected (or --feedback / --from-review)",
+        commands: &[Draft],
+        update: |a, v| {
+            a.revise = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "feedback",
+        value: Some("TEXT"),
+        doc: "Why the plan given to --revise must change",
+        commands: &[Draft],
+        update: |a, v| {
+            a.feedback = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "from-review",
+        value: Some("RUN_ID"),
+        doc: "Revise from the findings of `acode-run review RUN_ID`",
+        commands: &[Draft],
+        update: |a, v| {
+            a.from_review = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "goal",
+        value: Some("TEXT"),
+        doc: "The goal a review judges the run against [default: the plan's description]",
+        commands: &[Review],
+        update: |a, v| {
+            a.goal = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "junit",
+        value: Some("FILE"),
+        doc: "Write a JUnit XML report of the run to FILE (one testcase per step)",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            a.junit = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "annotations",
+        value: Some("KIND"),
+        doc: "CI annotations for failed steps and diagnostics: github or none [default: github when $GITHUB_ACTIONS is true]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            a.annotations = Some(val(v)?.parse()?);
             Ok(())
         },
     },
@@ -318,10 +495,20 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "by",
         value: Some("NAME"),
-        doc: "Who approves or rejects [default: $USER]",
+        doc: "Who approves or rejects [default: $ACODE_USER, else the CI's actor, else the login name]",
         commands: &[Run, Approve, Reject],
         update: |a, v| {
             a.by = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "reason",
+        value: Some("TEXT"),
+        doc: "Why, recorded with the decision in the execution database",
+        commands: &[Run, Approve, Reject],
+        update: |a, v| {
+            a.reason = Some(val(v)?);
             Ok(())
         },
     },
@@ -349,7 +536,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-url",
         value: Some("URL"),
         doc: "OpenAI-compatible base URL for agent steps [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.llm_url = Some(val(v)?);
             Ok(())
@@ -359,7 +546,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-provider",
         value: Some("P"),
         doc: "Wire protocol of the LLM server: openai (/chat/completions), ollama (/api/chat) or anthropic (/messages) [default: $ACODE_LLM_PROVIDER, else openai]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.llm_provider = Some(val(v)?.parse()?);
             Ok(())
@@ -369,7 +556,7 @@ pub const FLAGS: &[Flag] = &[
         name: "model",
         value: Some("NAME"),
         doc: "Model for agent steps that name none [default: $ACODE_MODEL]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.model = Some(val(v)?);
             Ok(())
@@ -379,7 +566,7 @@ pub const FLAGS: &[Flag] = &[
         name: "tool-protocol",
         value: Some("P"),
         doc: "native (the server's tool calling) or react (JSON in text, for models without it) [default: native]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.tool_protocol = Some(val(v)?.parse()?);
             Ok(())
@@ -389,7 +576,7 @@ pub const FLAGS: &[Flag] = &[
         name: "token-budget",
         value: Some("N"),
         doc: "Most LLM tokens (prompt + completion) the run may use; an agent step past it fails",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             let v = val(v)?;
             a.token_budget = Some(
@@ -403,7 +590,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-retries",
         value: Some("N"),
         doc: "Retries of a failed LLM request (connection errors, 408, 429, 5xx) with backoff 1 s, 2 s, 4 s… [default: 3]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             let v = val(v)?;
             let n: u32 = v
@@ -417,10 +604,34 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "strict",
+        value: None,
+        doc: "Fail an agent step (exit 32) when any of its model's tool calls is refused as a sandbox violation",
+        commands: EXEC_CMDS,
+        update: |a, _| {
+            a.strict = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "max-calls-per-answer",
+        value: Some("N"),
+        doc: "Most tool calls run from one model answer (1-1000); the rest are refused back to the model [default: 16]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            match v.parse::<usize>() {
+                Ok(n @ 1..=1000) => a.max_calls_per_answer = Some(n),
+                _ => return Err(format!("expected a number from 1 to 1000, got {v:?}")),
+            }
+            Ok(())
+        },
+    },
+    Flag {
         name: "jsonl",
         value: None,
         doc: "Write one JSON event per line to stdout (nothing else goes to stdout)",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, _| {
             a.jsonl = true;
             Ok(())
@@ -430,7 +641,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Resume, Validate, Runs, Show],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show],
         update: |a, _| {
             a.json = true;
             Ok(())
@@ -439,8 +650,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "quiet",
         value: None,
-        doc: "No progress lines on stderr (errors are still shown)",
-        commands: EXEC_CMDS,
+        doc: "No progress lines on stderr (errors are still shown); `approve` skips the preview",
+        commands: &[Run, Resume, Approve, Draft, Review, Do],
         update: |a, _| {
             a.quiet = true;
             Ok(())
@@ -517,6 +728,65 @@ pub fn help(command: Option<Command>) -> String {
     s
 }
 
+/// Whether a first word that is no command is a plan path (`acode-run PLAN`): an existing file, or
+/// something shaped like a path. Anything else is a mistyped command, not a missing plan.
+fn looks_like_plan(word: &str) -> bool {
+    std::path::Path::new(word).exists() || word.contains('/') || word.contains('.')
+}
+
+/// Words people type for a command, for suggestions only.
+const ALIASES: &[(&str, &str)] = &[
+    ("verify", "validate"),
+    ("check", "validate"),
+    ("lint", "validate"),
+    ("accept", "approve"),
+    ("deny", "reject"),
+    ("list", "runs"),
+    ("ls", "runs"),
+    ("status", "runs"),
+    ("log", "show"),
+    ("inspect", "show"),
+    ("continue", "resume"),
+    ("restart", "resume"),
+    ("exec", "run"),
+    ("execute", "run"),
+];
+
+/// `unknown command "veryfy" (did you mean "validate"?)`, suggesting the command (or the command an
+/// alias stands for) closest in edit distance, when one is close enough.
+fn unknown_command(word: &str) -> String {
+    let lower = word.to_ascii_lowercase();
+    let best = COMMANDS
+        .iter()
+        .map(|d| (d.name, d.name))
+        .chain(ALIASES.iter().copied())
+        .map(|(typed, command)| (edit_distance(&lower, typed), command))
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, _)| *d <= 2.max(lower.chars().count() / 3));
+    match best {
+        Some((_, command)) => {
+            format!("unknown command {word:?} (did you mean {command:?}?); see `acode-run --help`")
+        }
+        None => format!("unknown command {word:?}; see `acode-run --help`"),
+    }
+}
+
+/// Levenshtein distance between two short words.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
 /// Parses the arguments after the program name.
 pub fn parse<I>(args: I) -> Result<Parsed, String>
 where
@@ -551,6 +821,15 @@ where
                 (flag.update)(&mut a, value).map_err(|e| format!("--{name}: {e}"))?;
                 a.used.push(flag.name);
             }
+            Short('o') => {
+                let v = parser
+                    .value()
+                    .map_err(|e| format!("-o: {e}"))?
+                    .into_string()
+                    .map_err(|_| "-o: value is not valid UTF-8".to_string())?;
+                a.output = Some(PathBuf::from(v));
+                a.used.push("output");
+            }
             Short(c) => return Err(format!("unknown option -{c} (see --help)")),
             Value(v) => {
                 let v = v
@@ -560,6 +839,9 @@ where
                     if let Some(d) = COMMANDS.iter().find(|d| d.name == v) {
                         command = Some(d.command);
                         continue;
+                    }
+                    if !looks_like_plan(&v) {
+                        return Err(unknown_command(&v));
                     }
                     command = Some(Command::Run);
                 }
@@ -588,7 +870,12 @@ where
             ));
         }
     }
-    if a.positionals.len() != def.positionals.len() {
+    let required = def
+        .positionals
+        .iter()
+        .filter(|p| !p.starts_with('['))
+        .count();
+    if a.positionals.len() < required || a.positionals.len() > def.positionals.len() {
         return Err(format!(
             "`acode-run {}` takes {} (got {} argument{}); see `acode-run {} --help`",
             def.name,
@@ -642,6 +929,22 @@ mod tests {
             parse(Vec::<String>::new()).unwrap(),
             Parsed::Help(_)
         ));
+    }
+
+    #[test]
+    fn unknown_commands_get_a_suggestion() {
+        let e = parse(["veryfy"]).unwrap_err();
+        assert!(
+            e.starts_with(r#"unknown command "veryfy" (did you mean "validate"?)"#),
+            "{e}"
+        );
+        let e = parse(["shwo", "abc"]).unwrap_err();
+        assert!(e.contains(r#"did you mean "show"?"#), "{e}");
+        let e = parse(["xyzzyplugh"]).unwrap_err();
+        assert!(!e.contains("did you mean"), "{e}");
+        // Path-shaped words are plans, even missing ones (the run reports the missing file).
+        assert_eq!(run(&["missing.json"]).command, Command::Run);
+        assert_eq!(run(&["plans/x"]).command, Command::Run);
     }
 
     #[test]

@@ -17,15 +17,26 @@ macro_rules! out {
     }};
 }
 
-/// `eprintln!` that ignores a closed stderr.
+/// `println!` for human-readable text on stdout: through the terminal sanitiser, since it carries
+/// ids, tool names and messages from plans, models and commands. Not for JSON.
+macro_rules! humanln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "{}", crate::terminal::text(&format!($($arg)*)));
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr; stderr is human-readable only, so always sanitised.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::terminal::text(&format!($($arg)*)));
     }};
 }
 
 pub mod flags;
+mod reports;
+mod stages;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -37,13 +48,15 @@ use flags::{Args, Command, ConfirmMode, Parsed};
 use crate::error::exit;
 use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
+use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind, RefusalProblem};
 use crate::executor::{
-    AutoApprove, AutoDeny, ConfirmationCallback, Executor, Fanout, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, Executor, Fanout,
+    ProgressCallback, TerminalPrompt,
 };
 use crate::plan::{self, ApprovedPlan, AuthStatus, Plan, PlanAuthorization, ValidationContext};
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{Policy, Workspace};
-use crate::store::Store;
+use crate::store::{DecisionRow, Store, Verdict};
 use crate::tools::ToolRegistry;
 
 /// A failure the CLI reports: a message for stderr and the exit code.
@@ -53,6 +66,9 @@ pub struct CliError {
     pub code: i32,
     /// What to tell the user.
     pub message: String,
+    /// Every problem with its location, for `--jsonl`/`--json` (empty: the message is the one
+    /// problem).
+    pub problems: Vec<RefusalProblem>,
 }
 
 impl CliError {
@@ -60,23 +76,180 @@ impl CliError {
         CliError {
             code,
             message: message.into(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// A plan that could not be read or is invalid, with each problem's location.
+    fn plan(e: &plan::PlanError) -> Self {
+        let mut err = CliError::new(e.exit_code(), e.to_string());
+        if let plan::PlanError::Invalid { problems, .. } = e {
+            err.problems = problems.iter().map(refusal_problem).collect();
+        }
+        err
+    }
+
+    /// A run that could not start, with each problem's location.
+    fn execution(e: &crate::executor::ExecutionError) -> Self {
+        let mut err = CliError::new(e.exit_code(), e.to_string());
+        if let crate::executor::ExecutionError::InvalidPlan(problems) = e {
+            err.problems = problems.iter().map(refusal_problem).collect();
+        }
+        err
+    }
+}
+
+fn refusal_problem(p: &plan::Problem) -> RefusalProblem {
+    RefusalProblem {
+        location: p.location.clone(),
+        message: p.message.clone(),
+        kind: match p.kind {
+            plan::ProblemKind::Sandbox => "sandbox",
+            _ => "invalid",
+        }
+        .to_string(),
+        line: p.line,
+    }
+}
+
+/// What kind of refusal an exit code stands for, in `run_refused` problems.
+fn refusal_kind(code: i32) -> &'static str {
+    match code {
+        exit::USAGE => "usage",
+        exit::UNAUTHORIZED => "unauthorized",
+        exit::RERUN_NEEDED => "rerun_needed",
+        exit::SANDBOX => "sandbox",
+        _ => "internal",
+    }
+}
+
+/// With `--jsonl` or `--json`, writes the one event / object an invocation that ended without a run
+/// owes a machine reading stdout (SPEC §10).
+fn report_refusal(
+    machine: Machine,
+    e: &CliError,
+    location: &str,
+    run_id: &str,
+    redactor: &Redactor,
+) {
+    if machine == Machine::None {
+        return;
+    }
+    let problems = if e.problems.is_empty() {
+        vec![RefusalProblem {
+            location: location.to_string(),
+            message: e.message.clone(),
+            kind: refusal_kind(e.code).to_string(),
+            line: None,
+        }]
+    } else {
+        e.problems.clone()
+    };
+    let kind = EventKind::RunRefused {
+        exit_code: e.code,
+        error: e.message.clone(),
+        problems,
+    };
+    let value = match machine {
+        Machine::Jsonl => serde_json::to_value(Event {
+            v: EVENT_SCHEMA_VERSION,
+            seq: 1,
+            ts_ms: crate::error::now_ms(),
+            run_id: run_id.to_string(),
+            kind,
+        }),
+        _ => serde_json::to_value(&kind).map(|mut v| {
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("status".into(), "refused".into());
+                obj.insert("run_id".into(), run_id.into());
+                obj.remove("type");
+            }
+            v
+        }),
+    };
+    if let Ok(v) = value {
+        let v = redactor.redact_value(&v);
+        if machine == Machine::Jsonl {
+            outln!("{v}");
+        } else {
+            outln!("{}", pretty(&v));
         }
     }
 }
 
+/// Which machine-readable output the command line asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Machine {
+    None,
+    Jsonl,
+    Json,
+}
+
+impl Machine {
+    /// From raw arguments, for errors found before they parse.
+    fn from_raw(args: &[std::ffi::OsString]) -> Machine {
+        if args.iter().any(|a| a == "--jsonl") {
+            Machine::Jsonl
+        } else if args.iter().any(|a| a == "--json") {
+            Machine::Json
+        } else {
+            Machine::None
+        }
+    }
+
+    fn of(args: &Args) -> Machine {
+        if args.jsonl {
+            Machine::Jsonl
+        } else if args.json {
+            Machine::Json
+        } else {
+            Machine::None
+        }
+    }
+}
+
+/// The runner's own secrets, read once at start (SPEC §6): from `ACODE_APPROVAL_KEY_FILE` /
+/// `ACODE_LLM_API_KEY_FILE`, or the variables themselves.
+#[derive(Default)]
+struct RunnerSecrets {
+    approval_key: Option<Vec<u8>>,
+    llm_api_key: Option<String>,
+}
+
+impl RunnerSecrets {
+    fn read() -> Result<Self, crate::sandbox::redact::SecretError> {
+        Ok(RunnerSecrets {
+            approval_key: plan::auth::approval_key()?,
+            llm_api_key: crate::sandbox::redact::runner_secret("ACODE_LLM_API_KEY")?,
+        })
+    }
+
+    /// The values, for the redactor.
+    fn values(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.llm_api_key.iter().cloned().collect();
+        if let Some(k) = &self.approval_key {
+            v.push(String::from_utf8_lossy(k).into_owned());
+        }
+        v
+    }
+}
+
 /// The plan-file JSON Schema shipped in `docs/`.
-pub const PLAN_SCHEMA: &str = include_str!("../../docs/plan.schema.json");
+pub const PLAN_SCHEMA: &str = crate::plan::SCHEMA;
 /// The `--jsonl` event JSON Schema shipped in `docs/`.
 pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
 
 /// Runs the CLI with the arguments after the program name; returns the process exit code.
 pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     let redactor = Arc::new(Redactor::from_env());
+    let raw_machine = Machine::from_raw(&args);
     let parsed = match flags::parse(args) {
         Ok(p) => p,
         Err(e) => {
             errln!("acode-run: {e}");
-            return exit::USAGE;
+            let err = CliError::new(exit::USAGE, e);
+            report_refusal(raw_machine, &err, "command line", "", &redactor);
+            return err.code;
         }
     };
     let args = match parsed {
@@ -90,26 +263,62 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         }
         Parsed::Run(a) => a,
     };
-    match dispatch(&args, &redactor) {
+    let secrets = match RunnerSecrets::read() {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("acode-run: {e}");
+            return exit::USAGE;
+        }
+    };
+    redactor.add_values(secrets.values());
+    // A `--var` whose name looks secret is a secret from the start, before the plan is read.
+    redactor.add_values(
+        args.vars
+            .iter()
+            .filter(|(k, _)| crate::sandbox::redact::is_secret_name(k))
+            .map(|(_, v)| v.clone()),
+    );
+    match dispatch(&args, &redactor, &secrets) {
         Ok(code) => code,
         Err(e) => {
+            // The runner's own message: known secrets and token formats go, its words stay.
             let _ = writeln!(
                 std::io::stderr(),
                 "acode-run: {}",
-                redactor.redact(&e.message)
+                redactor.redact_message(&e.message)
             );
+            // The plan file or the run id the command was about.
+            let location = args
+                .positionals
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "command line".to_string());
+            let run_id = if args.command == Command::Resume {
+                location.as_str()
+            } else {
+                ""
+            };
+            report_refusal(Machine::of(&args), &e, &location, run_id, &redactor);
             e.code
         }
     }
 }
 
-fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn dispatch(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     match args.command {
-        Command::Run => cmd_run(args, redactor),
-        Command::Resume => cmd_resume(args, redactor),
-        Command::Validate => cmd_validate(args),
-        Command::Approve => cmd_decide(args, AuthStatus::Approved),
-        Command::Reject => cmd_decide(args, AuthStatus::Rejected),
+        Command::Run => cmd_run(args, redactor, secrets),
+        Command::Resume => cmd_resume(args, redactor, secrets),
+        Command::Validate => cmd_validate(args, redactor),
+        Command::Preview => cmd_preview(args, redactor),
+        Command::Draft => stages::cmd_draft(args, redactor, secrets),
+        Command::Review => stages::cmd_review(args, redactor, secrets),
+        Command::Do => stages::cmd_do(args, redactor, secrets),
+        Command::Approve => cmd_decide(args, redactor, secrets, AuthStatus::Approved),
+        Command::Reject => cmd_decide(args, redactor, secrets, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
@@ -142,8 +351,16 @@ fn pretty(v: &impl serde::Serialize) -> String {
 /// The workspace from `--workspace` or the current directory.
 fn workspace(args: &Args) -> Result<Workspace, CliError> {
     let dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    Workspace::new(&dir)
-        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))
+    // A file given as the workspace is the caller's mistake (exit 2), not an I/O failure later on.
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!("workspace {}: not a directory", dir.display()),
+        ));
+    }
+    let ws = Workspace::new(&dir)
+        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))?;
+    Ok(ws)
 }
 
 /// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
@@ -187,6 +404,16 @@ fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
 }
 
+/// Adds the values `plan` makes secret to the run's redactor, before anything about the plan is
+/// printed or recorded.
+fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
+    let vars = plan::variables::Variables::new(
+        &plan.variables,
+        &plan::validate::builtins(plan, ws, "validation"),
+    );
+    redactor.add_values(plan::variables::secret_values(plan, &vars));
+}
+
 /// Loads and validates the plan at `path` with the command line's `--var` values.
 fn load_plan(
     args: &Args,
@@ -200,10 +427,10 @@ fn load_plan(
         workspace: ws,
         policy,
     };
-    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
+    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::plan(&e))
 }
 
-fn cmd_validate(args: &Args) -> Result<i32, CliError> {
+fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
@@ -215,16 +442,18 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     };
     match plan::load(&path, &args.vars, &ctx) {
         Ok(plan) => {
+            learn_plan_secrets(&plan, &ws, redactor);
+            let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
                 outln!(
                     "{}",
-                    serde_json::json!({"valid": true, "plan_id": plan.plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
+                    serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
                 );
             } else {
                 errln!(
                     "{}: valid plan {} ({} steps, sha256 {})",
                     path.display(),
-                    plan.plan_id,
+                    plan_id,
                     plan.steps.len(),
                     plan.sha256
                 );
@@ -241,10 +470,8 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
                         serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
                     }
                 };
-                outln!(
-                    "{}",
-                    serde_json::json!({"valid": false, "problems": problems})
-                );
+                let doc = serde_json::json!({"valid": false, "problems": problems}).to_string();
+                outln!("{}", redactor.redact_message(&doc));
                 Ok(e.exit_code())
             } else {
                 Err(CliError::new(e.exit_code(), e.to_string()))
@@ -253,23 +480,52 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     }
 }
 
-fn decider(args: &Args) -> String {
-    args.by
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
+/// What `record_decision` binds a decision to.
+struct Decision<'a> {
+    plan: &'a Plan,
+    policy: &'a Policy,
+    status: AuthStatus,
 }
 
+/// Appends the decision to the database, then writes it as the latest one to `PLAN.approval`.
 fn record_decision(
     args: &Args,
+    redactor: &Redactor,
+    secrets: &RunnerSecrets,
     path: &Path,
-    plan: &Plan,
-    status: AuthStatus,
+    d: Decision,
+    store: &mut Store,
 ) -> Result<PlanAuthorization, CliError> {
-    let mut auth = PlanAuthorization::decide(plan, status, &decider(args));
-    if let Some(key) = plan::auth::approval_key_from_env() {
-        auth = auth.signed(&key);
+    let Decision {
+        plan,
+        policy,
+        status,
+    } = d;
+    let mut auth =
+        PlanAuthorization::decide(plan, status, &plan::auth::decided_by(args.by.as_deref()))
+            .under_policy(policy);
+    let overridden = match status {
+        AuthStatus::Approved => standing_rejection(path, plan, store)?,
+        _ => None,
+    };
+    store
+        .record_decision(&DecisionRow {
+            plan_id: plan.plan_id.clone(),
+            plan_sha256: plan.sha256.clone(),
+            plan_path: Some(absolute(path).display().to_string()),
+            verdict: if status == AuthStatus::Approved {
+                Verdict::Approved
+            } else {
+                Verdict::Rejected
+            },
+            decided_by: auth.decided_by.clone(),
+            decided_at: auth.decided_at,
+            reason: args.reason.clone(),
+            overrides_rejection: overridden.is_some(),
+        })
+        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
+    if let Some(key) = &secrets.approval_key {
+        auth = auth.signed(key);
     }
     let written = plan::auth::store(path, &auth).map_err(|e| {
         CliError::new(
@@ -281,32 +537,124 @@ fn record_decision(
         )
     })?;
     errln!(
-        "{} plan {} (sha256 {}) by {} → {}",
+        "{} plan {} (sha256 {}) by {}{} → {}",
         if status == AuthStatus::Approved {
             "approved"
         } else {
             "rejected"
         },
-        plan.plan_id,
+        redactor.redact(&plan.plan_id),
         plan.sha256,
-        auth.decided_by,
+        redactor.redact(&auth.decided_by),
+        match &overridden {
+            Some(r) => format!(
+                ", overriding the rejection by {}",
+                redactor.redact(&r.decided_by)
+            ),
+            None => String::new(),
+        },
         written.display()
     );
     Ok(auth)
 }
 
-fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
+/// `path` made absolute against the current directory (as the plan argument is read).
+fn absolute(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .map(|d| d.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The rejection that stands for these exact plan bytes: the latest decision in the database, or a
+/// rejection in `PLAN.approval` (which may have been committed from elsewhere).
+fn standing_rejection(
+    path: &Path,
+    plan: &Plan,
+    store: &Store,
+) -> Result<Option<DecisionRow>, CliError> {
+    let in_db = store
+        .standing_rejection(&plan.sha256)
+        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
+    Ok(in_db.or_else(|| {
+        plan::auth::rejection_in_file(path, plan).map(|a| DecisionRow {
+            plan_id: a.plan_id,
+            plan_sha256: a.plan_sha256,
+            plan_path: Some(path.display().to_string()),
+            verdict: Verdict::Rejected,
+            decided_by: a.decided_by,
+            decided_at: a.decided_at,
+            reason: None,
+            overrides_rejection: false,
+        })
+    }))
+}
+
+/// The database for recording decisions (the workspace's execution database; its `.acode/` is
+/// checked not to be a link first, as for a run).
+fn decision_store(args: &Args) -> Result<Store, CliError> {
+    let ws = workspace(args)?;
+    let path = db_path(args, &ws);
+    if path == ws.root().join(Store::DEFAULT_PATH) {
+        prepare_state_dir(&ws)?;
+    }
+    open_store(&path)
+}
+
+/// `preview`: the plan's effect, step by step, with nothing written.
+fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
+    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
+    let policy = load_policy(args, &ws)?;
+    let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    learn_plan_secrets(&plan, &ws, redactor);
+    let preview = preview_of(&plan, &ws)?;
+    if args.json {
+        let value = redactor.redact_value(&serde_json::to_value(&preview).unwrap_or_default());
+        outln!("{}", pretty(&value));
+    } else {
+        out!("{}", redactor.redact(&crate::preview::render(&preview)));
+    }
+    Ok(exit::OK)
+}
+
+fn preview_of(plan: &Plan, ws: &Workspace) -> Result<crate::preview::Preview, CliError> {
+    crate::preview::preview(plan, ws).map_err(|problems| {
+        let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+        CliError::new(
+            exit::USAGE,
+            format!("cannot preview {}:\n{}", plan.plan_id, list.join("\n")),
+        )
+    })
+}
+
+fn cmd_decide(
+    args: &Args,
+    redactor: &Redactor,
+    secrets: &RunnerSecrets,
+    status: AuthStatus,
+) -> Result<i32, CliError> {
+    let path = PathBuf::from(&args.positionals[0]);
+    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
+    let policy = load_policy(args, &ws)?;
     let plan = if status == AuthStatus::Approved {
-        // Only a valid plan can be approved.
-        let (ws, _) = sandboxed_workspace(args, Some(&path))?;
-        let policy = load_policy(args, &ws)?;
+        // Only a valid plan can be approved, and the approver sees its effect first.
         load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
-        plan::read(&path, &Default::default())
-            .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
+        plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
-    record_decision(args, &path, &plan, status)?;
+    learn_plan_secrets(&plan, &ws, redactor);
+    if status == AuthStatus::Approved && !args.quiet {
+        // The approver sees the plan's effect, with the secrets it now knows redacted.
+        let shown = crate::preview::render(&preview_of(&plan, &ws)?);
+        errln!("{}", redactor.redact(shown.trim_end()));
+    }
+    let decision = Decision {
+        plan: &plan,
+        policy: &policy,
+        status,
+    };
+    let mut store = decision_store(args)?;
+    record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     Ok(exit::OK)
 }
 
@@ -342,16 +690,30 @@ enum Target {
     Resume(Option<String>),
 }
 
-fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_run(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     let target = if args.resume {
         Target::Resume(None)
     } else {
         Target::New
     };
-    execute_plan(args, redactor, &PathBuf::from(&args.positionals[0]), target)
+    execute_plan(
+        args,
+        redactor,
+        secrets,
+        &PathBuf::from(&args.positionals[0]),
+        target,
+    )
 }
 
-fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_resume(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     let run = query_store(args)?
         .run(&args.positionals[0])
         .map_err(not_found)?;
@@ -367,6 +729,7 @@ fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     execute_plan(
         args,
         redactor,
+        secrets,
         Path::new(&plan_path),
         Target::Resume(Some(run.run_id)),
     )
@@ -375,22 +738,56 @@ fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
 fn execute_plan(
     args: &Args,
     redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
     plan_path: &Path,
     target: Target,
 ) -> Result<i32, CliError> {
     let (ws, db) = sandboxed_workspace(args, Some(plan_path))?;
+    prepare_state_dir(&ws)?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
+    learn_plan_secrets(&plan, &ws, redactor);
 
     let authorization = if args.approve {
-        record_decision(args, plan_path, &plan, AuthStatus::Approved)?
+        let mut store = open_store(&db)?;
+        store.set_redactor(redactor.clone());
+        // `run --approve` is a convenience, not a review: it never overrides a rejection.
+        if let Some(r) = standing_rejection(plan_path, &plan, &store)? {
+            return Err(CliError::new(
+                exit::UNAUTHORIZED,
+                format!(
+                    "{}: not authorized: these exact bytes (sha256 {}) were rejected by {} at {} UTC{}\n  \
+                     `run --approve` does not override a rejection; to override it, review the plan, \
+                     then: acode-run approve {}",
+                    plan_path.display(),
+                    plan.sha256,
+                    r.decided_by,
+                    format_ms(r.decided_at),
+                    r.reason.map(|why| format!(": {why}")).unwrap_or_default(),
+                    plan_path.display()
+                ),
+            ));
+        }
+        let decision = Decision {
+            plan: &plan,
+            policy: &policy,
+            status: AuthStatus::Approved,
+        };
+        record_decision(args, redactor, secrets, plan_path, decision, &mut store)?
     } else {
-        plan::auth::load(plan_path, &plan)
-            .map_err(|e| CliError::new(exit::UNAUTHORIZED, e.to_string()))?
+        plan::auth::load(plan_path, &plan).map_err(|e| {
+            let code = match e {
+                plan::AuthError::Input { .. } => exit::USAGE,
+                _ => exit::UNAUTHORIZED,
+            };
+            CliError::new(code, e.to_string())
+        })?
     };
-    let key = plan::auth::approval_key_from_env();
-    let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref()).map_err(|e| {
+    let key = secrets.approval_key.as_deref();
+    let approved = ApprovedPlan::new_verified(plan, authorization, key)
+        .and_then(|a| a.check_policy(&policy).map(|()| a))
+        .map_err(|e| {
         CliError::new(
             exit::UNAUTHORIZED,
             format!(
@@ -404,13 +801,14 @@ fn execute_plan(
     // Resolved once, before anything runs: a requested sandbox that cannot run fails closed here,
     // and `auto` says on stderr when it had to fall back.
     let sandbox_mode = args.sandbox.unwrap_or(policy.sandbox);
-    let sandbox =
-        crate::sandbox::OsSandbox::resolve(sandbox_mode, &ws, &policy.limits).map_err(|e| {
+    let sandbox = crate::sandbox::OsSandbox::resolve(sandbox_mode, &ws, &policy.limits)
+        .map_err(|e| {
             CliError::new(
                 exit::USAGE,
                 format!("the OS sandbox was requested but cannot be used: {e}"),
             )
-        })?;
+        })?
+        .with_read_paths(&policy.read_paths);
     if let Some(warning) = sandbox.warning() {
         eprintln!("acode-run: warning: {}", redactor.redact(warning));
     }
@@ -420,13 +818,18 @@ fn execute_plan(
     } else {
         ConfirmMode::AutoDeny
     });
+    let cancel = Arc::new(AtomicBool::new(false));
     let confirm: Arc<dyn ConfirmationCallback> = match confirm_mode {
         ConfirmMode::AutoApprove => Arc::new(AutoApprove),
         ConfirmMode::AutoDeny => Arc::new(AutoDeny),
-        ConfirmMode::Prompt => Arc::new(TerminalPrompt::new(
-            std::io::BufReader::new(std::io::stdin()),
-            std::io::stderr(),
-        )),
+        // Ctrl-C while the prompt waits stops the run; Ctrl-D denies.
+        ConfirmMode::Prompt => Arc::new(
+            TerminalPrompt::new(
+                std::io::BufReader::new(CancellableStdin::new(cancel.clone())),
+                std::io::stderr(),
+            )
+            .with_cancel(cancel.clone()),
+        ),
     };
     let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
     if !args.quiet {
@@ -442,10 +845,9 @@ fn execute_plan(
             redactor.clone(),
         )));
     }
-    let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
 
-    let (llm, agent) = llm_setup(args, approved.plan(), &policy)?;
+    let (llm, agent) = llm_setup(args, secrets, approved.plan(), &policy)?;
     let mut store = open_store(&db)?;
     store.set_redactor(redactor.clone());
     let mut executor = Executor::new(ws, store)
@@ -487,7 +889,8 @@ fn execute_plan(
             executor.resume(&approved, &id, args.rerun_interrupted)
         }
     }
-    .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    .map_err(|e| CliError::execution(&e))?;
+    reports::write(args, &result, executor.store(), redactor);
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
         outln!("{}", pretty(&value));
@@ -495,21 +898,21 @@ fn execute_plan(
     Ok(result.exit_code)
 }
 
-/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
-/// plan has agent steps, so a missing model is reported before anything runs.
-fn llm_setup(
+/// The LLM configuration and agent settings from flags and environment, unchecked.
+fn llm_config(
     args: &Args,
-    plan: &Plan,
+    secrets: &RunnerSecrets,
     policy: &Policy,
-) -> Result<
-    (
-        Option<Arc<dyn crate::llm::LlmClient>>,
-        crate::executor::AgentSettings,
-    ),
-    CliError,
-> {
+) -> Result<(crate::llm::LlmConfig, crate::executor::AgentSettings), CliError> {
     let usage = |e: String| CliError::new(exit::USAGE, e);
     let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
+    // Read once at start, from ACODE_LLM_API_KEY_FILE or the variable.
+    config.api_key = secrets
+        .llm_api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(String::from);
     if let Some(url) = &args.llm_url {
         config.base_url = url.clone();
     }
@@ -526,8 +929,31 @@ fn llm_setup(
         tool_result_chars: policy.limits.tool_result_chars,
         backoff: crate::executor::retry::Backoff::default()
             .with_retries(args.llm_retries.unwrap_or(3)),
+        max_calls_per_answer: args
+            .max_calls_per_answer
+            .unwrap_or(crate::executor::agent::DEFAULT_MAX_CALLS_PER_ANSWER),
+        strict: args.strict,
         ..Default::default()
     };
+    Ok((config, agent))
+}
+
+/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
+/// plan has agent steps, so a missing model is reported before anything runs.
+fn llm_setup(
+    args: &Args,
+    secrets: &RunnerSecrets,
+    plan: &Plan,
+    policy: &Policy,
+) -> Result<
+    (
+        Option<Arc<dyn crate::llm::LlmClient>>,
+        crate::executor::AgentSettings,
+    ),
+    CliError,
+> {
+    let usage = |e: String| CliError::new(exit::USAGE, e);
+    let (config, agent) = llm_config(args, secrets, policy)?;
     let agent_steps: Vec<&crate::plan::Step> = plan
         .steps
         .iter()
@@ -572,9 +998,25 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
+/// Checks `.acode/` and the runner's files in it without following links (creating it, its `tmp`
+/// and its `.gitignore` on first use): a linked one is refused with exit 2, naming the link.
+fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
+    use crate::sandbox::state::{StateDirError, prepare};
+    prepare(ws.root()).map(|_| ()).map_err(|e| match e {
+        StateDirError::Refused { .. } => CliError::new(exit::USAGE, e.to_string()),
+        StateDirError::Io { .. } => CliError::new(exit::INTERNAL, e.to_string()),
+    })
+}
+
 fn query_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
     let path = db_path(args, &ws);
+    // Opening the default database (even to read) creates its WAL files beside it: not through a link.
+    if path == ws.root().join(Store::DEFAULT_PATH)
+        && std::fs::symlink_metadata(ws.root().join(crate::sandbox::state::STATE_DIR)).is_ok()
+    {
+        prepare_state_dir(&ws)?;
+    }
     if !path.exists() {
         return Err(CliError::new(
             exit::USAGE,
@@ -601,7 +1043,7 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         outln!("{}", pretty(&runs));
         return Ok(exit::OK);
     }
-    outln!(
+    humanln!(
         "{:<36}  {:<24} {:<11} {:>4}  STARTED (UTC)",
         "RUN_ID",
         "PLAN",
@@ -609,10 +1051,10 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         "EXIT"
     );
     for r in runs {
-        outln!(
+        humanln!(
             "{:<36}  {:<24} {:<11} {:>4}  {}",
             r.run_id,
-            r.plan_id.chars().take(24).collect::<String>(),
+            crate::terminal::line(&r.plan_id.chars().take(24).collect::<String>()),
             r.status,
             r.exit_code
                 .map(|c| c.to_string())
@@ -626,15 +1068,29 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
 fn cmd_show(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
     let detail = store.run_detail(&args.positionals[0]).map_err(not_found)?;
+    let decisions = store
+        .decisions(&detail.run.plan_sha256)
+        .map_err(not_found)?;
     if args.json {
-        outln!("{}", pretty(&detail));
+        let mut value = serde_json::to_value(&detail).unwrap_or_default();
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert(
+                "decisions".into(),
+                serde_json::to_value(&decisions).unwrap_or_default(),
+            );
+        }
+        outln!("{}", pretty(&value));
         return Ok(exit::OK);
     }
     let r = &detail.run;
-    outln!("run       {}", r.run_id);
-    outln!("plan      {} (sha256 {})", r.plan_id, r.plan_sha256);
-    outln!("workspace {}", r.workspace);
-    outln!(
+    humanln!("run       {}", r.run_id);
+    humanln!(
+        "plan      {} (sha256 {})",
+        crate::terminal::line(&r.plan_id),
+        r.plan_sha256
+    );
+    humanln!("workspace {}", r.workspace);
+    humanln!(
         "status    {} (exit {}), started {}{}",
         r.status,
         r.exit_code
@@ -646,19 +1102,39 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .unwrap_or_default()
     );
     if r.prompt_tokens + r.completion_tokens > 0 {
-        outln!(
+        humanln!(
             "tokens    {} prompt + {} completion",
             r.prompt_tokens,
             r.completion_tokens
         );
     }
-    outln!("\nsteps:");
+    if !decisions.is_empty() {
+        humanln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
+        for d in &decisions {
+            humanln!(
+                "  {} {:<8} by {}{}{}",
+                format_ms(d.decided_at),
+                d.verdict,
+                d.decided_by,
+                if d.overrides_rejection {
+                    " (overriding a rejection)"
+                } else {
+                    ""
+                },
+                d.reason
+                    .as_ref()
+                    .map(|why| format!(": {why}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    humanln!("\nsteps:");
     for s in &detail.steps {
-        outln!(
+        humanln!(
             "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
             s.position + 1,
-            s.step_id,
-            s.tool,
+            crate::terminal::line(&s.step_id),
+            crate::terminal::line(&s.tool),
             s.status,
             s.attempts,
             s.error_code
@@ -667,7 +1143,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .unwrap_or_default()
         );
     }
-    outln!("\nexecutions:");
+    humanln!("\nexecutions:");
     for e in &detail.executions {
         let rec = &e.record;
         let arts: Vec<String> = e
@@ -675,18 +1151,23 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .iter()
             .map(|a| {
                 format!(
-                    "{}({}{})",
+                    "{}({}{}{})",
                     a.artifact_type,
                     a.bytes,
-                    if a.truncated { ", truncated" } else { "" }
+                    if a.truncated { ", truncated" } else { "" },
+                    if a.lossy {
+                        ", not UTF-8: shown lossily"
+                    } else {
+                        ""
+                    }
                 )
             })
             .collect();
-        outln!(
+        humanln!(
             "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
             rec.execution_id,
-            rec.step_id,
-            rec.tool_name,
+            crate::terminal::line(&rec.step_id),
+            crate::terminal::line(&rec.tool_name),
             if rec.success { "ok    " } else { "FAILED" },
             rec.duration_ms,
             rec.attempt,
@@ -712,6 +1193,11 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let mut out = std::io::stdout();
     let _ = out.write_all(a.content.as_bytes());
     let _ = out.flush();
+    if a.lossy {
+        errln!(
+            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD"
+        );
+    }
     if a.truncated {
         errln!(
             "acode-run: note: artifact truncated: {} of {} bytes kept",

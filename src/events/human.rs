@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::{Event, EventKind};
 use crate::executor::ProgressCallback;
 use crate::sandbox::redact::Redactor;
+use crate::terminal::{line as l, text as tx};
 
 #[derive(Default)]
 struct Current {
@@ -55,16 +56,29 @@ impl<W: Write + Send> HumanPrinter<W> {
         }
     }
 
+    /// Text from outside (ids, summaries, errors, model warnings), redacted with every rule before
+    /// it is put into a line; the line's own words are the runner's and are not.
+    fn ext(&self, s: &str) -> String {
+        self.redactor.redact(s).into_owned()
+    }
+
     fn render(&self, event: &Event, cur: &mut Current) -> Option<String> {
         let head = |cur: &Current| {
-            let mut s = format!("[{}/{}] {} {}", cur.index, cur.total, cur.step_id, cur.tool);
+            // Ids, tools and summaries come from plans and models: one sanitiser for all of them.
+            let mut s = format!(
+                "[{}/{}] {} {}",
+                cur.index,
+                cur.total,
+                l(&cur.step_id),
+                l(&cur.tool)
+            );
             if !cur.summary.is_empty() {
                 let mut summary: String = cur.summary.chars().take(60).collect();
                 if summary.len() < cur.summary.len() {
                     summary.push('…');
                 }
                 s.push(' ');
-                s.push_str(&summary);
+                s.push_str(&l(&summary));
             }
             s
         };
@@ -78,13 +92,15 @@ impl<W: Write + Send> HumanPrinter<W> {
             } => {
                 let mut header = match already_completed {
                     None => format!(
-                        "acode-run: plan {plan_id} ({steps} step{}), run {}",
+                        "acode-run: plan {} ({steps} step{}), run {}",
+                        l(&self.ext(plan_id)),
                         if *steps == 1 { "" } else { "s" },
                         event.run_id
                     ),
                     Some(done) => format!(
-                        "acode-run: resuming run {} of plan {plan_id}: {done} of {steps} steps already completed",
-                        event.run_id
+                        "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
+                        event.run_id,
+                        l(&self.ext(plan_id))
                     ),
                 };
                 header.push_str(&format!("\n  sandbox: {}", sandbox.mode));
@@ -109,17 +125,18 @@ impl<W: Write + Send> HumanPrinter<W> {
                 *cur = Current {
                     index: *index,
                     total: *total,
-                    step_id: step_id.clone(),
-                    tool: tool.clone(),
-                    summary: summary.clone(),
+                    step_id: self.ext(step_id),
+                    tool: self.ext(tool),
+                    summary: self.ext(summary),
                 };
                 None
             }
             EventKind::ToolHeartbeat {
                 elapsed_ms, tool, ..
             } => Some(format!(
-                "{} … {tool} still running ({})",
+                "{} … {} still running ({})",
                 head(cur),
+                l(tool),
                 secs(*elapsed_ms)
             )),
             EventKind::RetryScheduled {
@@ -129,8 +146,10 @@ impl<W: Write + Send> HumanPrinter<W> {
                 reason,
                 ..
             } => Some(format!(
-                "{} … {tool} attempt {attempt} failed ({reason}); retrying in {}",
+                "{} … {} attempt {attempt} failed ({}); retrying in {}",
                 head(cur),
+                l(&self.ext(tool)),
+                l(&self.ext(reason)),
                 secs(*delay_ms)
             )),
             EventKind::LlmTurn {
@@ -147,7 +166,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                     if *tool_calls == 1 { "" } else { "s" }
                 );
                 for w in warnings {
-                    s.push_str(&format!("\n      warning: {w}"));
+                    s.push_str(&format!("\n      warning: {}", tx(&self.ext(w))));
                 }
                 Some(s)
             }
@@ -161,13 +180,19 @@ impl<W: Write + Send> HumanPrinter<W> {
                 error_code,
                 error,
                 duration_ms,
+                tolerated,
                 ..
             } => {
+                let verdict = if *tolerated {
+                    self.paint("33", "failed, tolerated")
+                } else {
+                    self.paint("31", "FAILED")
+                };
                 let mut line = format!(
-                    "{} … {} ({error_code}) {}\n      {error}",
+                    "{} … {verdict} ({error_code}) {}\n      {}",
                     head(cur),
-                    self.paint("31", "FAILED"),
-                    secs(*duration_ms)
+                    secs(*duration_ms),
+                    tx(&self.ext(error))
                 );
                 if error_code == "confirmation_denied" {
                     line.push_str(
@@ -182,8 +207,15 @@ impl<W: Write + Send> HumanPrinter<W> {
                 status,
                 blocked_by,
             } => Some(match blocked_by {
-                Some(by) => format!("[-] {step_id} … {status} (depends on failed step {by})"),
-                None => format!("[-] {step_id} … {status} (the run stopped before it)"),
+                Some(by) => format!(
+                    "[-] {} … {status} (depends on failed step {})",
+                    l(&self.ext(step_id)),
+                    l(&self.ext(by))
+                ),
+                None => format!(
+                    "[-] {} … {status} (the run stopped before it)",
+                    l(&self.ext(step_id))
+                ),
             }),
             EventKind::RunFinished {
                 status,
@@ -191,14 +223,26 @@ impl<W: Write + Send> HumanPrinter<W> {
                 duration_ms,
                 completed,
                 failed,
+                tolerated,
                 blocked,
+                violations,
             } => {
+                let failed = match tolerated {
+                    0 => format!("{failed} failed"),
+                    t if t == failed => format!("{failed} failed, tolerated"),
+                    t => format!("{failed} failed ({t} tolerated)"),
+                };
                 let colored = match status.as_str() {
                     "completed" => self.paint("32", status),
                     _ => self.paint("31", status),
                 };
+                let refused = match violations {
+                    0 => String::new(),
+                    1 => ", 1 sandbox violation refused".to_string(),
+                    n => format!(", {n} sandbox violations refused"),
+                };
                 Some(format!(
-                    "run {} {colored}: {completed} completed, {failed} failed, {blocked} not run, {} (exit {exit_code})",
+                    "run {} {colored}: {completed} completed, {failed}, {blocked} not run{refused}, {} (exit {exit_code})",
                     event.run_id,
                     secs(*duration_ms)
                 ))
@@ -216,9 +260,61 @@ impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
         };
         let (out, cur) = &mut *guard;
         if let Some(line) = self.render(event, cur) {
-            let line = self.redactor.redact(&line);
+            // Outside text was redacted field by field; the whole line once more for known values
+            // and token formats only, so the runner's words stay readable.
+            let line = self.redactor.redact_message(&line);
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: EventKind) -> Event {
+        Event {
+            v: 1,
+            seq: 1,
+            ts_ms: 0,
+            run_id: "r1".into(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn outside_text_is_redacted_and_the_runners_words_are_not() {
+        let red = Arc::new(Redactor::new().with_extra_values(["known-secret-1"]));
+        let p = HumanPrinter::new(Vec::new(), false, red);
+        p.on_event(&ev(EventKind::StepStarted {
+            step_id: "db_password".into(),
+            tool: "run_command".into(),
+            index: 1,
+            total: 1,
+            summary: "mysql --password hunter22".into(),
+        }));
+        p.on_event(&ev(EventKind::StepFailed {
+            step_id: "db_password".into(),
+            error_code: "tool_failed".into(),
+            error: "password: hunter33 and known-secret-1".into(),
+            duration_ms: 5,
+            tolerated: false,
+        }));
+        p.on_event(&ev(EventKind::StepBlocked {
+            step_id: "api_secret".into(),
+            status: "blocked".into(),
+            blocked_by: Some("db_password".into()),
+        }));
+        let text = String::from_utf8(p.out.into_inner().unwrap().0).unwrap();
+        for s in ["hunter22", "hunter33", "known-secret-1"] {
+            assert!(!text.contains(s), "{s} in {text}");
+        }
+        // The ids are shown, and the runner's own words around them are whole.
+        assert!(text.contains("[1/1] db_password run_command"), "{text}");
+        assert!(
+            text.contains("[-] api_secret … blocked (depends on failed step db_password)"),
+            "{text}"
+        );
     }
 }

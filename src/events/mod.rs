@@ -215,6 +215,9 @@ pub enum EventKind {
         error: String,
         /// Wall time.
         duration_ms: u64,
+        /// The plan allowed this failure (`on_failure: "continue"`): dependents still run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tolerated: bool,
     },
     /// A step did not run because a step it depends on failed, or the run stopped.
     StepBlocked {
@@ -228,7 +231,7 @@ pub enum EventKind {
     },
     /// The run ended.
     RunFinished {
-        /// `completed`, `failed` or `interrupted`.
+        /// `completed`, `failed`, `interrupted` or `cancelled`.
         status: String,
         /// Process exit code.
         exit_code: i32,
@@ -236,11 +239,42 @@ pub enum EventKind {
         duration_ms: u64,
         /// Steps completed.
         completed: usize,
-        /// Steps failed.
+        /// Steps failed (tolerated ones included).
         failed: usize,
+        /// Of the failed steps, those whose failure the plan tolerated.
+        #[serde(default)]
+        tolerated: usize,
         /// Steps blocked or skipped.
         blocked: usize,
+        /// Tool calls refused as sandbox violations during the run (a model's refused escapes
+        /// included), so refusals are never silent.
+        violations: u64,
     },
+    /// The invocation ended before or without a run (invalid plan, not authorized, usage or
+    /// database error): the one event a `--jsonl` consumer gets instead of an empty stream. Its
+    /// `run_id` is the run concerned (resume), else empty.
+    RunRefused {
+        /// The process exit code.
+        exit_code: i32,
+        /// The whole message, as printed on stderr.
+        error: String,
+        /// Every problem, each with where it is.
+        problems: Vec<RefusalProblem>,
+    },
+}
+
+/// One reason an invocation was refused, with its location.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusalProblem {
+    /// Where: `steps[2].arguments.path`, the plan file, `command line`, the database file, ...
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+    /// `invalid`, `sandbox`, `usage`, `unauthorized`, `rerun_needed` or `internal`.
+    pub kind: String,
+    /// The line of the plan file, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
 }
 
 impl EventKind {
@@ -261,6 +295,7 @@ impl EventKind {
             EventKind::StepFailed { .. } => "step_failed",
             EventKind::StepBlocked { .. } => "step_blocked",
             EventKind::RunFinished { .. } => "run_finished",
+            EventKind::RunRefused { .. } => "run_refused",
         }
     }
 }

@@ -10,13 +10,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::call::{CallOptions, StepContext, sleep_unless_cancelled, truncate_with_note};
-use super::drivers::{call_options, verify};
-use super::retry::Backoff;
+use super::verify::{call_options, verify};
 use super::{ExecutionError, StepOutcome};
 use crate::error::{ErrorKind, now_ms};
 use crate::events::EventKind;
@@ -25,38 +24,10 @@ use crate::llm::{ChatRequest, ChatResponse, LlmClient, Message, ToolSpec};
 use crate::plan::Plan;
 use crate::plan::variables::Variables;
 use crate::store::ExecutionRecord;
-use crate::tools::agent::DEFAULT_MAX_TURNS;
+use crate::tools::agent::AgentArgs;
 use crate::tools::{Artifact, ToolCall};
 
-/// How agent steps use the LLM; one per run.
-#[derive(Debug, Clone)]
-pub struct AgentSettings {
-    /// The model when a step names none (`--model`, `ACODE_MODEL`).
-    pub model: String,
-    /// Native tool calling or the `react` text protocol.
-    pub protocol: ToolProtocol,
-    /// Retries of transient LLM failures (default 3: 1 s, 2 s, 4 s; `Retry-After` up to 60 s).
-    pub backoff: Backoff,
-    /// Tokens (prompt + completion) the whole run may use; `None` for no limit.
-    pub token_budget: Option<u64>,
-    /// Characters of each tool result sent back to the model.
-    pub tool_result_chars: usize,
-    /// Most recent turns kept in the prompt; older ones are dropped with a note.
-    pub window_turns: usize,
-}
-
-impl Default for AgentSettings {
-    fn default() -> Self {
-        AgentSettings {
-            model: String::new(),
-            protocol: ToolProtocol::Native,
-            backoff: Backoff::default(),
-            token_budget: None,
-            tool_result_chars: 8000,
-            window_turns: 8,
-        }
-    }
-}
+pub use super::settings::{AgentSettings, DEFAULT_MAX_CALLS_PER_ANSWER, DEFAULT_MAX_REQUEST_BYTES};
 
 /// The conversation of one agent session, with a sliding window over turns. A turn's messages are
 /// kept or dropped together so a tool result is never separated from the call it answers.
@@ -72,6 +43,22 @@ impl Conversation {
     fn push(&mut self, turn: Vec<Message>) {
         self.turns.push_back(turn);
         while self.turns.len() > self.window.max(1) {
+            self.turns.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    /// Drops the oldest turns until the messages fit in `limit` bytes (as JSON); `false` when even
+    /// the newest turn alone does not fit.
+    fn fit(&mut self, limit: usize) -> bool {
+        loop {
+            let size = serde_json::to_vec(&self.messages()).map_or(usize::MAX, |v| v.len());
+            if size <= limit {
+                return true;
+            }
+            if self.turns.len() <= 1 {
+                return false;
+            }
             self.turns.pop_front();
             self.dropped += 1;
         }
@@ -125,16 +112,24 @@ fn system_prompt(
     specs: &[ToolSpec],
     protocol: ToolProtocol,
 ) -> String {
-    let mut s = format!(
-        "You are the agent for one step of an approved plan run by acode-run.\n\
-         You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
-         Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
-         is refused or fails you get the error back and can correct it.\n\
-         Do only what the task asks. When the task is done, reply with a short summary of what you \
-         did and make NO tool call.",
-        workspace_facts(ctx),
-        allowed.join(", ")
-    );
+    let mut s = match &ctx.run.agent.role {
+        Some(role) => format!(
+            "{role}\nYou work inside a workspace; every path is relative to its root. Top-level \
+             entries: {}.\nTools you may call: {}.",
+            workspace_facts(ctx),
+            allowed.join(", ")
+        ),
+        None => format!(
+            "You are the agent for one step of an approved plan run by acode-run.\n\
+             You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
+             Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
+             is refused or fails you get the error back and can correct it.\n\
+             Do only what the task asks. When the task is done, reply with a short summary of what you \
+             did and make NO tool call.",
+            workspace_facts(ctx),
+            allowed.join(", ")
+        ),
+    };
     if protocol == ToolProtocol::React {
         s.push_str("\n\n");
         s.push_str(&react::system_prompt(specs));
@@ -150,27 +145,19 @@ pub fn run(
     args: &Value,
     vars: &Variables,
 ) -> Result<StepOutcome, ExecutionError> {
-    let instruction = args
-        .get("instruction")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let allowed: Vec<String> = args
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    let max_turns = args
-        .get("max_turns")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_MAX_TURNS) as u32;
-    let model = args
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| ctx.run.agent.model.clone());
+    // The step's arguments, parsed by the same struct their schema comes from.
+    let parsed = match AgentArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => return Ok(StepOutcome::failed(e.kind(), e.to_string())),
+    };
+    let max_turns = parsed.max_turns();
+    let AgentArgs {
+        instruction,
+        tools: allowed,
+        model,
+        ..
+    } = parsed;
+    let model = model.unwrap_or_else(|| ctx.run.agent.model.clone());
     let Some(client) = ctx.run.llm else {
         return Ok(StepOutcome::failed(
             ErrorKind::LlmError,
@@ -194,6 +181,8 @@ pub fn run(
         }
     }
 
+    // One deadline for the whole step, LLM waits and retries included (exit 34 when it passes).
+    let deadline = step_deadline(ctx, plan);
     let cycles = ctx.step.verify.as_ref().map_or(1, |v| v.max_cycles.max(1));
     let mut feedback: Option<String> = None;
     let mut turn = 0u32;
@@ -203,15 +192,21 @@ pub fn run(
             first.push_str(&format!(
                 "\n\nYour previous attempt did not pass verification. The verifier said:\n{}\n\
                  Fix the problem.",
-                truncate_with_note(f, ctx.run.agent.tool_result_chars)
+                truncate_with_note(
+                    &ctx.run.store.redactor().redact(f),
+                    ctx.run.agent.tool_result_chars
+                )
             ));
         }
+        // The instruction may hold substituted secrets, the verifier's output may print them.
+        let first = ctx.run.store.redactor().redact_string(first);
         let session = Session {
             client,
             model: &model,
             allowed: &allowed,
             max_turns,
             plan,
+            deadline,
         };
         let outcome = session.run(ctx, first, &mut turn)?;
         if outcome.failure.is_some() {
@@ -234,12 +229,62 @@ pub fn run(
     ))
 }
 
+/// Adds to the run's redactor the values an answer's `run_command` calls pass in secret-named
+/// `env` keys (native tool calls, or a ReAct action in the text).
+fn learn_call_secrets(ctx: &StepContext, response: &ChatResponse) {
+    let redactor = ctx.run.store.redactor();
+    for call in &response.tool_calls {
+        if call.name == crate::tools::command::NAME {
+            redactor.add_values(crate::plan::variables::secret_env_values(&call.arguments));
+        }
+    }
+    if let Some(content) = &response.content
+        && let Ok(ReactStep::Action { tool, input, .. }) = react::parse(content)
+        && tool == crate::tools::command::NAME
+    {
+        redactor.add_values(crate::plan::variables::secret_env_values(&input));
+    }
+}
+
 struct Session<'a> {
     client: &'a Arc<dyn LlmClient>,
     model: &'a str,
     allowed: &'a [String],
     max_turns: u32,
     plan: &'a Plan,
+    deadline: Option<Deadline>,
+}
+
+/// When an agent step must be over: its `timeout_s` (or the plan's default) from the moment its
+/// model work starts.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    seconds: u64,
+}
+
+impl Deadline {
+    fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    fn outcome(&self, waiting_for: &str) -> StepOutcome {
+        StepOutcome::failed(
+            ErrorKind::Timeout,
+            format!(
+                "agent step exceeded its time limit of {} s (timeout_s) {waiting_for}",
+                self.seconds
+            ),
+        )
+    }
+}
+
+fn step_deadline(ctx: &StepContext, plan: &Plan) -> Option<Deadline> {
+    let seconds = ctx.step.timeout_s.or(plan.defaults.timeout_s)?;
+    Some(Deadline {
+        at: Instant::now() + Duration::from_secs(seconds),
+        seconds,
+    })
 }
 
 /// What one model-requested call came to: text for the model, or a reason to end the step.
@@ -266,12 +311,27 @@ impl Session<'_> {
             window: settings.window_turns,
         };
         for _ in 0..self.max_turns {
+            if let Some(d) = self.deadline
+                && d.remaining().is_zero()
+            {
+                return Ok(d.outcome("before its next model turn"));
+            }
             *turn += 1;
+            if !conv.fit(settings.max_request_bytes) {
+                return Ok(StepOutcome::failed(
+                    ErrorKind::ToolFailed,
+                    format!(
+                        "the next request to the model would exceed {} bytes even with only the \
+                         latest turn kept",
+                        settings.max_request_bytes
+                    ),
+                ));
+            }
             let mut request = ChatRequest::new(self.model, conv.messages());
             if settings.protocol == ToolProtocol::Native {
                 request = request.with_tools(specs.clone());
             }
-            let (response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
+            let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
                 Ok(r) => r,
                 Err(outcome) => return Ok(outcome),
             };
@@ -292,6 +352,11 @@ impl Session<'_> {
                     if response.tool_calls.is_empty() {
                         return Ok(done(response.content.unwrap_or_default()));
                     }
+                    // One answer yields at most max_calls_per_answer calls; the rest are not run,
+                    // not echoed back (so the next request stays bounded), and the model is told.
+                    let asked = response.tool_calls.len();
+                    let limit = settings.max_calls_per_answer.max(1);
+                    response.tool_calls.truncate(limit);
                     let mut messages = vec![Message::assistant(&response)];
                     for call in &response.tool_calls {
                         let reply = match call.parse_error_feedback() {
@@ -325,6 +390,16 @@ impl Session<'_> {
                             },
                         };
                         messages.push(Message::tool(call.id.clone(), reply));
+                    }
+                    if asked > limit
+                        && let Some(Message::Tool { content, .. }) = messages.last_mut()
+                    {
+                        content.push_str(&format!(
+                            "\n\nerror: your answer asked for {asked} tool calls; only the first \
+                             {limit} were run and the other {} were refused. Ask for at most \
+                             {limit} calls per answer.",
+                            asked - limit
+                        ));
                     }
                     conv.push(messages);
                 }
@@ -410,12 +485,30 @@ impl Session<'_> {
         }
         let mut opts: CallOptions = call_options(ctx, self.plan);
         opts.parent_execution_id = Some(turn_id.to_string());
+        if let Some(d) = self.deadline {
+            // A call gets at most what is left of the step's time.
+            let left = d.remaining();
+            if left.is_zero() {
+                return Ok(CallFate::Fatal(d.outcome("before a tool call")));
+            }
+            opts.timeout = Some(opts.timeout.map_or(left, |t| t.min(left)));
+        }
         let result = ctx.call_tool(call, &opts)?;
         match result.error_kind {
             Some(kind @ (ErrorKind::ConfirmationDenied | ErrorKind::Interrupted)) => {
                 return Ok(CallFate::Fatal(StepOutcome::failed(
                     kind,
                     result.error.unwrap_or_else(|| kind.to_string()),
+                )));
+            }
+            Some(ErrorKind::SandboxViolation) if ctx.run.agent.strict => {
+                return Ok(CallFate::Fatal(StepOutcome::failed(
+                    ErrorKind::SandboxViolation,
+                    format!(
+                        "the model's {name} call was refused as a sandbox violation, and --strict \
+                         fails the step on any: {}",
+                        result.error.unwrap_or_default()
+                    ),
                 )));
             }
             _ if ctx.run.cancel.load(Ordering::SeqCst) => {
@@ -437,6 +530,9 @@ impl Session<'_> {
                 format!("error ({kind}): {error}\n{}", result.content)
             }
         };
+        // Secrets the runner knows never go to the model, and the recorded prompt is the request
+        // as sent. Redacted before truncating, so a cut cannot leave a fragment of a secret.
+        let text = ctx.run.store.redactor().redact_string(text);
         Ok(CallFate::Reply(truncate_with_note(
             &text,
             ctx.run.agent.tool_result_chars,
@@ -463,7 +559,8 @@ impl Session<'_> {
             ctx.attempts += 1;
             let started_at = now_ms();
             let t0 = Instant::now();
-            let outcome = chat_unless_cancelled(self.client, request, ctx.run.cancel);
+            let outcome =
+                chat_unless_cancelled(self.client, request, ctx.run.cancel, self.deadline);
             let duration_ms = t0.elapsed().as_millis() as i64;
             let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
             let mut record = ExecutionRecord {
@@ -490,20 +587,36 @@ impl Session<'_> {
                 prompt_tokens: None,
                 completion_tokens: None,
             };
-            let Some(outcome) = outcome else {
-                // Interrupted while the model was thinking: the prompt is still part of the record.
-                let message = "interrupted while waiting for the model";
-                record.error_code = Some(ErrorKind::Interrupted.as_str().to_string());
-                record.error_message = Some(message.to_string());
-                let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
-                ctx.record(record, &artifacts)?;
-                return Ok(Err(StepOutcome::failed(ErrorKind::Interrupted, message)));
+            let outcome = match outcome {
+                Waited::Answer(outcome) => outcome,
+                Waited::Cancelled => {
+                    // Interrupted while the model was thinking: the prompt is still part of the
+                    // record.
+                    let message = "interrupted while waiting for the model";
+                    record.error_code = Some(ErrorKind::Interrupted.as_str().to_string());
+                    record.error_message = Some(message.to_string());
+                    let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
+                    ctx.record(record, &artifacts)?;
+                    return Ok(Err(StepOutcome::failed(ErrorKind::Interrupted, message)));
+                }
+                Waited::Deadline(d) => {
+                    let failed = d.outcome("while waiting for the model");
+                    record.error_code = Some(ErrorKind::Timeout.as_str().to_string());
+                    record.error_message = failed.failure.as_ref().map(|(_, m)| m.clone());
+                    let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
+                    ctx.record(record, &artifacts)?;
+                    return Ok(Err(failed));
+                }
             };
             match outcome {
                 Ok(response) => {
+                    // Values the model puts into secret-named `env` keys are secrets before its
+                    // answer is recorded (the answer holds them too).
+                    learn_call_secrets(ctx, &response);
                     record.success = true;
-                    record.prompt_tokens = Some(response.usage.prompt_tokens as i64);
-                    record.completion_tokens = Some(response.usage.completion_tokens as i64);
+                    let (prompt, completion) = response.usage.stored();
+                    record.prompt_tokens = Some(prompt);
+                    record.completion_tokens = Some(completion);
                     let mut artifacts = vec![
                         Artifact::new("prompt", response.request_body.clone()),
                         Artifact::new("response", response.response_body.clone()),
@@ -540,6 +653,12 @@ impl Session<'_> {
                     } else {
                         None
                     };
+                    // A retry that cannot start before the deadline is not scheduled.
+                    if let (Some(d), Some(delay)) = (self.deadline, delay)
+                        && d.remaining() <= delay
+                    {
+                        return Ok(Err(d.outcome(&format!("retrying the model after: {e}"))));
+                    }
                     match delay {
                         Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
                             ctx.run.emitter.emit(EventKind::RetryScheduled {
@@ -569,13 +688,22 @@ impl Session<'_> {
     }
 }
 
-/// Sends `request` on a helper thread so an interrupt does not wait for a slow model: returns
-/// `None` as soon as `cancel` is set (the abandoned request ends at its own timeout).
+/// How waiting for the model ended.
+enum Waited {
+    Answer(Result<ChatResponse, crate::llm::LlmError>),
+    Cancelled,
+    Deadline(Deadline),
+}
+
+/// Sends `request` on a helper thread so an interrupt or the step's deadline does not wait for a
+/// slow model: returns as soon as `cancel` is set or the deadline passes (the abandoned request ends
+/// at its own timeout).
 fn chat_unless_cancelled(
     client: &Arc<dyn LlmClient>,
     request: &ChatRequest,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Option<Result<ChatResponse, crate::llm::LlmError>> {
+    deadline: Option<Deadline>,
+) -> Waited {
     let (tx, rx) = std::sync::mpsc::channel();
     let client = Arc::clone(client);
     let request = request.clone();
@@ -585,21 +713,26 @@ fn chat_unless_cancelled(
             let _ = tx.send(client.chat(&request));
         });
     if let Err(e) = spawned {
-        return Some(Err(crate::llm::LlmError::Transport {
+        return Waited::Answer(Err(crate::llm::LlmError::Transport {
             url: String::new(),
             message: format!("cannot start a thread for the LLM request: {e}"),
         }));
     }
     loop {
         match rx.recv_timeout(std::time::Duration::from_millis(25)) {
-            Ok(outcome) => return Some(outcome),
+            Ok(outcome) => return Waited::Answer(outcome),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if cancel.load(Ordering::SeqCst) {
-                    return None;
+                    return Waited::Cancelled;
+                }
+                if let Some(d) = deadline
+                    && d.remaining().is_zero()
+                {
+                    return Waited::Deadline(d);
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Some(Err(crate::llm::LlmError::Transport {
+                return Waited::Answer(Err(crate::llm::LlmError::Transport {
                     url: String::new(),
                     message: "the LLM request thread ended without an answer".into(),
                 }));
@@ -627,6 +760,22 @@ mod tests {
             dropped: 0,
             window,
         }
+    }
+
+    #[test]
+    fn a_request_over_the_byte_limit_drops_old_turns_then_gives_up() {
+        let mut c = conv(8);
+        for i in 0..4 {
+            c.push(vec![Message::user(format!("{i}{}", "x".repeat(1000)))]);
+        }
+        let size = |c: &Conversation| serde_json::to_vec(&c.messages()).unwrap().len();
+        assert!(size(&c) > 4000);
+        assert!(c.fit(2500));
+        assert!(size(&c) <= 2500);
+        assert_eq!((c.turns.len(), c.dropped), (2, 2));
+        // The newest turn alone is too large: the caller fails the step.
+        assert!(!c.fit(500));
+        assert_eq!(c.turns.len(), 1);
     }
 
     #[test]

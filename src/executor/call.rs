@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::agent::AgentSettings;
 use super::callbacks::{ConfirmationCallback, ConfirmationRequest, Decision, ProgressCallback};
 use super::retry::Backoff;
+use super::settings::AgentSettings;
 use super::{ExecutionError, ToolResult};
 use crate::error::{ErrorKind, now_ms};
 use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind};
@@ -297,6 +297,14 @@ impl<'s, 'r> StepContext<'s, 'r> {
         opts: &CallOptions,
     ) -> Result<ToolResult, ExecutionError> {
         let parent = opts.parent_execution_id.clone();
+        // A value a call puts into a secret-named `env` key (a model's call too) is a secret from
+        // here on, before the call is recorded or announced.
+        if call.tool == crate::tools::command::NAME {
+            self.run
+                .store
+                .redactor()
+                .add_values(crate::plan::variables::secret_env_values(&call.arguments));
+        }
         let Some(tool) = self.run.registry.get(&call.tool).cloned() else {
             self.attempts += 1;
             let known: Vec<&str> = self.run.registry.names().collect();

@@ -11,6 +11,8 @@ pub mod callbacks;
 pub mod drivers;
 pub mod precondition;
 pub mod retry;
+pub mod settings;
+pub mod verify;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,8 +24,8 @@ use thiserror::Error;
 pub use agent::AgentSettings;
 pub use call::{CallOptions, Emitter, RunContext, StepContext};
 pub use callbacks::{
-    AutoApprove, AutoDeny, ConfirmationCallback, ConfirmationRequest, Decision, Fanout,
-    NoopProgress, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, ConfirmationRequest, Decision,
+    Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
 };
 
 use crate::error::{ErrorKind, exit, now_ms};
@@ -65,7 +67,13 @@ pub struct ToolResult {
     pub attempt: u32,
 }
 
-/// The state a step ended in.
+/// The run status lives with the database that stores it; re-exported here for embedders, who meet
+/// it in [`ExecutionResult`].
+pub use crate::store::RunStatus;
+use crate::store::StepState;
+
+/// The state a step ended in (a step in the database may also be pending or running:
+/// [`StepState`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
@@ -82,11 +90,16 @@ pub enum StepStatus {
 impl StepStatus {
     /// The identifier stored in the database.
     pub fn as_str(self) -> &'static str {
+        self.state().as_str()
+    }
+
+    /// The same state as the database records it.
+    pub fn state(self) -> StepState {
         match self {
-            StepStatus::Completed => "completed",
-            StepStatus::Failed => "failed",
-            StepStatus::Blocked => "blocked",
-            StepStatus::Skipped => "skipped",
+            StepStatus::Completed => StepState::Completed,
+            StepStatus::Failed => StepState::Failed,
+            StepStatus::Blocked => StepState::Blocked,
+            StepStatus::Skipped => StepState::Skipped,
         }
     }
 }
@@ -113,6 +126,9 @@ pub struct StepResult {
     pub output: Option<String>,
     /// Executions recorded for the step.
     pub execution_ids: Vec<String>,
+    /// A failure the plan allowed (`on_failure: "continue"`): recorded as failed, but its
+    /// dependents ran and it does not by itself make the run fail.
+    pub tolerated: bool,
 }
 
 impl StepResult {
@@ -133,29 +149,7 @@ impl StepResult {
             duration_ms: 0,
             output: None,
             execution_ids: Vec::new(),
-        }
-    }
-}
-
-/// The overall state of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Every step completed.
-    Completed,
-    /// At least one step failed.
-    Failed,
-    /// Stopped by a signal or by "quit".
-    Interrupted,
-}
-
-impl RunStatus {
-    /// The identifier stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Interrupted => "interrupted",
+            tolerated: false,
         }
     }
 }
@@ -193,6 +187,21 @@ pub enum ExecutionError {
     /// A run cannot be resumed (finished, another plan, still alive, ...).
     #[error("cannot resume {0}")]
     CannotResume(String),
+    /// Resuming would run again a step cut off mid-way whose tool is not safe to run twice. Nothing
+    /// was run or recorded: the run stays interrupted, and resuming with `rerun_interrupted` (after
+    /// checking the workspace) continues it.
+    #[error(
+        "run {run_id} was interrupted while {} ran, which {} not safe to run twice; nothing was \
+         run. Check the workspace, then continue with: acode-run resume {run_id} --rerun-interrupted",
+        .steps.iter().map(|(s, t)| format!("step {s:?} ({t})")).collect::<Vec<_>>().join(", "),
+        if .steps.len() == 1 { "is" } else { "are" }
+    )]
+    RerunNeeded {
+        /// The run, still resumable.
+        run_id: String,
+        /// The interrupted steps: (step id, tool).
+        steps: Vec<(String, String)>,
+    },
     /// The database failed; the run's record may be incomplete.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -212,13 +221,11 @@ impl ExecutionError {
                 exit::SANDBOX
             }
             ExecutionError::InvalidPlan(_) | ExecutionError::CannotResume(_) => exit::USAGE,
+            ExecutionError::RerunNeeded { .. } => exit::RERUN_NEEDED,
             ExecutionError::Store(_) => exit::INTERNAL,
         }
     }
 }
-
-/// The most characters of a step's output kept in its [`StepResult`].
-const OUTPUT_KEEP: usize = 4096;
 
 /// Runs approved plans. Build one with [`Executor::new`] and the `with_*` methods.
 pub struct Executor {
@@ -239,7 +246,11 @@ pub struct Executor {
 impl Executor {
     /// An executor over `workspace` recording into `store`, with the built-in tools, the default
     /// policy, confirmation denied (fail closed) and no progress output.
-    pub fn new(workspace: Workspace, store: Store) -> Self {
+    pub fn new(workspace: Workspace, mut store: Store) -> Self {
+        // One redactor for the run: the store records with the one the executor extends with the
+        // plan's secrets when a run starts.
+        let redactor = Arc::new(Redactor::from_env());
+        store.set_redactor(redactor.clone());
         Executor {
             workspace,
             store,
@@ -252,7 +263,7 @@ impl Executor {
             backoff: retry::Backoff::default(),
             llm: None,
             agent: AgentSettings::default(),
-            redactor: Arc::new(Redactor::from_env()),
+            redactor,
         }
     }
 
@@ -304,9 +315,11 @@ impl Executor {
         self
     }
 
-    /// Uses `redactor` for what the executor stores itself (the store has its own, set with
-    /// [`Store::set_redactor`]).
+    /// Uses `redactor` for everything the run records and hands to the model (the store gets the
+    /// same one). Share the same `Arc` with the progress writers: when a run starts, the plan's
+    /// secrets ([`crate::plan::variables::secret_values`]) are added to it, and so reach them too.
     pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.store.set_redactor(redactor.clone());
         self.redactor = redactor;
         self
     }
@@ -331,6 +344,21 @@ impl Executor {
     /// The workspace.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
+    }
+
+    /// The tool registry, so stages validate what a model drafted against the same tools.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The policy in force, so stages validate against the same rules the run will.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The agent settings, so a stage can give the model its role between runs.
+    pub fn agent_settings_mut(&mut self) -> &mut AgentSettings {
+        &mut self.agent
     }
 
     /// Runs the plan. Re-checks the authorization and the plan's validity first; returns `Ok` for any
@@ -370,34 +398,56 @@ impl Executor {
                 run.workspace
             )));
         }
-        match run.status.as_str() {
-            "running" | "interrupted" => {}
+        match run.status {
+            RunStatus::Interrupted => {}
+            RunStatus::Running => {
+                let (pid, _) = self.store.run_origin(&run.run_id)?;
+                return Err(cannot(format!(
+                    "it is still running in process {}",
+                    pid.unwrap_or_default()
+                )));
+            }
             other => {
                 return Err(cannot(format!(
                     "it is {other}; only interrupted runs can be resumed"
                 )));
             }
         }
-        let (pid, variables) = self.store.run_origin(&run.run_id)?;
-        if run.status == "running"
-            && let Some(pid) = pid
-            && pid != std::process::id() as i64
-            && process_is_acode_run(pid)
-        {
-            return Err(cannot(format!("it is still running in process {pid}")));
-        }
+        let (_, variables) = self.store.run_origin(&run.run_id)?;
+        let vars = Variables::new(
+            &plan.variables,
+            &builtins(plan, &self.workspace, &run.run_id),
+        );
+        self.redactor
+            .add_values(crate::plan::variables::secret_values(plan, &vars));
         let current = self.redacted_variables(plan);
         if variables.as_deref().is_some_and(|v| v != current) {
             return Err(cannot(
                 "it used other variable values (--var); resume with the same ones".to_string(),
             ));
         }
-        let prior = self
+        let prior: std::collections::HashMap<String, StepState> = self
             .store
             .steps(&run.run_id)?
             .into_iter()
             .map(|s| (s.step_id, s.status))
             .collect();
+        // Checked before anything is written, so refusing leaves the run exactly as it was.
+        if !rerun_interrupted {
+            let cut_off: Vec<(String, String)> = plan
+                .steps
+                .iter()
+                .filter(|s| prior.get(&s.step_id) == Some(&StepState::Running))
+                .filter(|s| !self.registry.get(&s.tool).is_some_and(|t| t.idempotent()))
+                .map(|s| (s.step_id.clone(), s.tool.clone()))
+                .collect();
+            if !cut_off.is_empty() {
+                return Err(ExecutionError::RerunNeeded {
+                    run_id: run.run_id,
+                    steps: cut_off,
+                });
+            }
+        }
         let (prompt_tokens, completion_tokens) = self.store.token_usage(&run.run_id)?;
         self.run_plan(
             approved,
@@ -408,15 +458,15 @@ impl Executor {
                 },
                 run_id: run.run_id,
                 prior,
-                rerun_interrupted,
             }),
         )
     }
 
     /// The plan's variables as recorded in the database (redacted, like everything stored).
     fn redacted_variables(&self, plan: &Plan) -> String {
-        let json = serde_json::to_string(&plan.variables).unwrap_or_default();
-        self.redactor.redact(&json).into_owned()
+        // Value by value, then serialised, so a secret holding `"` or `\` is still found.
+        let vars = serde_json::to_value(&plan.variables).unwrap_or_default();
+        self.redactor.redact_value(&vars).to_string()
     }
 
     fn run_plan(
@@ -425,6 +475,7 @@ impl Executor {
         resume: Option<Resume>,
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
+        approved.check_policy(&self.policy)?;
         let plan = approved.plan();
         // A plan inside the workspace must not rewrite itself while it runs.
         if let Some(source) = &plan.source {
@@ -446,7 +497,11 @@ impl Executor {
         };
         let started = Instant::now();
         let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
+        // Before anything of this run is recorded or printed.
+        self.redactor
+            .add_values(crate::plan::variables::secret_values(plan, &vars));
         self.workspace.sweep_staging();
+        self.mark_abandoned_runs()?;
 
         if resume.is_some() {
             self.store.reopen_run(&run_id)?;
@@ -466,7 +521,7 @@ impl Executor {
                     workspace: self.workspace.root().display().to_string(),
                     started_at: now_ms(),
                     finished_at: None,
-                    status: "running".into(),
+                    status: RunStatus::Running,
                     exit_code: None,
                     prompt_tokens: 0,
                     completion_tokens: 0,
@@ -485,7 +540,7 @@ impl Executor {
         let already_completed = resume.as_ref().map(|r| {
             r.prior
                 .values()
-                .filter(|s| s.as_str() == StepStatus::Completed.as_str())
+                .filter(|s| **s == StepState::Completed)
                 .count()
         });
 
@@ -531,6 +586,7 @@ impl Executor {
             .map(|s| (s.step_id.as_str(), s.position))
             .collect();
         let mut stopped: Option<ErrorKind> = None;
+        let mut quit_seen = false;
         let mut first_failure: Option<ErrorKind> = None;
         let total = order.len();
 
@@ -546,9 +602,10 @@ impl Executor {
                 .find_map(|&d| failed_root[d].clone());
             let prior = resume
                 .as_ref()
-                .and_then(|r| r.prior.get(&step.step_id))
-                .map(String::as_str);
-            let result = if prior == Some(StepStatus::Completed.as_str()) {
+                // Recorded ids went through the redactor (a token in an id is stored redacted).
+                .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
+                .copied();
+            let result = if prior == Some(StepState::Completed) {
                 StepResult::not_run(step, StepStatus::Completed, None)
             } else if let Some(by) = blocker {
                 failed_root[i] = Some(by.clone());
@@ -557,22 +614,25 @@ impl Executor {
                 // Not a failure: its dependents are skipped too (the run has stopped), not blocked.
                 not_run(&mut run, step, StepStatus::Skipped, None)?
             } else {
-                let unsafe_rerun = prior == Some("running")
-                    && !resume.as_ref().is_some_and(|r| r.rerun_interrupted)
-                    && !run.registry.get(&step.tool).is_some_and(|t| t.idempotent());
-                let (result, quit) = if unsafe_rerun {
-                    refuse_rerun(&mut run, step, n + 1, total)?
-                } else {
-                    run_step(&mut run, plan, step, &vars, n + 1, total)?
-                };
+                // A step cut off mid-way runs again: `resume` refused beforehand unless its tool is
+                // idempotent or the caller said `rerun_interrupted`.
+                let (mut result, quit) = run_step(&mut run, plan, step, &vars, n + 1, total)?;
+                quit_seen |= quit;
                 if result.status == StepStatus::Failed {
-                    failed_root[i] = Some(step.step_id.clone());
                     let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
-                    first_failure.get_or_insert(kind);
-                    if quit || self.cancel.load(Ordering::SeqCst) {
+                    let interrupted = quit || self.cancel.load(Ordering::SeqCst);
+                    if interrupted {
                         stopped = Some(ErrorKind::Interrupted);
-                    } else if step.on_failure == OnFailure::Stop {
-                        stopped = Some(kind);
+                    }
+                    if result.tolerated && !interrupted {
+                        // Tolerated (SPEC §2): dependents still run, the run does not fail for it.
+                    } else {
+                        result.tolerated = false;
+                        failed_root[i] = Some(step.step_id.clone());
+                        first_failure.get_or_insert(kind);
+                        if !interrupted {
+                            stopped = Some(kind);
+                        }
                     }
                 }
                 result
@@ -585,6 +645,9 @@ impl Executor {
             stopped == Some(ErrorKind::Interrupted) && self.cancel.load(Ordering::SeqCst);
         let (status, exit_code) = if interrupted {
             (RunStatus::Interrupted, exit::INTERRUPTED)
+        } else if quit_seen {
+            // "quit" at a prompt: a denial that also ends the run for good.
+            (RunStatus::Cancelled, exit::DENIED)
         } else if let Some(kind) = first_failure {
             (RunStatus::Failed, kind.exit_code())
         } else {
@@ -593,19 +656,20 @@ impl Executor {
         let count = |s: StepStatus| steps.iter().filter(|r| r.status == s).count();
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = run.tokens;
-        run.store.finish_run(
-            &run_id,
-            status.as_str(),
-            exit_code,
-            (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
-        )?;
+        run.store
+            .finish_run(&run_id, status, exit_code, tokens.stored())?;
+        // SQLite writes on into a deleted file without complaint: say so instead of exit 0.
+        run.store.check_still_there()?;
+        let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
             exit_code,
             duration_ms,
             completed: count(StepStatus::Completed),
             failed: count(StepStatus::Failed),
+            tolerated: steps.iter().filter(|r| r.tolerated).count(),
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
+            violations,
         });
         Ok(ExecutionResult {
             run_id,
@@ -624,48 +688,31 @@ impl Executor {
 struct Resume {
     run_id: String,
     /// Step id → status recorded before the interruption.
-    prior: std::collections::HashMap<String, String>,
+    prior: std::collections::HashMap<String, StepState>,
     /// LLM tokens the run had used before.
     tokens: Usage,
-    rerun_interrupted: bool,
 }
 
-/// Whether `pid` is a live acode-run process (so its run must not be resumed from here).
-fn process_is_acode_run(pid: i64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|comm| comm.trim() == "acode-run")
-        .unwrap_or(false)
-}
-
-/// Fails a step that was interrupted mid-way and whose tool is not safe to run twice.
-fn refuse_rerun(
-    run: &mut RunContext,
-    step: &Step,
-    index: usize,
-    total: usize,
-) -> Result<(StepResult, bool), ExecutionError> {
-    run.emitter.emit(EventKind::StepStarted {
-        step_id: step.step_id.clone(),
-        tool: step.tool.clone(),
-        index,
-        total,
-        summary: String::new(),
-    });
-    let message = format!(
-        "step {:?} was interrupted while running {}, which is not safe to run twice; check the \
-         workspace, then resume with --rerun-interrupted",
-        step.step_id, step.tool
-    );
-    let kind = ErrorKind::PreconditionFailed;
-    let result = record_not_run(run, step, StepStatus::Failed, kind, message)?;
-    run.emitter.emit(EventKind::StepFailed {
-        step_id: step.step_id.clone(),
-        error_code: kind.as_str().to_string(),
-        error: result.error.clone().unwrap_or_default(),
-        duration_ms: 0,
-    });
-    run.emitter.progress().on_step_failed(&result);
-    Ok((result, false))
+impl Executor {
+    /// Marks runs left `running` by a process that no longer exists as `interrupted`.
+    fn mark_abandoned_runs(&mut self) -> Result<(), ExecutionError> {
+        let me = std::process::id() as i64;
+        for (run_id, pid) in self.store.running_runs()? {
+            let alive = pid.is_some_and(|pid| {
+                pid == me
+                    || i32::try_from(pid).is_ok_and(|p| {
+                        // SAFETY: signal 0 only asks whether the process exists.
+                        let rc = unsafe { libc::kill(p, 0) };
+                        rc == 0
+                            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+                    })
+            });
+            if !alive {
+                self.store.mark_interrupted(&run_id)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Records a step that never ran.
@@ -704,7 +751,7 @@ fn record_not_run(
         run.emitter.run_id(),
         &step.step_id,
         &StepUpdate {
-            status: status.as_str(),
+            status: status.state(),
             attempts: 0,
             started_at: None,
             finished_at: now_ms(),
@@ -813,13 +860,13 @@ fn run_step(
         run.emitter.run_id(),
         &step.step_id,
         &StepUpdate {
-            status: status.as_str(),
+            status: status.state(),
             attempts,
             started_at: Some(started_at),
             finished_at: now_ms(),
             error_code: kind.map(ErrorKind::as_str),
             error_message: message.as_deref(),
-            tokens: (tokens.prompt_tokens as i64, tokens.completion_tokens as i64),
+            tokens: tokens.stored(),
         },
     )?;
     let result = StepResult {
@@ -832,8 +879,12 @@ fn run_step(
         duration_ms,
         output: outcome
             .output
-            .map(|o| call::truncate_with_note(&o, OUTPUT_KEEP)),
+            .map(|o| call::truncate_with_note(&o, run.agent.answer_chars)),
         execution_ids,
+        tolerated: status == StepStatus::Failed
+            && step.on_failure == OnFailure::Continue
+            && !quit
+            && !run.cancel.load(Ordering::SeqCst),
     };
     match kind {
         None => {
@@ -850,6 +901,7 @@ fn run_step(
                 error_code: k.as_str().to_string(),
                 error: message.unwrap_or_default(),
                 duration_ms,
+                tolerated: result.tolerated,
             });
             run.emitter.progress().on_step_failed(&result);
         }

@@ -11,8 +11,9 @@
 //! Providers: [`openai`] (OpenAI-compatible `/chat/completions`, the default: Ollama, LM Studio,
 //! llama.cpp server, vLLM), [`ollama`] (Ollama's native `/api/chat`) and [`anthropic`] (the
 //! Anthropic Messages API `/v1/messages`, as served by llama.cpp, Ollama and LiteLLM). [`react`] is
-//! a text protocol for models without native tool calling; [`scripted`] is a replaying HTTP server
-//! so tests and embedders never need a real model.
+//! a text protocol for models without native tool calling; `scripted` (only with the `testing`
+//! feature, which the crate's own tests enable) is a replaying HTTP server so tests never need a
+//! real model.
 
 pub mod anthropic;
 #[cfg(test)]
@@ -83,6 +84,8 @@ pub mod ollama;
 pub mod openai;
 pub(crate) mod parse;
 pub mod react;
+/// Test-only: not in the shipped library (the `testing` feature, which the crate's own tests enable).
+#[cfg(any(test, feature = "testing"))]
 pub mod scripted;
 
 use std::fmt;
@@ -292,6 +295,11 @@ impl LlmToolCall {
     }
 }
 
+/// The largest token count taken from one answer (2^40, about 10^12): a server reporting more is
+/// believed up to here. Far above any real answer, far enough below `i64::MAX` that the database's
+/// sums over millions of rows cannot overflow.
+pub const MAX_COUNTED_TOKENS: u64 = 1 << 40;
+
 /// Token counts reported by the server; zero when it reported none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
@@ -305,6 +313,12 @@ impl Usage {
     /// Prompt plus completion, for budgets.
     pub fn total(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+
+    /// The counts as stored in the database (`INTEGER`, i.e. `i64`), saturating rather than wrapping.
+    pub fn stored(&self) -> (i64, i64) {
+        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        (clamp(self.prompt_tokens), clamp(self.completion_tokens))
     }
 
     /// Adds another call's usage (for per-step and per-run totals).
@@ -721,12 +735,18 @@ pub(crate) fn excerpt(text: &str, max: usize) -> String {
     }
 }
 
-/// Replaces every occurrence of `secret` in `text` by `[REDACTED]` (servers sometimes echo keys).
+/// Replaces the API key (servers sometimes echo keys; also in its JSON-escaped forms) and every
+/// recognisable token format in a server's body or error by `[REDACTED]`, with the project's one
+/// redactor: the body is kept in the record and quoted in errors.
 pub(crate) fn redact(text: &str, secret: Option<&str>) -> String {
-    match secret {
+    let text = match secret {
+        // Shorter than the redactor's minimum, but a key all the same.
         Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[REDACTED]"),
         _ => text.to_string(),
-    }
+    };
+    crate::sandbox::Redactor::new()
+        .with_extra_values(secret)
+        .redact_string(text)
 }
 
 /// The default excerpt length for server bodies in error messages.
@@ -861,6 +881,18 @@ mod tests {
             "key [REDACTED] bad"
         );
         assert_eq!(redact("abc", None), "abc");
+        // A token right after an escaped newline in a JSON error body.
+        let body = r#"{"error":"bad key:\nghp_16C7e42F292c6912E7710c838347Ae178B4a"}"#;
+        assert!(
+            !redact(body, None).contains("16C7e42F"),
+            "{}",
+            redact(body, None)
+        );
+        // The key as the server quoted it inside JSON.
+        assert_eq!(
+            redact(r#"{"k":"a\"b\\c-key"}"#, Some(r#"a"b\c-key"#)),
+            r#"{"k":"[REDACTED]"}"#
+        );
         assert_eq!(excerpt("a\nb", 10), "a b");
         assert_eq!(excerpt("abcdef", 3), "abc...");
     }

@@ -220,16 +220,18 @@ pub(crate) fn tool_call_in_content(
     })
 }
 
-/// A token count that may be missing, negative, fractional or a string.
+/// A token count that may be missing, negative, fractional, a string or absurd: saturates at
+/// [`super::MAX_COUNTED_TOKENS`] on the way in, so no sum of counts can overflow later.
 pub(crate) fn count(value: Option<&Value>) -> u64 {
-    match value {
+    let n = match value {
         Some(Value::Number(n)) => n
             .as_u64()
             .or_else(|| n.as_f64().filter(|f| *f > 0.0).map(|f| f as u64))
             .unwrap_or(0),
         Some(Value::String(s)) => s.trim().parse().unwrap_or(0),
         _ => 0,
-    }
+    };
+    n.min(super::MAX_COUNTED_TOKENS)
 }
 
 /// The warning recorded for a finish reason that means the answer is incomplete. Covers the
@@ -415,5 +417,10 @@ mod tests {
         assert_eq!(count(Some(&json!(-3))), 0);
         assert_eq!(count(Some(&json!("7"))), 7);
         assert_eq!(count(None), 0);
+        assert_eq!(
+            count(Some(&json!(u64::MAX))),
+            super::super::MAX_COUNTED_TOKENS
+        );
+        assert_eq!(count(Some(&json!(1e300))), super::super::MAX_COUNTED_TOKENS);
     }
 }

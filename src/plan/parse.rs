@@ -14,7 +14,7 @@ use super::model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};
 use super::{Problem, ProblemKind};
 
 /// The largest plan file accepted; larger input is refused before parsing.
-pub const MAX_PLAN_BYTES: usize = 64 * 1024 * 1024;
+pub const MAX_PLAN_BYTES: usize = crate::sandbox::input::MAX_PLAN_BYTES as usize;
 
 /// Hex SHA-256 of bytes; approvals are bound to this.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -107,6 +107,17 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         );
         return (None, c.problems);
     }
+    // One document for the reviewer and the runner: serde_json would keep the last of two equal keys.
+    if let Err(d) = crate::sandbox::input::check_unique_keys(bytes) {
+        c.err(
+            format!("line {}, column {}", d.line, d.column),
+            format!(
+                "duplicate key {:?} (a key may appear once per object)",
+                d.key
+            ),
+        );
+        return (None, c.problems);
+    }
     // Stream the document: top-level fields are read as values, but each step is converted and its
     // JSON tree dropped as soon as it is read, so a 100 000-step plan never exists twice in memory.
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -135,12 +146,18 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             "description",
             "variables",
             "defaults",
+            "secrets",
             "steps",
         ],
     );
 
     let plan_id = match c.string(obj, "plan_id", "plan") {
-        Some(id) if !id.trim().is_empty() => id,
+        Some(id) if !id.trim().is_empty() => {
+            if let Some(why) = super::validate::identifier_problem(&id) {
+                c.err("plan.plan_id", why);
+            }
+            id
+        }
         Some(_) => {
             c.err("plan.plan_id", "must not be empty");
             String::new()
@@ -162,9 +179,14 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         None | Some(Value::Null) => {}
         Some(Value::Object(vars)) => {
             for (k, v) in vars {
-                let at = format!("plan.variables.{k}");
+                let at = format!("plan.variables.{}", super::validate::escape_controls(k));
                 if !super::variables::is_name(k) {
-                    c.err(at, "invalid variable name (use letters, digits and _)");
+                    let why = super::validate::identifier_problem(k)
+                        .map(|w| format!("invalid variable name: {w}"))
+                        .unwrap_or_else(|| {
+                            "invalid variable name (use letters, digits and _)".to_string()
+                        });
+                    c.err(at, why);
                     continue;
                 }
                 if super::variables::BUILTINS.contains(&k.as_str()) {
@@ -188,6 +210,31 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
         Some(other) => c.err("plan.variables", format!("expected an object, got {other}")),
     }
+
+    let secrets = match obj.get("secrets") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .enumerate()
+            .filter_map(|(j, n)| match n {
+                Value::String(s) => Some(s.clone()),
+                other => {
+                    c.err(
+                        format!("plan.secrets[{j}]"),
+                        format!("expected a variable name (a string), got {}", kind(other)),
+                    );
+                    None
+                }
+            })
+            .collect(),
+        Some(other) => {
+            c.err(
+                "plan.secrets",
+                format!("expected an array of variable names, got {}", kind(other)),
+            );
+            Vec::new()
+        }
+    };
 
     let mut defaults = Defaults::default();
     match obj.get("defaults") {
@@ -223,6 +270,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         plan_id,
         description,
         variables,
+        secrets,
         defaults,
         steps,
         sha256: sha256_hex(bytes),
@@ -274,14 +322,12 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             c.err(format!("{at}.step_id"), "must not be empty");
             String::new()
         }
-        Some(id) if id.chars().any(char::is_control) => {
-            c.err(
-                format!("{at}.step_id"),
-                "must not contain control characters",
-            );
-            String::new()
+        Some(id) => {
+            if let Some(why) = super::validate::identifier_problem(&id) {
+                c.err(format!("{at}.step_id"), why);
+            }
+            id
         }
-        Some(id) => id,
         None => {
             c.err(format!("{at}.step_id"), "missing");
             String::new()

@@ -192,6 +192,8 @@ pub struct OsSandbox {
     temp: Option<PathBuf>,
     notes: Vec<String>,
     warning: Option<String>,
+    /// Extra read-only paths bwrap shows commands (the policy's `read_paths`).
+    read_paths: Vec<PathBuf>,
 }
 
 impl OsSandbox {
@@ -209,7 +211,14 @@ impl OsSandbox {
             temp: None,
             notes: Vec::new(),
             warning: None,
+            read_paths: Vec::new(),
         }
+    }
+
+    /// Adds the policy's `read_paths` to what commands under bwrap can see (read-only).
+    pub fn with_read_paths(mut self, paths: &[PathBuf]) -> Self {
+        self.read_paths = paths.to_vec();
+        self
     }
 
     /// A shared [`OsSandbox::none`] for contexts that start no command (plan validation) and for
@@ -431,7 +440,7 @@ impl OsSandbox {
         match self.mode {
             SandboxMode::Bwrap => {
                 if let Some(b) = &self.bwrap {
-                    spec.wrap = Some(BwrapSpec::new(b, workspace));
+                    spec.wrap = Some(BwrapSpec::new(b, workspace).read_paths(&self.read_paths));
                 }
                 spec.setup.landlock = self.bwrap_landlock.clone();
             }

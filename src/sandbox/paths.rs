@@ -4,7 +4,9 @@
 //! exists on disk, it stays inside the workspace root. Writes are further refused under `.git/` and
 //! the execution database, so a plan cannot rewrite history or its own audit trail.
 
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -43,9 +45,13 @@ pub enum Access {
 }
 
 /// The workspace root and the places inside it that tools may not write.
+///
+/// The root is also held open as a directory handle: every file operation resolves relative to
+/// it, with the kernel refusing escapes (see [`crate::sandbox::fs`]).
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    root_fd: Arc<OwnedFd>,
     protected: Vec<PathBuf>,
 }
 
@@ -59,12 +65,22 @@ impl Workspace {
             root.join(".git"),
             root.join(crate::sandbox::policy::Policy::FILE_NAME),
         ];
-        Ok(Workspace { root, protected })
+        let root_fd = Arc::new(super::fs::open_root(&root)?);
+        Ok(Workspace {
+            root,
+            root_fd,
+            protected,
+        })
     }
 
     /// The canonical workspace root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The handle of the root (`O_PATH`), which every kernel-checked resolution starts from.
+    pub fn root_fd(&self) -> BorrowedFd<'_> {
+        self.root_fd.as_fd()
     }
 
     /// Marks a path (file or directory) as not writable by tools, e.g. the execution database.
@@ -171,7 +187,11 @@ impl Workspace {
     }
 
     /// Refuses `candidate` if it lies in a protected area (or is a database's WAL/journal file).
-    fn check_protected(&self, given: &str, candidate: &Path) -> Result<(), SandboxViolation> {
+    pub(crate) fn check_protected(
+        &self,
+        given: &str,
+        candidate: &Path,
+    ) -> Result<(), SandboxViolation> {
         // Any git directory, not only the top-level one: a plan must not plant hooks or config in a
         // nested repository either.
         let rel = candidate.strip_prefix(&self.root).unwrap_or(candidate);
@@ -247,39 +267,12 @@ impl Workspace {
         Ok(())
     }
 
-    /// The runner's private directory for files being written, `.acode/tmp/<pid>`, if it can be
-    /// created and lies on the same filesystem as `dir` (so a rename from it into `dir` is atomic).
-    /// Tools cannot write there: `.acode/` is protected.
-    pub fn staging_dir_for(&self, dir: &Path) -> Option<PathBuf> {
-        use std::os::unix::fs::MetadataExt;
-        let staging = self
-            .root
-            .join(STAGING_DIR)
-            .join(std::process::id().to_string());
-        std::fs::create_dir_all(&staging).ok()?;
-        let same_fs = std::fs::metadata(&staging).ok()?.dev() == std::fs::metadata(dir).ok()?.dev();
-        same_fs.then_some(staging)
-    }
-
-    /// Removes what crashed runs left in the staging area: the directories of processes that no
-    /// longer exist. Live runs sharing the workspace keep theirs.
+    /// Removes what crashed runs left in the staging area (`.acode/tmp/<pid>`, where writes are
+    /// staged before their atomic rename): the directories of processes that no longer exist.
+    /// Live runs sharing the workspace keep theirs. Done through directory handles, following no
+    /// symlink, so a link planted at `.acode/tmp` cannot make the sweep delete anything outside.
     pub fn sweep_staging(&self) {
-        let Ok(entries) = std::fs::read_dir(self.root.join(STAGING_DIR)) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let pid = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok());
-            let alive = pid.is_some_and(|pid| {
-                // SAFETY: signal 0 only asks whether the process exists.
-                pid == std::process::id() as i32 || unsafe { libc::kill(pid, 0) } == 0
-            });
-            if !alive {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
+        super::fs::sweep_staging(self);
     }
 
     /// A path for display and storage: relative to the root with '/' separators.

@@ -3,7 +3,7 @@
 //! Loaded from `acode-policy.json` in the workspace or from `--policy FILE`. Every field is optional;
 //! an unknown field is an error so that a typo cannot silently loosen or tighten the sandbox.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -122,7 +122,11 @@ impl Default for Limits {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Policy {
-    /// Executables allowed in addition to [`DEFAULT_ALLOWLIST`].
+    /// The command allowlist, replacing [`DEFAULT_ALLOWLIST`] when given (so a workspace can drop
+    /// interpreters such as `python3` and `node`); `None` keeps the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
+    /// Executables allowed in addition to the allowlist ([`Policy::commands`] or the default).
     pub allow_commands: Vec<String>,
     /// Executables that run without confirmation. Defaults to the built-in allowlist, so commands
     /// added by policy need confirmation unless listed here too.
@@ -135,11 +139,17 @@ pub struct Policy {
     pub sandbox: SandboxMode,
     /// Resource limits.
     pub limits: Limits,
+    /// Absolute host paths commands under bwrap may read (mounted read-only), beyond the system
+    /// directories, `/etc` and the runner's cargo/rustup homes. Why: bwrap shows commands only
+    /// what programs need, so a toolchain elsewhere (`/opt/node`, `/nix/store`) must be named.
+    /// Never name a directory holding a UNIX socket: a read-only mount does not stop `connect`.
+    pub read_paths: Vec<PathBuf>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
         Policy {
+            commands: None,
             allow_commands: Vec::new(),
             auto_approve_commands: DEFAULT_ALLOWLIST.iter().map(|s| s.to_string()).collect(),
             confirm_tools: DEFAULT_CONFIRM_TOOLS
@@ -149,6 +159,7 @@ impl Default for Policy {
             env_passthrough: Vec::new(),
             sandbox: SandboxMode::default(),
             limits: Limits::default(),
+            read_paths: Vec::new(),
         }
     }
 }
@@ -161,8 +172,8 @@ pub enum PolicyError {
     Read {
         /// The policy file.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: missing, not a regular file, over the size limit, a duplicate key.
+        source: super::input::InputError,
     },
     /// The file is not a valid policy.
     #[error("invalid policy file {path}: {message}")]
@@ -190,9 +201,14 @@ impl Policy {
                 p
             }
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Read {
+        let bytes = super::input::read_json(&path, super::input::MAX_POLICY_BYTES, "policy file")
+            .map_err(|source| PolicyError::Read {
             path: path.display().to_string(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| PolicyError::Invalid {
+            path: path.display().to_string(),
+            message: format!("not UTF-8: {e}"),
         })?;
         Self::parse(&text).map_err(|message| PolicyError::Invalid {
             path: path.display().to_string(),
@@ -207,7 +223,11 @@ impl Policy {
 
     /// Whether `program` (a bare command name) may run at all.
     pub fn command_allowed(&self, program: &str) -> bool {
-        DEFAULT_ALLOWLIST.contains(&program) || self.allow_commands.iter().any(|c| c == program)
+        let base = match &self.commands {
+            Some(list) => list.iter().any(|c| c == program),
+            None => DEFAULT_ALLOWLIST.contains(&program),
+        };
+        base || self.allow_commands.iter().any(|c| c == program)
     }
 
     /// Whether `program` runs without asking for confirmation.
@@ -243,6 +263,16 @@ mod tests {
         assert!(!p.command_auto_approved("rg"));
         assert!(p.tool_needs_confirmation("file_delete"));
         assert_eq!(p.sandbox, SandboxMode::None);
+    }
+
+    #[test]
+    fn commands_replace_the_default_allowlist() {
+        let p = Policy::parse(r#"{"commands":["git","cat"],"allow_commands":["rg"]}"#).unwrap();
+        assert!(p.command_allowed("git"));
+        assert!(p.command_allowed("rg"));
+        assert!(!p.command_allowed("python3"));
+        assert!(!p.command_allowed("node"));
+        assert!(Policy::default().command_allowed("python3"));
     }
 
     #[test]

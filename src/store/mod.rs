@@ -5,7 +5,14 @@
 //! runs share one database file; write transactions start `IMMEDIATE` so two writers queue instead of
 //! deadlocking on a lock upgrade.
 
+#[macro_use]
+mod status;
+mod decisions;
 pub mod migrations;
+mod runner;
+
+pub use decisions::{DecisionRow, Verdict};
+pub use status::{RunStatus, StepState};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,6 +49,24 @@ pub enum StoreError {
     /// A lookup found nothing.
     #[error("{0} not found")]
     NotFound(String),
+    /// The database file was deleted or replaced while this process had it open: everything
+    /// written since went to a file nobody can read, so the record of this run is lost.
+    #[error(
+        "the execution database {path} was deleted or replaced during the run; this run's record is lost"
+    )]
+    Lost {
+        /// The database file.
+        path: String,
+    },
+    /// The database was written by a newer acode-run; touching it could corrupt what that version
+    /// relies on, so it is refused before anything is written.
+    #[error("database schema {found} is newer than this acode-run ({known}): upgrade acode-run")]
+    TooNew {
+        /// The database's `user_version`.
+        found: i64,
+        /// The newest schema this binary knows.
+        known: i64,
+    },
 }
 
 /// A run as stored.
@@ -61,8 +86,9 @@ pub struct RunRow {
     pub started_at: i64,
     /// Unix ms, when finished.
     pub finished_at: Option<i64>,
-    /// `running`, `completed`, `failed`, `interrupted`.
-    pub status: String,
+    /// Where the run stands (see `docs/recovery.md`). A run recorded `running` whose process is gone
+    /// reads as [`RunStatus::Interrupted`].
+    pub status: RunStatus,
     /// The process exit code the run ended with.
     pub exit_code: Option<i64>,
     /// LLM prompt tokens used.
@@ -85,8 +111,8 @@ pub struct StepRow {
     pub position: i64,
     /// The step's tool.
     pub tool: String,
-    /// `pending`, `running`, `completed`, `failed`, `blocked`, `skipped`.
-    pub status: String,
+    /// Where the step stands.
+    pub status: StepState,
     /// Tool-call attempts made.
     pub attempts: i64,
     /// Unix ms.
@@ -145,6 +171,8 @@ pub struct ArtifactMeta {
     pub bytes: i64,
     /// Whether the stored content is cut short.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8 and is stored as a lossy rendering.
+    pub lossy: bool,
 }
 
 /// An execution with its artifacts' metadata, for `acode-run show`.
@@ -172,7 +200,7 @@ pub struct RunDetail {
 #[derive(Debug, Clone)]
 pub struct StepUpdate<'a> {
     /// New status.
-    pub status: &'a str,
+    pub status: StepState,
     /// Attempts made.
     pub attempts: u32,
     /// Unix ms, when started (None for steps that never started).
@@ -191,7 +219,14 @@ pub struct StepUpdate<'a> {
 pub struct Store {
     conn: Connection,
     path: Option<PathBuf>,
+    /// Device and inode of the file when opened, to notice it being deleted or replaced.
+    file_id: Option<(u64, u64)>,
     redactor: Arc<Redactor>,
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Store {
@@ -212,17 +247,25 @@ impl Store {
             path: path.display().to_string(),
             source,
         };
+        // Before anything can write (opening read-write creates the WAL, `journal_mode` and the
+        // migration transaction write): a database from a newer binary is refused untouched.
+        if let Some(found) = migrations::version_on_disk(path).map_err(open_err)? {
+            migrations::check_known(found)?;
+        }
         let conn = Connection::open(path).map_err(open_err)?;
-        Self::setup(conn, Some(path.to_path_buf())).map_err(open_err)
+        Self::setup(conn, Some(path.to_path_buf())).map_err(|e| match e {
+            StoreError::Sql(source) => open_err(source),
+            other => other,
+        })
     }
 
     /// An in-memory database, for tests and embedders that do not want a file.
     pub fn open_in_memory() -> Result<Store, StoreError> {
         let conn = Connection::open_in_memory()?;
-        Ok(Self::setup(conn, None)?)
+        Self::setup(conn, None)
     }
 
-    fn setup(mut conn: Connection, path: Option<PathBuf>) -> rusqlite::Result<Store> {
+    fn setup(mut conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode survives process crashes (kill -9); only an OS crash can lose the
@@ -232,6 +275,7 @@ impl Store {
         migrations::migrate(&mut conn)?;
         Ok(Store {
             conn,
+            file_id: path.as_deref().and_then(file_id),
             path,
             redactor: Arc::new(Redactor::from_env()),
         })
@@ -240,6 +284,46 @@ impl Store {
     /// Replaces the redactor applied to everything written (the default reads the environment).
     pub fn set_redactor(&mut self, redactor: Arc<Redactor>) {
         self.redactor = redactor;
+    }
+
+    /// The redactor applied to everything written: the run's, shared with the executor, so that
+    /// what the executor hands to the model is redacted by the same rules as the record.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
+    }
+
+    /// Fails when the database file is no longer the one opened (deleted, or replaced by another
+    /// file): SQLite keeps writing to the unlinked file without an error, so a run would otherwise
+    /// end with exit 0 and no record.
+    pub fn check_still_there(&self) -> Result<(), StoreError> {
+        match (&self.path, self.file_id) {
+            (Some(path), Some(id)) if file_id(path) != Some(id) => Err(StoreError::Lost {
+                path: path.display().to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs recorded as `running`, with the process that ran them: candidates for being marked
+    /// interrupted when that process is gone (a crash, a full disk, `kill -9`).
+    pub fn running_runs(&self) -> Result<Vec<(String, Option<i64>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run_id, runner_pid FROM runs WHERE status = 'running'")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// Marks a run whose process died while it was `running` as `interrupted` (resumable), so it
+    /// does not stay `running` forever.
+    pub fn mark_interrupted(&mut self, run_id: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET status = 'interrupted' WHERE run_id = ?1 AND status = 'running'",
+            [run_id],
+        )?;
+        Ok(())
     }
 
     /// The database file, if on disk.
@@ -269,28 +353,34 @@ impl Store {
         steps: &[(&str, usize, &str)],
     ) -> Result<(), StoreError> {
         let variables_json = self.scrub(variables_json).into_owned();
+        let plan_id = self.scrub(&run.plan_id).into_owned();
+        let steps: Vec<(String, usize, &str)> = steps
+            .iter()
+            .map(|(id, pos, tool)| (self.scrub(id).into_owned(), *pos, *tool))
+            .collect();
         let tx = self.immediate()?;
         tx.execute(
             "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status,
-             runner_pid, variables_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             runner_pid, variables_json, runner_token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 run.run_id,
-                run.plan_id,
+                plan_id,
                 run.plan_sha256,
                 run.plan_path,
                 run.workspace,
                 run.started_at,
                 run.status,
                 std::process::id(),
-                variables_json
+                variables_json,
+                runner::own_token()
             ],
         )?;
         {
             let mut stmt = tx.prepare(
                 "INSERT INTO steps (run_id, step_id, position, tool, status) VALUES (?1, ?2, ?3, ?4, 'pending')",
             )?;
-            for (step_id, position, tool) in steps {
+            for (step_id, position, tool) in &steps {
                 stmt.execute(params![run.run_id, step_id, *position as i64, tool])?;
             }
         }
@@ -300,6 +390,7 @@ impl Store {
 
     /// Marks a step as running.
     pub fn step_started(&mut self, run_id: &str, step_id: &str, at: i64) -> Result<(), StoreError> {
+        let step_id = self.scrub(step_id).into_owned();
         self.conn
             .prepare_cached(
                 "UPDATE steps SET status = 'running', started_at = ?3 WHERE run_id = ?1 AND step_id = ?2",
@@ -316,6 +407,7 @@ impl Store {
         u: &StepUpdate,
     ) -> Result<(), StoreError> {
         let message = self.scrub_opt(u.error_message);
+        let step_id = self.scrub(step_id);
         self.conn
             .prepare_cached(
                 "UPDATE steps SET status = ?3, attempts = ?4, started_at = COALESCE(started_at, ?5),
@@ -345,8 +437,12 @@ impl Store {
         e: &ExecutionRecord,
         artifacts: &[Artifact],
     ) -> Result<(), StoreError> {
-        let args = self.scrub(&e.arguments_json);
+        // Redacted value by value, then serialised: a secret holding `"` or `\` is escaped in the
+        // JSON text and would no longer match itself there.
+        let args = self.redactor.redact_json_text(&e.arguments_json);
         let message = self.scrub_opt(e.error_message.as_deref());
+        // Identifiers go through the same redactor, consistently, so lookups by id still match.
+        let step_id = self.scrub(&e.step_id);
         let contents: Vec<std::borrow::Cow<str>> =
             artifacts.iter().map(|a| self.scrub(&a.content)).collect();
         let tx = self.immediate()?;
@@ -359,7 +455,7 @@ impl Store {
         .execute(params![
             e.execution_id,
             e.run_id,
-            e.step_id,
+            step_id,
             e.tool_name,
             args,
             e.started_at,
@@ -376,15 +472,16 @@ impl Store {
         ])?;
         for (a, content) in artifacts.iter().zip(&contents) {
             tx.prepare_cached(
-                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated, lossy)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![
                 e.execution_id,
                 a.artifact_type,
                 content,
                 a.bytes as i64,
-                a.truncated
+                a.truncated,
+                a.lossy
             ])?;
         }
         tx.commit()?;
@@ -395,7 +492,7 @@ impl Store {
     pub fn finish_run(
         &mut self,
         run_id: &str,
-        status: &str,
+        status: RunStatus,
         exit_code: i32,
         tokens: (i64, i64),
     ) -> Result<(), StoreError> {
@@ -418,7 +515,8 @@ impl Store {
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
+             sandbox, landlock_abi
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -432,7 +530,8 @@ impl Store {
         let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
+             sandbox, landlock_abi
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -492,6 +591,17 @@ impl Store {
             .optional()?)
     }
 
+    /// Whether the process recorded as running `run_id` is still that process (same pid, same
+    /// start time since the same boot): the one test of "is this run alive" used everywhere.
+    pub fn runner_alive(&self, run_id: &str) -> Result<bool, StoreError> {
+        let (pid, token): (Option<i64>, Option<String>) = self.conn.query_row(
+            "SELECT runner_pid, runner_token FROM runs WHERE run_id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(runner::alive(pid, token.as_deref()))
+    }
+
     /// The process that last ran `run_id` and the variables it used.
     pub fn run_origin(&self, run_id: &str) -> Result<(Option<i64>, Option<String>), StoreError> {
         Ok(self.conn.query_row(
@@ -503,21 +613,38 @@ impl Store {
 
     /// LLM tokens recorded on a run's executions (what a crashed run had used, which its run row
     /// never received).
+    ///
+    /// Summed with `TOTAL` (a float, which cannot overflow) over rows clamped to be non-negative, then
+    /// saturated into `i64`: a record written by an older version with absurd counts still resumes.
     pub fn token_usage(&self, run_id: &str) -> Result<(i64, i64), StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0)
+        let (prompt, completion): (f64, f64) = self.conn.query_row(
+            "SELECT TOTAL(MAX(COALESCE(prompt_tokens, 0), 0)),
+                    TOTAL(MAX(COALESCE(completion_tokens, 0), 0))
              FROM executions WHERE run_id = ?1",
             [run_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
-        )?)
+        )?;
+        // `as` from f64 saturates at i64::MAX.
+        Ok((prompt as i64, completion as i64))
+    }
+
+    /// How many tool calls of `run_id` were refused as sandbox violations (including those of an
+    /// earlier, interrupted part of the run), for the run summary.
+    pub fn refused_violations(&self, run_id: &str) -> Result<u64, StoreError> {
+        let n: i64 = self.conn.query_row(
+            "SELECT count(*) FROM executions WHERE run_id = ?1 AND error_code = 'sandbox_violation'",
+            [run_id],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u64)
     }
 
     /// Marks an unfinished run as running again in this process (crash recovery).
     pub fn reopen_run(&mut self, run_id: &str) -> Result<(), StoreError> {
         self.conn.execute(
-            "UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, runner_pid = ?2
-             WHERE run_id = ?1",
-            params![run_id, std::process::id()],
+            "UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, runner_pid = ?2,
+             runner_token = ?3 WHERE run_id = ?1",
+            params![run_id, std::process::id(), runner::own_token()],
         )?;
         Ok(())
     }
@@ -570,7 +697,7 @@ impl Store {
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let mut meta = self.conn.prepare(
-            "SELECT artifact_type, bytes, truncated FROM artifacts WHERE execution_id = ?1
+            "SELECT artifact_type, bytes, truncated, lossy FROM artifacts WHERE execution_id = ?1
              ORDER BY artifact_type",
         )?;
         let mut executions = Vec::with_capacity(records.len());
@@ -581,6 +708,7 @@ impl Store {
                         artifact_type: r.get(0)?,
                         bytes: r.get(1)?,
                         truncated: r.get(2)?,
+                        lossy: r.get(3)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -593,15 +721,33 @@ impl Store {
         })
     }
 
-    /// One artifact's content.
+    /// The one execution id starting with `prefix` (ids may be abbreviated, like run ids).
+    pub fn execution_id(&self, prefix: &str) -> Result<String, StoreError> {
+        let pattern = format!("{}%", prefix.replace(['%', '_'], ""));
+        let ids = self
+            .conn
+            .prepare("SELECT execution_id FROM executions WHERE execution_id LIKE ?1 LIMIT 2")?
+            .query_map([pattern], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        match ids.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(StoreError::NotFound(format!("execution {prefix}"))),
+            _ => Err(StoreError::NotFound(format!(
+                "a unique execution for prefix {prefix} (several match)"
+            ))),
+        }
+    }
+
+    /// One artifact's content; `execution_id` may be a unique prefix.
     pub fn artifact(
         &self,
         execution_id: &str,
         artifact_type: &str,
     ) -> Result<Artifact, StoreError> {
+        let execution_id = &self.execution_id(execution_id)?;
         self.conn
             .query_row(
-                "SELECT artifact_type, content, bytes, truncated FROM artifacts
+                "SELECT artifact_type, content, bytes, truncated, lossy FROM artifacts
                  WHERE execution_id = ?1 AND artifact_type = ?2",
                 params![execution_id, artifact_type],
                 |r| {
@@ -610,6 +756,7 @@ impl Store {
                         content: r.get(1)?,
                         bytes: r.get::<_, i64>(2)? as u64,
                         truncated: r.get(3)?,
+                        lossy: r.get(4)?,
                     })
                 },
             )
@@ -622,7 +769,16 @@ impl Store {
     }
 }
 
+/// A run row, with a `running` run whose process is gone read as `interrupted`.
 fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
+    let mut status: RunStatus = r.get(7)?;
+    if status == RunStatus::Running {
+        let pid: Option<i64> = r.get(11)?;
+        let token: Option<String> = r.get(12)?;
+        if !runner::alive(pid, token.as_deref()) {
+            status = RunStatus::Interrupted;
+        }
+    }
     Ok(RunRow {
         run_id: r.get(0)?,
         plan_id: r.get(1)?,
@@ -631,11 +787,11 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         workspace: r.get(4)?,
         started_at: r.get(5)?,
         finished_at: r.get(6)?,
-        status: r.get(7)?,
+        status,
         exit_code: r.get(8)?,
         prompt_tokens: r.get(9)?,
         completion_tokens: r.get(10)?,
-        sandbox: r.get(11)?,
-        landlock_abi: r.get(12)?,
+        sandbox: r.get(13)?,
+        landlock_abi: r.get(14)?,
     })
 }

@@ -19,6 +19,7 @@ use super::command::{seconds, stream_artifact, tail};
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, arg_str};
 use crate::error::ErrorKind;
 use crate::sandbox::env::child_env;
+use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, CommandSpec};
 use crate::sandbox::{SandboxViolation, Workspace};
 
@@ -243,10 +244,15 @@ impl Tool for LspCheck {
             manifest.to_string_lossy().into_owned(),
         ];
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
-        spec.env = child_env(
-            ctx.policy,
-            &[("CARGO_TERM_COLOR".to_string(), "never".to_string())],
-        );
+        // Inside the OS sandbox there is no network (bwrap's namespace, Landlock's TCP rules):
+        // cargo would spend many seconds retrying a download before failing, so it runs offline
+        // there and fails at once.
+        let offline = ctx.sandbox.mode() != crate::sandbox::SandboxMode::None;
+        let mut extra_env = vec![("CARGO_TERM_COLOR".to_string(), "never".to_string())];
+        if offline {
+            extra_env.push(("CARGO_NET_OFFLINE".to_string(), "true".to_string()));
+        }
+        spec.env = child_env(ctx.policy, &extra_env);
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
         if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
@@ -258,7 +264,11 @@ impl Tool for LspCheck {
                 ),
             ));
         }
-        let mut out = match process::run(&spec, ctx.cancel, ctx.heartbeat) {
+        // cargo runs build scripts: arbitrary code, guarded like any command.
+        let guard = ProtectedGuard::before(ctx.workspace);
+        let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
+        guard.after()?;
+        let mut out = match result {
             Ok(out) => out,
             Err(e) => {
                 return Ok(ToolOutput::failed(
@@ -300,10 +310,16 @@ impl Tool for LspCheck {
                 .exit_code
                 .map(|c| format!("exit code {c}"))
                 .unwrap_or_else(|| "killed".to_string());
+            let hint = if offline && stderr_tail.contains("offline") {
+                "; the sandbox has no network, so cargo ran offline and needed something not in \
+                 its local cache: run `cargo fetch` before the plan, or allow network in the policy"
+            } else {
+                ""
+            };
             ToolOutput::failed(
                 ErrorKind::ToolFailed,
                 format!(
-                    "cargo check failed ({status}) without compiler diagnostics: {stderr_tail}"
+                    "cargo check failed ({status}) without compiler diagnostics{hint}: {stderr_tail}"
                 ),
             )
         } else {
@@ -518,6 +534,39 @@ mod tests {
             Err(ToolError::InvalidArguments { .. })
         ));
         assert!(LspCheck.idempotent());
+    }
+
+    #[test]
+    fn a_missing_dependency_inside_bwrap_fails_fast_and_says_what_to_do() {
+        if bwrap_for_tests().is_none() {
+            return;
+        }
+        let ws = workspace_with("clean");
+        let sandbox = crate::sandbox::OsSandbox::resolve(
+            crate::sandbox::SandboxMode::Bwrap,
+            &ws,
+            &Policy::default().limits,
+        )
+        .unwrap();
+        let manifest = ws.root().join("sub/Cargo.toml");
+        let toml = std::fs::read_to_string(&manifest).unwrap().replace(
+            "[dependencies]",
+            "[dependencies]\nacode-run-never-published-crate = \"1\"",
+        );
+        std::fs::write(&manifest, toml).unwrap();
+        let started = std::time::Instant::now();
+        let out = check(&ws, "sub", &sandbox).unwrap();
+        assert!(!out.success);
+        let msg = out.error.unwrap();
+        assert!(
+            msg.contains("run `cargo fetch` before the plan, or allow network in the policy"),
+            "{msg}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "took {:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

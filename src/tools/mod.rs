@@ -2,10 +2,13 @@
 //!
 //! A tool is a named function with a JSON schema for its arguments. The same schema validates plan
 //! steps, validates LLM tool calls and is shown to the LLM, so there is one definition of what a tool
-//! accepts. Tools resolve every path through [`crate::sandbox::Workspace`] and never decide their own
-//! sandbox rules.
+//! accepts; with [`args`], that schema and the parsing of the arguments both come from one typed
+//! struct per tool. Tools check every path through [`crate::sandbox::Workspace`], open it through
+//! [`crate::sandbox::fs`] (where the kernel refuses escapes), and never decide their own sandbox
+//! rules.
 
 pub mod agent;
+pub mod args;
 pub mod command;
 pub mod files;
 pub mod glob;
@@ -54,6 +57,8 @@ pub struct Artifact {
     pub bytes: u64,
     /// Whether `content` is shorter than the full output.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8 and `content` is a lossy rendering of it.
+    pub lossy: bool,
 }
 
 impl Artifact {
@@ -65,6 +70,7 @@ impl Artifact {
             content,
             bytes,
             truncated: false,
+            lossy: false,
         }
     }
 }
@@ -203,7 +209,8 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
     /// One sentence for `acode-run tools` and for the LLM.
     fn description(&self) -> &'static str;
-    /// The JSON Schema of the arguments object.
+    /// The JSON Schema of the arguments object; for a tool with a typed argument struct,
+    /// `args::schema_for::<ItsArgs>()`.
     fn schema(&self) -> Value;
     /// Whether re-running after a crash is harmless (reads, overwrites); used by resume.
     fn idempotent(&self) -> bool;
@@ -231,7 +238,8 @@ pub trait Tool: Send + Sync {
 }
 
 /// Reads a required string argument; the schema has already checked presence and type, so a
-/// failure here is reported, not panicked on.
+/// failure here is reported, not panicked on. For tools not yet on a typed argument struct
+/// ([`args::parse`] is the way to read arguments).
 pub fn arg_str<'v>(tool: &str, args: &'v Value, name: &str) -> Result<&'v str, ToolError> {
     args.get(name)
         .and_then(Value::as_str)

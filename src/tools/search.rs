@@ -1,34 +1,28 @@
-//! Walking tools: `list_directory`, `file_search`, `file_glob`.
+//! Finding tools: `file_search` (lines matching a regex) and `file_glob` (paths matching a glob).
 //!
-//! The root argument is resolved through the workspace like any path; below it the walk never
-//! follows a symlink (links are listed as `symlink` and never read or descended into), so nothing
-//! outside the workspace is reached however links inside it are arranged. Results are JSON with
-//! workspace-relative, '/'-separated paths, sorted; `content` is that JSON, followed by an
-//! `[acode-run: ...]` note line when the result was cut at `max_results`. The `stdout` artifact holds
-//! the JSON alone and is marked truncated in that case.
+//! Both walk with `tools::files::walk`: the root is opened beneath the workspace root by
+//! the kernel, the walk goes from directory handle to directory handle and never follows a
+//! symlink, and every file `file_search` reads is opened relative to its directory's handle with
+//! `O_NOFOLLOW | O_NONBLOCK`, so nothing outside the workspace is reached however links inside it
+//! are arranged or rearranged during the walk. Both skip `.git` and `.acode` below the root.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::sync::Arc;
 
 use regex::bytes::{Regex, RegexBuilder};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
-use walkdir::{DirEntry, WalkDir};
 
-use super::files::{Pacer, io_err, resolve_arg};
+use super::args::{parse, schema_for};
+use super::files::walk::{Flow, dir_root, json_result, skipped, truncation_note, under, walk};
+use super::files::{Pacer, resolve};
 use super::glob::Glob;
-use super::{
-    Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, arg_opt_str, arg_opt_u64,
-    arg_str,
-};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::sandbox::Access;
+use crate::sandbox::fs::{self as kfs, EntryKind};
 
-/// Default and largest `depth` of `list_directory`.
-const DEFAULT_DEPTH: u64 = 1;
-const MAX_DEPTH: u64 = 10;
 /// Default number of `file_search` matches.
 const DEFAULT_MAX_RESULTS: u64 = 100;
 /// Bytes inspected for a NUL to decide that a file is binary (as git and ripgrep do).
@@ -37,200 +31,34 @@ const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 const MAX_SEARCH_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Characters of a matching line kept in a `file_search` result.
 const MAX_LINE_CHARS: usize = 500;
-/// Directories `file_search` and `file_glob` never enter: version control and acode-run's own.
-const SKIPPED_DIRS: &[&str] = &[".git", ".acode"];
 
-/// Registers the walking tools.
+/// Registers the finding tools.
 pub fn register(r: &mut ToolRegistry) {
-    r.register(Arc::new(ListDirectory));
     r.register(Arc::new(FileSearch));
     r.register(Arc::new(FileGlob));
 }
 
-/// Builds the result of a walking tool (see the module docs).
-fn json_result(data: Value, truncated: bool, note: Option<String>) -> ToolOutput {
-    let text = data.to_string();
-    let mut content = text.clone();
-    if let Some(note) = note {
-        content.push_str(&format!("\n[acode-run: {note}]"));
-    }
-    let bytes = text.len() as u64;
-    ToolOutput::ok(content).with_artifact(Artifact {
-        artifact_type: "stdout".to_string(),
-        content: text,
-        bytes,
-        truncated,
-    })
-}
-
-/// Orders siblings so that a depth-first walk visits files in the byte order of their paths: a
-/// directory sorts as its name followed by '/' (so `a.txt` comes before everything in `a/`). A walk
-/// cut short at a result cap then keeps exactly the first paths of the sorted result.
-fn path_order(a: &DirEntry, b: &DirEntry) -> std::cmp::Ordering {
-    fn key(e: &DirEntry) -> impl Iterator<Item = u8> + '_ {
-        let slash: &[u8] = if e.file_type().is_dir() { b"/" } else { b"" };
-        e.file_name().as_bytes().iter().chain(slash).copied()
-    }
-    key(a).cmp(key(b))
-}
-
-/// A walker below `root` that never follows links, visiting files in path order and pruning the
-/// `.git`/`.acode` directories below the root (the root itself is walked if asked for).
-fn walker(root: &Path) -> impl Iterator<Item = walkdir::Result<DirEntry>> {
-    WalkDir::new(root)
-        .follow_links(false)
-        .sort_by(path_order)
-        .into_iter()
-        .filter_entry(|e| {
-            !(e.depth() > 0
-                && e.file_type().is_dir()
-                && SKIPPED_DIRS.iter().any(|d| e.file_name() == *d))
-        })
-}
-
-/// The walk root: a resolved path argument that must be an existing directory.
-fn dir_root(
-    tool: &str,
-    args: &Value,
-    name: &str,
-    ctx: &ToolContext,
-) -> Result<std::path::PathBuf, ToolError> {
-    let root = if args.get(name).is_some() {
-        resolve_arg(tool, args, name, ctx, Access::Read)?
-    } else {
-        ctx.workspace.resolve(".")?
-    };
-    let meta = fs::metadata(&root).map_err(|e| io_err("list", ctx, &root, e))?;
-    if !meta.is_dir() {
-        return Err(io_err(
-            "list",
-            ctx,
-            &root,
-            io::Error::new(io::ErrorKind::NotADirectory, "is not a directory"),
-        ));
-    }
-    Ok(root)
-}
-
-/// `entry`'s path relative to `root`, '/'-separated (Unix paths already are).
-fn rel_to(root: &Path, entry: &Path) -> String {
-    entry
-        .strip_prefix(root)
-        .unwrap_or(entry)
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn truncation_note(cap: usize, what: &str) -> String {
-    format!("results truncated at {cap} {what}; narrow the pattern or root to see the rest")
-}
-
-// ---------------------------------------------------------------------------------------------
-// list_directory
-
-/// `list_directory`: the entries below a directory, to a depth, without following links.
-pub struct ListDirectory;
-
-impl Tool for ListDirectory {
-    fn name(&self) -> &'static str {
-        "list_directory"
-    }
-
-    fn description(&self) -> &'static str {
-        "List the files, directories and symlinks below a directory as JSON, to a given depth."
-    }
-
-    fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string", "minLength": 1,
-                    "description": "The directory to list, relative to the workspace root ('.' for the root)."
-                },
-                "depth": {
-                    "type": "integer", "minimum": 1, "maximum": MAX_DEPTH,
-                    "description": "How many levels to descend: 1 lists only direct children (default 1, at most 10)."
-                }
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        })
-    }
-
-    fn idempotent(&self) -> bool {
-        true
-    }
-
-    fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        resolve_arg(self.name(), args, "path", ctx, Access::Read).map(|_| ())
-    }
-
-    fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let root = dir_root(self.name(), args, "path", ctx)?;
-        let depth = arg_opt_u64(args, "depth")
-            .unwrap_or(DEFAULT_DEPTH)
-            .clamp(1, MAX_DEPTH) as usize;
-        let cap = ctx.policy.limits.max_results;
-        let mut pacer = Pacer::new(ctx);
-        let mut entries: Vec<(String, &'static str, Option<u64>)> = Vec::new();
-        let mut truncated = false;
-        let mut unreadable = 0usize;
-        let mut it = WalkDir::new(&root)
-            .follow_links(false)
-            .min_depth(1)
-            .max_depth(depth)
-            .sort_by(path_order)
-            .into_iter();
-        while let Some(next) = it.next() {
-            if let Err(halt) = pacer.tick() {
-                return halt.into_result(self.name(), ctx);
-            }
-            let entry = match next {
-                Ok(e) => e,
-                Err(_) => {
-                    unreadable += 1;
-                    continue;
-                }
-            };
-            if entries.len() >= cap {
-                truncated = true;
-                break;
-            }
-            let ft = entry.file_type();
-            let (kind, size) = if ft.is_symlink() {
-                ("symlink", None)
-            } else if ft.is_dir() {
-                ("dir", None)
-            } else if ft.is_file() {
-                ("file", entry.metadata().ok().map(|m| m.len()))
-            } else {
-                ("other", None)
-            };
-            entries.push((ctx.workspace.display(entry.path()), kind, size));
-            if ft.is_dir() && entry.file_name() == ".git" {
-                it.skip_current_dir();
-            }
-        }
-        entries.sort();
-        let data: Vec<Value> = entries
-            .into_iter()
-            .map(|(path, kind, size)| json!({"path": path, "type": kind, "size": size}))
-            .collect();
-        let mut notes = Vec::new();
-        if truncated {
-            notes.push(truncation_note(cap, "entries"));
-        }
-        if unreadable > 0 {
-            notes.push(format!("{unreadable} entries could not be read"));
-        }
-        let note = (!notes.is_empty()).then(|| notes.join("; "));
-        Ok(json_result(Value::Array(data), truncated, note))
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // file_search
+
+/// The arguments of `file_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// Regular expression (Rust regex syntax) matched against each line.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// Directory to search, relative to the workspace root (default '.').
+    #[schemars(length(min = 1))]
+    pub root: Option<String>,
+    /// Only search files matching this glob: with a '/' it is matched against the path relative
+    /// to root, without one against the file name (e.g. '*.rs').
+    #[schemars(length(min = 1))]
+    pub glob: Option<String>,
+    /// Maximum number of matching lines to return (default 100).
+    #[schemars(range(min = 1))]
+    pub max_results: Option<u64>,
+}
 
 /// `file_search`: lines matching a regular expression in the text files below a directory.
 pub struct FileSearch;
@@ -263,24 +91,14 @@ enum Scanned {
     TooLarge,
 }
 
-/// Opens a regular file found by a walk without following a symlink swapped in since the walk
-/// (`O_NOFOLLOW`), nor blocking on a FIFO (`O_NONBLOCK`).
-fn open_no_follow(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-}
-
-/// Searches one file, pushing matches until `results` holds `want` of them.
+/// Searches one opened file, pushing matches until `results` holds `want` of them.
 fn scan_file(
-    path: &Path,
+    file: File,
     rel: &str,
     regex: &Regex,
     want: usize,
     results: &mut Vec<Value>,
 ) -> io::Result<Scanned> {
-    let file = open_no_follow(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Ok(Scanned::Skipped);
@@ -324,29 +142,7 @@ impl Tool for FileSearch {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string", "minLength": 1,
-                    "description": "Regular expression (Rust regex syntax) matched against each line."
-                },
-                "root": {
-                    "type": "string", "minLength": 1,
-                    "description": "Directory to search, relative to the workspace root (default '.')."
-                },
-                "glob": {
-                    "type": "string", "minLength": 1,
-                    "description": "Only search files matching this glob: with a '/' it is matched against the path relative to root, without one against the file name (e.g. '*.rs')."
-                },
-                "max_results": {
-                    "type": "integer", "minimum": 1,
-                    "description": "Maximum number of matching lines to return (default 100)."
-                }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        schema_for::<SearchArgs>()
     }
 
     fn idempotent(&self) -> bool {
@@ -354,65 +150,75 @@ impl Tool for FileSearch {
     }
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        if args.get("root").is_some() {
-            resolve_arg(self.name(), args, "root", ctx, Access::Read)?;
+        let a: SearchArgs = parse(self.name(), args)?;
+        if let Some(root) = &a.root {
+            resolve(root, ctx, Access::Read)?;
         }
-        if let Some(g) = arg_opt_str(args, "glob") {
+        if let Some(g) = &a.glob {
             Glob::new(self.name(), g)?;
         }
-        compile_regex(self.name(), arg_str(self.name(), args, "pattern")?).map(|_| ())
+        compile_regex(self.name(), &a.pattern).map(|_| ())
     }
 
     fn summary(&self, args: &Value) -> String {
-        let pattern = arg_opt_str(args, "pattern").unwrap_or_default();
-        match arg_opt_str(args, "root") {
-            Some(root) => format!("{pattern:?} in {root}"),
-            None => format!("{pattern:?}"),
+        match parse::<SearchArgs>(self.name(), args) {
+            Ok(SearchArgs {
+                pattern,
+                root: Some(root),
+                ..
+            }) => format!("{pattern:?} in {root}"),
+            Ok(a) => format!("{:?}", a.pattern),
+            Err(_) => String::new(),
         }
     }
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let regex = compile_regex(self.name(), arg_str(self.name(), args, "pattern")?)?;
-        let glob = arg_opt_str(args, "glob")
+        let a: SearchArgs = parse(self.name(), args)?;
+        let regex = compile_regex(self.name(), &a.pattern)?;
+        let glob = a
+            .glob
+            .as_deref()
             .map(|g| Glob::new(self.name(), g))
             .transpose()?;
-        let root = dir_root(self.name(), args, "root", ctx)?;
+        let (root, shown) = dir_root(a.root.as_deref(), ctx)?;
         let cap = ctx.policy.limits.max_results;
-        let max = (arg_opt_u64(args, "max_results").unwrap_or(DEFAULT_MAX_RESULTS) as usize)
-            .clamp(1, cap.max(1));
+        let max = (a.max_results.unwrap_or(DEFAULT_MAX_RESULTS) as usize).clamp(1, cap.max(1));
         let mut pacer = Pacer::new(ctx);
         // One more than asked, to know whether there were more.
         let want = max.saturating_add(1);
         let mut results = Vec::new();
         let (mut large, mut unreadable) = (0usize, 0usize);
-        for next in walker(&root) {
-            if let Err(halt) = pacer.tick() {
-                return halt.into_result(self.name(), ctx);
+        let walked = walk(&root, usize::MAX, &mut |e| {
+            pacer.tick()?;
+            if skipped(e) {
+                return Ok(Flow::Prune);
             }
-            let Ok(entry) = next else {
-                unreadable += 1;
-                continue;
-            };
-            if !entry.file_type().is_file() {
-                continue;
+            if e.kind != EntryKind::File {
+                return Ok(Flow::Continue);
             }
-            let rel = rel_to(&root, entry.path());
             if let Some(g) = &glob
-                && !glob_accepts(g, &rel)
+                && !glob_accepts(g, &e.rel)
             {
-                continue;
+                return Ok(Flow::Continue);
             }
-            let shown = ctx.workspace.display(entry.path());
-            match scan_file(entry.path(), &shown, &regex, want, &mut results) {
+            let scanned = kfs::open_file_in(e.dir, e.name)
+                .and_then(|f| scan_file(f, &under(&shown, &e.rel), &regex, want, &mut results));
+            match scanned {
                 Ok(Scanned::Text) => {}
                 // Binary files are skipped silently, as `grep -I` does.
                 Ok(Scanned::Skipped) => {}
                 Ok(Scanned::TooLarge) => large += 1,
                 Err(_) => unreadable += 1,
             }
-            if results.len() >= want {
-                break;
-            }
+            Ok(if results.len() >= want {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
+        });
+        match walked {
+            Ok(n) => unreadable += n,
+            Err(halt) => return halt.into_result(self.name(), ctx),
         }
         let truncated = results.len() > max;
         results.truncate(max);
@@ -436,6 +242,19 @@ impl Tool for FileSearch {
 // ---------------------------------------------------------------------------------------------
 // file_glob
 
+/// The arguments of `file_glob`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobArgs {
+    /// Glob matched against each file's path relative to root, e.g. '**/*.rs' or
+    /// 'src/*.{rs,toml}'.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// Directory to search below, relative to the workspace root (default '.').
+    #[schemars(length(min = 1))]
+    pub root: Option<String>,
+}
+
 /// `file_glob`: the files below a directory whose path matches a glob pattern.
 pub struct FileGlob;
 
@@ -449,21 +268,7 @@ impl Tool for FileGlob {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string", "minLength": 1,
-                    "description": "Glob matched against each file's path relative to root, e.g. '**/*.rs' or 'src/*.{rs,toml}'."
-                },
-                "root": {
-                    "type": "string", "minLength": 1,
-                    "description": "Directory to search below, relative to the workspace root (default '.')."
-                }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        schema_for::<GlobArgs>()
     }
 
     fn idempotent(&self) -> bool {
@@ -471,46 +276,52 @@ impl Tool for FileGlob {
     }
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        Glob::new(self.name(), arg_str(self.name(), args, "pattern")?)?;
-        if args.get("root").is_some() {
-            resolve_arg(self.name(), args, "root", ctx, Access::Read)?;
+        let a: GlobArgs = parse(self.name(), args)?;
+        Glob::new(self.name(), &a.pattern)?;
+        if let Some(root) = &a.root {
+            resolve(root, ctx, Access::Read)?;
         }
         Ok(())
     }
 
     fn summary(&self, args: &Value) -> String {
-        let pattern = arg_opt_str(args, "pattern").unwrap_or_default();
-        match arg_opt_str(args, "root") {
-            Some(root) => format!("{pattern} in {root}"),
-            None => pattern.to_string(),
+        match parse::<GlobArgs>(self.name(), args) {
+            Ok(GlobArgs {
+                pattern,
+                root: Some(root),
+            }) => format!("{pattern} in {root}"),
+            Ok(a) => a.pattern,
+            Err(_) => String::new(),
         }
     }
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let glob = Glob::new(self.name(), arg_str(self.name(), args, "pattern")?)?;
-        let root = dir_root(self.name(), args, "root", ctx)?;
+        let a: GlobArgs = parse(self.name(), args)?;
+        let glob = Glob::new(self.name(), &a.pattern)?;
+        let (root, shown) = dir_root(a.root.as_deref(), ctx)?;
         let cap = ctx.policy.limits.max_results;
         let mut pacer = Pacer::new(ctx);
         let mut paths = Vec::new();
         let mut truncated = false;
-        let mut unreadable = 0usize;
-        for next in walker(&root) {
-            if let Err(halt) = pacer.tick() {
-                return halt.into_result(self.name(), ctx);
+        let walked = walk(&root, usize::MAX, &mut |e| {
+            pacer.tick()?;
+            if skipped(e) {
+                return Ok(Flow::Prune);
             }
-            let Ok(entry) = next else {
-                unreadable += 1;
-                continue;
-            };
-            if !entry.file_type().is_file() || !glob.is_match(&rel_to(&root, entry.path())) {
-                continue;
+            if e.kind != EntryKind::File || !glob.is_match(&e.rel) {
+                return Ok(Flow::Continue);
             }
             if paths.len() >= cap {
                 truncated = true;
-                break;
+                return Ok(Flow::Stop);
             }
-            paths.push(ctx.workspace.display(entry.path()));
-        }
+            paths.push(under(&shown, &e.rel));
+            Ok(Flow::Continue)
+        });
+        let unreadable = match walked {
+            Ok(n) => n,
+            Err(halt) => return halt.into_result(self.name(), ctx),
+        };
         paths.sort();
         let mut notes = Vec::new();
         if truncated {
@@ -527,131 +338,7 @@ impl Tool for FileGlob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::TestWs;
-    use std::os::unix::fs::symlink;
-
-    fn data(out: &ToolOutput) -> Value {
-        let stdout = out
-            .artifacts
-            .iter()
-            .find(|a| a.artifact_type == "stdout")
-            .expect("stdout artifact");
-        serde_json::from_str(&stdout.content).expect("stdout is JSON")
-    }
-
-    fn paths(v: &Value) -> Vec<String> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e.as_str().or(e["path"].as_str()).unwrap().to_string())
-            .collect()
-    }
-
-    fn tree() -> TestWs {
-        let t = TestWs::new();
-        t.write("a.txt", "alpha\n");
-        t.write("a/x.rs", "fn x() {}\n");
-        t.write("a/deep/y.rs", "fn y() {}\n");
-        t.write("b.rs", "fn b() {}\n");
-        t.write(".git/config", "fn git() {}\n");
-        t.write(".acode/log", "fn acode() {}\n");
-        symlink("a.txt", t.path("z-link")).unwrap();
-        t
-    }
-
-    // --- list_directory --------------------------------------------------------------------
-
-    #[test]
-    fn list_direct_children_sorted_with_types() {
-        let t = tree();
-        let out = t.call(&ListDirectory, json!({"path": "."})).unwrap();
-        let v = data(&out);
-        assert_eq!(
-            paths(&v),
-            [".acode", ".git", "a", "a.txt", "b.rs", "z-link"]
-        );
-        let by_path = |p: &str| {
-            v.as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["path"] == p)
-                .unwrap()
-                .clone()
-        };
-        assert_eq!(
-            by_path("a"),
-            json!({"path": "a", "type": "dir", "size": null})
-        );
-        assert_eq!(
-            by_path("a.txt"),
-            json!({"path": "a.txt", "type": "file", "size": 6})
-        );
-        assert_eq!(by_path("z-link")["type"], "symlink");
-        assert_eq!(out.content, data(&out).to_string());
-    }
-
-    #[test]
-    fn list_with_depth_skips_git_contents() {
-        let t = tree();
-        let out = t
-            .call(&ListDirectory, json!({"path": ".", "depth": 3}))
-            .unwrap();
-        let p = paths(&data(&out));
-        assert!(p.contains(&"a/deep/y.rs".to_string()), "{p:?}");
-        assert!(p.contains(&".git".to_string()), "{p:?}");
-        assert!(!p.iter().any(|x| x.starts_with(".git/")), "{p:?}");
-        let mut sorted = p.clone();
-        sorted.sort();
-        assert_eq!(p, sorted);
-        // A subdirectory lists with workspace-relative paths.
-        let out = t.call(&ListDirectory, json!({"path": "a"})).unwrap();
-        assert_eq!(paths(&data(&out)), ["a/deep", "a/x.rs"]);
-        // Listing .git explicitly is a read and allowed.
-        let out = t.call(&ListDirectory, json!({"path": ".git"})).unwrap();
-        assert_eq!(paths(&data(&out)), [".git/config"]);
-    }
-
-    #[test]
-    fn list_is_capped_at_max_results() {
-        let mut t = tree();
-        t.policy.limits.max_results = 3;
-        let out = t
-            .call(&ListDirectory, json!({"path": ".", "depth": 5}))
-            .unwrap();
-        assert_eq!(data(&out).as_array().unwrap().len(), 3);
-        assert!(out.artifacts[0].truncated);
-        assert!(
-            out.content.contains("truncated at 3 entries"),
-            "{}",
-            out.content
-        );
-    }
-
-    #[test]
-    fn list_failures() {
-        let t = tree();
-        let msg = t
-            .call(&ListDirectory, json!({"path": "a.txt"}))
-            .unwrap_err()
-            .to_string();
-        assert!(msg.contains("a.txt: is not a directory"), "{msg}");
-        let msg = t
-            .call(&ListDirectory, json!({"path": "nope"}))
-            .unwrap_err()
-            .to_string();
-        assert!(msg.contains("nope"), "{msg}");
-        for bad in [
-            json!({"path": ".", "depth": 11}),
-            json!({"path": ".", "depth": 0}),
-            json!({}),
-        ] {
-            assert!(matches!(
-                t.call(&ListDirectory, bad),
-                Err(ToolError::InvalidArguments { .. })
-            ));
-        }
-    }
-
+    use crate::tools::testutil::{TestWs, result_paths as paths, stdout_json as data, tree};
     // --- file_search -----------------------------------------------------------------------
 
     #[test]
@@ -850,7 +537,6 @@ mod tests {
             "\"fn\" in src"
         );
         assert_eq!(FileGlob.summary(&json!({"pattern": "**/*.rs"})), "**/*.rs");
-        assert_eq!(ListDirectory.summary(&json!({"path": "src"})), "src");
-        assert!(ListDirectory.idempotent() && FileSearch.idempotent() && FileGlob.idempotent());
+        assert!(FileSearch.idempotent() && FileGlob.idempotent());
     }
 }

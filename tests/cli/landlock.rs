@@ -75,7 +75,8 @@ fn under_landlock_an_interpreter_writes_only_inside_and_cannot_connect() {
         ]}),
     );
     let out = t.approve_and_run(&plan, &["--sandbox", "landlock"]);
-    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    // Every attack step tolerates its (expected) failure, so the run itself succeeds.
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("sandbox: landlock (Landlock ABI"),
         "{}",
@@ -222,7 +223,7 @@ fn a_command_cannot_read_the_runners_secret_environment() {
         .env("ACODE_TEST_RUNNER_MARKER", secret)
         .output()
         .unwrap();
-    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert_eq!(code(&out), 0, "failures are tolerated: {}", stderr(&out));
     // The read itself is allowed (as root, neither non-dumpability nor Landlock stops it): the
     // runner wiped its environment block, so the value is not in what it returns.
     // (As another user, the non-dumpable runner's environ cannot be opened at all.)
@@ -260,7 +261,7 @@ fn limits_stop_commands_and_are_named() {
         "none"
     };
     let out = t.approve_and_run(&plan, &["--sandbox", mode]);
-    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert_eq!(code(&out), 0, "failures are tolerated: {}", stderr(&out));
     assert!(
         error_of(&t, "big_file").contains("limits.file_size_mb = 1"),
         "{}",

@@ -78,24 +78,55 @@ fn failure_stops_the_run_and_blocks_dependents() {
 }
 
 #[test]
-fn on_failure_continue_runs_independent_steps_only() {
+fn on_failure_continue_tolerates_the_failure_and_runs_dependents() {
     let t = TestDir::new();
     let plan = t.plan("p.json", &json!({"plan_id": "cont", "steps": [
         {"step_id": "bad", "tool": "file_read", "arguments": {"path": "missing"}, "on_failure": "continue"},
         {"step_id": "needs-bad", "tool": "file_write", "arguments": {"path": "x.txt", "contents": "x"}},
         {"step_id": "independent", "tool": "file_write", "arguments": {"path": "y.txt", "contents": "y"}, "depends_on": []}]}));
-    let out = t.approve_and_run(&plan, &[]);
-    assert_eq!(code(&out), 30);
-    assert!(!t.ws.join("x.txt").exists());
+    let out = t.approve_and_run(&plan, &["--jsonl"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.read("x.txt"), "x");
     assert_eq!(t.read("y.txt"), "y");
+    assert!(
+        stderr(&out).contains("1 failed, tolerated"),
+        "{}",
+        stderr(&out)
+    );
+    let evs = events(&out);
+    let failed = evs.iter().find(|e| e["type"] == "step_failed").unwrap();
+    assert_eq!(failed["tolerated"], true);
+    let fin = evs.iter().find(|e| e["type"] == "run_finished").unwrap();
+    assert_eq!(
+        (fin["failed"].as_u64(), fin["tolerated"].as_u64()),
+        (Some(1), Some(1))
+    );
     let db = t.db();
     assert_eq!(
-        q::<String>(&db, "SELECT status FROM steps WHERE step_id='needs-bad'"),
-        "blocked"
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='bad'"),
+        "failed"
     );
     assert_eq!(
-        q::<String>(&db, "SELECT status FROM steps WHERE step_id='independent'"),
+        q::<String>(&db, "SELECT status FROM steps WHERE step_id='needs-bad'"),
         "completed"
+    );
+    assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "completed");
+}
+
+#[test]
+fn a_tolerated_failure_does_not_hide_a_later_fatal_one() {
+    let t = TestDir::new();
+    let plan = t.plan("p.json", &json!({"plan_id": "cont2", "steps": [
+        {"step_id": "bad", "tool": "file_read", "arguments": {"path": "missing"}, "on_failure": "continue"},
+        {"step_id": "worse", "tool": "file_read", "arguments": {"path": "also-missing"}},
+        {"step_id": "after", "tool": "file_write", "arguments": {"path": "z.txt", "contents": "z"}}]}));
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 30);
+    assert!(!t.ws.join("z.txt").exists());
+    assert!(
+        stderr(&out).contains("2 failed (1 tolerated)"),
+        "{}",
+        stderr(&out)
     );
 }
 
@@ -361,7 +392,9 @@ fn four_concurrent_runs_share_one_database() {
 /// Runs the binary on a real pseudo-terminal (via fixtures/tty/drive.py), answering prompts.
 fn on_tty(t: &TestDir, answers: &str, args: &[&str]) -> (i32, String) {
     let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tty/drive.py");
-    let out = std::process::Command::new("python3")
+    let mut c = std::process::Command::new("python3");
+    clean_env(&mut c);
+    let out = c
         .arg(driver)
         .arg(answers)
         .arg(&t.ws)

@@ -1,0 +1,347 @@
+//! `acode-run preview PLAN`: what each step will do, before anyone approves it.
+//!
+//! An approval is a hash of bytes; a reviewer needs to see the *effect*. For every step in the
+//! order the executor would run them, with variables substituted, the preview shows: the exact argv,
+//! cwd and environment names of a command; the tools an agent step may use; and for `file_write`,
+//! `file_create`, `file_edit` and `file_delete` a unified diff against the workspace, computed by
+//! simulating the direct file steps in order in memory (a later edit sees an earlier write).
+//! Nothing is written.
+//!
+//! Some effects cannot be known in advance: what a command or an agent does to files. Such steps
+//! are marked, and every file diff computed after one of them is marked `assumed` (it assumes the
+//! earlier step left that file alone) rather than guessed.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::plan::validate::{builtins, dependency_order, substitute_arguments};
+use crate::plan::variables::Variables;
+use crate::plan::{Plan, Problem};
+use crate::sandbox::Workspace;
+use crate::sandbox::commands::split_command;
+use crate::tools::files::unified_diff;
+
+/// Files larger than this are not loaded for a diff (the preview says so).
+const MAX_PREVIEW_FILE: u64 = 4 * 1024 * 1024;
+
+/// What one step will do.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepPreview {
+    /// The step.
+    pub step_id: String,
+    /// Its tool.
+    pub tool: String,
+    /// Its effect, as far as it can be known.
+    #[serde(flatten)]
+    pub effect: Effect,
+}
+
+/// The effect of a step, as far as it can be known before running it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+pub enum Effect {
+    /// A file will change: the unified diff (empty when the content stays the same).
+    FileChange {
+        /// Workspace-relative path.
+        path: String,
+        /// Unified diff against the simulated workspace.
+        diff: String,
+        /// An earlier command or agent step may change files: this diff assumes it left this one
+        /// alone.
+        assumed: bool,
+    },
+    /// A program will run; what it does to files cannot be known in advance.
+    Command {
+        /// The exact argv handed to `execve`.
+        argv: Vec<String>,
+        /// The working directory, relative to the workspace.
+        cwd: String,
+        /// Names of the environment variables the step adds (values are not shown: they may be
+        /// secrets).
+        env: Vec<String>,
+    },
+    /// An LLM will choose tool calls among these tools.
+    Agent {
+        /// The instruction (or skill) given to the model.
+        instruction: String,
+        /// The tools it may call.
+        tools: Vec<String>,
+    },
+    /// The step only reads (or checks) and changes nothing.
+    ReadOnly {
+        /// What it reads, in a few words.
+        summary: String,
+    },
+    /// The step will fail as planned (for example an edit whose `old` text is not in the file).
+    WillFail {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The whole preview of a plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    /// The plan's id.
+    pub plan_id: String,
+    /// The plan's SHA-256, the value an approval binds.
+    pub plan_sha256: String,
+    /// Every step, in execution order.
+    pub steps: Vec<StepPreview>,
+}
+
+/// The simulated workspace: files read on first use, then changed in memory.
+struct Simulation<'w> {
+    workspace: &'w Workspace,
+    /// Path (workspace-relative, as resolved) → content (`None` = absent).
+    files: HashMap<String, Option<String>>,
+}
+
+impl Simulation<'_> {
+    /// The current content of `rel`, reading the workspace the first time.
+    fn content(&mut self, rel: &str) -> Result<Option<String>, String> {
+        if let Some(c) = self.files.get(rel) {
+            return Ok(c.clone());
+        }
+        let abs = self.workspace.resolve(rel).map_err(|e| e.to_string())?;
+        // Through the kernel-checked opener: regular files only, so a FIFO cannot stall a preview.
+        let loaded = match crate::sandbox::fs::open_regular(self.workspace, &abs) {
+            Err(crate::sandbox::fs::FsError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                None
+            }
+            Err(e) => return Err(format!("{rel}: {e}")),
+            Ok((_, m)) if m.len() > MAX_PREVIEW_FILE => {
+                return Err(format!(
+                    "{rel}: larger than {} MiB, not previewed",
+                    MAX_PREVIEW_FILE >> 20
+                ));
+            }
+            Ok((file, _)) => {
+                use std::io::Read as _;
+                let mut bytes = Vec::new();
+                file.take(MAX_PREVIEW_FILE)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| format!("{rel}: {e}"))?;
+                Some(String::from_utf8_lossy(&bytes).into_owned())
+            }
+        };
+        self.files.insert(rel.to_string(), loaded.clone());
+        Ok(loaded)
+    }
+}
+
+/// Builds the preview of `plan` over `workspace` (nothing is written).
+pub fn preview(plan: &Plan, workspace: &Workspace) -> Result<Preview, Vec<Problem>> {
+    let order = dependency_order(plan)?;
+    let vars = Variables::new(&plan.variables, &builtins(plan, workspace, "(preview)"));
+    let mut sim = Simulation {
+        workspace,
+        files: HashMap::new(),
+    };
+    let mut opaque_before = false;
+    let mut steps = Vec::with_capacity(order.len());
+    for i in order {
+        let step = &plan.steps[i];
+        let args = substitute_arguments(step, &vars)?;
+        let effect = effect_of(&step.tool, &args, &mut sim, opaque_before);
+        if matches!(effect, Effect::Command { .. } | Effect::Agent { .. }) {
+            opaque_before = true;
+        }
+        steps.push(StepPreview {
+            step_id: step.step_id.clone(),
+            tool: step.tool.clone(),
+            effect,
+        });
+    }
+    Ok(Preview {
+        plan_id: plan.plan_id.clone(),
+        plan_sha256: plan.sha256.clone(),
+        steps,
+    })
+}
+
+fn str_arg<'a>(args: &'a Value, name: &str) -> &'a str {
+    args.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The effect of one step with substituted `args`.
+fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> Effect {
+    let path = str_arg(args, "path");
+    let change = |sim: &mut Simulation, new: Option<String>| -> Effect {
+        match sim.content(path) {
+            Err(reason) => Effect::WillFail { reason },
+            Ok(old) => {
+                let diff = unified_diff(path, old.as_deref(), new.as_deref());
+                sim.files.insert(path.to_string(), new);
+                Effect::FileChange {
+                    path: path.to_string(),
+                    diff,
+                    assumed,
+                }
+            }
+        }
+    };
+    match tool {
+        "file_write" => change(sim, Some(str_arg(args, "contents").to_string())),
+        "file_create" => match sim.content(path) {
+            Ok(Some(_)) => Effect::WillFail {
+                reason: format!("{path} already exists (file_create never overwrites)"),
+            },
+            Err(reason) => Effect::WillFail { reason },
+            Ok(None) => change(sim, Some(str_arg(args, "contents").to_string())),
+        },
+        "file_edit" => {
+            let (old, new) = (str_arg(args, "old"), str_arg(args, "new"));
+            let all = args.get("replace_all").and_then(Value::as_bool) == Some(true);
+            match sim.content(path) {
+                Err(reason) => Effect::WillFail { reason },
+                Ok(None) => Effect::WillFail {
+                    reason: format!("{path} does not exist"),
+                },
+                Ok(Some(text)) => match text.matches(old).count() {
+                    0 => Effect::WillFail {
+                        reason: format!("the text to replace is not in {path}"),
+                    },
+                    n if n > 1 && !all => Effect::WillFail {
+                        reason: format!(
+                            "the text to replace occurs {n} times in {path} (replace_all is not set)"
+                        ),
+                    },
+                    _ => change(sim, Some(text.replace(old, new))),
+                },
+            }
+        }
+        "file_delete" => match sim.content(path) {
+            Ok(None) => Effect::WillFail {
+                reason: format!("{path} does not exist"),
+            },
+            _ => change(sim, None),
+        },
+        "run_command" => command_effect(args),
+        "agent" => {
+            let tools = args
+                .get("tools")
+                .and_then(Value::as_array)
+                .map(|t| {
+                    t.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let instruction = match (args.get("instruction"), args.get("skill")) {
+                (Some(Value::String(i)), _) => i.clone(),
+                (None, Some(Value::String(s))) => format!("skill {s}"),
+                _ => String::new(),
+            };
+            Effect::Agent { instruction, tools }
+        }
+        "lsp_check" => Effect::ReadOnly {
+            summary: format!("cargo check --message-format=json in {}", or_dot(path)),
+        },
+        other => Effect::ReadOnly {
+            summary: match path {
+                "" => other.to_string(),
+                p => format!("{other} {p}"),
+            },
+        },
+    }
+}
+
+fn or_dot(p: &str) -> &str {
+    if p.is_empty() { "." } else { p }
+}
+
+/// The exact argv, cwd and environment names of a `run_command` step.
+fn command_effect(args: &Value) -> Effect {
+    let argv = match (args.get("command"), args.get("argv")) {
+        (Some(Value::String(cmd)), _) => match split_command(cmd) {
+            Ok(argv) => argv,
+            Err(e) => {
+                return Effect::WillFail {
+                    reason: format!("command: {e}"),
+                };
+            }
+        },
+        (_, Some(Value::Array(items))) => items
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut env: Vec<String> = args
+        .get("env")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    env.sort();
+    Effect::Command {
+        argv,
+        cwd: or_dot(str_arg(args, "cwd")).to_string(),
+        env,
+    }
+}
+
+/// The preview for a person: one block per step, diffs indented under it. Text from the plan and
+/// the workspace passes the terminal sanitiser.
+pub fn render(preview: &Preview) -> String {
+    crate::terminal::text(&render_raw(preview)).into_owned()
+}
+
+fn render_raw(preview: &Preview) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "preview of plan {} (sha256 {}), nothing written:\n",
+        preview.plan_id, preview.plan_sha256
+    );
+    let total = preview.steps.len();
+    for (n, s) in preview.steps.iter().enumerate() {
+        let _ = write!(out, "[{}/{total}] {} {}: ", n + 1, s.step_id, s.tool);
+        match &s.effect {
+            Effect::FileChange {
+                path,
+                diff,
+                assumed,
+            } => {
+                let note = if *assumed {
+                    " (assuming the earlier command/agent steps leave it alone)"
+                } else {
+                    ""
+                };
+                if diff.is_empty() {
+                    let _ = writeln!(out, "{path} unchanged{note}");
+                } else {
+                    let _ = writeln!(out, "changes {path}{note}");
+                    for line in diff.lines() {
+                        let _ = writeln!(out, "    {line}");
+                    }
+                }
+            }
+            Effect::Command { argv, cwd, env } => {
+                let words: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+                let _ = write!(out, "runs [{}] in {cwd}", words.join(", "));
+                if !env.is_empty() {
+                    let _ = write!(out, " with env {}", env.join(", "));
+                }
+                let _ = writeln!(out, " (its effect on files cannot be known in advance)");
+            }
+            Effect::Agent { instruction, tools } => {
+                let short: String = instruction.chars().take(200).collect();
+                let _ = writeln!(
+                    out,
+                    "a model chooses calls among [{}] for: {short:?} (effect unknown in advance)",
+                    tools.join(", ")
+                );
+            }
+            Effect::ReadOnly { summary } => {
+                let _ = writeln!(out, "reads only ({summary})");
+            }
+            Effect::WillFail { reason } => {
+                let _ = writeln!(out, "WILL FAIL: {reason}");
+            }
+        }
+    }
+    out
+}

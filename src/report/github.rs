@@ -1,0 +1,197 @@
+//! GitHub Actions: workflow-command annotations and a job summary.
+//!
+//! With `GITHUB_ACTIONS=true` (or `--annotations github`), a failed step becomes an `::error`
+//! annotation naming the step (a tolerated one a `::warning`), every error diagnostic of an
+//! `lsp_check` step an `::error file=…,line=…` annotation on the source line (warnings as
+//! `::warning`), and a Markdown table of the run is appended to `$GITHUB_STEP_SUMMARY`.
+//!
+//! The annotations are written to **stderr**: the runner reads workflow commands from both streams,
+//! and stdout stays reserved for `--jsonl`/`--json`. Escaping follows GitHub's toolkit: in a message
+//! `%`, CR and LF become `%25`, `%0D`, `%0A`; in a property value `:` and `,` are escaped too, so
+//! text from a plan, a model or a compiler can neither end the command early nor start a new one.
+
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+
+use super::{ArtifactSource, Counts, last_artifact};
+use crate::executor::{ExecutionResult, StepResult, StepStatus};
+use crate::sandbox::Redactor;
+
+/// Diagnostics annotated per `lsp_check` step; GitHub shows at most 10 errors per step anyway.
+const MAX_DIAGNOSTICS: usize = 50;
+
+/// One `lsp_check` diagnostic as recorded in its `diagnostics` artifact.
+#[derive(Debug, Deserialize)]
+struct Diagnostic {
+    level: String,
+    message: String,
+    #[serde(default)]
+    file_name: Option<String>,
+    #[serde(default)]
+    line_start: Option<u64>,
+    #[serde(default)]
+    code: Option<String>,
+}
+
+/// The workflow-command lines for `result`, each ending in a newline.
+pub fn annotations(
+    result: &ExecutionResult,
+    source: &dyn ArtifactSource,
+    redactor: &Redactor,
+) -> String {
+    let mut out = String::new();
+    for step in &result.steps {
+        if step.status == StepStatus::Failed {
+            let level = if step.tolerated { "warning" } else { "error" };
+            let kind = step.error_kind.map(|k| k.as_str()).unwrap_or("tool_failed");
+            let title = format!("acode-run step {} failed ({kind})", step.step_id);
+            let message = step.error.as_deref().unwrap_or("failed");
+            let _ = writeln!(
+                out,
+                "::{level} title={}::{}",
+                escape_property(&redactor.redact(&title)),
+                escape_data(&redactor.redact(message))
+            );
+        }
+        if step.tool == "lsp_check" {
+            diagnostics(step, source, redactor, &mut out);
+        }
+    }
+    out
+}
+
+/// Annotations for the diagnostics an `lsp_check` step recorded.
+fn diagnostics(
+    step: &StepResult,
+    source: &dyn ArtifactSource,
+    redactor: &Redactor,
+    out: &mut String,
+) {
+    let Some(json) = last_artifact(step, source, "diagnostics") else {
+        return;
+    };
+    let Ok(diags) = serde_json::from_str::<Vec<Diagnostic>>(&json) else {
+        return;
+    };
+    for d in diags
+        .iter()
+        .filter(|d| matches!(d.level.as_str(), "error" | "warning"))
+        .take(MAX_DIAGNOSTICS)
+    {
+        let mut props = Vec::new();
+        if let Some(file) = &d.file_name {
+            props.push(format!("file={}", escape_property(&redactor.redact(file))));
+        }
+        if let Some(line) = d.line_start {
+            props.push(format!("line={line}"));
+        }
+        let title = match &d.code {
+            Some(code) => format!("{} {code}", d.level),
+            None => d.level.clone(),
+        };
+        props.push(format!(
+            "title={}",
+            escape_property(&redactor.redact(&title))
+        ));
+        let _ = writeln!(
+            out,
+            "::{} {}::{}",
+            d.level,
+            props.join(","),
+            escape_data(&redactor.redact(&d.message))
+        );
+    }
+}
+
+/// The Markdown job summary: a heading with the outcome and one table row per step.
+pub fn summary(result: &ExecutionResult, redactor: &Redactor) -> String {
+    let counts = Counts::of(result);
+    let icon = if result.exit_code == 0 { "✅" } else { "❌" };
+    let mut out = format!(
+        "### {icon} acode-run `{}`: {}\n\n",
+        cell(&redactor.redact(&result.plan_id)),
+        result.status.as_str()
+    );
+    let _ = writeln!(
+        out,
+        "{} completed, {} failed{}, {} not run · exit {} · {:.1} s · run `{}`\n",
+        counts.completed,
+        counts.failed + counts.tolerated,
+        if counts.tolerated > 0 {
+            format!(" ({} tolerated)", counts.tolerated)
+        } else {
+            String::new()
+        },
+        counts.not_run,
+        result.exit_code,
+        result.duration_ms as f64 / 1000.0,
+        result.run_id
+    );
+    out.push_str("| step | tool | status | time | error |\n|---|---|---|---:|---|\n");
+    for s in &result.steps {
+        let status = match (s.status, s.tolerated) {
+            (StepStatus::Failed, true) => "failed (tolerated)".to_string(),
+            (status, _) => status.as_str().to_string(),
+        };
+        let error = s
+            .error
+            .as_deref()
+            .map(|e| redactor.redact(e).into_owned())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {status} | {:.1} s | {} |",
+            cell(&redactor.redact(&s.step_id)),
+            s.tool,
+            s.duration_ms as f64 / 1000.0,
+            cell(&error)
+        );
+    }
+    out.push('\n');
+    out
+}
+
+/// Escapes a workflow command's message.
+pub fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a workflow command's property value.
+pub fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// Makes text safe inside one Markdown table cell: no pipes, no line breaks, no control
+/// characters, at most 300 characters.
+fn cell(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect();
+    if s.chars().count() > 300 {
+        out.push('…');
+    }
+    out.replace('|', "\\|").replace('`', "'")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_follows_the_toolkit() {
+        assert_eq!(escape_data("100% done\r\nnext"), "100%25 done%0D%0Anext");
+        assert_eq!(escape_property("a:b,c%"), "a%3Ab%2Cc%25");
+        // A newline in a message cannot start a second command.
+        assert!(!escape_data("x\n::error::forged").contains('\n'));
+    }
+
+    #[test]
+    fn cells_cannot_break_the_table() {
+        assert_eq!(cell("a|b\nc"), "a\\|b c");
+    }
+}

@@ -1,0 +1,155 @@
+//! `--junit FILE`: the run as a JUnit XML report, one `<testcase>` per step.
+//!
+//! The shape is the common subset every CI server reads (Jenkins, GitLab, GitHub's test-report
+//! actions, Azure): `<testsuites>` → one `<testsuite>` named after the plan → `<testcase
+//! classname="PLAN_ID" name="STEP_ID" time="…">`, with `<failure message type>` holding the error
+//! and the tail of the command's stderr, and `<skipped>` for steps that did not run. A tolerated
+//! failure (`on_failure: "continue"`) is reported as a failure too: CI shows it, the exit code says
+//! the run passed.
+
+use std::fmt::Write as _;
+
+use super::{ArtifactSource, Counts, last_artifact, tail_lines};
+use crate::executor::{ExecutionResult, StepStatus};
+use crate::sandbox::Redactor;
+
+/// Lines of stderr kept in a `<failure>` element.
+const STDERR_TAIL_LINES: usize = 40;
+
+/// Renders `result` as a JUnit XML document. Every text from the plan, a model or a command passes
+/// `redactor` first.
+pub fn render(
+    result: &ExecutionResult,
+    source: &dyn ArtifactSource,
+    redactor: &Redactor,
+) -> String {
+    let counts = Counts::of(result);
+    let failures = counts.failed + counts.tolerated;
+    let plan_id = escape(&redactor.redact(&result.plan_id));
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"acode-run\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" \
+         skipped=\"{}\" time=\"{}\">",
+        result.steps.len(),
+        counts.not_run,
+        secs(result.duration_ms)
+    );
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{plan_id}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" \
+         skipped=\"{}\" time=\"{}\">",
+        result.steps.len(),
+        counts.not_run,
+        secs(result.duration_ms)
+    );
+    let _ = writeln!(
+        out,
+        "    <properties><property name=\"run_id\" value=\"{}\"/><property name=\"exit_code\" \
+         value=\"{}\"/></properties>",
+        escape(&result.run_id),
+        result.exit_code
+    );
+    for step in &result.steps {
+        let _ = write!(
+            out,
+            "    <testcase classname=\"{plan_id}\" name=\"{}\" time=\"{}\"",
+            escape(&redactor.redact(&step.step_id)),
+            secs(step.duration_ms)
+        );
+        let error = step
+            .error
+            .as_deref()
+            .map(|e| redactor.redact(e).into_owned())
+            .unwrap_or_default();
+        match step.status {
+            StepStatus::Completed => out.push_str("/>\n"),
+            StepStatus::Failed => {
+                let kind = step.error_kind.map(|k| k.as_str()).unwrap_or("tool_failed");
+                let mut body = format!("{} ({})", step.tool, kind);
+                if step.tolerated {
+                    body.push_str(", tolerated by on_failure: continue");
+                }
+                body.push('\n');
+                body.push_str(&error);
+                if let Some(stderr) = last_artifact(step, source, "stderr") {
+                    let tail = tail_lines(&stderr, STDERR_TAIL_LINES);
+                    if !tail.is_empty() {
+                        body.push_str("\n--- stderr (tail) ---\n");
+                        body.push_str(&redactor.redact(tail));
+                    }
+                }
+                let _ = write!(
+                    out,
+                    ">\n      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n    </testcase>\n",
+                    escape(first_line(&error)),
+                    escape(&body)
+                );
+            }
+            StepStatus::Blocked | StepStatus::Skipped => {
+                let why = if error.is_empty() {
+                    step.status.as_str().to_string()
+                } else {
+                    format!("{}: {error}", step.status.as_str())
+                };
+                let _ = write!(
+                    out,
+                    ">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    escape(&why)
+                );
+            }
+        }
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+/// Seconds with millisecond precision, as JUnit's `time` attribute wants.
+fn secs(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+/// Escapes text for an XML attribute or element, dropping the control characters XML 1.0 cannot
+/// carry at all (a command's output may hold any byte).
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            '\t' => out.push_str("&#9;"),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_makes_any_text_valid_xml() {
+        assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(escape("\u{1b}[31m"), "\\x1b[31m");
+        assert_eq!(escape("x\ny"), "x&#10;y");
+    }
+
+    #[test]
+    fn seconds_keep_milliseconds() {
+        assert_eq!(secs(2405), "2.405");
+        assert_eq!(secs(7), "0.007");
+    }
+}

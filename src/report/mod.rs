@@ -1,0 +1,97 @@
+//! Reports of a finished run in the formats CI systems read: a JUnit XML file (every CI server can
+//! show one) and GitHub Actions workflow commands plus a job summary.
+//!
+//! Both are rendered from the [`ExecutionResult`] the executor returns, plus artifacts looked up
+//! through an [`ArtifactSource`] (the tail of a failed command's stderr, `lsp_check` diagnostics),
+//! so they say exactly what the database says. Every text that came from a plan, a model or a
+//! command passes the run's [`Redactor`](crate::sandbox::Redactor) before it is written.
+
+pub mod github;
+pub mod junit;
+
+use crate::executor::{ExecutionResult, StepResult};
+use crate::store::Store;
+
+/// Where a report finds the artifacts of a step's executions; the store in the binary, a map in
+/// tests.
+pub trait ArtifactSource {
+    /// The content of `artifact_type` recorded for `execution_id`, if there is one.
+    fn artifact(&self, execution_id: &str, artifact_type: &str) -> Option<String>;
+}
+
+impl ArtifactSource for Store {
+    fn artifact(&self, execution_id: &str, artifact_type: &str) -> Option<String> {
+        Store::artifact(self, execution_id, artifact_type)
+            .ok()
+            .map(|a| a.content)
+    }
+}
+
+/// The newest artifact of `artifact_type` among the step's executions (the last attempt is what
+/// failed).
+pub(crate) fn last_artifact(
+    step: &StepResult,
+    source: &dyn ArtifactSource,
+    artifact_type: &str,
+) -> Option<String> {
+    step.execution_ids
+        .iter()
+        .rev()
+        .find_map(|id| source.artifact(id, artifact_type))
+}
+
+/// The last `max_lines` lines of `text`, for a failure message that shows what matters without
+/// flooding the report.
+pub(crate) fn tail_lines(text: &str, max_lines: usize) -> &str {
+    let trimmed = text.trim_end();
+    match trimmed
+        .rmatch_indices('\n')
+        .nth(max_lines.saturating_sub(1))
+    {
+        Some((i, _)) if max_lines > 0 => &trimmed[i + 1..],
+        _ => trimmed,
+    }
+}
+
+/// Counts of a run's steps by outcome, shared by the JUnit totals and the job summary.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Steps that completed.
+    pub completed: usize,
+    /// Steps that failed and made the run fail.
+    pub failed: usize,
+    /// Steps that failed with `on_failure: "continue"`.
+    pub tolerated: usize,
+    /// Steps that were blocked or skipped.
+    pub not_run: usize,
+}
+
+impl Counts {
+    /// Counts `result`'s steps.
+    pub fn of(result: &ExecutionResult) -> Self {
+        use crate::executor::StepStatus::*;
+        let mut c = Counts::default();
+        for s in &result.steps {
+            match s.status {
+                Completed => c.completed += 1,
+                Failed if s.tolerated => c.tolerated += 1,
+                Failed => c.failed += 1,
+                Blocked | Skipped => c.not_run += 1,
+            }
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        assert_eq!(tail_lines("a\nb\nc\nd\n", 2), "c\nd");
+        assert_eq!(tail_lines("a\nb", 5), "a\nb");
+        assert_eq!(tail_lines("", 3), "");
+        assert_eq!(tail_lines("one", 1), "one");
+    }
+}
