@@ -177,6 +177,8 @@ pub struct Args {
     pub llm_retries: Option<u32>,
     /// `--llm-provider`.
     pub llm_provider: Option<crate::llm::Provider>,
+    /// `--llm-ca-cert`.
+    pub llm_ca_cert: Option<PathBuf>,
     /// `--junit`.
     pub junit: Option<PathBuf>,
     /// `--annotations`; `None` means "github when `GITHUB_ACTIONS=true`".
@@ -232,6 +234,7 @@ impl Default for Args {
             token_budget: None,
             llm_retries: None,
             llm_provider: None,
+            llm_ca_cert: None,
             junit: None,
             annotations: None,
             used: Vec::new(),
@@ -406,7 +409,7 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "llm-url",
         value: Some("URL"),
-        doc: "OpenAI-compatible base URL for agent steps [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1]",
+        doc: "Base URL of the LLM server for agent steps, http:// or https:// [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1, or https://api.anthropic.com/v1 for --llm-provider anthropic]",
         commands: EXEC_CMDS,
         update: |a, v| {
             a.llm_url = Some(val(v)?);
@@ -420,6 +423,16 @@ pub const FLAGS: &[Flag] = &[
         commands: EXEC_CMDS,
         update: |a, v| {
             a.llm_provider = Some(val(v)?.parse()?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "llm-ca-cert",
+        value: Some("FILE"),
+        doc: "PEM file of a CA to trust for an https:// LLM server, besides the built-in roots [default: $ACODE_LLM_CA_CERT]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            a.llm_ca_cert = Some(PathBuf::from(val(v)?));
             Ok(())
         },
     },

@@ -572,6 +572,12 @@ fn llm_setup(
     if let Some(provider) = args.llm_provider {
         config.provider = provider;
     }
+    if let Some(ca) = &args.llm_ca_cert {
+        config.ca_cert = Some(ca.clone());
+    }
+    let url_given = args.llm_url.is_some()
+        || std::env::var("ACODE_LLM_URL").is_ok_and(|u| !u.trim().is_empty());
+    config.provider_defaults(url_given, |name| std::env::var(name).ok());
     let agent = crate::executor::AgentSettings {
         model: config.model.clone(),
         protocol: args.tool_protocol.unwrap_or_default(),

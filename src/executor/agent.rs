@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::call::{CallOptions, StepContext, sleep_unless_cancelled, truncate_with_note};
 use super::drivers::{call_options, verify};
 use super::retry::Backoff;
+use super::stuck::{self, Repeat, RepeatGuard};
 use super::{ExecutionError, StepOutcome};
 use crate::error::{ErrorKind, now_ms};
 use crate::events::EventKind;
@@ -265,6 +266,7 @@ impl Session<'_> {
             dropped: 0,
             window: settings.window_turns,
         };
+        let mut repeats = RepeatGuard::default();
         for _ in 0..self.max_turns {
             *turn += 1;
             let mut request = ChatRequest::new(self.model, conv.messages());
@@ -310,6 +312,7 @@ impl Session<'_> {
                                     ErrorKind::InvalidArguments,
                                     feedback.clone(),
                                 )?;
+                                repeats.reset();
                                 feedback
                             }
                             None => match self.execute(
@@ -320,7 +323,17 @@ impl Session<'_> {
                                 *turn,
                                 &turn_id,
                             )? {
-                                CallFate::Reply(text) => text,
+                                CallFate::Reply(text) => {
+                                    match check_repeat(
+                                        &mut repeats,
+                                        &call.name,
+                                        &call.arguments,
+                                        text,
+                                    ) {
+                                        CallFate::Reply(text) => text,
+                                        CallFate::Fatal(outcome) => return Ok(outcome),
+                                    }
+                                }
                                 CallFate::Fatal(outcome) => return Ok(outcome),
                             },
                         };
@@ -335,19 +348,27 @@ impl Session<'_> {
                         tool_calls: Vec::new(),
                     };
                     match react::parse(&content) {
-                        Err(e) => conv.push(vec![
+                        Err(e) => conv.push({
+                            repeats.reset();
+                            vec![
                             said,
                             Message::user(format!(
                                 "error: your answer could not be used: {e}. Answer with exactly \
                                  one JSON object as described."
                             )),
-                        ]),
+                        ]
+                        }),
                         Ok(ReactStep::Final { answer, .. }) => return Ok(done(answer)),
                         Ok(ReactStep::Action { tool, input, .. }) => {
                             let id = format!("react-{turn}");
                             let reply =
                                 match self.execute(ctx, &id, &tool, &input, *turn, &turn_id)? {
-                                    CallFate::Reply(text) => text,
+                                    CallFate::Reply(text) => {
+                                        match check_repeat(&mut repeats, &tool, &input, text) {
+                                            CallFate::Reply(text) => text,
+                                            CallFate::Fatal(outcome) => return Ok(outcome),
+                                        }
+                                    }
                                     CallFate::Fatal(outcome) => return Ok(outcome),
                                 };
                             conv.push(vec![said, Message::user(react::observation(&reply))]);
@@ -606,6 +627,19 @@ fn chat_unless_cancelled(
                 }));
             }
         }
+    }
+}
+
+/// Stuck detection (SPEC §7, [`stuck`]): a repeated identical call gets a note appended to its
+/// result; the [`stuck::STUCK_AFTER`]th in a row ends the step with `stuck`.
+fn check_repeat(guard: &mut RepeatGuard, tool: &str, args: &Value, text: String) -> CallFate {
+    match guard.observe(tool, args, &text) {
+        Repeat::Fresh => CallFate::Reply(text),
+        Repeat::Again(n) => CallFate::Reply(format!("{text}{}", stuck::repeat_note(tool, args, n))),
+        Repeat::Stuck(n) => CallFate::Fatal(StepOutcome::failed(
+            ErrorKind::Stuck,
+            stuck::stuck_message(tool, args, n, guard.repeated_total),
+        )),
     }
 }
 

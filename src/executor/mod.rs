@@ -11,6 +11,7 @@ pub mod callbacks;
 pub mod drivers;
 pub mod precondition;
 pub mod retry;
+pub mod stuck;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,4 +12,6 @@ mod preview;
 mod reports;
 mod resume;
 mod run;
+mod stuck;
+mod tls;
 mod validate;
