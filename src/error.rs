@@ -117,6 +117,8 @@ pub mod exit {
     pub const TIMEOUT: i32 = 34;
     /// Interrupted by a signal.
     pub const INTERRUPTED: i32 = 130;
+    /// The reviewer stage asked for changes (`acode-run review`).
+    pub const REVIEW_CHANGES: i32 = 35;
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

@@ -37,6 +37,7 @@ pub mod plan;
 pub mod preview;
 pub mod report;
 pub mod sandbox;
+pub mod stages;
 pub mod store;
 pub mod terminal;
 pub mod tools;

@@ -33,6 +33,14 @@ pub enum Command {
     Artifact,
     /// List tools and their schemas.
     Tools,
+    /// List the skills found in the workspace.
+    Skills,
+    /// Draft a plan from a goal with the model (the planner stage).
+    Draft,
+    /// Judge a finished run against its goal (the reviewer stage).
+    Review,
+    /// Draft, approve at a terminal, run and review in one go.
+    Do,
     /// Print a JSON Schema.
     Schema,
 }
@@ -106,10 +114,34 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...)",
     },
     CommandDef {
+        command: Command::Draft,
+        name: "draft",
+        positionals: &["[GOAL]"],
+        about: "Draft a plan for GOAL with the model (read-only look at the workspace); written unapproved",
+    },
+    CommandDef {
+        command: Command::Review,
+        name: "review",
+        positionals: &["RUN_ID"],
+        about: "Have the model judge a finished run against its goal (exit 35: changes requested)",
+    },
+    CommandDef {
+        command: Command::Do,
+        name: "do",
+        positionals: &["GOAL"],
+        about: "Draft → preview → approve at a terminal → run → review; without a terminal it stops after the draft",
+    },
+    CommandDef {
         command: Command::Tools,
         name: "tools",
         positionals: &[],
         about: "List every tool with the JSON schema of its arguments",
+    },
+    CommandDef {
+        command: Command::Skills,
+        name: "skills",
+        positionals: &[],
+        about: "List the skills found in the workspace (.acode/skills, then .claude/skills)",
     },
     CommandDef {
         command: Command::Schema,
@@ -181,8 +213,24 @@ pub struct Args {
     pub llm_ca_cert: Option<PathBuf>,
     /// `--junit`.
     pub junit: Option<PathBuf>,
+    /// `--output` / `-o`.
+    pub output: Option<PathBuf>,
+    /// `--max-attempts`.
+    pub max_attempts: Option<u32>,
+    /// `--revise`.
+    pub revise: Option<PathBuf>,
+    /// `--feedback`.
+    pub feedback: Option<String>,
+    /// `--from-review`.
+    pub from_review: Option<String>,
+    /// `--goal`.
+    pub goal: Option<String>,
     /// `--annotations`; `None` means "github when `GITHUB_ACTIONS=true`".
     pub annotations: Option<Annotations>,
+    /// `--max-calls-per-answer`.
+    pub max_calls_per_answer: Option<usize>,
+    /// `--strict`.
+    pub strict: bool,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -236,7 +284,15 @@ impl Default for Args {
             llm_provider: None,
             llm_ca_cert: None,
             junit: None,
+            output: None,
+            max_attempts: None,
+            revise: None,
+            feedback: None,
+            from_review: None,
+            goal: None,
             annotations: None,
+            max_calls_per_answer: None,
+            strict: false,
             used: Vec::new(),
         }
     }
@@ -259,8 +315,10 @@ pub struct Flag {
 use Command::*;
 
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
-const DB_CMDS: &[Command] = &[Run, Resume, Runs, Show, Artifact];
+const DB_CMDS: &[Command] = &[Run, Resume, Runs, Show, Artifact, Draft, Review, Do];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
+const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
+const STAGE_CMDS: &[Command] = &[Draft, Review, Do];
 
 fn val(v: Option<String>) -> Result<String, String> {
     v.ok_or_else(|| "a value is required".to_string())
@@ -273,7 +331,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Runs, Show, Artifact,
+            Run, Resume, Validate, Preview, Approve, Runs, Show, Artifact, Skills,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -294,6 +352,70 @@ pub const FLAGS: &[Flag] = &[
                 return Err(format!("invalid variable name {k:?}"));
             }
             a.vars.insert(k.to_string(), value.to_string());
+            Ok(())
+        },
+    },
+    Flag {
+        name: "output",
+        value: Some("FILE"),
+        doc: "Where `draft` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan]",
+        commands: &[Draft, Do],
+        update: |a, v| {
+            a.output = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "max-attempts",
+        value: Some("N"),
+        doc: "Answers the model may give before a draft or review fails [default: 3]",
+        commands: STAGE_CMDS,
+        update: |a, v| {
+            let n: u32 = val(v)?.parse().map_err(|e| format!("{e}"))?;
+            if n == 0 {
+                return Err("must be at least 1".into());
+            }
+            a.max_attempts = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "revise",
+        value: Some("PLAN"),
+        doc: "Draft the next version of PLAN, from the reason it was rejected (or --feedback / --from-review)",
+        commands: &[Draft],
+        update: |a, v| {
+            a.revise = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "feedback",
+        value: Some("TEXT"),
+        doc: "Why the plan given to --revise must change",
+        commands: &[Draft],
+        update: |a, v| {
+            a.feedback = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "from-review",
+        value: Some("RUN_ID"),
+        doc: "Revise from the findings of `acode-run review RUN_ID`",
+        commands: &[Draft],
+        update: |a, v| {
+            a.from_review = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "goal",
+        value: Some("TEXT"),
+        doc: "The goal a review judges the run against [default: the plan's description]",
+        commands: &[Review],
+        update: |a, v| {
+            a.goal = Some(val(v)?);
             Ok(())
         },
     },
@@ -410,7 +532,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-url",
         value: Some("URL"),
         doc: "Base URL of the LLM server for agent steps, http:// or https:// [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1, or https://api.anthropic.com/v1 for --llm-provider anthropic]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.llm_url = Some(val(v)?);
             Ok(())
@@ -420,7 +542,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-provider",
         value: Some("P"),
         doc: "Wire protocol of the LLM server: openai (/chat/completions), ollama (/api/chat) or anthropic (/messages) [default: $ACODE_LLM_PROVIDER, else openai]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.llm_provider = Some(val(v)?.parse()?);
             Ok(())
@@ -430,7 +552,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-ca-cert",
         value: Some("FILE"),
         doc: "PEM file of a CA to trust for an https:// LLM server, besides the built-in roots [default: $ACODE_LLM_CA_CERT]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.llm_ca_cert = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -440,7 +562,7 @@ pub const FLAGS: &[Flag] = &[
         name: "model",
         value: Some("NAME"),
         doc: "Model for agent steps that name none [default: $ACODE_MODEL]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.model = Some(val(v)?);
             Ok(())
@@ -450,7 +572,7 @@ pub const FLAGS: &[Flag] = &[
         name: "tool-protocol",
         value: Some("P"),
         doc: "native (the server's tool calling) or react (JSON in text, for models without it) [default: native]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             a.tool_protocol = Some(val(v)?.parse()?);
             Ok(())
@@ -460,7 +582,7 @@ pub const FLAGS: &[Flag] = &[
         name: "token-budget",
         value: Some("N"),
         doc: "Most LLM tokens (prompt + completion) the run may use; an agent step past it fails",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             let v = val(v)?;
             a.token_budget = Some(
@@ -474,7 +596,7 @@ pub const FLAGS: &[Flag] = &[
         name: "llm-retries",
         value: Some("N"),
         doc: "Retries of a failed LLM request (connection errors, 408, 429, 5xx) with backoff 1 s, 2 s, 4 s… [default: 3]",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, v| {
             let v = val(v)?;
             let n: u32 = v
@@ -488,10 +610,34 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "strict",
+        value: None,
+        doc: "Fail an agent step (exit 32) when any of its model's tool calls is refused as a sandbox violation",
+        commands: EXEC_CMDS,
+        update: |a, _| {
+            a.strict = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "max-calls-per-answer",
+        value: Some("N"),
+        doc: "Most tool calls run from one model answer (1-1000); the rest are refused back to the model [default: 16]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            match v.parse::<usize>() {
+                Ok(n @ 1..=1000) => a.max_calls_per_answer = Some(n),
+                _ => return Err(format!("expected a number from 1 to 1000, got {v:?}")),
+            }
+            Ok(())
+        },
+    },
+    Flag {
         name: "jsonl",
         value: None,
         doc: "Write one JSON event per line to stdout (nothing else goes to stdout)",
-        commands: EXEC_CMDS,
+        commands: LLM_CMDS,
         update: |a, _| {
             a.jsonl = true;
             Ok(())
@@ -501,7 +647,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Resume, Validate, Preview, Runs, Show],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills],
         update: |a, _| {
             a.json = true;
             Ok(())
@@ -511,7 +657,7 @@ pub const FLAGS: &[Flag] = &[
         name: "quiet",
         value: None,
         doc: "No progress lines on stderr (errors are still shown); `approve` skips the preview",
-        commands: &[Run, Resume, Approve],
+        commands: &[Run, Resume, Approve, Draft, Review, Do],
         update: |a, _| {
             a.quiet = true;
             Ok(())
@@ -622,6 +768,15 @@ where
                 (flag.update)(&mut a, value).map_err(|e| format!("--{name}: {e}"))?;
                 a.used.push(flag.name);
             }
+            Short('o') => {
+                let v = parser
+                    .value()
+                    .map_err(|e| format!("-o: {e}"))?
+                    .into_string()
+                    .map_err(|_| "-o: value is not valid UTF-8".to_string())?;
+                a.output = Some(PathBuf::from(v));
+                a.used.push("output");
+            }
             Short(c) => return Err(format!("unknown option -{c} (see --help)")),
             Value(v) => {
                 let v = v
@@ -659,7 +814,12 @@ where
             ));
         }
     }
-    if a.positionals.len() != def.positionals.len() {
+    let required = def
+        .positionals
+        .iter()
+        .filter(|p| !p.starts_with('['))
+        .count();
+    if a.positionals.len() < required || a.positionals.len() > def.positionals.len() {
         return Err(format!(
             "`acode-run {}` takes {} (got {} argument{}); see `acode-run {} --help`",
             def.name,

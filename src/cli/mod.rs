@@ -36,6 +36,7 @@ macro_rules! errln {
 
 pub mod flags;
 mod reports;
+mod stages;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -75,7 +76,7 @@ impl CliError {
 }
 
 /// The plan-file JSON Schema shipped in `docs/`.
-pub const PLAN_SCHEMA: &str = include_str!("../../docs/plan.schema.json");
+pub const PLAN_SCHEMA: &str = crate::plan::SCHEMA;
 /// The `--jsonl` event JSON Schema shipped in `docs/`.
 pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
 
@@ -115,11 +116,15 @@ fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         Command::Resume => cmd_resume(args, redactor),
         Command::Validate => cmd_validate(args),
         Command::Preview => cmd_preview(args),
+        Command::Draft => stages::cmd_draft(args, redactor),
+        Command::Review => stages::cmd_review(args, redactor),
+        Command::Do => stages::cmd_do(args, redactor),
         Command::Approve => cmd_decide(args, AuthStatus::Approved),
         Command::Reject => cmd_decide(args, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
+        Command::Skills => cmd_skills(args),
         Command::Tools => {
             let registry = ToolRegistry::builtin();
             outln!("{}", pretty(&registry.describe()));
@@ -218,6 +223,69 @@ fn load_plan(
     plan::load(path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
 }
 
+/// `skills`: every skill in the workspace, in search order; broken ones with their error.
+fn cmd_skills(args: &Args) -> Result<i32, CliError> {
+    let ws = workspace(args)?;
+    let found = plan::skills::list(&ws);
+    if args.json {
+        let items: Vec<serde_json::Value> = found
+            .iter()
+            .map(|r| match r {
+                Ok(s) => serde_json::json!({
+                    "name": s.name, "description": s.front.description,
+                    "tools": s.front.allowed_tools, "model": s.front.model,
+                    "max_turns": s.front.max_turns, "path": s.path, "sha256": s.sha256,
+                }),
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            })
+            .collect();
+        outln!("{}", pretty(&serde_json::json!({ "skills": items })));
+        return Ok(exit::OK);
+    }
+    if found.is_empty() {
+        errln!(
+            "no skills found (looked in {})",
+            plan::skills::SEARCH_DIRS.join(", ")
+        );
+    }
+    for r in &found {
+        match r {
+            Ok(s) => outln!(
+                "{:<24} {:<40} tools: {:<30} {}",
+                crate::terminal::line(&s.name),
+                crate::terminal::line(s.front.description.as_deref().unwrap_or("-")),
+                crate::terminal::line(
+                    &s.front
+                        .allowed_tools
+                        .as_ref()
+                        .map(|t| t.join(", "))
+                        .unwrap_or_else(|| "(the step's)".into())
+                ),
+                s.path
+            ),
+            Err(e) => outln!("error: {}", crate::terminal::line(&e.to_string())),
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// The resolved skills of a valid plan's agent steps, for `validate` to show.
+fn resolved_skills(plan: &Plan, ws: &Workspace) -> Vec<(String, plan::skills::ResolvedSkill)> {
+    let vars = plan::variables::Variables::new(
+        &plan.variables,
+        &crate::plan::validate::builtins(plan, ws, "validation"),
+    );
+    plan.steps
+        .iter()
+        .filter(|s| s.tool == crate::tools::agent::NAME)
+        .filter_map(|s| {
+            let args = crate::plan::validate::substitute_arguments(s, &vars).ok()?;
+            let r = plan::skills::resolve_step(ws, &args).ok()??;
+            Some((s.step_id.clone(), r))
+        })
+        .collect()
+}
+
 fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
     let policy = load_policy(args, &ws)?;
@@ -231,10 +299,16 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     match plan::load(&path, &args.vars, &ctx) {
         Ok(plan) => {
             if args.json {
-                outln!(
-                    "{}",
-                    serde_json::json!({"valid": true, "plan_id": plan.plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
-                );
+                let skills: serde_json::Map<String, serde_json::Value> =
+                    resolved_skills(&plan, &ws)
+                        .into_iter()
+                        .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
+                        .collect();
+                let mut out = serde_json::json!({"valid": true, "plan_id": plan.plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256});
+                if !skills.is_empty() {
+                    out["skills"] = serde_json::Value::Object(skills);
+                }
+                outln!("{out}");
             } else {
                 errln!(
                     "{}: valid plan {} ({} steps, sha256 {})",
@@ -243,6 +317,42 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
                     plan.steps.len(),
                     plan.sha256
                 );
+                for (step_id, r) in resolved_skills(&plan, &ws) {
+                    errln!(
+                        "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
+                        crate::terminal::line(&step_id),
+                        r.skill.name,
+                        r.skill.path,
+                        r.skill.sha256,
+                        r.tools.join(", "),
+                        r.skill
+                            .front
+                            .model
+                            .as_ref()
+                            .map(|m| format!(", model {}", crate::terminal::line(m)))
+                            .unwrap_or_default(),
+                        r.skill
+                            .front
+                            .max_turns
+                            .map(|n| format!(", max-turns {n}"))
+                            .unwrap_or_default()
+                    );
+                    for piece in &r.pieces {
+                        match piece {
+                            plan::skills::Piece::Text { text } => {
+                                for l in text.lines() {
+                                    errln!("    | {}", crate::terminal::line(l));
+                                }
+                            }
+                            plan::skills::Piece::Command { command, .. } => {
+                                errln!(
+                                    "    | [output of run_command `{}`]",
+                                    crate::terminal::line(command)
+                                )
+                            }
+                        }
+                    }
+                }
             }
             Ok(exit::OK)
         }
@@ -283,6 +393,11 @@ fn record_decision(
     status: AuthStatus,
 ) -> Result<PlanAuthorization, CliError> {
     let mut auth = PlanAuthorization::decide(plan, status, &decider(args));
+    // An approval also binds the skill files the plan uses (docs/agents.md).
+    if status == AuthStatus::Approved {
+        let (ws, _) = sandboxed_workspace(args, Some(path))?;
+        auth.skills = plan::skills::referenced_hashes(plan, &ws);
+    }
     if let Some(key) = plan::auth::approval_key_from_env() {
         auth = auth.signed(&key);
     }
@@ -429,6 +544,7 @@ fn execute_plan(
     target: Target,
 ) -> Result<i32, CliError> {
     let (ws, db) = sandboxed_workspace(args, Some(plan_path))?;
+    prepare_state_dir(&ws)?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
@@ -455,6 +571,20 @@ fn execute_plan(
             ),
         )
     })?;
+    // The skills the plan uses are part of what was approved (docs/agents.md).
+    if let Some(why) = plan::skills::changed_since_approval(
+        &approved.authorization().skills,
+        &plan::skills::referenced_hashes(approved.plan(), &ws),
+    ) {
+        return Err(CliError::new(
+            exit::UNAUTHORIZED,
+            format!(
+                "{}: not authorized: {why}\n  approve it again with: acode-run approve {}",
+                plan_path.display(),
+                plan_path.display()
+            ),
+        ));
+    }
 
     let sandbox_mode = args.sandbox.unwrap_or(policy.sandbox);
     let bwrap = crate::sandbox::bwrap::resolve(sandbox_mode).map_err(|why| {
@@ -548,19 +678,11 @@ fn execute_plan(
     Ok(result.exit_code)
 }
 
-/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
-/// plan has agent steps, so a missing model is reported before anything runs.
-fn llm_setup(
+/// The LLM configuration and agent settings from flags and environment, unchecked.
+fn llm_config(
     args: &Args,
-    plan: &Plan,
     policy: &Policy,
-) -> Result<
-    (
-        Option<Arc<dyn crate::llm::LlmClient>>,
-        crate::executor::AgentSettings,
-    ),
-    CliError,
-> {
+) -> Result<(crate::llm::LlmConfig, crate::executor::AgentSettings), CliError> {
     let usage = |e: String| CliError::new(exit::USAGE, e);
     let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
     if let Some(url) = &args.llm_url {
@@ -585,8 +707,30 @@ fn llm_setup(
         tool_result_chars: policy.limits.tool_result_chars,
         backoff: crate::executor::retry::Backoff::default()
             .with_retries(args.llm_retries.unwrap_or(3)),
+        max_calls_per_answer: args
+            .max_calls_per_answer
+            .unwrap_or(crate::executor::agent::DEFAULT_MAX_CALLS_PER_ANSWER),
+        strict: args.strict,
         ..Default::default()
     };
+    Ok((config, agent))
+}
+
+/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
+/// plan has agent steps, so a missing model is reported before anything runs.
+fn llm_setup(
+    args: &Args,
+    plan: &Plan,
+    policy: &Policy,
+) -> Result<
+    (
+        Option<Arc<dyn crate::llm::LlmClient>>,
+        crate::executor::AgentSettings,
+    ),
+    CliError,
+> {
+    let usage = |e: String| CliError::new(exit::USAGE, e);
+    let (config, agent) = llm_config(args, policy)?;
     let agent_steps: Vec<&crate::plan::Step> = plan
         .steps
         .iter()
@@ -631,9 +775,25 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
+/// Checks `.acode/` and the runner's files in it without following links (creating it, its `tmp`
+/// and its `.gitignore` on first use): a linked one is refused with exit 2, naming the link.
+fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
+    use crate::sandbox::state::{StateDirError, prepare};
+    prepare(ws.root()).map(|_| ()).map_err(|e| match e {
+        StateDirError::Refused { .. } => CliError::new(exit::USAGE, e.to_string()),
+        StateDirError::Io { .. } => CliError::new(exit::INTERNAL, e.to_string()),
+    })
+}
+
 fn query_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
     let path = db_path(args, &ws);
+    // Opening the default database (even to read) creates its WAL files beside it: not through a link.
+    if path == ws.root().join(Store::DEFAULT_PATH)
+        && std::fs::symlink_metadata(ws.root().join(crate::sandbox::state::STATE_DIR)).is_ok()
+    {
+        prepare_state_dir(&ws)?;
+    }
     if !path.exists() {
         return Err(CliError::new(
             exit::USAGE,

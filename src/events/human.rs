@@ -202,6 +202,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                 failed,
                 tolerated,
                 blocked,
+                violations,
             } => {
                 let failed = match tolerated {
                     0 => format!("{failed} failed"),
@@ -212,8 +213,13 @@ impl<W: Write + Send> HumanPrinter<W> {
                     "completed" => self.paint("32", status),
                     _ => self.paint("31", status),
                 };
+                let refused = match violations {
+                    0 => String::new(),
+                    1 => ", 1 sandbox violation refused".to_string(),
+                    n => format!(", {n} sandbox violations refused"),
+                };
                 Some(format!(
-                    "run {} {colored}: {completed} completed, {failed}, {blocked} not run, {} (exit {exit_code})",
+                    "run {} {colored}: {completed} completed, {failed}, {blocked} not run{refused}, {} (exit {exit_code})",
                     event.run_id,
                     secs(*duration_ms)
                 ))

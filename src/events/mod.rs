@@ -228,6 +228,9 @@ pub enum EventKind {
         tolerated: usize,
         /// Steps blocked or skipped.
         blocked: usize,
+        /// Tool calls refused as sandbox violations during the run (a model's refused escapes
+        /// included), so refusals are never silent.
+        violations: u64,
     },
 }
 

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -44,7 +44,27 @@ pub struct AgentSettings {
     pub tool_result_chars: usize,
     /// Most recent turns kept in the prompt; older ones are dropped with a note.
     pub window_turns: usize,
+    /// The role the model plays, replacing the default "agent for one step" opening of the system
+    /// prompt. The planner and reviewer stages set it; a plan cannot (it is not a step argument).
+    pub role: Option<String>,
+    /// Characters of an agent step's final answer kept in its [`StepResult`](super::StepResult)
+    /// (4 KiB by default; the planner needs a whole plan back).
+    pub answer_chars: usize,
+    /// Most tool calls taken from one model answer (`--max-calls-per-answer`); the rest are
+    /// refused back to the model, so one answer cannot make thousands of calls.
+    pub max_calls_per_answer: usize,
+    /// Most bytes of one request's messages; older turns are dropped to fit, and a step whose
+    /// request still does not fit fails.
+    pub max_request_bytes: usize,
+    /// `--strict`: a tool call refused as a sandbox violation fails the agent step (exit 32)
+    /// instead of being reported back to the model.
+    pub strict: bool,
 }
+
+/// Default for [`AgentSettings::max_calls_per_answer`].
+pub const DEFAULT_MAX_CALLS_PER_ANSWER: usize = 16;
+/// Default for [`AgentSettings::max_request_bytes`] (8 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
 impl Default for AgentSettings {
     fn default() -> Self {
@@ -55,6 +75,11 @@ impl Default for AgentSettings {
             token_budget: None,
             tool_result_chars: 8000,
             window_turns: 8,
+            role: None,
+            answer_chars: 4096,
+            max_calls_per_answer: DEFAULT_MAX_CALLS_PER_ANSWER,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            strict: false,
         }
     }
 }
@@ -73,6 +98,22 @@ impl Conversation {
     fn push(&mut self, turn: Vec<Message>) {
         self.turns.push_back(turn);
         while self.turns.len() > self.window.max(1) {
+            self.turns.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    /// Drops the oldest turns until the messages fit in `limit` bytes (as JSON); `false` when even
+    /// the newest turn alone does not fit.
+    fn fit(&mut self, limit: usize) -> bool {
+        loop {
+            let size = serde_json::to_vec(&self.messages()).map_or(usize::MAX, |v| v.len());
+            if size <= limit {
+                return true;
+            }
+            if self.turns.len() <= 1 {
+                return false;
+            }
             self.turns.pop_front();
             self.dropped += 1;
         }
@@ -126,16 +167,24 @@ fn system_prompt(
     specs: &[ToolSpec],
     protocol: ToolProtocol,
 ) -> String {
-    let mut s = format!(
-        "You are the agent for one step of an approved plan run by acode-run.\n\
-         You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
-         Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
-         is refused or fails you get the error back and can correct it.\n\
-         Do only what the task asks. When the task is done, reply with a short summary of what you \
-         did and make NO tool call.",
-        workspace_facts(ctx),
-        allowed.join(", ")
-    );
+    let mut s = match &ctx.run.agent.role {
+        Some(role) => format!(
+            "{role}\nYou work inside a workspace; every path is relative to its root. Top-level \
+             entries: {}.\nTools you may call: {}.",
+            workspace_facts(ctx),
+            allowed.join(", ")
+        ),
+        None => format!(
+            "You are the agent for one step of an approved plan run by acode-run.\n\
+             You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
+             Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
+             is refused or fails you get the error back and can correct it.\n\
+             Do only what the task asks. When the task is done, reply with a short summary of what you \
+             did and make NO tool call.",
+            workspace_facts(ctx),
+            allowed.join(", ")
+        ),
+    };
     if protocol == ToolProtocol::React {
         s.push_str("\n\n");
         s.push_str(&react::system_prompt(specs));
@@ -195,6 +244,28 @@ pub fn run(
         }
     }
 
+    // A skill (docs/agents.md): its expanded body is the instruction; it may narrow the tools and
+    // supply the model and turn limit the step leaves unset.
+    let (instruction, allowed, max_turns, model) =
+        match super::skill_step::prepare(ctx, plan, args)? {
+            Err(outcome) => return Ok(outcome),
+            Ok(None) => (instruction, allowed, max_turns, model),
+            Ok(Some(p)) => (
+                p.instruction,
+                p.allowed,
+                match (args.get("max_turns"), p.max_turns) {
+                    (None, Some(n)) => n,
+                    _ => max_turns,
+                },
+                match (args.get("model"), p.model) {
+                    (None, Some(m)) => m,
+                    _ => model,
+                },
+            ),
+        };
+
+    // One deadline for the whole step, LLM waits and retries included (exit 34 when it passes).
+    let deadline = step_deadline(ctx, plan);
     let cycles = ctx.step.verify.as_ref().map_or(1, |v| v.max_cycles.max(1));
     let mut feedback: Option<String> = None;
     let mut turn = 0u32;
@@ -213,6 +284,7 @@ pub fn run(
             allowed: &allowed,
             max_turns,
             plan,
+            deadline,
         };
         let outcome = session.run(ctx, first, &mut turn)?;
         if outcome.failure.is_some() {
@@ -241,6 +313,39 @@ struct Session<'a> {
     allowed: &'a [String],
     max_turns: u32,
     plan: &'a Plan,
+    deadline: Option<Deadline>,
+}
+
+/// When an agent step must be over: its `timeout_s` (or the plan's default) from the moment its
+/// model work starts.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    seconds: u64,
+}
+
+impl Deadline {
+    fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    fn outcome(&self, waiting_for: &str) -> StepOutcome {
+        StepOutcome::failed(
+            ErrorKind::Timeout,
+            format!(
+                "agent step exceeded its time limit of {} s (timeout_s) {waiting_for}",
+                self.seconds
+            ),
+        )
+    }
+}
+
+fn step_deadline(ctx: &StepContext, plan: &Plan) -> Option<Deadline> {
+    let seconds = ctx.step.timeout_s.or(plan.defaults.timeout_s)?;
+    Some(Deadline {
+        at: Instant::now() + Duration::from_secs(seconds),
+        seconds,
+    })
 }
 
 /// What one model-requested call came to: text for the model, or a reason to end the step.
@@ -268,12 +373,27 @@ impl Session<'_> {
         };
         let mut repeats = RepeatGuard::default();
         for _ in 0..self.max_turns {
+            if let Some(d) = self.deadline
+                && d.remaining().is_zero()
+            {
+                return Ok(d.outcome("before its next model turn"));
+            }
             *turn += 1;
+            if !conv.fit(settings.max_request_bytes) {
+                return Ok(StepOutcome::failed(
+                    ErrorKind::ToolFailed,
+                    format!(
+                        "the next request to the model would exceed {} bytes even with only the \
+                         latest turn kept",
+                        settings.max_request_bytes
+                    ),
+                ));
+            }
             let mut request = ChatRequest::new(self.model, conv.messages());
             if settings.protocol == ToolProtocol::Native {
                 request = request.with_tools(specs.clone());
             }
-            let (response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
+            let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
                 Ok(r) => r,
                 Err(outcome) => return Ok(outcome),
             };
@@ -294,7 +414,14 @@ impl Session<'_> {
                     if response.tool_calls.is_empty() {
                         return Ok(done(response.content.unwrap_or_default()));
                     }
+                    // One answer yields at most max_calls_per_answer calls; the rest are not run,
+                    // not echoed back (so the next request stays bounded), and the model is told.
+                    let asked = response.tool_calls.len();
+                    let limit = settings.max_calls_per_answer.max(1);
+                    response.tool_calls.truncate(limit);
                     let mut messages = vec![Message::assistant(&response)];
+                    // What this answer asked and got, for stuck detection (whole answers compared).
+                    let mut answer: Vec<(String, Value, String)> = Vec::new();
                     for call in &response.tool_calls {
                         let reply = match call.parse_error_feedback() {
                             Some(feedback) => {
@@ -312,7 +439,6 @@ impl Session<'_> {
                                     ErrorKind::InvalidArguments,
                                     feedback.clone(),
                                 )?;
-                                repeats.reset();
                                 feedback
                             }
                             None => match self.execute(
@@ -323,21 +449,31 @@ impl Session<'_> {
                                 *turn,
                                 &turn_id,
                             )? {
-                                CallFate::Reply(text) => {
-                                    match check_repeat(
-                                        &mut repeats,
-                                        &call.name,
-                                        &call.arguments,
-                                        text,
-                                    ) {
-                                        CallFate::Reply(text) => text,
-                                        CallFate::Fatal(outcome) => return Ok(outcome),
-                                    }
-                                }
+                                CallFate::Reply(text) => text,
                                 CallFate::Fatal(outcome) => return Ok(outcome),
                             },
                         };
+                        answer.push((call.name.clone(), call.arguments.clone(), reply.clone()));
                         messages.push(Message::tool(call.id.clone(), reply));
+                    }
+                    match check_answer(&mut repeats, &answer) {
+                        CallFate::Fatal(outcome) => return Ok(outcome),
+                        CallFate::Reply(note) if !note.is_empty() => {
+                            if let Some(Message::Tool { content, .. }) = messages.last_mut() {
+                                content.push_str(&note);
+                            }
+                        }
+                        CallFate::Reply(_) => {}
+                    }
+                    if asked > limit
+                        && let Some(Message::Tool { content, .. }) = messages.last_mut()
+                    {
+                        content.push_str(&format!(
+                            "\n\nerror: your answer asked for {asked} tool calls; only the first \
+                             {limit} were run and the other {} were refused. Ask for at most \
+                             {limit} calls per answer.",
+                            asked - limit
+                        ));
                     }
                     conv.push(messages);
                 }
@@ -431,12 +567,30 @@ impl Session<'_> {
         }
         let mut opts: CallOptions = call_options(ctx, self.plan);
         opts.parent_execution_id = Some(turn_id.to_string());
+        if let Some(d) = self.deadline {
+            // A call gets at most what is left of the step's time.
+            let left = d.remaining();
+            if left.is_zero() {
+                return Ok(CallFate::Fatal(d.outcome("before a tool call")));
+            }
+            opts.timeout = Some(opts.timeout.map_or(left, |t| t.min(left)));
+        }
         let result = ctx.call_tool(call, &opts)?;
         match result.error_kind {
             Some(kind @ (ErrorKind::ConfirmationDenied | ErrorKind::Interrupted)) => {
                 return Ok(CallFate::Fatal(StepOutcome::failed(
                     kind,
                     result.error.unwrap_or_else(|| kind.to_string()),
+                )));
+            }
+            Some(ErrorKind::SandboxViolation) if ctx.run.agent.strict => {
+                return Ok(CallFate::Fatal(StepOutcome::failed(
+                    ErrorKind::SandboxViolation,
+                    format!(
+                        "the model's {name} call was refused as a sandbox violation, and --strict \
+                         fails the step on any: {}",
+                        result.error.unwrap_or_default()
+                    ),
                 )));
             }
             _ if ctx.run.cancel.load(Ordering::SeqCst) => {
@@ -484,7 +638,8 @@ impl Session<'_> {
             ctx.attempts += 1;
             let started_at = now_ms();
             let t0 = Instant::now();
-            let outcome = chat_unless_cancelled(self.client, request, ctx.run.cancel);
+            let outcome =
+                chat_unless_cancelled(self.client, request, ctx.run.cancel, self.deadline);
             let duration_ms = t0.elapsed().as_millis() as i64;
             let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
             let mut record = ExecutionRecord {
@@ -511,14 +666,26 @@ impl Session<'_> {
                 prompt_tokens: None,
                 completion_tokens: None,
             };
-            let Some(outcome) = outcome else {
-                // Interrupted while the model was thinking: the prompt is still part of the record.
-                let message = "interrupted while waiting for the model";
-                record.error_code = Some(ErrorKind::Interrupted.as_str().to_string());
-                record.error_message = Some(message.to_string());
-                let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
-                ctx.record(record, &artifacts)?;
-                return Ok(Err(StepOutcome::failed(ErrorKind::Interrupted, message)));
+            let outcome = match outcome {
+                Waited::Answer(outcome) => outcome,
+                Waited::Cancelled => {
+                    // Interrupted while the model was thinking: the prompt is still part of the
+                    // record.
+                    let message = "interrupted while waiting for the model";
+                    record.error_code = Some(ErrorKind::Interrupted.as_str().to_string());
+                    record.error_message = Some(message.to_string());
+                    let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
+                    ctx.record(record, &artifacts)?;
+                    return Ok(Err(StepOutcome::failed(ErrorKind::Interrupted, message)));
+                }
+                Waited::Deadline(d) => {
+                    let failed = d.outcome("while waiting for the model");
+                    record.error_code = Some(ErrorKind::Timeout.as_str().to_string());
+                    record.error_message = failed.failure.as_ref().map(|(_, m)| m.clone());
+                    let artifacts = [Artifact::new("prompt", self.client.request_body(request))];
+                    ctx.record(record, &artifacts)?;
+                    return Ok(Err(failed));
+                }
             };
             match outcome {
                 Ok(response) => {
@@ -562,6 +729,12 @@ impl Session<'_> {
                     } else {
                         None
                     };
+                    // A retry that cannot start before the deadline is not scheduled.
+                    if let (Some(d), Some(delay)) = (self.deadline, delay)
+                        && d.remaining() <= delay
+                    {
+                        return Ok(Err(d.outcome(&format!("retrying the model after: {e}"))));
+                    }
                     match delay {
                         Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
                             ctx.run.emitter.emit(EventKind::RetryScheduled {
@@ -591,13 +764,22 @@ impl Session<'_> {
     }
 }
 
-/// Sends `request` on a helper thread so an interrupt does not wait for a slow model: returns
-/// `None` as soon as `cancel` is set (the abandoned request ends at its own timeout).
+/// How waiting for the model ended.
+enum Waited {
+    Answer(Result<ChatResponse, crate::llm::LlmError>),
+    Cancelled,
+    Deadline(Deadline),
+}
+
+/// Sends `request` on a helper thread so an interrupt or the step's deadline does not wait for a
+/// slow model: returns as soon as `cancel` is set or the deadline passes (the abandoned request ends
+/// at its own timeout).
 fn chat_unless_cancelled(
     client: &Arc<dyn LlmClient>,
     request: &ChatRequest,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Option<Result<ChatResponse, crate::llm::LlmError>> {
+    deadline: Option<Deadline>,
+) -> Waited {
     let (tx, rx) = std::sync::mpsc::channel();
     let client = Arc::clone(client);
     let request = request.clone();
@@ -607,26 +789,61 @@ fn chat_unless_cancelled(
             let _ = tx.send(client.chat(&request));
         });
     if let Err(e) = spawned {
-        return Some(Err(crate::llm::LlmError::Transport {
+        return Waited::Answer(Err(crate::llm::LlmError::Transport {
             url: String::new(),
             message: format!("cannot start a thread for the LLM request: {e}"),
         }));
     }
     loop {
         match rx.recv_timeout(std::time::Duration::from_millis(25)) {
-            Ok(outcome) => return Some(outcome),
+            Ok(outcome) => return Waited::Answer(outcome),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if cancel.load(Ordering::SeqCst) {
-                    return None;
+                    return Waited::Cancelled;
+                }
+                if let Some(d) = deadline
+                    && d.remaining().is_zero()
+                {
+                    return Waited::Deadline(d);
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Some(Err(crate::llm::LlmError::Transport {
+                return Waited::Answer(Err(crate::llm::LlmError::Transport {
                     url: String::new(),
                     message: "the LLM request thread ended without an answer".into(),
                 }));
             }
         }
+    }
+}
+
+/// Stuck detection for one native answer: the answer's calls and results, compared as a whole
+/// with the previous answer's (a model asking for the same call many times within ONE answer is
+/// the per-answer cap's business). Returns the note to append to the answer's last result
+/// (empty when the answer is not a repeat), or the fatal `stuck` outcome.
+fn check_answer(guard: &mut RepeatGuard, answer: &[(String, Value, String)]) -> CallFate {
+    let (tool, args, text) = match answer {
+        [] => return CallFate::Reply(String::new()),
+        [(tool, args, text)] => (tool.clone(), args.clone(), text.clone()),
+        many => (
+            many.iter()
+                .map(|(t, _, _)| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            Value::Array(many.iter().map(|(_, a, _)| a.clone()).collect()),
+            many.iter()
+                .map(|(_, _, r)| r.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\u{0}\n"),
+        ),
+    };
+    match guard.observe(&tool, &args, &text) {
+        Repeat::Fresh => CallFate::Reply(String::new()),
+        Repeat::Again(n) => CallFate::Reply(stuck::repeat_note(&tool, &args, n)),
+        Repeat::Stuck(n) => CallFate::Fatal(StepOutcome::failed(
+            ErrorKind::Stuck,
+            stuck::stuck_message(&tool, &args, n, guard.repeated_total),
+        )),
     }
 }
 
@@ -662,6 +879,22 @@ mod tests {
             dropped: 0,
             window,
         }
+    }
+
+    #[test]
+    fn a_request_over_the_byte_limit_drops_old_turns_then_gives_up() {
+        let mut c = conv(8);
+        for i in 0..4 {
+            c.push(vec![Message::user(format!("{i}{}", "x".repeat(1000)))]);
+        }
+        let size = |c: &Conversation| serde_json::to_vec(&c.messages()).unwrap().len();
+        assert!(size(&c) > 4000);
+        assert!(c.fit(2500));
+        assert!(size(&c) <= 2500);
+        assert_eq!((c.turns.len(), c.dropped), (2, 2));
+        // The newest turn alone is too large: the caller fails the step.
+        assert!(!c.fit(500));
+        assert_eq!(c.turns.len(), 1);
     }
 
     #[test]

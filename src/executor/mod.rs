@@ -11,6 +11,7 @@ pub mod callbacks;
 pub mod drivers;
 pub mod precondition;
 pub mod retry;
+mod skill_step;
 pub mod stuck;
 
 use std::path::PathBuf;
@@ -223,9 +224,6 @@ impl ExecutionError {
     }
 }
 
-/// The most characters of a step's output kept in its [`StepResult`].
-const OUTPUT_KEEP: usize = 4096;
-
 /// Runs approved plans. Build one with [`Executor::new`] and the `with_*` methods.
 pub struct Executor {
     workspace: Workspace,
@@ -331,6 +329,21 @@ impl Executor {
     /// The workspace.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
+    }
+
+    /// The tool registry, so stages validate what a model drafted against the same tools.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The policy in force, so stages validate against the same rules the run will.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The agent settings, so a stage can give the model its role between runs.
+    pub fn agent_settings_mut(&mut self) -> &mut AgentSettings {
+        &mut self.agent
     }
 
     /// Runs the plan. Re-checks the authorization and the plan's validity first; returns `Ok` for any
@@ -589,6 +602,7 @@ impl Executor {
         let tokens = run.tokens;
         run.store
             .finish_run(&run_id, status.as_str(), exit_code, tokens.stored())?;
+        let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
             exit_code,
@@ -597,6 +611,7 @@ impl Executor {
             failed: count(StepStatus::Failed),
             tolerated: steps.iter().filter(|r| r.tolerated).count(),
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
+            violations,
         });
         Ok(ExecutionResult {
             run_id,
@@ -824,7 +839,7 @@ fn run_step(
         duration_ms,
         output: outcome
             .output
-            .map(|o| call::truncate_with_note(&o, OUTPUT_KEEP)),
+            .map(|o| call::truncate_with_note(&o, run.agent.answer_chars)),
         execution_ids,
         tolerated: status == StepStatus::Failed
             && step.on_failure == OnFailure::Continue

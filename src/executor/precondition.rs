@@ -1,9 +1,12 @@
 //! Evaluating a step's precondition just before the step runs.
 //!
-//! Paths go through the workspace resolver like any tool path; `command_succeeds` runs through the
-//! normal tool pipeline (so it is checked, confirmed if needed, and recorded).
+//! Paths are resolved and files read through the tools layer ([`crate::tools::files::probe`],
+//! [`crate::tools::files::read_regular`]): the same lexical check and kernel-checked resolution as
+//! every file tool, regular files only and bounded reads, so a FIFO or device named by a
+//! precondition cannot block the run. `command_succeeds` runs through the normal tool pipeline
+//! (so it is checked, confirmed if needed, and recorded).
 
-use std::io::Read;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -12,6 +15,7 @@ use super::call::{CallOptions, StepContext};
 use crate::plan::Precondition;
 use crate::plan::validate::step_path;
 use crate::tools::ToolCall;
+use crate::tools::files::{Probe, probe, read_regular};
 
 /// The most bytes `file_contains` reads from a file.
 const CONTAINS_LIMIT: u64 = 16 * 1024 * 1024;
@@ -23,57 +27,41 @@ pub fn evaluate(
     ctx: &mut StepContext,
 ) -> Result<Option<String>, ExecutionError> {
     let ws = ctx.run.workspace;
-    let resolve = |p: &str| ws.resolve(p).map_err(|v| v.to_string());
+    let look = |p: &str| probe(ws, p).map_err(|e| e.to_string());
     let verdict = match pre {
         Precondition::None => Ok(None),
         Precondition::StepFileExists => match step_path(args) {
             None => Ok(Some("the step has no path argument".to_string())),
-            Some(p) => resolve(p).map(|abs| (!abs.exists()).then(|| format!("{p} does not exist"))),
+            Some(p) => {
+                look(p).map(|k| (k == Probe::Missing).then(|| format!("{p} does not exist")))
+            }
         },
         Precondition::FileExists(p) => {
-            resolve(p).map(|abs| (!abs.exists()).then(|| format!("{p} does not exist")))
+            look(p).map(|k| (k == Probe::Missing).then(|| format!("{p} does not exist")))
         }
         Precondition::FileAbsent(p) => {
-            resolve(p).map(|abs| abs.exists().then(|| format!("{p} already exists")))
+            look(p).map(|k| (k != Probe::Missing).then(|| format!("{p} already exists")))
         }
         Precondition::CargoWorkspaceExists => {
             let start = step_path(args).unwrap_or(".");
-            resolve(start).map(|abs| {
-                let mut dir = if abs.is_file() {
-                    abs.parent().map(|p| p.to_path_buf())
-                } else {
-                    Some(abs)
-                };
-                while let Some(d) = dir {
-                    if !d.starts_with(ws.root()) {
-                        break;
-                    }
-                    if d.join("Cargo.toml").is_file() {
-                        return None;
-                    }
-                    dir = d.parent().map(|p| p.to_path_buf());
-                }
-                Some(format!(
-                    "no Cargo.toml in {start} or any parent inside the workspace"
-                ))
+            cargo_workspace(ws, start).map(|found| {
+                (!found)
+                    .then(|| format!("no Cargo.toml in {start} or any parent inside the workspace"))
             })
         }
-        Precondition::CodegraphDbExists => Ok((!ws.root().join("codegraph.db").is_file())
-            .then(|| "codegraph.db not found in the workspace root".to_string())),
+        Precondition::CodegraphDbExists => look("codegraph.db").map(|k| {
+            (k != Probe::File).then(|| "codegraph.db not found in the workspace root".to_string())
+        }),
         Precondition::FileContains { path, pattern } => match regex::Regex::new(pattern) {
             Err(e) => Ok(Some(format!("invalid pattern: {e}"))),
-            Ok(re) => resolve(path).map(|abs| {
-                let mut buf = Vec::new();
-                match std::fs::File::open(&abs)
-                    .and_then(|f| f.take(CONTAINS_LIMIT).read_to_end(&mut buf))
-                {
-                    Err(e) => Some(format!("cannot read {path}: {e}")),
-                    Ok(_) => {
-                        let text = String::from_utf8_lossy(&buf);
-                        (!re.is_match(&text)).then(|| format!("{path} does not match /{pattern}/"))
-                    }
+            Ok(re) => match read_regular(ws, path, CONTAINS_LIMIT) {
+                Err(crate::tools::ToolError::Sandbox(v)) => Err(v.to_string()),
+                Err(e) => Ok(Some(format!("cannot read {path}: {e}"))),
+                Ok(buf) => {
+                    let text = String::from_utf8_lossy(&buf);
+                    Ok((!re.is_match(&text)).then(|| format!("{path} does not match /{pattern}/")))
                 }
-            }),
+            },
         },
         Precondition::CommandSucceeds(command) => {
             let call = ToolCall {
@@ -93,4 +81,27 @@ pub fn evaluate(
         }
     };
     Ok(verdict.unwrap_or_else(Some))
+}
+
+/// Whether `start` (a file or directory) or one of its parents inside the workspace holds a
+/// `Cargo.toml` file, every look going through the kernel-checked resolver.
+fn cargo_workspace(ws: &crate::sandbox::Workspace, start: &str) -> Result<bool, String> {
+    let abs = ws.resolve(start).map_err(|v| v.to_string())?;
+    let mut rel = abs
+        .strip_prefix(ws.root())
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    if probe(ws, start).map_err(|e| e.to_string())? == Probe::File {
+        rel.pop();
+    }
+    loop {
+        let candidate = rel.join("Cargo.toml");
+        let candidate = candidate.to_str().ok_or("path is not valid UTF-8")?;
+        if probe(ws, candidate).map_err(|e| e.to_string())? == Probe::File {
+            return Ok(true);
+        }
+        if !rel.pop() {
+            return Ok(false);
+        }
+    }
 }

@@ -39,6 +39,12 @@ pub struct PlanAuthorization {
     pub decided_by: String,
     /// When, in Unix milliseconds.
     pub decided_at: i64,
+    /// SHA-256 (hex) of every skill file the plan's agent steps use, by path relative to the
+    /// workspace (`.acode/skills/NAME/SKILL.md`): editing a skill after approval changes what
+    /// runs, so `run` refuses it (exit 3) like an edited plan. Empty (and omitted) for plans
+    /// without skills.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub skills: std::collections::BTreeMap<String, String>,
     /// HMAC-SHA256 (hex) of the fields above under the approval key (`ACODE_APPROVAL_KEY`), when
     /// one was set at decision time. With a key, runs accept only approvals it signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +60,7 @@ impl PlanAuthorization {
             plan_sha256: plan.sha256.clone(),
             decided_by: by.to_string(),
             decided_at: crate::error::now_ms(),
+            skills: Default::default(),
             signature: None,
         }
     }
@@ -65,10 +72,15 @@ impl PlanAuthorization {
             AuthStatus::Approved => "approved",
             AuthStatus::Rejected => "rejected",
         };
-        format!(
+        let mut message = format!(
             "acode-run approval v1\n{}\n{status}\n{}\n{}\n{}",
             self.plan_id, self.plan_sha256, self.decided_by, self.decided_at
-        )
+        );
+        // Skill hashes, when any: paths are skill names under fixed directories (no newlines).
+        for (path, sha) in &self.skills {
+            message.push_str(&format!("\nskill {} {path} {sha}", path.len()));
+        }
+        message
     }
 
     fn mac(key: &[u8]) -> Hmac<Sha256> {
@@ -222,6 +234,7 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
                 plan_sha256: String::new(),
                 decided_by: String::new(),
                 decided_at: 0,
+                skills: Default::default(),
                 signature: None,
             });
         }

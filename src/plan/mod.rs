@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod model;
 pub mod parse;
+pub mod skills;
 pub mod validate;
 pub mod variables;
 
@@ -14,6 +15,10 @@ use std::path::Path;
 
 use serde::Serialize;
 use thiserror::Error;
+
+/// The plan-file JSON Schema shipped in `docs/` (`acode-run schema plan`); the planner stage shows
+/// it to the model.
+pub const SCHEMA: &str = include_str!("../../docs/plan.schema.json");
 
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
 pub use model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};

@@ -166,13 +166,16 @@ pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> 
                                     Problem::invalid(format!("{at}.arguments.{loc}"), m)
                                 }),
                         );
+                        problems.extend(super::skills::check_step(args, ctx, &at));
                     }
                 } else {
-                    problems.extend(
-                        schema_errors
-                            .into_iter()
-                            .map(|m| Problem::invalid(format!("{at}.arguments"), m)),
-                    );
+                    // Each schema error already starts with its own location: said once.
+                    problems.extend(schema_errors.into_iter().map(|m| match m.split_once(": ") {
+                        Some((loc, msg)) if loc.starts_with(&format!("{at}.arguments")) => {
+                            Problem::invalid(loc, msg)
+                        }
+                        _ => Problem::invalid(format!("{at}.arguments"), m),
+                    }));
                 }
             }
         }

@@ -17,6 +17,8 @@
 //!   wrapper), `LD_PRELOAD`-style loader variables, `GIT_*` (except author/committer identity),
 //!   compiler wrappers and runners, and interpreter start-up hooks.
 
+use std::path::Path;
+
 use super::paths::SandboxViolation;
 use super::policy::Policy;
 
@@ -153,6 +155,128 @@ pub fn child_env(policy: &Policy, additions: &[(String, String)]) -> Vec<(String
     env
 }
 
+/// Configuration git always runs with, given through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/
+/// `GIT_CONFIG_VALUE_n`: command-line scope, read after (so it beats) every repository's config,
+/// and kept by git for the git processes it starts in submodules.
+///
+/// Every key whose value is a program git would run is set to a value that runs nothing (`:` for
+/// editors, `cat` for pagers, an empty list of credential helpers and askpass) or only `false`
+/// (signing programs, which fail instead of running what a repository names). Keys whose names
+/// cannot be listed (`filter.<driver>.*`, `diff.<driver>.textconv`/`command`,
+/// `merge.<driver>.driver`, `remote.<name>.uploadpack`, ...) are neutralised by pinning `GIT_DIR`
+/// to the workspace's own protected `.git` instead (see [`git_env`]); `docs/security.md` says what
+/// remains.
+pub const GIT_FORCED_CONFIG: &[(&str, &str)] = &[
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.sshCommand", "ssh"),
+    ("core.pager", "cat"),
+    ("core.editor", ":"),
+    ("sequence.editor", ":"),
+    ("core.askPass", ""),
+    ("core.gitProxy", "none"),
+    ("core.alternateRefsCommand", "true"),
+    ("credential.helper", ""),
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", "false"),
+    ("gpg.x509.program", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("tag.forceSignAnnotated", "false"),
+    ("push.gpgSign", "false"),
+    ("log.showSignature", "false"),
+    ("merge.verifySignatures", "false"),
+    ("protocol.ext.allow", "never"),
+    ("safe.bareRepository", "explicit"),
+    ("submodule.recurse", "false"),
+    ("diff.ignoreSubmodules", "all"),
+    ("diff.submodule", "short"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("push.recurseSubmodules", "no"),
+    ("gc.autoDetach", "false"),
+    ("maintenance.auto", "false"),
+];
+
+/// Transports git may use: no `ext::` (runs a shell command) and no `<helper>::` remote helpers.
+pub const GIT_ALLOW_PROTOCOL: &str = "file:git:http:https:ssh";
+
+/// The environment git always gets on top of [`child_env`] (SPEC §6 "git"): no system or global
+/// configuration, discovery never above the workspace, the repository pinned to the workspace's
+/// own `.git` (`GIT_DIR`, `GIT_WORK_TREE`), and [`GIT_FORCED_CONFIG`].
+///
+/// Why pin the repository: `.git` at the workspace root is protected from writes (file tools,
+/// bwrap, Landlock), while a nested repository (`vendor/lib/.git`, a bare repository a plan wrote,
+/// a `.git` file pointing anywhere) has a configuration a plan may have written — and its filter,
+/// diff and merge drivers cannot be listed by name to be overridden. With `GIT_DIR` pinned, git
+/// never reads such a configuration; `-C dir` only moves the working directory inside the one
+/// repository.
+pub fn git_env(workspace_root: &Path) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("GIT_CONFIG_NOSYSTEM".to_string(), "1".to_string()),
+        ("GIT_CONFIG_GLOBAL".to_string(), "/dev/null".to_string()),
+        ("GIT_ATTR_NOSYSTEM".to_string(), "1".to_string()),
+        (
+            "GIT_DIR".to_string(),
+            workspace_root.join(".git").to_string_lossy().into_owned(),
+        ),
+        (
+            "GIT_WORK_TREE".to_string(),
+            workspace_root.to_string_lossy().into_owned(),
+        ),
+        ("GIT_TERMINAL_PROMPT".to_string(), "0".to_string()),
+        ("GIT_ASKPASS".to_string(), String::new()),
+        ("GIT_PAGER".to_string(), "cat".to_string()),
+        ("GIT_EDITOR".to_string(), ":".to_string()),
+        ("GIT_SEQUENCE_EDITOR".to_string(), ":".to_string()),
+        ("GIT_SSH_COMMAND".to_string(), "ssh".to_string()),
+        ("GIT_PROXY_COMMAND".to_string(), String::new()),
+        (
+            "GIT_ALLOW_PROTOCOL".to_string(),
+            GIT_ALLOW_PROTOCOL.to_string(),
+        ),
+        ("GIT_PROTOCOL_FROM_USER".to_string(), "0".to_string()),
+    ];
+    if let Some(parent) = workspace_root.parent() {
+        env.push((
+            "GIT_CEILING_DIRECTORIES".to_string(),
+            parent.to_string_lossy().into_owned(),
+        ));
+    }
+    env.push((
+        "GIT_CONFIG_COUNT".to_string(),
+        GIT_FORCED_CONFIG.len().to_string(),
+    ));
+    for (i, (k, v)) in GIT_FORCED_CONFIG.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}"), k.to_string()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}"), v.to_string()));
+    }
+    env
+}
+
+/// Adds what a program always needs on top of [`child_env`]; today only git has anything: every
+/// inherited `GIT_*` variable except identity ([`ALLOWED_GIT_ENV`]) is dropped and [`git_env`] is
+/// added. `program` is the argv[0] given to the child (its basename is compared).
+///
+/// Why here and not in the command rules: the environment is the one place that also covers the
+/// git processes git itself starts (hooks, submodules) and configuration the plan cannot see.
+pub fn harden_for_program(program: &str, workspace_root: &Path, env: &mut Vec<(String, String)>) {
+    let base = Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if base != "git" {
+        return;
+    }
+    env.retain(|(k, _)| {
+        let upper = k.to_ascii_uppercase();
+        !upper.starts_with("GIT_") || ALLOWED_GIT_ENV.contains(&upper.as_str())
+    });
+    env.extend(git_env(workspace_root));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +354,45 @@ mod tests {
         }
         assert!(check_env_additions(&pairs(&[("GIT_AUTHOR_NAME", "Bot")])).is_ok());
         assert!(check_env_additions(&pairs(&[("RUST_LOG", "debug"), ("_X1", "")])).is_ok());
+    }
+
+    #[test]
+    fn git_gets_its_hardened_environment_and_nothing_else_does() {
+        let root = Path::new("/work/ws");
+        let inherited = pairs(&[
+            ("PATH", "/usr/bin"),
+            ("GIT_SSH_COMMAND", "touch x"),
+            ("GIT_DIR", "/elsewhere"),
+            ("git_pager", "touch"),
+            ("GIT_AUTHOR_NAME", "Bot"),
+        ]);
+        let mut env = inherited.clone();
+        harden_for_program("cat", root, &mut env);
+        assert_eq!(env, inherited);
+        for program in ["git", "/usr/bin/git"] {
+            let mut env = inherited.clone();
+            harden_for_program(program, root, &mut env);
+            let get = |k: &str| {
+                env.iter()
+                    .filter(|(n, _)| n == k)
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(get("GIT_DIR"), ["/work/ws/.git"]);
+            assert_eq!(get("GIT_WORK_TREE"), ["/work/ws"]);
+            assert_eq!(get("GIT_SSH_COMMAND"), ["ssh"]);
+            assert_eq!(get("GIT_CEILING_DIRECTORIES"), ["/work"]);
+            assert_eq!(get("GIT_CONFIG_GLOBAL"), ["/dev/null"]);
+            assert_eq!(get("GIT_AUTHOR_NAME"), ["Bot"]);
+            assert!(get("git_pager").is_empty());
+            assert_eq!(get("PATH"), ["/usr/bin"]);
+            let count: usize = get("GIT_CONFIG_COUNT")[0].parse().unwrap();
+            assert_eq!(count, GIT_FORCED_CONFIG.len());
+            for i in 0..count {
+                assert_eq!(get(&format!("GIT_CONFIG_KEY_{i}")).len(), 1);
+                assert_eq!(get(&format!("GIT_CONFIG_VALUE_{i}")).len(), 1);
+            }
+            assert!(get("GIT_CONFIG_KEY_0").contains(&"core.hooksPath"));
+        }
     }
 }

@@ -1035,6 +1035,78 @@ mod tests {
     }
 
     #[test]
+    fn sweep_does_not_follow_a_planted_link() {
+        let t = T::new();
+        let victim = t.base.join("outside/99999999");
+        std::fs::create_dir_all(victim.join("inner")).unwrap();
+        std::fs::create_dir_all(t.p(".acode")).unwrap();
+        symlink(t.base.join("outside"), t.p(".acode/tmp")).unwrap();
+        t.ws.sweep_staging();
+        assert!(victim.join("inner").exists(), "the sweep deleted outside");
+        // A real staging area of a dead process is swept, links inside it removed, not followed.
+        std::fs::remove_file(t.p(".acode/tmp")).unwrap();
+        std::fs::create_dir_all(t.p(".acode/tmp/99999999/d")).unwrap();
+        symlink(&victim, t.p(".acode/tmp/99999999/d/link")).unwrap();
+        t.ws.sweep_staging();
+        assert!(!t.p(".acode/tmp/99999999").exists());
+        assert!(victim.join("inner").exists());
+    }
+
+    /// A thread swaps `flip` between a directory and a link to outside while this thread writes
+    /// through it, in both resolution modes: nothing may land outside.
+    #[test]
+    fn writes_racing_a_swapped_directory_stay_inside() {
+        both(|t| {
+            std::fs::create_dir_all(t.p("flip")).unwrap();
+            symlink(t.base.join("outside"), t.p("parked")).unwrap();
+            let a = CString::new(t.p("flip").into_os_string().into_vec()).unwrap();
+            let b = CString::new(t.p("parked").into_os_string().into_vec()).unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flipper = {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        // SAFETY: valid NUL-terminated absolute paths.
+                        let r = unsafe {
+                            libc::renameat2(
+                                libc::AT_FDCWD,
+                                a.as_ptr(),
+                                libc::AT_FDCWD,
+                                b.as_ptr(),
+                                libc::RENAME_EXCHANGE,
+                            )
+                        };
+                        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+                        n += 1;
+                    }
+                    n
+                })
+            };
+            let (mut ok, mut refused) = (0, 0);
+            for i in 0..300 {
+                let target = t.p(&format!("flip/f{i}.txt"));
+                let r = parent_for_write(&t.ws, &target, true)
+                    .and_then(|p| Ok(p.write_atomic(&t.ws, b"x", true, None)?));
+                let _ = open_read(&t.ws, &t.p("flip/f0.txt"), true);
+                match r {
+                    Ok(()) => ok += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            let flips = flipper.join().unwrap();
+            let outside: Vec<_> = std::fs::read_dir(t.base.join("outside"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(outside, [OsString::from("secret")], "written outside");
+            assert!(flips > 10, "{flips} flips");
+            assert_eq!(ok + refused, 300);
+        });
+    }
+
+    #[test]
     fn read_dir_lists_without_following() {
         both(|t| {
             symlink(t.base.join("outside"), t.p("sub/out")).unwrap();

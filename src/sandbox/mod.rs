@@ -10,6 +10,7 @@ pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod redact;
+pub mod state;
 
 pub use paths::{Access, SandboxViolation, Workspace};
 pub use policy::{Limits, Policy, SandboxMode};

@@ -88,7 +88,11 @@ impl Default for Limits {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Policy {
-    /// Executables allowed in addition to [`DEFAULT_ALLOWLIST`].
+    /// The command allowlist, replacing [`DEFAULT_ALLOWLIST`] when given (so a workspace can drop
+    /// interpreters such as `python3` and `node`); `None` keeps the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
+    /// Executables allowed in addition to the allowlist ([`Policy::commands`] or the default).
     pub allow_commands: Vec<String>,
     /// Executables that run without confirmation. Defaults to the built-in allowlist, so commands
     /// added by policy need confirmation unless listed here too.
@@ -106,6 +110,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Policy {
+            commands: None,
             allow_commands: Vec::new(),
             auto_approve_commands: DEFAULT_ALLOWLIST.iter().map(|s| s.to_string()).collect(),
             confirm_tools: DEFAULT_CONFIRM_TOOLS
@@ -178,7 +183,11 @@ impl Policy {
 
     /// Whether `program` (a bare command name) may run at all.
     pub fn command_allowed(&self, program: &str) -> bool {
-        DEFAULT_ALLOWLIST.contains(&program) || self.allow_commands.iter().any(|c| c == program)
+        let base = match &self.commands {
+            Some(list) => list.iter().any(|c| c == program),
+            None => DEFAULT_ALLOWLIST.contains(&program),
+        };
+        base || self.allow_commands.iter().any(|c| c == program)
     }
 
     /// Whether `program` runs without asking for confirmation.
@@ -214,6 +223,16 @@ mod tests {
         assert!(!p.command_auto_approved("rg"));
         assert!(p.tool_needs_confirmation("file_delete"));
         assert_eq!(p.sandbox, SandboxMode::None);
+    }
+
+    #[test]
+    fn commands_replace_the_default_allowlist() {
+        let p = Policy::parse(r#"{"commands":["git","cat"],"allow_commands":["rg"]}"#).unwrap();
+        assert!(p.command_allowed("git"));
+        assert!(p.command_allowed("rg"));
+        assert!(!p.command_allowed("python3"));
+        assert!(!p.command_allowed("node"));
+        assert!(Policy::default().command_allowed("python3"));
     }
 
     #[test]

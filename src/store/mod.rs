@@ -513,6 +513,17 @@ impl Store {
         Ok((prompt as i64, completion as i64))
     }
 
+    /// How many tool calls of `run_id` were refused as sandbox violations (including those of an
+    /// earlier, interrupted part of the run), for the run summary.
+    pub fn refused_violations(&self, run_id: &str) -> Result<u64, StoreError> {
+        let n: i64 = self.conn.query_row(
+            "SELECT count(*) FROM executions WHERE run_id = ?1 AND error_code = 'sandbox_violation'",
+            [run_id],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u64)
+    }
+
     /// Marks an unfinished run as running again in this process (crash recovery).
     pub fn reopen_run(&mut self, run_id: &str) -> Result<(), StoreError> {
         self.conn.execute(

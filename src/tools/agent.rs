@@ -2,8 +2,11 @@
 //! machinery and `acode-run tools` documents it. It is never *called*: the executor's agent driver
 //! runs it, and models cannot ask for it (it is refused in a step's `tools` list).
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
+use super::args::{parse, schema_for};
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 /// The default turn limit of an agent step (SPEC §5).
@@ -11,6 +14,43 @@ pub const DEFAULT_MAX_TURNS: u64 = 10;
 
 /// The registered name.
 pub const NAME: &str = "agent";
+
+/// The arguments of an agent step: the one definition its schema and its parsing come from.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentArgs {
+    /// What the model must achieve. With `skill`, it is the skill's `$ARGUMENTS` (or appended to
+    /// the skill's body when the body has no `$ARGUMENTS`). At least one of the two is needed.
+    #[schemars(length(min = 1))]
+    pub instruction: Option<String>,
+    /// A skill (`.acode/skills/NAME/SKILL.md`, else `.claude/skills/NAME/SKILL.md`) whose body
+    /// is the instruction (docs/agents.md).
+    #[schemars(length(min = 1))]
+    pub skill: Option<String>,
+    /// Values for the skill's `${inputs.NAME}` placeholders.
+    pub inputs: Option<serde_json::Map<String, Value>>,
+    /// Tools the model may call (never `agent`).
+    #[schemars(length(min = 1))]
+    pub tools: Vec<String>,
+    /// Model turns before the step fails with exit 31 (default 10).
+    #[schemars(range(min = 1, max = 100))]
+    pub max_turns: Option<u32>,
+    /// Overrides --model for this step.
+    #[schemars(length(min = 1))]
+    pub model: Option<String>,
+}
+
+impl AgentArgs {
+    /// Parses an agent step's arguments (already validated against the schema by the plan).
+    pub fn parse(args: &Value) -> Result<AgentArgs, ToolError> {
+        parse(NAME, args)
+    }
+
+    /// The turn limit, with the default applied.
+    pub fn max_turns(&self) -> u32 {
+        self.max_turns.unwrap_or(DEFAULT_MAX_TURNS as u32)
+    }
+}
 
 /// The agent step pseudo-tool (see the module docs).
 pub struct Agent;
@@ -25,19 +65,7 @@ impl Tool for Agent {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "instruction": {"type": "string", "minLength": 1, "description": "What the model must achieve."},
-                "tools": {"type": "array", "minItems": 1, "items": {"type": "string"},
-                          "description": "Tools the model may call (never `agent`)."},
-                "max_turns": {"type": "integer", "minimum": 1, "maximum": 100,
-                              "description": "Model turns before the step fails with exit 31 (default 10)."},
-                "model": {"type": "string", "minLength": 1, "description": "Overrides --model for this step."}
-            },
-            "required": ["instruction", "tools"],
-            "additionalProperties": false
-        })
+        schema_for::<AgentArgs>()
     }
 
     fn idempotent(&self) -> bool {
@@ -50,11 +78,21 @@ impl Tool for Agent {
     }
 
     fn summary(&self, args: &Value) -> String {
-        let instruction = args
-            .get("instruction")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        instruction.lines().next().unwrap_or_default().to_string()
+        AgentArgs::parse(args)
+            .map(|a| match (&a.skill, &a.instruction) {
+                (Some(skill), Some(i)) => {
+                    format!("skill {skill}: {}", i.lines().next().unwrap_or_default())
+                }
+                (Some(skill), None) => format!("skill {skill}"),
+                (None, i) => i
+                    .as_deref()
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            })
+            .unwrap_or_default()
     }
 
     fn run(&self, _args: &Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -73,6 +111,12 @@ pub fn register(r: &mut ToolRegistry) {
 /// names and `agent` itself.
 pub fn check_tool_list(args: &Value, registry: &ToolRegistry) -> Vec<(String, String)> {
     let mut problems = Vec::new();
+    if args.get("instruction").is_none() && args.get("skill").is_none() {
+        problems.push((
+            "instruction".to_string(),
+            "an agent step needs an instruction, a skill, or both".to_string(),
+        ));
+    }
     for (i, name) in args
         .get("tools")
         .and_then(Value::as_array)

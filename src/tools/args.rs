@@ -50,6 +50,10 @@ fn clean(v: &mut Value, root: bool) {
         obj.remove("$defs");
     }
     obj.remove("format");
+    // Doc comments wrapped for the source read as one sentence.
+    if let Some(Value::String(d)) = obj.get_mut("description") {
+        *d = d.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
     // `Option<T>` is rendered as `"type": ["T", "null"]`; an omitted argument is how a tool says
     // "not given", so `null` is not offered.
     if let Some(Value::Array(types)) = obj.get_mut("type") {
@@ -90,7 +94,8 @@ mod tests {
         /// The file.
         #[schemars(length(min = 1))]
         path: String,
-        /// How many lines.
+        /// How many
+        /// lines.
         #[schemars(range(min = 1))]
         limit: Option<u64>,
         /// Tags.

@@ -1,21 +1,13 @@
-//! Walking tools: `list_directory`, `file_search`, `file_glob`.
+//! Finding tools: `file_search` (lines matching a regex) and `file_glob` (paths matching a glob).
 //!
-//! The root argument is checked like any path, then opened through [`crate::sandbox::fs`] (the
-//! kernel resolves it beneath the workspace root). Below it the walk goes from directory handle to
-//! directory handle (`openat(O_NOFOLLOW)`, `fdopendir`) and never follows a symlink (links are
-//! listed as `symlink` and never read or descended into), and every file read is opened relative
-//! to its directory's handle with `O_NOFOLLOW`, so nothing outside the workspace is reached however
-//! links inside it are arranged or rearranged during the walk. Results are JSON with
-//! workspace-relative, '/'-separated paths, sorted; `content` is that JSON, followed by an
-//! `[acode-run: ...]` note line when the result was cut at `max_results`. The `stdout` artifact
-//! holds the JSON alone and is marked truncated in that case.
+//! Both walk with [`crate::tools::files::walk`]: the root is opened beneath the workspace root by
+//! the kernel, the walk goes from directory handle to directory handle and never follows a
+//! symlink, and every file `file_search` reads is opened relative to its directory's handle with
+//! `O_NOFOLLOW | O_NONBLOCK`, so nothing outside the workspace is reached however links inside it
+//! are arranged or rearranged during the walk. Both skip `.git` and `.acode` below the root.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use regex::bytes::{Regex, RegexBuilder};
@@ -24,15 +16,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::args::{parse, schema_for};
-use super::files::{Halt, Pacer, fs_err, io_err, resolve};
+use super::files::walk::{Flow, dir_root, json_result, skipped, truncation_note, under, walk};
+use super::files::{Pacer, resolve};
 use super::glob::Glob;
-use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::sandbox::Access;
-use crate::sandbox::fs::{self as kfs, EntryKind, FsError};
+use crate::sandbox::fs::{self as kfs, EntryKind};
 
-/// Default and largest `depth` of `list_directory`.
-const DEFAULT_DEPTH: u64 = 1;
-const MAX_DEPTH: u64 = 10;
 /// Default number of `file_search` matches.
 const DEFAULT_MAX_RESULTS: u64 = 100;
 /// Bytes inspected for a NUL to decide that a file is binary (as git and ripgrep do).
@@ -41,242 +31,11 @@ const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 const MAX_SEARCH_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Characters of a matching line kept in a `file_search` result.
 const MAX_LINE_CHARS: usize = 500;
-/// Directories `file_search` and `file_glob` never enter: version control and acode-run's own.
-const SKIPPED_DIRS: &[&str] = &[".git", ".acode"];
 
-/// Registers the walking tools.
+/// Registers the finding tools.
 pub fn register(r: &mut ToolRegistry) {
-    r.register(Arc::new(ListDirectory));
     r.register(Arc::new(FileSearch));
     r.register(Arc::new(FileGlob));
-}
-
-/// Builds the result of a walking tool (see the module docs).
-fn json_result(data: Value, truncated: bool, note: Option<String>) -> ToolOutput {
-    let text = data.to_string();
-    let mut content = text.clone();
-    if let Some(note) = note {
-        content.push_str(&format!("\n[acode-run: {note}]"));
-    }
-    let bytes = text.len() as u64;
-    ToolOutput::ok(content).with_artifact(Artifact {
-        artifact_type: "stdout".to_string(),
-        content: text,
-        bytes,
-        truncated,
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// The walk.
-
-/// One entry met by a walk: its directory's handle and name (to open it without resolving a path
-/// again), its path relative to the walk root and its kind.
-struct Entry<'d> {
-    dir: BorrowedFd<'d>,
-    name: &'d OsStr,
-    rel: String,
-    kind: EntryKind,
-}
-
-/// What a walk does after visiting an entry.
-enum Flow {
-    /// Go on (descending into a directory).
-    Continue,
-    /// Go on, but do not descend into this directory.
-    Prune,
-    /// Stop the walk.
-    Stop,
-}
-
-/// Walks below the directory handle `root` to `max_depth`, in path order: siblings sorted so that
-/// a depth-first walk visits paths in byte order (a directory sorts as its name followed by '/',
-/// so `a.txt` comes before everything in `a/`), and a walk cut short keeps exactly the first paths
-/// of the sorted result. Returns the number of directories that could not be read.
-fn walk(
-    root: &OwnedFd,
-    max_depth: usize,
-    visit: &mut dyn FnMut(&Entry) -> Result<Flow, Halt>,
-) -> Result<usize, Halt> {
-    let mut unreadable = 0;
-    walk_dir(root, "", 1, max_depth, visit, &mut unreadable)?;
-    Ok(unreadable)
-}
-
-/// One level of [`walk`]; `Ok(true)` when the visitor stopped the walk.
-fn walk_dir(
-    dir: &OwnedFd,
-    prefix: &str,
-    depth: usize,
-    max_depth: usize,
-    visit: &mut dyn FnMut(&Entry) -> Result<Flow, Halt>,
-    unreadable: &mut usize,
-) -> Result<bool, Halt> {
-    let Ok(mut entries) = kfs::read_dir(dir.as_fd()) else {
-        *unreadable += 1;
-        return Ok(false);
-    };
-    let key = |e: &kfs::DirEntry| {
-        let mut k = e.name.as_bytes().to_vec();
-        if e.kind == EntryKind::Dir {
-            k.push(b'/');
-        }
-        k
-    };
-    entries.sort_by_key(key);
-    for e in &entries {
-        let name_str = e.name.to_string_lossy();
-        let rel = if prefix.is_empty() {
-            name_str.into_owned()
-        } else {
-            format!("{prefix}/{name_str}")
-        };
-        let entry = Entry {
-            dir: dir.as_fd(),
-            name: &e.name,
-            rel,
-            kind: e.kind,
-        };
-        match visit(&entry)? {
-            Flow::Stop => return Ok(true),
-            Flow::Prune => continue,
-            Flow::Continue => {}
-        }
-        if e.kind == EntryKind::Dir && depth < max_depth {
-            match kfs::open_subdir(dir.as_fd(), &e.name) {
-                Ok(sub) => {
-                    if walk_dir(&sub, &entry.rel, depth + 1, max_depth, visit, unreadable)? {
-                        return Ok(true);
-                    }
-                }
-                Err(_) => *unreadable += 1,
-            }
-        }
-    }
-    Ok(false)
-}
-
-/// The walk root: a path argument (default `.`) checked, then opened as a directory by the kernel
-/// beneath the workspace root. Returns the handle and the root's workspace-relative path.
-fn dir_root(given: Option<&str>, ctx: &ToolContext) -> Result<(OwnedFd, String), ToolError> {
-    let abs: PathBuf = resolve(given.unwrap_or("."), ctx, Access::Read)?;
-    let fd = kfs::open_dir(ctx.workspace, &abs).map_err(|e| match e {
-        FsError::Io(e) if e.raw_os_error() == Some(libc::ENOTDIR) => io_err(
-            "list",
-            ctx,
-            &abs,
-            io::Error::new(io::ErrorKind::NotADirectory, "is not a directory"),
-        ),
-        e => fs_err("list", ctx, &abs, e),
-    })?;
-    let shown = ctx.workspace.display(&abs);
-    Ok((fd, shown))
-}
-
-/// The workspace-relative path of `rel`, a path relative to a walk root shown as `root`.
-fn under(root: &str, rel: &str) -> String {
-    if root == "." {
-        rel.to_string()
-    } else {
-        format!("{root}/{rel}")
-    }
-}
-
-/// Whether a search/glob walk prunes this entry (`.git` and `.acode` below the root).
-fn skipped(e: &Entry) -> bool {
-    e.kind == EntryKind::Dir && SKIPPED_DIRS.iter().any(|d| e.name == *d)
-}
-
-fn truncation_note(cap: usize, what: &str) -> String {
-    format!("results truncated at {cap} {what}; narrow the pattern or root to see the rest")
-}
-
-// ---------------------------------------------------------------------------------------------
-// list_directory
-
-/// The arguments of `list_directory`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListArgs {
-    /// The directory to list, relative to the workspace root ('.' for the root).
-    #[schemars(length(min = 1))]
-    pub path: String,
-    /// How many levels to descend: 1 lists only direct children (default 1, at most 10).
-    #[schemars(range(min = 1, max = 10))]
-    pub depth: Option<u64>,
-}
-
-/// `list_directory`: the entries below a directory, to a depth, without following links.
-pub struct ListDirectory;
-
-impl Tool for ListDirectory {
-    fn name(&self) -> &'static str {
-        "list_directory"
-    }
-
-    fn description(&self) -> &'static str {
-        "List the files, directories and symlinks below a directory as JSON, to a given depth."
-    }
-
-    fn schema(&self) -> Value {
-        schema_for::<ListArgs>()
-    }
-
-    fn idempotent(&self) -> bool {
-        true
-    }
-
-    fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        let a: ListArgs = parse(self.name(), args)?;
-        resolve(&a.path, ctx, Access::Read).map(|_| ())
-    }
-
-    fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let a: ListArgs = parse(self.name(), args)?;
-        let (root, shown) = dir_root(Some(&a.path), ctx)?;
-        let depth = a.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH) as usize;
-        let cap = ctx.policy.limits.max_results;
-        let mut pacer = Pacer::new(ctx);
-        let mut entries: Vec<(String, &'static str, Option<u64>)> = Vec::new();
-        let mut truncated = false;
-        let walked = walk(&root, depth, &mut |e| {
-            pacer.tick()?;
-            if entries.len() >= cap {
-                truncated = true;
-                return Ok(Flow::Stop);
-            }
-            let (kind, size) = match e.kind {
-                EntryKind::Symlink => ("symlink", None),
-                EntryKind::Dir => ("dir", None),
-                EntryKind::File => ("file", kfs::size_at(e.dir, e.name).ok()),
-                EntryKind::Other => ("other", None),
-            };
-            entries.push((under(&shown, &e.rel), kind, size));
-            Ok(if e.kind == EntryKind::Dir && e.name == ".git" {
-                Flow::Prune
-            } else {
-                Flow::Continue
-            })
-        });
-        let unreadable = match walked {
-            Ok(n) => n,
-            Err(halt) => return halt.into_result(self.name(), ctx),
-        };
-        entries.sort();
-        let data: Vec<Value> = entries
-            .into_iter()
-            .map(|(path, kind, size)| json!({"path": path, "type": kind, "size": size}))
-            .collect();
-        let mut notes = Vec::new();
-        if truncated {
-            notes.push(truncation_note(cap, "entries"));
-        }
-        if unreadable > 0 {
-            notes.push(format!("{unreadable} entries could not be read"));
-        }
-        let note = (!notes.is_empty()).then(|| notes.join("; "));
-        Ok(json_result(Value::Array(data), truncated, note))
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -579,131 +338,7 @@ impl Tool for FileGlob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::TestWs;
-    use std::os::unix::fs::symlink;
-
-    fn data(out: &ToolOutput) -> Value {
-        let stdout = out
-            .artifacts
-            .iter()
-            .find(|a| a.artifact_type == "stdout")
-            .expect("stdout artifact");
-        serde_json::from_str(&stdout.content).expect("stdout is JSON")
-    }
-
-    fn paths(v: &Value) -> Vec<String> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e.as_str().or(e["path"].as_str()).unwrap().to_string())
-            .collect()
-    }
-
-    fn tree() -> TestWs {
-        let t = TestWs::new();
-        t.write("a.txt", "alpha\n");
-        t.write("a/x.rs", "fn x() {}\n");
-        t.write("a/deep/y.rs", "fn y() {}\n");
-        t.write("b.rs", "fn b() {}\n");
-        t.write(".git/config", "fn git() {}\n");
-        t.write(".acode/log", "fn acode() {}\n");
-        symlink("a.txt", t.path("z-link")).unwrap();
-        t
-    }
-
-    // --- list_directory --------------------------------------------------------------------
-
-    #[test]
-    fn list_direct_children_sorted_with_types() {
-        let t = tree();
-        let out = t.call(&ListDirectory, json!({"path": "."})).unwrap();
-        let v = data(&out);
-        assert_eq!(
-            paths(&v),
-            [".acode", ".git", "a", "a.txt", "b.rs", "z-link"]
-        );
-        let by_path = |p: &str| {
-            v.as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["path"] == p)
-                .unwrap()
-                .clone()
-        };
-        assert_eq!(
-            by_path("a"),
-            json!({"path": "a", "type": "dir", "size": null})
-        );
-        assert_eq!(
-            by_path("a.txt"),
-            json!({"path": "a.txt", "type": "file", "size": 6})
-        );
-        assert_eq!(by_path("z-link")["type"], "symlink");
-        assert_eq!(out.content, data(&out).to_string());
-    }
-
-    #[test]
-    fn list_with_depth_skips_git_contents() {
-        let t = tree();
-        let out = t
-            .call(&ListDirectory, json!({"path": ".", "depth": 3}))
-            .unwrap();
-        let p = paths(&data(&out));
-        assert!(p.contains(&"a/deep/y.rs".to_string()), "{p:?}");
-        assert!(p.contains(&".git".to_string()), "{p:?}");
-        assert!(!p.iter().any(|x| x.starts_with(".git/")), "{p:?}");
-        let mut sorted = p.clone();
-        sorted.sort();
-        assert_eq!(p, sorted);
-        // A subdirectory lists with workspace-relative paths.
-        let out = t.call(&ListDirectory, json!({"path": "a"})).unwrap();
-        assert_eq!(paths(&data(&out)), ["a/deep", "a/x.rs"]);
-        // Listing .git explicitly is a read and allowed.
-        let out = t.call(&ListDirectory, json!({"path": ".git"})).unwrap();
-        assert_eq!(paths(&data(&out)), [".git/config"]);
-    }
-
-    #[test]
-    fn list_is_capped_at_max_results() {
-        let mut t = tree();
-        t.policy.limits.max_results = 3;
-        let out = t
-            .call(&ListDirectory, json!({"path": ".", "depth": 5}))
-            .unwrap();
-        assert_eq!(data(&out).as_array().unwrap().len(), 3);
-        assert!(out.artifacts[0].truncated);
-        assert!(
-            out.content.contains("truncated at 3 entries"),
-            "{}",
-            out.content
-        );
-    }
-
-    #[test]
-    fn list_failures() {
-        let t = tree();
-        let msg = t
-            .call(&ListDirectory, json!({"path": "a.txt"}))
-            .unwrap_err()
-            .to_string();
-        assert!(msg.contains("a.txt: is not a directory"), "{msg}");
-        let msg = t
-            .call(&ListDirectory, json!({"path": "nope"}))
-            .unwrap_err()
-            .to_string();
-        assert!(msg.contains("nope"), "{msg}");
-        for bad in [
-            json!({"path": ".", "depth": 11}),
-            json!({"path": ".", "depth": 0}),
-            json!({}),
-        ] {
-            assert!(matches!(
-                t.call(&ListDirectory, bad),
-                Err(ToolError::InvalidArguments { .. })
-            ));
-        }
-    }
-
+    use crate::tools::testutil::{TestWs, result_paths as paths, stdout_json as data, tree};
     // --- file_search -----------------------------------------------------------------------
 
     #[test]
@@ -902,7 +537,6 @@ mod tests {
             "\"fn\" in src"
         );
         assert_eq!(FileGlob.summary(&json!({"pattern": "**/*.rs"})), "**/*.rs");
-        assert_eq!(ListDirectory.summary(&json!({"path": "src"})), "src");
-        assert!(ListDirectory.idempotent() && FileSearch.idempotent() && FileGlob.idempotent());
+        assert!(FileSearch.idempotent() && FileGlob.idempotent());
     }
 }

@@ -125,3 +125,35 @@ impl Drop for TestWs {
         let _ = std::fs::remove_dir_all(&self.base);
     }
 }
+
+/// The JSON a walking tool put in its `stdout` artifact.
+pub fn stdout_json(out: &ToolOutput) -> Value {
+    let stdout = out
+        .artifacts
+        .iter()
+        .find(|a| a.artifact_type == "stdout")
+        .expect("stdout artifact");
+    serde_json::from_str(&stdout.content).expect("stdout is JSON")
+}
+
+/// The paths in a walking tool's result (strings, or objects with a `path`).
+pub fn result_paths(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().or(e["path"].as_str()).unwrap().to_string())
+        .collect()
+}
+
+/// A small tree for the walking tools: files, a nested directory, `.git`, `.acode` and a link.
+pub fn tree() -> TestWs {
+    let t = TestWs::new();
+    t.write("a.txt", "alpha\n");
+    t.write("a/x.rs", "fn x() {}\n");
+    t.write("a/deep/y.rs", "fn y() {}\n");
+    t.write("b.rs", "fn b() {}\n");
+    t.write(".git/config", "fn git() {}\n");
+    t.write(".acode/log", "fn acode() {}\n");
+    std::os::unix::fs::symlink("a.txt", t.path("z-link")).unwrap();
+    t
+}

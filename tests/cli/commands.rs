@@ -51,12 +51,21 @@ fn injection_attempts_are_refused_before_anything_runs() {
         assert!(c == 32 || c == 2, "{cmd:?} gave {c}: {}", stderr(&out));
         assert!(!marker.exists(), "{cmd:?} was executed");
     }
-    // argv form is checked the same way.
-    let plan = command_plan(
-        &t,
-        "argv.json",
-        json!({"argv": ["python3", "-c", format!("open('{m}','w')"), ";"]}),
+    assert!(
+        !t.ws.join(".acode/executions.db").exists(),
+        "refused plans never start a run"
     );
+    // argv elements are data: they reach the program byte for byte, nothing interprets them.
+    let items = [
+        ";", "|", "$HOME", ">", "a|b", "$(id)", "`id`", "&&", "2>&1", "x\ny",
+    ];
+    let mut argv = vec![
+        json!("python3"),
+        json!("-c"),
+        json!("import sys, json; open('argv.json', 'w').write(json.dumps(sys.argv[1:]))"),
+    ];
+    argv.extend(items.iter().map(|i| json!(i)));
+    let plan = command_plan(&t, "argv.json", json!({ "argv": argv }));
     let out = t.run(&[
         "run",
         "--approve",
@@ -64,12 +73,48 @@ fn injection_attempts_are_refused_before_anything_runs() {
         "auto-approve",
         plan.to_str().unwrap(),
     ]);
-    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let got: Vec<String> = serde_json::from_str(&t.read("argv.json")).unwrap();
+    assert_eq!(got, items);
     assert!(!marker.exists());
-    assert!(
-        !t.ws.join(".acode/executions.db").exists(),
-        "refused plans never start a run"
+}
+
+#[test]
+fn shell_syntax_in_a_command_string_is_refused_with_the_argv_form() {
+    let t = TestDir::new();
+    for cmd in ["grep -E a|b f.txt", "echo a && echo b"] {
+        let plan = command_plan(&t, "p.json", json!({ "command": cmd }));
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 32, "{cmd:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("not run by a shell"), "{err}");
+        assert!(err.contains("argv"), "{err}");
+    }
+    // Quoted, the same characters are data.
+    t.file("f.txt", "a\nb\nc\n");
+    let plan = command_plan(&t, "q.json", json!({ "command": "grep -E 'a|b' f.txt" }));
+    let out = t.run(&["run", "--approve", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn a_policy_commands_list_replaces_the_default_allowlist() {
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        r#"{"commands": ["git", "cat", "echo"]}"#,
     );
+    let plan = command_plan(
+        &t,
+        "p.json",
+        json!({ "argv": ["python3", "-c", "print(1)"] }),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    assert!(stderr(&out).contains("allowlist"), "{}", stderr(&out));
+    let plan = command_plan(&t, "e.json", json!({ "argv": ["echo", "ok"] }));
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
 #[test]

@@ -381,3 +381,280 @@ fn absurd_token_usage_is_stored_saturated_and_the_killed_run_resumes() {
     let total: i64 = q(&t.db(), "SELECT prompt_tokens FROM runs");
     assert_eq!(total, 2 << 40);
 }
+
+#[test]
+fn one_answer_runs_at_most_the_configured_number_of_tool_calls() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    t.file("a.txt", "hello\n");
+    let calls: Vec<(&str, serde_json::Value)> = (0..500)
+        .map(|_| ("file_read", json!({"path": "a.txt"})))
+        .collect();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&calls),
+        ScriptedResponse::chat_text("done"),
+        ScriptedResponse::chat_tool_calls(&calls),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "fix", "tool": "agent", "arguments": {
+                "instruction": "x", "tools": ["file_read"], "max_turns": 3}}]}),
+    );
+    let url = server.url();
+    let out = t.approve_and_run(
+        &plan,
+        &[
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+            "--max-calls-per-answer",
+            "5",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM executions WHERE tool_name='file_read'"
+        ),
+        5
+    );
+    let requests = server.requests();
+    let second = &requests[1].body["messages"];
+    let tools: Vec<&serde_json::Value> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(tools.len(), 5);
+    let assistant = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(assistant["tool_calls"].as_array().unwrap().len(), 5);
+    assert!(
+        tools[4]["content"]
+            .as_str()
+            .unwrap()
+            .contains("asked for 500 tool calls; only the first 5 were run"),
+        "{}",
+        tools[4]
+    );
+
+    // The default is 16.
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "m",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM executions WHERE tool_name='file_read'"
+        ),
+        5 + 16
+    );
+}
+
+#[test]
+fn a_silent_model_runs_out_the_agent_steps_own_deadline_with_exit_34() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("too late").with_delay(Duration::from_secs(30)),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "think", "tool": "agent", "timeout_s": 2, "arguments": {
+                "instruction": "x", "tools": ["file_read"], "max_turns": 3}}]}),
+    );
+    t.approve(&plan);
+    let url = server.url();
+    let started = Instant::now();
+    let out = run_within(
+        &t,
+        &[
+            "run",
+            plan.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+        ],
+        Duration::from_secs(20),
+    );
+    let took = started.elapsed();
+    assert_eq!(code(&out), 34, "{}", stderr(&out));
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        stderr(&out)
+            .contains("exceeded its time limit of 2 s (timeout_s) while waiting for the model"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        q::<String>(
+            &t.db(),
+            "SELECT error_code FROM steps WHERE step_id='think'"
+        ),
+        "timeout"
+    );
+}
+
+#[test]
+fn refused_violations_are_counted_and_strict_fails_the_step() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let outside = t.outside.join("sentinel.txt");
+    let escapes = || {
+        ScriptedResponse::chat_tool_calls(&[
+            ("file_read", json!({"path": "../outside/sentinel.txt"})),
+            ("file_read", json!({"path": outside.to_str().unwrap()})),
+            (
+                "file_write",
+                json!({"path": "../outside/planted.txt", "contents": "x"}),
+            ),
+        ])
+    };
+    let server = ScriptedServer::start(vec![
+        escapes(),
+        ScriptedResponse::chat_text("done"),
+        escapes(),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "fix", "tool": "agent", "arguments": {
+                "instruction": "x", "tools": ["file_read", "file_write"], "max_turns": 3}}]}),
+    );
+    let url = server.url();
+    let out = t.approve_and_run(
+        &plan,
+        &[
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+            "--confirm",
+            "auto-approve",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("3 sandbox violations refused"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "m",
+        "--confirm",
+        "auto-approve",
+        "--jsonl",
+        "--strict",
+    ]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    let events = events(&out);
+    let finished = events.iter().find(|e| e["type"] == "run_finished").unwrap();
+    // The first refusal ends the step under --strict.
+    assert_eq!(finished["violations"], 1, "{finished}");
+    assert_eq!(finished["exit_code"], 32);
+    t.assert_outside_untouched();
+}
+
+#[test]
+fn a_linked_state_directory_is_refused_and_nothing_is_created_where_it_points() {
+    let t = TestDir::new();
+    let plan = simple_plan(&t);
+    t.approve(&plan);
+    // A repository shipping `.acode` as a link to elsewhere.
+    std::os::unix::fs::symlink(&t.outside, t.ws.join(".acode")).unwrap();
+    let out = t.run(&["run", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(".acode is a symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    t.assert_outside_untouched();
+    std::fs::remove_file(t.ws.join(".acode")).unwrap();
+
+    // The database or the temp directory as a link.
+    for entry in ["executions.db", "tmp"] {
+        std::fs::create_dir_all(t.ws.join(".acode")).unwrap();
+        let link = t.ws.join(".acode").join(entry);
+        std::os::unix::fs::symlink(t.outside.join("planted.db"), &link).unwrap();
+        let out = t.run(&["run", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 2, "{entry}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(".acode/{entry} is a symbolic link")),
+            "{}",
+            stderr(&out)
+        );
+        let out = t.run(&["runs"]);
+        assert_eq!(code(&out), 2, "{entry}: {}", stderr(&out));
+        t.assert_outside_untouched();
+        std::fs::remove_file(&link).unwrap();
+    }
+}
+
+#[test]
+fn the_state_directory_stays_out_of_git_status() {
+    let t = TestDir::new();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(&t.ws)
+            .output()
+            .unwrap()
+    };
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    assert!(git(&["init", "-q"]).status.success());
+    let plan = simple_plan(&t);
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.ws.join(".acode/executions.db").exists());
+    let status =
+        String::from_utf8_lossy(&git(&["status", "--porcelain", "--untracked-files=all"]).stdout)
+            .into_owned();
+    assert_eq!(status.trim(), "?? a.txt", "{status}");
+}
+
+#[test]
+fn each_problem_names_its_location_once() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "a", "tool": "file_write", "arguments": {"path": "x"}},
+            {"step_id": "b", "tool": "file_read", "arguments": {"path": 7}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("  - steps[0].arguments: missing required argument 'contents'"),
+        "{err}"
+    );
+    assert!(err.contains("  - steps[1].arguments.path: "), "{err}");
+    assert!(!err.contains("arguments: steps["), "{err}");
+}

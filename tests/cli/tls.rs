@@ -252,6 +252,9 @@ fn anthropic_key_from_the_environment_is_sent_and_never_recorded() {
     let acode = t.ws.join(".acode");
     for entry in std::fs::read_dir(&acode).unwrap() {
         let path = entry.unwrap().path();
+        if !path.is_file() {
+            continue;
+        }
         let bytes = std::fs::read(&path).unwrap();
         assert!(
             !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
@@ -288,6 +291,9 @@ fn anthropic_key_from_the_environment_is_sent_and_never_recorded() {
     assert!(!stderr(&out).contains(KEY));
     for entry in std::fs::read_dir(&acode).unwrap() {
         let path = entry.unwrap().path();
+        if !path.is_file() {
+            continue;
+        }
         let bytes = std::fs::read(&path).unwrap();
         assert!(
             !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),

@@ -1,4 +1,5 @@
-//! File tools: `file_read`, `file_write`, `file_create`, `file_edit`, `file_delete`.
+//! File tools: `file_read`, `file_write`, `file_create`, `file_edit`, `file_delete`,
+//! `list_directory`.
 //!
 //! Every path argument is first checked lexically by [`crate::sandbox::Workspace`] (the readable
 //! error), then opened through [`crate::sandbox::fs`], where the kernel resolves it beneath the
@@ -17,12 +18,15 @@
 //!   link is kept), like `echo > link` would.
 //!
 //! One file per concern: this module holds what the tools share (target resolution, what exists
-//! at a target, diffs, pacing); `read`, `write` (`file_write` and `file_create`), `edit` and
-//! `delete` hold one tool each.
+//! at a target, diffs, pacing, the probes preconditions use); `walk` the handle-based walk the
+//! walking tools share; `read`, `write` (`file_write` and `file_create`), `edit`, `delete` and
+//! `list` hold one tool each.
 
 mod delete;
 mod edit;
+mod list;
 mod read;
+pub(crate) mod walk;
 mod write;
 
 use std::fs::{File, Permissions};
@@ -38,10 +42,11 @@ use similar::{Algorithm, TextDiff};
 use super::{Artifact, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
 use crate::sandbox::fs::{self as kfs, FsError, Parent};
-use crate::sandbox::{Access, SandboxViolation};
+use crate::sandbox::{Access, SandboxViolation, Workspace};
 
 pub use delete::FileDelete;
 pub use edit::FileEdit;
+pub use list::ListDirectory;
 pub use read::FileRead;
 pub use write::{FileCreate, FileWrite};
 
@@ -59,6 +64,7 @@ pub fn register(r: &mut ToolRegistry) {
     r.register(Arc::new(FileCreate));
     r.register(Arc::new(FileEdit));
     r.register(Arc::new(FileDelete));
+    r.register(Arc::new(ListDirectory));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,6 +392,69 @@ fn write_atomic(
                 io_err("write", ctx, &target.abs, e)
             }
         })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probes for preconditions: the same resolution as the tools, outside a tool call.
+
+/// What a path names, as a precondition asks it (following symlinks beneath the root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Nothing there (or a dangling symlink).
+    Missing,
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+/// Looks at `given` through the workspace's lexical check and then the kernel-checked resolver,
+/// without opening it for reading (`O_PATH`), so nothing it names can block or be changed.
+pub fn probe(ws: &Workspace, given: &str) -> Result<Probe, ToolError> {
+    let abs = ws.resolve(given)?;
+    let rel = abs.strip_prefix(ws.root()).unwrap_or(&abs);
+    match kfs::open_beneath(ws.root_fd(), rel, libc::O_PATH, 0, false) {
+        Ok(fd) => {
+            let meta = File::from(fd)
+                .metadata()
+                .map_err(|e| probe_err(ws, &abs, e))?;
+            Ok(if meta.is_file() {
+                Probe::File
+            } else if meta.is_dir() {
+                Probe::Dir
+            } else {
+                Probe::Other
+            })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Probe::Missing),
+        Err(e) => match kfs::classify(e, &ws.display(&abs)) {
+            FsError::Violation(v) => Err(v.into()),
+            FsError::Io(e) => Err(probe_err(ws, &abs, e)),
+        },
+    }
+}
+
+/// Reads at most `max` bytes of the regular file `given` (a FIFO or device is refused, never
+/// opened for a blocking read), through the same resolution as `file_read`.
+pub fn read_regular(ws: &Workspace, given: &str, max: u64) -> Result<Vec<u8>, ToolError> {
+    let abs = ws.resolve(given)?;
+    let file = kfs::open_read(ws, &abs, true).map_err(|e| match e {
+        FsError::Violation(v) => ToolError::Sandbox(v),
+        FsError::Io(e) => probe_err(ws, &abs, e),
+    })?;
+    read_bounded(file, max)
+        .map(|(_, bytes)| bytes)
+        .map_err(|e| probe_err(ws, &abs, e))
+}
+
+fn probe_err(ws: &Workspace, abs: &Path, e: io::Error) -> ToolError {
+    ToolError::Io {
+        op: "read",
+        path: ws.display(abs),
+        source: e,
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::tools::Tool;
-use crate::tools::search::{FileGlob, FileSearch, ListDirectory};
+use crate::tools::search::{FileGlob, FileSearch};
 use crate::tools::testutil::TestWs;
 use serde_json::{Value, json};
 use std::fs;
@@ -655,4 +655,43 @@ fn walkers_do_not_follow_links_out() {
         "{}",
         list.content
     );
+}
+
+// --- probes (preconditions) ------------------------------------------------------------------
+
+#[test]
+fn probes_use_the_kernel_checked_resolver() {
+    let t = TestWs::new();
+    t.write("sub/f.txt", "hello");
+    symlink("sub/f.txt", t.path("inside-link")).unwrap();
+    symlink("/proc/self/root/etc/passwd", t.path("magic")).unwrap();
+    symlink(&t.outside, t.path("out")).unwrap();
+    symlink("nowhere", t.path("dangling")).unwrap();
+    let fifo = std::ffi::CString::new(t.path("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    assert_eq!(probe(&t.ws, "sub/f.txt").unwrap(), Probe::File);
+    assert_eq!(probe(&t.ws, "inside-link").unwrap(), Probe::File);
+    assert_eq!(probe(&t.ws, "sub").unwrap(), Probe::Dir);
+    assert_eq!(probe(&t.ws, "fifo").unwrap(), Probe::Other);
+    assert_eq!(probe(&t.ws, "missing").unwrap(), Probe::Missing);
+    assert_eq!(read_regular(&t.ws, "inside-link", 3).unwrap(), b"hel");
+    for bad in [
+        "magic",
+        "out/sentinel.txt",
+        "../outside/sentinel.txt",
+        "dangling",
+    ] {
+        assert!(
+            matches!(probe(&t.ws, bad), Err(ToolError::Sandbox(_))),
+            "{bad}"
+        );
+        assert!(
+            matches!(read_regular(&t.ws, bad, 100), Err(ToolError::Sandbox(_))),
+            "{bad}"
+        );
+    }
+    // A FIFO is refused without blocking (no writer exists).
+    let err = read_regular(&t.ws, "fifo", 100).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }

@@ -1,0 +1,347 @@
+//! `draft`, `review` and `do`: the planner and reviewer stages at the command line
+//! (see [`crate::stages`] and `docs/stages.md`).
+//!
+//! Each builds an executor like `run` does (workspace, policy, database, progress, LLM), but with
+//! confirmations denied: the stages' models only read. Nothing a model wrote runs without a human's
+//! approval: `draft` writes the plan unapproved; `do` asks on a terminal and stops after the draft
+//! (exit 3) when there is none.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use super::flags::Args;
+use super::{
+    CliError, Target, execute_plan, llm_config, load_policy, open_store, record_decision,
+    sandboxed_workspace,
+};
+use crate::error::exit;
+use crate::events::human::{HumanPrinter, stderr_wants_color};
+use crate::events::jsonl::JsonlWriter;
+use crate::executor::{AutoDeny, Executor, Fanout, ProgressCallback};
+use crate::plan::AuthStatus;
+use crate::sandbox::redact::Redactor;
+use crate::stages::draft::{self, DraftRequest, Previous};
+use crate::stages::review::{self, Verdict};
+use crate::tools::ToolRegistry;
+
+/// Turns of one stage conversation (reading files takes a few).
+const STAGE_TURNS: u32 = 12;
+
+/// An executor for a stage: the run's workspace, policy and database, confirmations denied.
+fn stage_executor(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    plan_hint: Option<&Path>,
+) -> Result<Executor, CliError> {
+    let (ws, db) = sandboxed_workspace(args, plan_hint)?;
+    let policy = load_policy(args, &ws)?;
+    let (config, agent) = llm_config(args, &policy)?;
+    config
+        .validate()
+        .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?;
+    let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
+    if !args.quiet {
+        outputs.push(Box::new(HumanPrinter::new(
+            std::io::stderr(),
+            stderr_wants_color(),
+            redactor.clone(),
+        )));
+    }
+    if args.jsonl {
+        outputs.push(Box::new(JsonlWriter::new(
+            std::io::stdout(),
+            redactor.clone(),
+        )));
+    }
+    let mut store = open_store(&db)?;
+    store.set_redactor(redactor.clone());
+    Ok(Executor::new(ws, store)
+        .with_registry(ToolRegistry::builtin())
+        .with_policy(policy)
+        .with_confirmation(Arc::new(AutoDeny))
+        .with_progress(Arc::new(Fanout(outputs)))
+        .with_cancel_flag(Arc::new(AtomicBool::new(false)))
+        .with_redactor(redactor.clone())
+        .with_agent_settings(agent)
+        .with_llm(Arc::from(crate::llm::client(config))))
+}
+
+fn stage_err(e: crate::stages::StageError) -> CliError {
+    CliError::new(e.exit_code(), e.to_string())
+}
+
+fn announce(stage: &str, what: &str) {
+    errln!("[{stage}] {what}");
+}
+
+/// What `draft` was asked: the goal and, for a revision, the old plan and why it changes.
+fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliError> {
+    let usage = |m: String| CliError::new(exit::USAGE, m);
+    let goal = args.positionals.first().cloned();
+    let previous = match &args.revise {
+        None => None,
+        Some(path) => {
+            let bytes = crate::sandbox::input::read_bounded(
+                path,
+                crate::sandbox::input::MAX_PLAN_BYTES,
+                "plan file",
+            )
+            .map_err(|e| usage(format!("--revise {}: {e}", path.display())))?;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| usage(format!("--revise {}: {e}", path.display())))?;
+            let plan_id = value
+                .get("plan_id")
+                .and_then(|v| v.as_str())
+                .unwrap_or("plan")
+                .to_string();
+            let feedback = match (&args.feedback, &args.from_review) {
+                (Some(f), _) => f.clone(),
+                (None, Some(run)) => review::load(executor, run)
+                    .map_err(|e| usage(e.to_string()))?
+                    .as_feedback(),
+                (None, None) => rejection_reason(path).ok_or_else(|| {
+                    usage(format!(
+                        "--revise {}: say why it must change: reject it with --reason, or give \
+                         --feedback TEXT or --from-review RUN_ID",
+                        path.display()
+                    ))
+                })?,
+            };
+            Some(Previous {
+                text,
+                plan_id,
+                feedback,
+            })
+        }
+    };
+    let goal = match (goal, &previous) {
+        (Some(g), _) => g,
+        (None, Some(prev)) => serde_json::from_str::<serde_json::Value>(&prev.text)
+            .ok()
+            .and_then(|v| {
+                v.get("description")
+                    .and_then(|d| d.as_str())
+                    .map(String::from)
+            })
+            .unwrap_or_else(|| format!("the goal of plan {}", prev.plan_id)),
+        (None, None) => {
+            return Err(usage(
+                "`acode-run draft` needs a GOAL (or --revise PLAN)".into(),
+            ));
+        }
+    };
+    Ok(DraftRequest {
+        goal,
+        previous,
+        max_attempts: args.max_attempts.unwrap_or(3),
+        max_turns: STAGE_TURNS,
+    })
+}
+
+/// The reason recorded with a rejection in `PLAN.approval`, if the plan was rejected.
+fn rejection_reason(plan: &Path) -> Option<String> {
+    let path = crate::plan::auth::approval_path(plan);
+    let bytes = crate::sandbox::input::read_bounded(&path, 1024 * 1024, "approval file").ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    if v.get("status").and_then(|s| s.as_str()) != Some("rejected") {
+        return None;
+    }
+    v.get("reason")
+        .and_then(|r| r.as_str())
+        .filter(|r| !r.trim().is_empty())
+        .map(String::from)
+}
+
+/// Where a draft goes: `-o`, else `plan.json`, else for a revision `OLD-vN.json` beside the old one.
+fn output_path(args: &Args, req: &DraftRequest) -> PathBuf {
+    if let Some(o) = &args.output {
+        return o.clone();
+    }
+    match (&args.revise, &req.previous) {
+        (Some(old), Some(prev)) => {
+            let name = format!("{}.json", draft::next_version(&prev.plan_id));
+            old.parent().unwrap_or(Path::new(".")).join(name)
+        }
+        _ => PathBuf::from("plan.json"),
+    }
+}
+
+/// Drafts and writes the plan; returns where it was written.
+fn draft_to_file(
+    args: &Args,
+    executor: &mut Executor,
+) -> Result<(PathBuf, crate::plan::Plan), CliError> {
+    let req = draft_request(args, executor)?;
+    let out = output_path(args, &req);
+    if out.exists() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "{} exists; choose another file with -o (a draft never overwrites)",
+                out.display()
+            ),
+        ));
+    }
+    announce("planner", &format!("drafting a plan for: {}", req.goal));
+    let drafted = draft::draft(executor, &req).map_err(stage_err)?;
+    std::fs::write(&out, &drafted.text).map_err(|e| {
+        CliError::new(
+            exit::INTERNAL,
+            format!("cannot write {}: {e}", out.display()),
+        )
+    })?;
+    announce(
+        "planner",
+        &format!(
+            "wrote {} (plan {}, {} step(s), {} attempt(s)), NOT approved",
+            out.display(),
+            drafted.plan.plan_id,
+            drafted.plan.steps.len(),
+            drafted.attempts
+        ),
+    );
+    if let Some(prev) = &req.previous {
+        let old: serde_json::Value = serde_json::from_str(&prev.text).unwrap_or_default();
+        let new: serde_json::Value = serde_json::from_str(&drafted.text).unwrap_or_default();
+        errln!("changes from {}:", prev.plan_id);
+        for line in draft::describe_changes(&old, &new) {
+            errln!("  {}", crate::terminal::line(&line));
+        }
+    }
+    if let Ok(p) = crate::preview::preview(&drafted.plan, executor.workspace()) {
+        errln!("{}", crate::preview::render(&p).trim_end());
+    }
+    Ok((out, drafted.plan))
+}
+
+/// `acode-run draft`.
+pub(super) fn cmd_draft(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let mut executor = stage_executor(args, redactor, args.revise.as_deref())?;
+    let (out, _) = draft_to_file(args, &mut executor)?;
+    errln!(
+        "review it, then approve it with: acode-run approve {}",
+        out.display()
+    );
+    Ok(exit::OK)
+}
+
+/// `acode-run review`.
+pub(super) fn cmd_review(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let mut executor = stage_executor(args, redactor, None)?;
+    let run_id = resolve_run(&executor, &args.positionals[0])?;
+    review_run(args, &mut executor, &run_id)
+}
+
+/// A run id from a unique prefix.
+fn resolve_run(executor: &Executor, given: &str) -> Result<String, CliError> {
+    executor
+        .store()
+        .run(given)
+        .map(|r| r.run_id)
+        .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
+}
+
+fn review_run(args: &Args, executor: &mut Executor, run_id: &str) -> Result<i32, CliError> {
+    announce("reviewer", &format!("reviewing run {run_id}"));
+    let outcome = review::review(
+        executor,
+        run_id,
+        args.goal.as_deref(),
+        args.max_attempts.unwrap_or(3),
+        STAGE_TURNS,
+    )
+    .map_err(stage_err)?;
+    let r = &outcome.review;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+    }
+    let verdict = match r.verdict {
+        Verdict::Approve => "approve",
+        Verdict::RequestChanges => "request_changes",
+    };
+    announce(
+        "reviewer",
+        &crate::terminal::line(&format!("{verdict}: {}", r.summary)),
+    );
+    for f in &r.findings {
+        let at = match f.line {
+            Some(l) => format!("{}:{l}", f.file),
+            None => f.file.clone(),
+        };
+        errln!(
+            "  [{}] {}: {}",
+            crate::terminal::line(&f.severity),
+            crate::terminal::line(&at),
+            crate::terminal::line(&f.message)
+        );
+    }
+    Ok(match r.verdict {
+        Verdict::Approve => exit::OK,
+        Verdict::RequestChanges => {
+            errln!(
+                "revise the plan from these findings with: acode-run draft --revise PLAN --from-review {run_id}"
+            );
+            exit::REVIEW_CHANGES
+        }
+    })
+}
+
+/// `acode-run do`: draft → preview → approve at a terminal → run → review.
+pub(super) fn cmd_do(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let mut executor = stage_executor(args, redactor, None)?;
+    let (path, plan) = draft_to_file(args, &mut executor)?;
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !interactive {
+        errln!(
+            "no terminal to ask for approval: nothing a model wrote runs unapproved.\n\
+             review {} and approve it with: acode-run approve {}",
+            path.display(),
+            path.display()
+        );
+        return Ok(exit::UNAUTHORIZED);
+    }
+    loop {
+        eprint!(
+            "approve and run {}? [y]es / [n]o / [e]dit: ",
+            path.display()
+        );
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        if std::io::stdin().lock().read_line(&mut line).unwrap_or(0) == 0 {
+            return Ok(exit::UNAUTHORIZED);
+        }
+        match line.trim() {
+            "y" | "yes" => break,
+            "n" | "no" => {
+                errln!("not approved; the draft stays in {}", path.display());
+                return Ok(exit::UNAUTHORIZED);
+            }
+            "e" | "edit" => {
+                let editor = std::env::var("EDITOR").unwrap_or_else(|_| "vi".into());
+                let _ = std::process::Command::new(editor).arg(&path).status();
+                // Re-validated by `approve` below; a broken edit is reported there.
+            }
+            _ => {}
+        }
+    }
+    drop(plan);
+    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
+    let policy = load_policy(args, &ws)?;
+    let plan = super::load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    record_decision(args, &path, &plan, AuthStatus::Approved)?;
+    announce("executor", &format!("running {}", path.display()));
+    let code = execute_plan(args, redactor, &path, Target::New)?;
+    let run_id = executor
+        .store()
+        .list_runs(1)
+        .ok()
+        .and_then(|runs| runs.into_iter().next())
+        .map(|r| r.run_id);
+    match run_id {
+        Some(id) if code == exit::OK => review_run(args, &mut executor, &id),
+        _ => Ok(code),
+    }
+}

@@ -1,0 +1,295 @@
+//! The planner and reviewer stages through the real binary, against the scripted LLM server.
+
+use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+use serde_json::json;
+
+use crate::harness::*;
+
+fn llm_args(server: &ScriptedServer) -> Vec<String> {
+    vec![
+        "--llm-url".into(),
+        server.url(),
+        "--model".into(),
+        "test-model".into(),
+    ]
+}
+
+fn run_with(t: &TestDir, args: &[&str], server: &ScriptedServer) -> std::process::Output {
+    let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    all.extend(llm_args(server));
+    t.cmd().args(&all).output().unwrap()
+}
+
+/// A plan as the model would answer it, in a fenced block.
+fn fenced(plan: serde_json::Value) -> String {
+    format!(
+        "Here is the plan:\n```json\n{}\n```",
+        serde_json::to_string_pretty(&plan).unwrap()
+    )
+}
+
+fn good_plan() -> serde_json::Value {
+    json!({"plan_id": "greet", "steps": [
+        {"step_id": "write", "tool": "file_write", "arguments": {"path": "hello.txt", "contents": "hi\n"}},
+        {"step_id": "read", "tool": "file_read", "arguments": {"path": "hello.txt"}}]})
+}
+
+#[test]
+fn a_bad_first_answer_is_repaired_and_the_draft_is_written_unapproved() {
+    let t = TestDir::new();
+    t.file("README.md", "a project\n");
+    let bad = json!({"plan_id": "greet", "steps": [
+        {"step_id": "a", "tool": "teleport", "arguments": {}, "depends_on": ["b"]},
+        {"step_id": "b", "tool": "file_read", "arguments": {"path": "README.md"}, "depends_on": ["a"]}]});
+    let server = ScriptedServer::start(vec![
+        // Attempt 1: the model looks around, then answers a plan with an unknown tool and a cycle.
+        ScriptedResponse::chat_tool_calls(&[("list_directory", json!({"path": "."}))]),
+        ScriptedResponse::chat_text(&fenced(bad)),
+        // Attempt 2: the repaired plan.
+        ScriptedResponse::chat_text(&fenced(good_plan())),
+    ]);
+    let out_path = t.root.join("drafted.json");
+    let out = run_with(
+        &t,
+        &[
+            "draft",
+            "Write a greeting file",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        &server,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(written["plan_id"], "greet");
+    assert_eq!(written["description"], "Write a greeting file");
+    assert!(
+        stderr(&out).contains("acode-run approve"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!t.ws.join("hello.txt").exists(), "a draft runs nothing");
+
+    // The second attempt was told every problem of the first, verbatim.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let repair = requests[2].body["messages"][1]["content"].as_str().unwrap();
+    assert!(repair.contains("teleport"), "{repair}");
+    assert!(repair.contains("cycle"), "{repair}");
+    // Only read-only tools were offered.
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        offered,
+        ["file_read", "list_directory", "file_search", "file_glob"]
+    );
+
+    // The draft is not approved: run refuses it (exit 3).
+    let run = t.run(&["run", out_path.to_str().unwrap()]);
+    assert_eq!(code(&run), 3, "{}", stderr(&run));
+    // The conversations are recorded as runs of the planner.
+    let db = t.db();
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT COUNT(*) FROM runs WHERE plan_id = 'acode-draft'"
+        ),
+        2
+    );
+}
+
+#[test]
+fn exhausted_attempts_exit_2_with_the_last_problems() {
+    let t = TestDir::new();
+    let bad =
+        json!({"plan_id": "x", "steps": [{"step_id": "a", "tool": "teleport", "arguments": {}}]});
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text(&fenced(bad.clone())),
+        ScriptedResponse::chat_text("I cannot do that."),
+    ]);
+    let out_path = t.root.join("never.json");
+    let out = run_with(
+        &t,
+        &[
+            "draft",
+            "anything",
+            "--max-attempts",
+            "2",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        &server,
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no JSON object"), "{}", stderr(&out));
+    assert!(!out_path.exists());
+}
+
+#[test]
+fn a_draft_cannot_write_files() {
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[(
+            "file_write",
+            json!({"path": "pwned.txt", "contents": "x"}),
+        )]),
+        ScriptedResponse::chat_text(&fenced(good_plan())),
+    ]);
+    let out_path = t.root.join("p.json");
+    let out = run_with(
+        &t,
+        &["draft", "goal", "-o", out_path.to_str().unwrap()],
+        &server,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!t.ws.join("pwned.txt").exists());
+    let requests = server.requests();
+    let reply = serde_json::to_string(&requests[1].body["messages"]).unwrap();
+    assert!(
+        reply.contains("file_write"),
+        "the refusal went back to the model: {reply}"
+    );
+}
+
+#[test]
+fn a_rejection_reason_drives_the_revision() {
+    let t = TestDir::new();
+    let v1 = t.plan("greet.json", &good_plan());
+    // A rejection with a reason (written the way `reject --reason` records it).
+    std::fs::write(
+        t.root.join("greet.json.approval"),
+        serde_json::to_string(&json!({"plan_id": "greet", "status": "rejected",
+            "plan_sha256": "x", "decided_by": "alice", "decided_at": 0,
+            "reason": "also greet in French"}))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut v2 = good_plan();
+    v2["steps"].as_array_mut().unwrap().push(json!(
+        {"step_id": "french", "tool": "file_write", "arguments": {"path": "bonjour.txt", "contents": "salut\n"}}));
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(v2))]);
+    let out = run_with(&t, &["draft", "--revise", v1.to_str().unwrap()], &server);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let first = server.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(first.contains("also greet in French"), "{first}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.root.join("greet-v2.json")).unwrap())
+            .unwrap();
+    assert_eq!(written["plan_id"], "greet-v2");
+    assert!(
+        stderr(&out).contains("+ french (file_write) added"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn review_requesting_changes_exits_35_and_feeds_the_planner() {
+    let t = TestDir::new();
+    let plan = t.plan("greet.json", &{
+        let mut p = good_plan();
+        p["description"] = json!("Write a greeting file");
+        p
+    });
+    let run = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let verdict = json!({"verdict": "request_changes", "summary": "no trailing punctuation",
+        "findings": [{"file": "hello.txt", "line": 1, "severity": "warning", "message": "say hi!"}]});
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("not json"),
+        ScriptedResponse::chat_text(&verdict.to_string()),
+    ]);
+    let out = run_with(&t, &["review", &run_id[..8]], &server);
+    assert_eq!(code(&out), 35, "{}", stderr(&out));
+    assert!(stderr(&out).contains("say hi!"));
+    let requests = server.requests();
+    let context = requests[0].body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        context.contains("Write a greeting file"),
+        "the goal: {context}"
+    );
+    assert!(context.contains("+hi"), "the run's diff: {context}");
+
+    // The findings become the next draft's feedback.
+    let server2 = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(good_plan()))]);
+    let out2 = run_with(
+        &t,
+        &[
+            "draft",
+            "--revise",
+            plan.to_str().unwrap(),
+            "--from-review",
+            &run_id,
+        ],
+        &server2,
+    );
+    assert_eq!(code(&out2), 0, "{}", stderr(&out2));
+    let sent = server2.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sent.contains("say hi!"), "{sent}");
+}
+
+#[test]
+fn do_without_a_terminal_stops_after_the_draft() {
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(good_plan()))]);
+    let out_path = t.root.join("do.json");
+    let out = run_with(
+        &t,
+        &[
+            "do",
+            "Write a greeting file",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        &server,
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(out_path.exists());
+    assert!(!t.ws.join("hello.txt").exists());
+    assert!(stderr(&out).contains("acode-run approve"));
+}
+
+#[test]
+fn drafting_works_with_the_react_protocol() {
+    let t = TestDir::new();
+    t.file("README.md", "a project\n");
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text(
+            &json!({"thought": "look first", "action": "file_read",
+                    "action_input": {"path": "README.md"}})
+            .to_string(),
+        ),
+        ScriptedResponse::chat_text(
+            &json!({"thought": "done", "final_answer": good_plan().to_string()}).to_string(),
+        ),
+    ]);
+    let out_path = t.root.join("react.json");
+    let out = run_with(
+        &t,
+        &[
+            "draft",
+            "greet",
+            "--tool-protocol",
+            "react",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        &server,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(written["steps"][0]["step_id"], "write");
+}
