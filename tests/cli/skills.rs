@@ -273,3 +273,40 @@ fn claude_skills_are_found_and_listed() {
         stdout(&out)
     );
 }
+
+#[test]
+fn the_shipped_skill_demo_plan_runs_against_the_scripted_model() {
+    let t = TestDir::new();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/skill-demo");
+    for rel in ["Cargo.toml", "src/lib.rs", ".acode/skills/fix-bug/SKILL.md"] {
+        t.file(rel, &std::fs::read_to_string(src.join(rel)).unwrap());
+    }
+    let script = ScriptedResponse::from_fixture(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/llm/read_then_edit.json"),
+    )
+    .unwrap();
+    let server = ScriptedServer::start(script);
+    let plan = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/skill-demo.json");
+    // The committed approval (skill hash included) must still match the committed files.
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &server.url(),
+        "--model",
+        "test-model",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.read("src/lib.rs").contains("a + b"));
+    let first = &server.requests()[0].body;
+    let prompt = first["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        prompt.starts_with(
+            "The function `add` in `src/lib.rs` returns the wrong result: add(2, 3) must be 5."
+        ),
+        "{prompt}"
+    );
+    assert!(prompt.contains("pub fn add(a: i32, b: i32)"), "{prompt}");
+    // allowed-tools dropped run_command from the step's list.
+    assert_eq!(first["tools"].as_array().unwrap().len(), 3);
+}
