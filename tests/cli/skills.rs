@@ -130,6 +130,16 @@ fn the_prompt_is_the_expanded_skill_and_allowed_tools_narrow_the_step() {
         err.contains("[output of run_command `git log --oneline -1`]"),
         "{err}"
     );
+
+    // preview (and so approve) shows the skill and the narrowed tools.
+    let out = t.run(&["preview", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(shown.contains("[file_read, file_search]"), "{shown}");
+    assert!(
+        shown.contains("skill fix-file (.acode/skills/fix-file/SKILL.md"),
+        "{shown}"
+    );
 }
 
 #[test]
