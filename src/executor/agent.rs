@@ -275,9 +275,14 @@ pub fn run(
             first.push_str(&format!(
                 "\n\nYour previous attempt did not pass verification. The verifier said:\n{}\n\
                  Fix the problem.",
-                truncate_with_note(f, ctx.run.agent.tool_result_chars)
+                truncate_with_note(
+                    &ctx.run.store.redactor().redact(f),
+                    ctx.run.agent.tool_result_chars
+                )
             ));
         }
+        // The instruction may hold substituted secrets, the verifier's output may print them.
+        let first = ctx.run.store.redactor().redact_string(first);
         let session = Session {
             client,
             model: &model,
@@ -612,6 +617,9 @@ impl Session<'_> {
                 format!("error ({kind}): {error}\n{}", result.content)
             }
         };
+        // Secrets the runner knows never go to the model, and the recorded prompt is the request
+        // as sent. Redacted before truncating, so a cut cannot leave a fragment of a secret.
+        let text = ctx.run.store.redactor().redact_string(text);
         Ok(CallFate::Reply(truncate_with_note(
             &text,
             ctx.run.agent.tool_result_chars,

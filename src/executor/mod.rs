@@ -243,7 +243,11 @@ pub struct Executor {
 impl Executor {
     /// An executor over `workspace` recording into `store`, with the built-in tools, the default
     /// policy, confirmation denied (fail closed) and no progress output.
-    pub fn new(workspace: Workspace, store: Store) -> Self {
+    pub fn new(workspace: Workspace, mut store: Store) -> Self {
+        // One redactor for the run: the store records with the one the executor extends with the
+        // plan's secrets when a run starts.
+        let redactor = Arc::new(Redactor::from_env());
+        store.set_redactor(redactor.clone());
         Executor {
             workspace,
             store,
@@ -256,7 +260,7 @@ impl Executor {
             backoff: retry::Backoff::default(),
             llm: None,
             agent: AgentSettings::default(),
-            redactor: Arc::new(Redactor::from_env()),
+            redactor,
         }
     }
 
@@ -302,9 +306,11 @@ impl Executor {
         self
     }
 
-    /// Uses `redactor` for what the executor stores itself (the store has its own, set with
-    /// [`Store::set_redactor`]).
+    /// Uses `redactor` for everything the run records and hands to the model (the store gets the
+    /// same one). Share the same `Arc` with the progress writers: when a run starts, the plan's
+    /// secrets ([`crate::plan::variables::secret_values`]) are added to it, and so reach them too.
     pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.store.set_redactor(redactor.clone());
         self.redactor = redactor;
         self
     }
@@ -399,6 +405,12 @@ impl Executor {
         {
             return Err(cannot(format!("it is still running in process {pid}")));
         }
+        let vars = Variables::new(
+            &plan.variables,
+            &builtins(plan, &self.workspace, &run.run_id),
+        );
+        self.redactor
+            .add_values(crate::plan::variables::secret_values(plan, &vars));
         let current = self.redacted_variables(plan);
         if variables.as_deref().is_some_and(|v| v != current) {
             return Err(cannot(
@@ -428,8 +440,9 @@ impl Executor {
 
     /// The plan's variables as recorded in the database (redacted, like everything stored).
     fn redacted_variables(&self, plan: &Plan) -> String {
-        let json = serde_json::to_string(&plan.variables).unwrap_or_default();
-        self.redactor.redact(&json).into_owned()
+        // Value by value, then serialised, so a secret holding `"` or `\` is still found.
+        let vars = serde_json::to_value(&plan.variables).unwrap_or_default();
+        self.redactor.redact_value(&vars).to_string()
     }
 
     fn run_plan(
@@ -438,6 +451,7 @@ impl Executor {
         resume: Option<Resume>,
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
+        approved.check_policy(&self.policy)?;
         let plan = approved.plan();
         // A plan inside the workspace must not rewrite itself while it runs.
         if let Some(source) = &plan.source {
@@ -459,6 +473,9 @@ impl Executor {
         };
         let started = Instant::now();
         let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
+        // Before anything of this run is recorded or printed.
+        self.redactor
+            .add_values(crate::plan::variables::secret_values(plan, &vars));
         self.workspace.sweep_staging();
 
         if resume.is_some() {

@@ -3,7 +3,7 @@
 //! Loaded from `acode-policy.json` in the workspace or from `--policy FILE`. Every field is optional;
 //! an unknown field is an error so that a typo cannot silently loosen or tighten the sandbox.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -105,6 +105,11 @@ pub struct Policy {
     pub sandbox: SandboxMode,
     /// Resource limits.
     pub limits: Limits,
+    /// Absolute host paths commands under bwrap may read (mounted read-only), beyond the system
+    /// directories, `/etc` and the runner's cargo/rustup homes. Why: bwrap shows commands only
+    /// what programs need, so a toolchain elsewhere (`/opt/node`, `/nix/store`) must be named.
+    /// Never name a directory holding a UNIX socket: a read-only mount does not stop `connect`.
+    pub read_paths: Vec<PathBuf>,
 }
 
 impl Default for Policy {
@@ -120,6 +125,7 @@ impl Default for Policy {
             env_passthrough: Vec::new(),
             sandbox: SandboxMode::default(),
             limits: Limits::default(),
+            read_paths: Vec::new(),
         }
     }
 }

@@ -237,6 +237,12 @@ impl Store {
         self.redactor = redactor;
     }
 
+    /// The redactor applied to everything written: the run's, shared with the executor, so that
+    /// what the executor hands to the model is redacted by the same rules as the record.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
+    }
+
     /// The database file, if on disk.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
@@ -264,6 +270,11 @@ impl Store {
         steps: &[(&str, usize, &str)],
     ) -> Result<(), StoreError> {
         let variables_json = self.scrub(variables_json).into_owned();
+        let plan_id = self.scrub(&run.plan_id).into_owned();
+        let steps: Vec<(String, usize, &str)> = steps
+            .iter()
+            .map(|(id, pos, tool)| (self.scrub(id).into_owned(), *pos, *tool))
+            .collect();
         let tx = self.immediate()?;
         tx.execute(
             "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status,
@@ -271,7 +282,7 @@ impl Store {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 run.run_id,
-                run.plan_id,
+                plan_id,
                 run.plan_sha256,
                 run.plan_path,
                 run.workspace,
@@ -285,7 +296,7 @@ impl Store {
             let mut stmt = tx.prepare(
                 "INSERT INTO steps (run_id, step_id, position, tool, status) VALUES (?1, ?2, ?3, ?4, 'pending')",
             )?;
-            for (step_id, position, tool) in steps {
+            for (step_id, position, tool) in &steps {
                 stmt.execute(params![run.run_id, step_id, *position as i64, tool])?;
             }
         }
@@ -295,6 +306,7 @@ impl Store {
 
     /// Marks a step as running.
     pub fn step_started(&mut self, run_id: &str, step_id: &str, at: i64) -> Result<(), StoreError> {
+        let step_id = self.scrub(step_id).into_owned();
         self.conn
             .prepare_cached(
                 "UPDATE steps SET status = 'running', started_at = ?3 WHERE run_id = ?1 AND step_id = ?2",
@@ -311,6 +323,7 @@ impl Store {
         u: &StepUpdate,
     ) -> Result<(), StoreError> {
         let message = self.scrub_opt(u.error_message);
+        let step_id = self.scrub(step_id);
         self.conn
             .prepare_cached(
                 "UPDATE steps SET status = ?3, attempts = ?4, started_at = COALESCE(started_at, ?5),
@@ -340,8 +353,12 @@ impl Store {
         e: &ExecutionRecord,
         artifacts: &[Artifact],
     ) -> Result<(), StoreError> {
-        let args = self.scrub(&e.arguments_json);
+        // Redacted value by value, then serialised: a secret holding `"` or `\` is escaped in the
+        // JSON text and would no longer match itself there.
+        let args = self.redactor.redact_json_text(&e.arguments_json);
         let message = self.scrub_opt(e.error_message.as_deref());
+        // Identifiers go through the same redactor, consistently, so lookups by id still match.
+        let step_id = self.scrub(&e.step_id);
         let contents: Vec<std::borrow::Cow<str>> =
             artifacts.iter().map(|a| self.scrub(&a.content)).collect();
         let tx = self.immediate()?;
@@ -354,7 +371,7 @@ impl Store {
         .execute(params![
             e.execution_id,
             e.run_id,
-            e.step_id,
+            step_id,
             e.tool_name,
             args,
             e.started_at,

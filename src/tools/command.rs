@@ -22,6 +22,7 @@ use crate::error::ErrorKind;
 use crate::sandbox::bwrap::BwrapSpec;
 use crate::sandbox::commands::{check_argv, check_command_line, needs_confirmation, split_command};
 use crate::sandbox::env::{check_env_additions, child_env, harden_for_program};
+use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, Captured, CommandOutput, CommandSpec};
 use crate::sandbox::{Policy, Workspace};
 
@@ -341,8 +342,13 @@ impl Tool for RunCommand {
         harden_for_program(&program, ctx.workspace.root(), &mut spec.env);
         spec.timeout = limit;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
-        match process::run(&spec, ctx.cancel, ctx.heartbeat) {
+        spec.wrap = ctx
+            .bwrap
+            .map(|b| BwrapSpec::new(b, ctx.workspace).read_paths(&ctx.policy.read_paths));
+        let guard = ProtectedGuard::before(ctx.workspace);
+        let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
+        guard.after()?;
+        match result {
             Ok(mut out) => {
                 let mut output = to_output(&program, limit, &mut out, ctx.bwrap.is_some());
                 output.transient = !output.success

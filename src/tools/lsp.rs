@@ -20,6 +20,7 @@ use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, ar
 use crate::error::ErrorKind;
 use crate::sandbox::bwrap::BwrapSpec;
 use crate::sandbox::env::child_env;
+use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, CommandSpec};
 use crate::sandbox::{SandboxViolation, Workspace};
 
@@ -250,8 +251,14 @@ impl Tool for LspCheck {
         );
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
-        let mut out = match process::run(&spec, ctx.cancel, ctx.heartbeat) {
+        spec.wrap = ctx
+            .bwrap
+            .map(|b| BwrapSpec::new(b, ctx.workspace).read_paths(&ctx.policy.read_paths));
+        // cargo runs build scripts: arbitrary code, guarded like any command.
+        let guard = ProtectedGuard::before(ctx.workspace);
+        let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
+        guard.after()?;
+        let mut out = match result {
             Ok(out) => out,
             Err(e) => {
                 return Ok(ToolOutput::failed(

@@ -4,6 +4,7 @@ mod harness;
 
 mod agent;
 mod auth;
+mod bwrap_attacks;
 mod commands;
 mod edges;
 mod escape;
@@ -15,6 +16,8 @@ mod race;
 mod reports;
 mod resume;
 mod run;
+mod secrets;
+mod signing;
 mod skills;
 mod stages;
 mod stuck;

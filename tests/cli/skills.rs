@@ -320,3 +320,51 @@ fn the_shipped_skill_demo_plan_runs_against_the_scripted_model() {
     // allowed-tools dropped run_command from the step's list.
     assert_eq!(first["tools"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn a_signed_approval_covers_the_skill_hashes() {
+    let t = TestDir::new();
+    t.file(".acode/skills/s/SKILL.md", "Do ${inputs.file}.\n");
+    let plan = skill_plan(&t, "s", json!({}));
+    let key = "test-approval-key-0123456789";
+    let out = t
+        .cmd()
+        .env("ACODE_APPROVAL_KEY", key)
+        .args(["approve", plan.to_str().unwrap(), "--by", "tester"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Someone edits the skill and "fixes" the recorded hash by hand: the signature no longer matches.
+    t.file(".acode/skills/s/SKILL.md", "Do ${inputs.file}, and more.\n");
+    let approval_path = plan.with_extension("json.approval");
+    let mut approval: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&approval_path).unwrap()).unwrap();
+    let new_hash = {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(t.read(".acode/skills/s/SKILL.md").as_bytes());
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    approval["skills"][".acode/skills/s/SKILL.md"] = json!(new_hash);
+    std::fs::write(&approval_path, approval.to_string()).unwrap();
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text("done")]);
+    let url = server.url();
+    let out = t
+        .cmd()
+        .env("ACODE_APPROVAL_KEY", key)
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("signature"), "{}", stderr(&out));
+    assert!(server.requests().is_empty());
+}
