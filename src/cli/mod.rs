@@ -677,10 +677,7 @@ fn execute_plan(
         )
     })?;
     // The skills the plan uses are part of what was approved (docs/agents.md).
-    if let Some(why) = plan::skills::changed_since_approval(
-        &approved.authorization().skills,
-        &plan::skills::referenced_hashes(approved.plan(), &ws),
-    ) {
+    if let Err(why) = approved.check_skills(&ws) {
         return Err(CliError::new(
             exit::UNAUTHORIZED,
             format!(

@@ -452,6 +452,7 @@ impl Executor {
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
         approved.check_policy(&self.policy)?;
+        approved.check_skills(&self.workspace)?;
         let plan = approved.plan();
         // A plan inside the workspace must not rewrite itself while it runs.
         if let Some(source) = &plan.source {

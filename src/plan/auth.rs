@@ -290,6 +290,9 @@ pub enum AuthError {
         /// Why.
         source: crate::sandbox::input::InputError,
     },
+    /// A skill file the plan uses is not the one approved (changed, moved, or gone).
+    #[error("{0}")]
+    SkillChanged(String),
     /// The approval file exists but cannot be used.
     #[error("cannot use approval file {path}: {message}")]
     BadApprovalFile {
@@ -398,6 +401,16 @@ impl ApprovedPlan {
     /// Checks that `policy` is the one the plan was approved under.
     pub fn check_policy(&self, policy: &Policy) -> Result<(), AuthError> {
         self.authorization.check_policy(policy)
+    }
+
+    /// Checks that every skill file the plan uses is the one approved (docs/agents.md): editing
+    /// a `SKILL.md` after approval changes what runs, like editing the plan.
+    pub fn check_skills(&self, workspace: &crate::sandbox::Workspace) -> Result<(), AuthError> {
+        let now = super::skills::referenced_hashes(&self.plan, workspace);
+        match super::skills::changed_since_approval(&self.authorization.skills, &now) {
+            Some(why) => Err(AuthError::SkillChanged(why)),
+            None => Ok(()),
+        }
     }
 
     /// The plan.
