@@ -688,16 +688,20 @@ fn execute_plan(
         ));
     }
 
+    // Resolved once, before anything runs: a requested sandbox that cannot run fails closed here,
+    // and `auto` says on stderr when it had to fall back.
     let sandbox_mode = args.sandbox.unwrap_or(policy.sandbox);
-    let bwrap = crate::sandbox::bwrap::resolve(sandbox_mode).map_err(|why| {
-        CliError::new(
-            exit::USAGE,
-            format!(
-                "the OS sandbox was requested (--sandbox {}) but cannot be used: {why}",
-                format!("{sandbox_mode:?}").to_lowercase()
-            ),
-        )
-    })?;
+    let sandbox = crate::sandbox::OsSandbox::resolve(sandbox_mode, &ws, &policy.limits)
+        .map_err(|e| {
+            CliError::new(
+                exit::USAGE,
+                format!("the OS sandbox was requested but cannot be used: {e}"),
+            )
+        })?
+        .with_read_paths(&policy.read_paths);
+    if let Some(warning) = sandbox.warning() {
+        eprintln!("acode-run: warning: {}", redactor.redact(warning));
+    }
 
     let confirm_mode = args.confirm.unwrap_or(if std::io::stdin().is_terminal() {
         ConfirmMode::Prompt
@@ -738,7 +742,7 @@ fn execute_plan(
         .with_confirmation(confirm)
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
-        .with_bwrap(bwrap)
+        .with_sandbox(sandbox)
         .with_redactor(redactor.clone())
         .with_agent_settings(agent);
     if let Some(llm) = llm {

@@ -26,7 +26,7 @@ use crate::llm::{ChatRequest, ChatResponse, LlmClient, Message, ToolSpec};
 use crate::plan::Plan;
 use crate::plan::variables::Variables;
 use crate::store::ExecutionRecord;
-use crate::tools::agent::DEFAULT_MAX_TURNS;
+use crate::tools::agent::AgentArgs;
 use crate::tools::{Artifact, ToolCall};
 
 /// How agent steps use the LLM; one per run.
@@ -200,27 +200,19 @@ pub fn run(
     args: &Value,
     vars: &Variables,
 ) -> Result<StepOutcome, ExecutionError> {
-    let instruction = args
-        .get("instruction")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let allowed: Vec<String> = args
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    let max_turns = args
-        .get("max_turns")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_MAX_TURNS) as u32;
-    let model = args
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| ctx.run.agent.model.clone());
+    // The step's arguments, parsed by the same struct their schema comes from.
+    let parsed = match AgentArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => return Ok(StepOutcome::failed(e.kind(), e.to_string())),
+    };
+    let max_turns = parsed.max_turns();
+    let AgentArgs {
+        instruction,
+        tools: allowed,
+        model,
+        ..
+    } = parsed;
+    let model = model.unwrap_or_else(|| ctx.run.agent.model.clone());
     let Some(client) = ctx.run.llm else {
         return Ok(StepOutcome::failed(
             ErrorKind::LlmError,
@@ -249,7 +241,7 @@ pub fn run(
     let (instruction, allowed, max_turns, model) =
         match super::skill_step::prepare(ctx, plan, args)? {
             Err(outcome) => return Ok(outcome),
-            Ok(None) => (instruction, allowed, max_turns, model),
+            Ok(None) => (instruction.unwrap_or_default(), allowed, max_turns, model),
             Ok(Some(p)) => (
                 p.instruction,
                 p.allowed,
@@ -310,6 +302,23 @@ pub fn run(
         ErrorKind::VerificationFailed,
         "verification did not run",
     ))
+}
+
+/// Adds to the run's redactor the values an answer's `run_command` calls pass in secret-named
+/// `env` keys (native tool calls, or a ReAct action in the text).
+fn learn_call_secrets(ctx: &StepContext, response: &ChatResponse) {
+    let redactor = ctx.run.store.redactor();
+    for call in &response.tool_calls {
+        if call.name == crate::tools::command::NAME {
+            redactor.add_values(crate::plan::variables::secret_env_values(&call.arguments));
+        }
+    }
+    if let Some(content) = &response.content
+        && let Ok(ReactStep::Action { tool, input, .. }) = react::parse(content)
+        && tool == crate::tools::command::NAME
+    {
+        redactor.add_values(crate::plan::variables::secret_env_values(&input));
+    }
 }
 
 struct Session<'a> {
@@ -697,6 +706,9 @@ impl Session<'_> {
             };
             match outcome {
                 Ok(response) => {
+                    // Values the model puts into secret-named `env` keys are secrets before its
+                    // answer is recorded (the answer holds them too).
+                    learn_call_secrets(ctx, &response);
                     record.success = true;
                     let (prompt, completion) = response.usage.stored();
                     record.prompt_tokens = Some(prompt);

@@ -14,7 +14,6 @@ pub mod retry;
 mod skill_step;
 pub mod stuck;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -37,7 +36,7 @@ use crate::plan::validate::{
 };
 use crate::plan::variables::Variables;
 use crate::plan::{ApprovedPlan, AuthError, OnFailure, Plan, Problem, Step};
-use crate::sandbox::{Policy, Redactor, Workspace};
+use crate::sandbox::{OsSandbox, Policy, Redactor, Workspace};
 use crate::store::{RunRow, StepUpdate, Store, StoreError};
 use crate::tools::ToolRegistry;
 
@@ -233,7 +232,7 @@ pub struct Executor {
     confirm: Arc<dyn ConfirmationCallback>,
     progress: Arc<dyn ProgressCallback>,
     cancel: Arc<AtomicBool>,
-    bwrap: Option<PathBuf>,
+    sandbox: OsSandbox,
     backoff: retry::Backoff,
     llm: Option<Arc<dyn LlmClient>>,
     agent: AgentSettings,
@@ -256,7 +255,7 @@ impl Executor {
             confirm: Arc::new(AutoDeny),
             progress: Arc::new(NoopProgress),
             cancel: Arc::new(AtomicBool::new(false)),
-            bwrap: None,
+            sandbox: OsSandbox::none(),
             backoff: retry::Backoff::default(),
             llm: None,
             agent: AgentSettings::default(),
@@ -294,10 +293,16 @@ impl Executor {
         self
     }
 
-    /// Runs commands under bubblewrap at `bwrap` (resolved by the caller).
-    pub fn with_bwrap(mut self, bwrap: Option<PathBuf>) -> Self {
-        self.bwrap = bwrap;
+    /// Confines commands with `sandbox`, resolved by the caller once for the run
+    /// ([`OsSandbox::resolve`]); the default confines nothing but the resource limits.
+    pub fn with_sandbox(mut self, sandbox: OsSandbox) -> Self {
+        self.sandbox = sandbox;
         self
+    }
+
+    /// The OS sandbox commands run in.
+    pub fn sandbox(&self) -> &OsSandbox {
+        &self.sandbox
     }
 
     /// Sets the retry schedule for transient tool failures (the step's `retries` sets the count).
@@ -478,6 +483,7 @@ impl Executor {
         self.redactor
             .add_values(crate::plan::variables::secret_values(plan, &vars));
         self.workspace.sweep_staging();
+        self.mark_abandoned_runs()?;
 
         if resume.is_some() {
             self.store.reopen_run(&run_id)?;
@@ -501,11 +507,18 @@ impl Executor {
                     exit_code: None,
                     prompt_tokens: 0,
                     completion_tokens: 0,
+                    sandbox: None,
+                    landlock_abi: None,
                 },
                 &variables,
                 &step_rows,
             )?;
         }
+        self.store.record_sandbox(
+            &run_id,
+            self.sandbox.mode().as_str(),
+            self.sandbox.landlock_abi(),
+        )?;
         let already_completed = resume.as_ref().map(|r| {
             r.prior
                 .values()
@@ -521,6 +534,12 @@ impl Executor {
             steps: plan.steps.len(),
             resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
             already_completed,
+            sandbox: crate::events::SandboxInfo {
+                mode: self.sandbox.mode().as_str().to_string(),
+                requested: self.sandbox.requested().as_str().to_string(),
+                landlock_abi: self.sandbox.landlock_abi(),
+                notes: self.sandbox.notes().to_vec(),
+            },
         });
         let approve_all = Mutex::new(false);
         let mut run = RunContext {
@@ -532,7 +551,7 @@ impl Executor {
             confirm: &*self.confirm,
             approve_all: &approve_all,
             cancel: &self.cancel,
-            bwrap: self.bwrap.as_deref(),
+            sandbox: &self.sandbox,
             backoff: self.backoff,
             llm: self.llm.as_ref(),
             agent: &self.agent,
@@ -564,7 +583,8 @@ impl Executor {
                 .find_map(|&d| failed_root[d].clone());
             let prior = resume
                 .as_ref()
-                .and_then(|r| r.prior.get(&step.step_id))
+                // Recorded ids went through the redactor (a token in an id is stored redacted).
+                .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
                 .map(String::as_str);
             let result = if prior == Some(StepStatus::Completed.as_str()) {
                 StepResult::not_run(step, StepStatus::Completed, None)
@@ -620,6 +640,8 @@ impl Executor {
         let tokens = run.tokens;
         run.store
             .finish_run(&run_id, status.as_str(), exit_code, tokens.stored())?;
+        // SQLite writes on into a deleted file without complaint: say so instead of exit 0.
+        run.store.check_still_there()?;
         let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
@@ -652,6 +674,28 @@ struct Resume {
     /// LLM tokens the run had used before.
     tokens: Usage,
     rerun_interrupted: bool,
+}
+
+impl Executor {
+    /// Marks runs left `running` by a process that no longer exists as `interrupted`.
+    fn mark_abandoned_runs(&mut self) -> Result<(), ExecutionError> {
+        let me = std::process::id() as i64;
+        for (run_id, pid) in self.store.running_runs()? {
+            let alive = pid.is_some_and(|pid| {
+                pid == me
+                    || i32::try_from(pid).is_ok_and(|p| {
+                        // SAFETY: signal 0 only asks whether the process exists.
+                        let rc = unsafe { libc::kill(p, 0) };
+                        rc == 0
+                            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+                    })
+            });
+            if !alive {
+                self.store.mark_interrupted(&run_id)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Whether `pid` is a live acode-run process (so its run must not be resumed from here).

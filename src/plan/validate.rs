@@ -34,7 +34,7 @@ impl ValidationContext<'_> {
             workspace: self.workspace,
             policy: self.policy,
             timeout: Duration::from_secs(self.policy.limits.timeout_s),
-            bwrap: None,
+            sandbox: crate::sandbox::OsSandbox::unconfined(),
             cancel: &cancel,
             heartbeat: &|_| {},
         };

@@ -138,6 +138,19 @@ pub fn secret_values(plan: &Plan, vars: &Variables) -> Vec<String> {
     out
 }
 
+/// The values of secret-named keys in a `run_command` call's `env` argument (already
+/// substituted): what a call, a model's included, makes secret by passing it that way.
+pub fn secret_env_values(arguments: &Value) -> Vec<String> {
+    match arguments.get("env") {
+        Some(Value::Object(env)) => env
+            .iter()
+            .filter(|(k, _)| is_secret_name(k))
+            .filter_map(|(_, v)| v.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether `name` is a valid variable name: `[A-Za-z_][A-Za-z0-9_]*`.
 pub fn is_name(name: &str) -> bool {
     let mut chars = name.chars();

@@ -291,13 +291,14 @@ pub fn probe(bwrap: &Path) -> Result<(), String> {
     ))
 }
 
-/// Turns the sandbox mode into the bwrap binary to use: `None` mode → no bwrap; `Bwrap` → a
-/// working bwrap or an error saying why not (fail closed); `Auto` → bwrap if it works, else none.
+/// Turns the sandbox mode into the bwrap binary to use: `None` and `Landlock` modes → no bwrap;
+/// `Bwrap` → a working bwrap or an error saying why not (fail closed); `Auto` → bwrap if it works,
+/// else none (the caller, [`crate::sandbox::OsSandbox::resolve`], then falls back to Landlock).
 ///
 /// Why at run start: a run must not discover half-way through that its sandbox is missing.
 pub fn resolve(mode: SandboxMode) -> Result<Option<PathBuf>, String> {
     match mode {
-        SandboxMode::None => Ok(None),
+        SandboxMode::None | SandboxMode::Landlock => Ok(None),
         SandboxMode::Bwrap => {
             let bwrap = find_on_path().ok_or_else(|| {
                 "--sandbox bwrap: bubblewrap is not installed (no `bwrap` on PATH); install it with \
@@ -479,6 +480,42 @@ mod tests {
         );
         let out = run_in(Some(&bwrap), &ws, &code);
         assert_eq!(out.stdout.text, "[core]\n\n", "{out:?}");
+    }
+
+    #[test]
+    fn read_paths_are_visible_read_only_and_nothing_else_is() {
+        let Some(bwrap) = bwrap_for_tests() else {
+            return;
+        };
+        let (_root, ws) = temp_ws();
+        let extra =
+            PathBuf::from("/var/tmp").join(format!("acode-read-path-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&extra).unwrap();
+        std::fs::write(extra.join("tool.txt"), "tool").unwrap();
+        let code = format!(
+            "import os\nprint(open({:?}).read())\ntry:\n    open({:?}, 'w')\nexcept OSError as e:\n    print(e.errno)",
+            extra.join("tool.txt").to_str().unwrap(),
+            extra.join("new.txt").to_str().unwrap()
+        );
+        let run_with = |read_paths: &[PathBuf]| {
+            let mut spec = CommandSpec::new(
+                vec!["python3".into(), "-c".into(), code.clone()],
+                ws.root().to_path_buf(),
+            );
+            spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+            spec.wrap = Some(BwrapSpec::new(&bwrap, &ws).read_paths(read_paths));
+            run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
+        };
+        let out = run_with(std::slice::from_ref(&extra));
+        assert_eq!(out.stdout.text, "tool\n30\n", "read, then EROFS: {out:?}");
+        assert!(!extra.join("new.txt").exists());
+        // Without the policy naming it, the directory is not there at all.
+        let out = run_with(&[]);
+        assert!(out.stderr.text.contains("No such file"), "{out:?}");
+        // An absent read path is skipped, not an error.
+        let out = run_with(&[extra.join("absent"), PathBuf::from("relative")]);
+        assert!(out.stderr.text.contains("No such file"), "{out:?}");
+        std::fs::remove_dir_all(&extra).unwrap();
     }
 
     #[test]

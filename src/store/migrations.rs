@@ -73,6 +73,12 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN runner_pid INTEGER;
     ALTER TABLE runs ADD COLUMN variables_json TEXT;
     "#,
+    // 3: the OS sandbox the run's commands actually used (`bwrap`, `landlock`, `none`) and the
+    // kernel's Landlock ABI when it was Landlock (SPEC §6: the mode used is recorded on the run).
+    r#"
+    ALTER TABLE runs ADD COLUMN sandbox TEXT;
+    ALTER TABLE runs ADD COLUMN landlock_abi INTEGER;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema. Safe to call on every open and concurrently from several

@@ -42,6 +42,15 @@ pub enum StoreError {
     /// A lookup found nothing.
     #[error("{0} not found")]
     NotFound(String),
+    /// The database file was deleted or replaced while this process had it open: everything
+    /// written since went to a file nobody can read, so the record of this run is lost.
+    #[error(
+        "the execution database {path} was deleted or replaced during the run; this run's record is lost"
+    )]
+    Lost {
+        /// The database file.
+        path: String,
+    },
 }
 
 /// A run as stored.
@@ -69,6 +78,11 @@ pub struct RunRow {
     pub prompt_tokens: i64,
     /// LLM completion tokens used.
     pub completion_tokens: i64,
+    /// The OS sandbox the commands used (`bwrap`, `landlock`, `none`); `None` for runs recorded
+    /// before it was kept.
+    pub sandbox: Option<String>,
+    /// The Landlock ABI, when the sandbox was Landlock.
+    pub landlock_abi: Option<i64>,
 }
 
 /// A step as stored.
@@ -186,7 +200,14 @@ pub struct StepUpdate<'a> {
 pub struct Store {
     conn: Connection,
     path: Option<PathBuf>,
+    /// Device and inode of the file when opened, to notice it being deleted or replaced.
+    file_id: Option<(u64, u64)>,
     redactor: Arc<Redactor>,
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Store {
@@ -227,6 +248,7 @@ impl Store {
         migrations::migrate(&mut conn)?;
         Ok(Store {
             conn,
+            file_id: path.as_deref().and_then(file_id),
             path,
             redactor: Arc::new(Redactor::from_env()),
         })
@@ -241,6 +263,40 @@ impl Store {
     /// what the executor hands to the model is redacted by the same rules as the record.
     pub fn redactor(&self) -> &Arc<Redactor> {
         &self.redactor
+    }
+
+    /// Fails when the database file is no longer the one opened (deleted, or replaced by another
+    /// file): SQLite keeps writing to the unlinked file without an error, so a run would otherwise
+    /// end with exit 0 and no record.
+    pub fn check_still_there(&self) -> Result<(), StoreError> {
+        match (&self.path, self.file_id) {
+            (Some(path), Some(id)) if file_id(path) != Some(id) => Err(StoreError::Lost {
+                path: path.display().to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs recorded as `running`, with the process that ran them: candidates for being marked
+    /// interrupted when that process is gone (a crash, a full disk, `kill -9`).
+    pub fn running_runs(&self) -> Result<Vec<(String, Option<i64>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run_id, runner_pid FROM runs WHERE status = 'running'")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// Marks a run whose process died while it was `running` as `interrupted` (resumable), so it
+    /// does not stay `running` forever.
+    pub fn mark_interrupted(&mut self, run_id: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET status = 'interrupted' WHERE run_id = ?1 AND status = 'running'",
+            [run_id],
+        )?;
+        Ok(())
     }
 
     /// The database file, if on disk.
@@ -430,7 +486,7 @@ impl Store {
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens
+             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -444,7 +500,7 @@ impl Store {
         let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens
+             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -551,6 +607,21 @@ impl Store {
         Ok(())
     }
 
+    /// Records the OS sandbox a run's commands use (at its start, and again when it is resumed,
+    /// which may happen on another machine or with another `--sandbox`).
+    pub fn record_sandbox(
+        &mut self,
+        run_id: &str,
+        mode: &str,
+        landlock_abi: Option<u32>,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET sandbox = ?2, landlock_abi = ?3 WHERE run_id = ?1",
+            params![run_id, mode, landlock_abi],
+        )?;
+        Ok(())
+    }
+
     /// A run with its steps, executions and artifact metadata.
     pub fn run_detail(&self, run_id: &str) -> Result<RunDetail, StoreError> {
         let run = self.run(run_id)?;
@@ -649,5 +720,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         exit_code: r.get(8)?,
         prompt_tokens: r.get(9)?,
         completion_tokens: r.get(10)?,
+        sandbox: r.get(11)?,
+        landlock_abi: r.get(12)?,
     })
 }

@@ -366,6 +366,8 @@ fn the_host_network_is_unreachable_even_through_setns() {
 def connect():
     socket.create_connection(('127.0.0.1', {port}), timeout=3).close()
 rep('connect', attempt(connect))
+# The sandbox's /proc shows only its own processes: try to uncover the host's first.
+rep('umount_proc', call('umount2', b'/proc', 2))
 joined = []
 for pid in os.listdir('/proc'):
     if pid.isdigit():
@@ -381,6 +383,8 @@ rep('connect_after_setns', attempt(connect))
         ));
         let r = a.report(&out);
         assert_ne!(field(&r, "connect"), "ok", "{user:?}\n{r}");
+        assert_ne!(field(&r, "umount_proc"), "ok", "{user:?}\n{r}");
+        assert_eq!(field(&r, "setns_ok"), "0", "{user:?}\n{r}");
         assert_ne!(field(&r, "connect_after_setns"), "ok", "{user:?}\n{r}");
         listener.set_nonblocking(true).unwrap();
         assert!(listener.accept().is_err(), "{user:?}: something connected");

@@ -454,10 +454,12 @@ fn smuggled_options_and_paths_outside_are_refused_before_running() {
 #[test]
 fn legitimate_git_and_sort_use_still_works() {
     let t = TestDir::new();
+    // Creating `.git` is creating a protected path, which no command may do (the guard removes it
+    // and fails the step); the repository exists before the plan, as in a real checkout.
+    raw_git(&t, &t.ws, &["init", "-q", "-b", "main"]);
     let plan = t.plan(
         "ok.json",
         &json!({"plan_id": "git-ok", "steps": [
-            {"step_id": "init", "tool": "run_command", "arguments": {"command": "git init -q -b main"}},
             {"step_id": "name", "tool": "run_command", "arguments": {"command": "git config user.name Bot"}},
             {"step_id": "mail", "tool": "run_command", "arguments": {"command": "git config user.email bot@example.com"}},
             {"step_id": "w", "tool": "file_write", "arguments": {"path": "src/list.txt", "contents": "b\nc\na\n"}},

@@ -9,6 +9,7 @@ mod commands;
 mod edges;
 mod escape;
 mod git_attacks;
+mod landlock;
 mod library;
 mod preconditions;
 mod preview;

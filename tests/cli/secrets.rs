@@ -239,10 +239,12 @@ fn the_runners_secrets_do_not_reach_commands() {
     let llm_key_file = t.root.join("llm.key");
     std::fs::write(&llm_key_file, "llm-file-key-0006\n").unwrap();
     t.file("dump.sh", "env > envdump.txt\n");
+    t.file("verify.sh", "env > verifydump.txt\n");
     let plan = t.plan(
         "env.json",
         &json!({"plan_id": "env", "steps": [{"step_id": "dump", "tool": "run_command",
-            "arguments": {"argv": ["sh", "dump.sh"]}}]}),
+            "arguments": {"argv": ["sh", "dump.sh"]},
+            "verify": {"command": "sh verify.sh"}}]}),
     );
     let env = [
         ("ACODE_APPROVAL_KEY", "env-approval-key-0002"),
@@ -262,18 +264,21 @@ fn the_runners_secrets_do_not_reach_commands() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = run(&["run", p, "--confirm", "auto-approve"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let dump = t.read("envdump.txt");
-    assert!(dump.contains("PATH="), "{dump}");
-    for (k, v) in env {
-        assert!(!dump.contains(k), "{k} reached the command:\n{dump}");
-        assert!(
-            !dump.contains(v),
-            "the value of {k} reached the command:\n{dump}"
-        );
+    // The step's command and its verify command alike.
+    for file in ["envdump.txt", "verifydump.txt"] {
+        let dump = t.read(file);
+        assert!(dump.contains("PATH="), "{dump}");
+        for (k, v) in env {
+            assert!(!dump.contains(k), "{k} reached the command:\n{dump}");
+            assert!(
+                !dump.contains(v),
+                "the value of {k} reached the command:\n{dump}"
+            );
+        }
+        assert!(!dump.contains("llm-file-key-0006"), "{dump}");
+        assert!(!dump.contains("ACODE_"), "{dump}");
+        assert!(!dump.contains("_TOKEN"), "{dump}");
     }
-    assert!(!dump.contains("llm-file-key-0006"), "{dump}");
-    assert!(!dump.contains("ACODE_"), "{dump}");
-    assert!(!dump.contains("_TOKEN"), "{dump}");
 }
 
 #[test]
@@ -352,4 +357,155 @@ fn identifiers_with_control_characters_are_refused_and_named_escaped() {
         err.contains("x\\x1by") || err.contains("x\\u{1b}y"),
         "{err}"
     );
+}
+
+/// In process, with the database still open: the WAL holds the run's latest writes, and neither it
+/// nor the main file holds a secret. A model's own call with a secret-named `env` key counts too.
+#[test]
+fn the_open_database_and_its_wal_hold_no_secret() {
+    use std::sync::Arc;
+
+    use acode_run::executor::{AgentSettings, AutoApprove};
+    use acode_run::llm::{LlmConfig, client};
+    use acode_run::plan::{self, AuthStatus, PlanAuthorization, ValidationContext};
+    use acode_run::sandbox::{Policy, Workspace};
+    use acode_run::store::Store;
+    use acode_run::tools::ToolRegistry;
+    use acode_run::{ApprovedPlan, Executor};
+
+    let t = TestDir::new();
+    let model_secret = "model-chosen-16C7e42F292c6912";
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[(
+            "run_command",
+            json!({"argv": ["echo", model_secret], "env": {"SERVICE_TOKEN": model_secret}}),
+        )]),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let path = t.plan(
+        "lib.json",
+        &json!({
+            "plan_id": "wal",
+            "variables": {"deploy_token": QUOTED, "deploy": LISTED},
+            "secrets": ["deploy"],
+            "steps": [
+                {"step_id": "print", "tool": "run_command", "arguments": {
+                    "argv": ["echo", "${deploy_token}", "${deploy}"],
+                    "env": {"X_TOKEN": "${deploy_token}"}}},
+                {"step_id": "agent", "tool": "agent", "arguments": {
+                    "instruction": "run it", "tools": ["run_command"], "max_turns": 3}}
+            ]
+        }),
+    );
+    let ws = Workspace::new(&t.ws).unwrap();
+    let registry = ToolRegistry::builtin();
+    let policy = Policy::default();
+    let ctx = ValidationContext {
+        registry: &registry,
+        workspace: &ws,
+        policy: &policy,
+    };
+    let plan = plan::load(&path, &Default::default(), &ctx).unwrap();
+    let auth = PlanAuthorization::decide(&plan, AuthStatus::Approved, "test");
+    let approved = ApprovedPlan::new(plan, auth).unwrap();
+    let db = t.ws.join(".acode/executions.db");
+    let llm = client(LlmConfig::new(server.url(), "m"));
+    let mut executor = Executor::new(Workspace::new(&t.ws).unwrap(), Store::open(&db).unwrap())
+        .with_confirmation(Arc::new(AutoApprove))
+        .with_llm(Arc::from(llm))
+        .with_agent_settings(AgentSettings {
+            model: "m".into(),
+            ..Default::default()
+        });
+    let result = executor.execute(&approved).unwrap();
+    assert_eq!(result.exit_code, 0, "{result:?}");
+    // The store is still open: read the files as they are, without a checkpoint.
+    let wal = std::fs::read(format!("{}-wal", db.display())).expect("the WAL exists while open");
+    assert!(!wal.is_empty());
+    assert_clean("the open database's WAL", &wal);
+    assert_clean("the open database file", &std::fs::read(&db).unwrap());
+    for needle in [model_secret] {
+        for bytes in [&wal, &std::fs::read(&db).unwrap()] {
+            assert!(!bytes.windows(needle.len()).any(|w| w == needle.as_bytes()));
+        }
+    }
+    // The model's echo really ran: its output is recorded, redacted.
+    let out: String = q(
+        &rusqlite::Connection::open(&db).unwrap(),
+        "SELECT a.content FROM artifacts a JOIN executions e USING (execution_id)
+         WHERE e.step_id = 'agent' AND e.tool_name = 'run_command' AND a.artifact_type = 'stdout'",
+    );
+    assert_eq!(out, "[REDACTED]\n");
+    drop(executor);
+}
+
+/// A run whose step id holds a token and whose `--var` holds a secret is killed mid-way and
+/// resumed: the stored (redacted) ids still match the plan's, so the completed step is not run
+/// again, and the same secret `--var` is accepted as the same variables.
+#[test]
+fn a_run_with_secrets_in_ids_and_variables_resumes() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let t = TestDir::new();
+    t.file(
+        "slow.py",
+        "import os, time\nopen('started-' + str(os.getpid()), 'w').write('1')\ntime.sleep(3)\n",
+    );
+    let plan = t.plan(
+        "r.json",
+        &json!({"plan_id": "resume-secrets", "variables": {"deploy_token": ""}, "steps": [
+            {"step_id": format!("first-{GH}"), "tool": "file_write",
+             "arguments": {"path": "first.txt", "contents": "${deploy_token}"}},
+            {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}},
+            {"step_id": "last", "tool": "file_write", "arguments": {"path": "last.txt", "contents": "3"}}]}),
+    );
+    let var = format!("deploy_token={QUOTED}");
+    let p = plan.to_str().unwrap();
+    let out = t.run(&["approve", p, "--var", &var]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut child = t
+        .cmd()
+        .args([p, "--sandbox", "none", "--var", &var])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_dir(&t.ws).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("started-")
+    }) {
+        assert!(Instant::now() < deadline, "the slow step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: SIGKILL to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    std::fs::remove_file(t.ws.join("first.txt")).unwrap();
+
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let out = t.run(&[
+        "resume",
+        &run_id,
+        "--sandbox",
+        "none",
+        "--rerun-interrupted",
+        "--var",
+        &var,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_clean("resume stderr", &out.stderr);
+    // The completed first step was recognised by its stored id and not run again.
+    assert!(!t.ws.join("first.txt").exists());
+    assert!(t.ws.join("last.txt").exists());
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM executions WHERE step_id = 'first-[REDACTED]'"
+        ),
+        1
+    );
+    assert_db_clean(&t);
 }
