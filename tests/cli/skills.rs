@@ -368,3 +368,22 @@ fn a_signed_approval_covers_the_skill_hashes() {
     assert!(stderr(&out).contains("signature"), "{}", stderr(&out));
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn a_skill_symlinked_out_of_the_workspace_is_refused() {
+    let t = TestDir::new();
+    let secret = t.outside.join("secret.md");
+    std::fs::write(&secret, "TOP SECRET instructions\n").unwrap();
+    std::fs::create_dir_all(t.ws.join(".claude/skills/evil")).unwrap();
+    std::os::unix::fs::symlink(&secret, t.ws.join(".claude/skills/evil/SKILL.md")).unwrap();
+    let plan = skill_plan(&t, "evil", json!({}));
+    let out = t.run(&["validate", "--json", plan.to_str().unwrap()]);
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("cannot read skill file .claude/skills/evil/SKILL.md"),
+        "{text}"
+    );
+    assert!(!text.contains("TOP SECRET"), "{text}");
+    std::fs::remove_file(&secret).unwrap();
+}
