@@ -105,6 +105,9 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// Plan not authorized.
     pub const UNAUTHORIZED: i32 = 3;
+    /// `resume` stopped before running anything: a step cut off mid-way is not safe to run twice;
+    /// the run stays interrupted and `--rerun-interrupted` continues it.
+    pub const RERUN_NEEDED: i32 = 4;
     /// A step failed.
     pub const STEP_FAILED: i32 = 30;
     /// Agent turn limit reached.

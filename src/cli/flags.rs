@@ -87,13 +87,13 @@ pub const COMMANDS: &[CommandDef] = &[
         command: Command::Approve,
         name: "approve",
         positionals: &["PLAN"],
-        about: "Validate a plan and record its approval in PLAN.approval",
+        about: "Validate a plan and record its approval (in the database and PLAN.approval)",
     },
     CommandDef {
         command: Command::Reject,
         name: "reject",
         positionals: &["PLAN"],
-        about: "Record that a plan must not run, in PLAN.approval",
+        about: "Record that a plan must not run (in the database and PLAN.approval)",
     },
     CommandDef {
         command: Command::Runs,
@@ -185,6 +185,8 @@ pub struct Args {
     pub rerun_interrupted: bool,
     /// `--by`.
     pub by: Option<String>,
+    /// `--reason`.
+    pub reason: Option<String>,
     /// `--jsonl`.
     pub jsonl: bool,
     /// `--json`.
@@ -270,6 +272,7 @@ impl Default for Args {
             resume: false,
             rerun_interrupted: false,
             by: None,
+            reason: None,
             jsonl: false,
             json: false,
             policy: None,
@@ -315,7 +318,9 @@ pub struct Flag {
 use Command::*;
 
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
-const DB_CMDS: &[Command] = &[Run, Resume, Runs, Show, Artifact, Draft, Review, Do];
+const DB_CMDS: &[Command] = &[
+    Run, Resume, Approve, Reject, Runs, Show, Artifact, Draft, Review, Do,
+];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
 const STAGE_CMDS: &[Command] = &[Draft, Review, Do];
@@ -331,7 +336,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Runs, Show, Artifact, Skills,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -501,10 +506,20 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "by",
         value: Some("NAME"),
-        doc: "Who approves or rejects [default: $USER]",
+        doc: "Who approves or rejects [default: $ACODE_USER, else the CI's actor, else the login name]",
         commands: &[Run, Approve, Reject],
         update: |a, v| {
             a.by = Some(val(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "reason",
+        value: Some("TEXT"),
+        doc: "Why, recorded with the decision in the execution database",
+        commands: &[Run, Approve, Reject],
+        update: |a, v| {
+            a.reason = Some(val(v)?);
             Ok(())
         },
     },
@@ -734,6 +749,65 @@ pub fn help(command: Option<Command>) -> String {
     s
 }
 
+/// Whether a first word that is no command is a plan path (`acode-run PLAN`): an existing file, or
+/// something shaped like a path. Anything else is a mistyped command, not a missing plan.
+fn looks_like_plan(word: &str) -> bool {
+    std::path::Path::new(word).exists() || word.contains('/') || word.contains('.')
+}
+
+/// Words people type for a command, for suggestions only.
+const ALIASES: &[(&str, &str)] = &[
+    ("verify", "validate"),
+    ("check", "validate"),
+    ("lint", "validate"),
+    ("accept", "approve"),
+    ("deny", "reject"),
+    ("list", "runs"),
+    ("ls", "runs"),
+    ("status", "runs"),
+    ("log", "show"),
+    ("inspect", "show"),
+    ("continue", "resume"),
+    ("restart", "resume"),
+    ("exec", "run"),
+    ("execute", "run"),
+];
+
+/// `unknown command "veryfy" (did you mean "validate"?)`, suggesting the command (or the command an
+/// alias stands for) closest in edit distance, when one is close enough.
+fn unknown_command(word: &str) -> String {
+    let lower = word.to_ascii_lowercase();
+    let best = COMMANDS
+        .iter()
+        .map(|d| (d.name, d.name))
+        .chain(ALIASES.iter().copied())
+        .map(|(typed, command)| (edit_distance(&lower, typed), command))
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, _)| *d <= 2.max(lower.chars().count() / 3));
+    match best {
+        Some((_, command)) => {
+            format!("unknown command {word:?} (did you mean {command:?}?); see `acode-run --help`")
+        }
+        None => format!("unknown command {word:?}; see `acode-run --help`"),
+    }
+}
+
+/// Levenshtein distance between two short words.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
 /// Parses the arguments after the program name.
 pub fn parse<I>(args: I) -> Result<Parsed, String>
 where
@@ -786,6 +860,9 @@ where
                     if let Some(d) = COMMANDS.iter().find(|d| d.name == v) {
                         command = Some(d.command);
                         continue;
+                    }
+                    if !looks_like_plan(&v) {
+                        return Err(unknown_command(&v));
                     }
                     command = Some(Command::Run);
                 }
@@ -873,6 +950,22 @@ mod tests {
             parse(Vec::<String>::new()).unwrap(),
             Parsed::Help(_)
         ));
+    }
+
+    #[test]
+    fn unknown_commands_get_a_suggestion() {
+        let e = parse(["veryfy"]).unwrap_err();
+        assert!(
+            e.starts_with(r#"unknown command "veryfy" (did you mean "validate"?)"#),
+            "{e}"
+        );
+        let e = parse(["shwo", "abc"]).unwrap_err();
+        assert!(e.contains(r#"did you mean "show"?"#), "{e}");
+        let e = parse(["xyzzyplugh"]).unwrap_err();
+        assert!(!e.contains("did you mean"), "{e}");
+        // Path-shaped words are plans, even missing ones (the run reports the missing file).
+        assert_eq!(run(&["missing.json"]).command, Command::Run);
+        assert_eq!(run(&["plans/x"]).command, Command::Run);
     }
 
     #[test]

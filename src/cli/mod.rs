@@ -48,13 +48,15 @@ use flags::{Args, Command, ConfirmMode, Parsed};
 use crate::error::exit;
 use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
+use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind, RefusalProblem};
 use crate::executor::{
-    AutoApprove, AutoDeny, ConfirmationCallback, Executor, Fanout, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, Executor, Fanout,
+    ProgressCallback, TerminalPrompt,
 };
 use crate::plan::{self, ApprovedPlan, AuthStatus, Plan, PlanAuthorization, ValidationContext};
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{Policy, Workspace};
-use crate::store::Store;
+use crate::store::{DecisionRow, Store, Verdict};
 use crate::tools::ToolRegistry;
 
 /// A failure the CLI reports: a message for stderr and the exit code.
@@ -64,6 +66,9 @@ pub struct CliError {
     pub code: i32,
     /// What to tell the user.
     pub message: String,
+    /// Every problem with its location, for `--jsonl`/`--json` (empty: the message is the one
+    /// problem).
+    pub problems: Vec<RefusalProblem>,
 }
 
 impl CliError {
@@ -71,6 +76,134 @@ impl CliError {
         CliError {
             code,
             message: message.into(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// A plan that could not be read or is invalid, with each problem's location.
+    fn plan(e: &plan::PlanError) -> Self {
+        let mut err = CliError::new(e.exit_code(), e.to_string());
+        if let plan::PlanError::Invalid { problems, .. } = e {
+            err.problems = problems.iter().map(refusal_problem).collect();
+        }
+        err
+    }
+
+    /// A run that could not start, with each problem's location.
+    fn execution(e: &crate::executor::ExecutionError) -> Self {
+        let mut err = CliError::new(e.exit_code(), e.to_string());
+        if let crate::executor::ExecutionError::InvalidPlan(problems) = e {
+            err.problems = problems.iter().map(refusal_problem).collect();
+        }
+        err
+    }
+}
+
+fn refusal_problem(p: &plan::Problem) -> RefusalProblem {
+    RefusalProblem {
+        location: p.location.clone(),
+        message: p.message.clone(),
+        kind: match p.kind {
+            plan::ProblemKind::Sandbox => "sandbox",
+            _ => "invalid",
+        }
+        .to_string(),
+        line: p.line,
+    }
+}
+
+/// What kind of refusal an exit code stands for, in `run_refused` problems.
+fn refusal_kind(code: i32) -> &'static str {
+    match code {
+        exit::USAGE => "usage",
+        exit::UNAUTHORIZED => "unauthorized",
+        exit::RERUN_NEEDED => "rerun_needed",
+        exit::SANDBOX => "sandbox",
+        _ => "internal",
+    }
+}
+
+/// With `--jsonl` or `--json`, writes the one event / object an invocation that ended without a run
+/// owes a machine reading stdout (SPEC §10).
+fn report_refusal(
+    machine: Machine,
+    e: &CliError,
+    location: &str,
+    run_id: &str,
+    redactor: &Redactor,
+) {
+    if machine == Machine::None {
+        return;
+    }
+    let problems = if e.problems.is_empty() {
+        vec![RefusalProblem {
+            location: location.to_string(),
+            message: e.message.clone(),
+            kind: refusal_kind(e.code).to_string(),
+            line: None,
+        }]
+    } else {
+        e.problems.clone()
+    };
+    let kind = EventKind::RunRefused {
+        exit_code: e.code,
+        error: e.message.clone(),
+        problems,
+    };
+    let value = match machine {
+        Machine::Jsonl => serde_json::to_value(Event {
+            v: EVENT_SCHEMA_VERSION,
+            seq: 1,
+            ts_ms: crate::error::now_ms(),
+            run_id: run_id.to_string(),
+            kind,
+        }),
+        _ => serde_json::to_value(&kind).map(|mut v| {
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("status".into(), "refused".into());
+                obj.insert("run_id".into(), run_id.into());
+                obj.remove("type");
+            }
+            v
+        }),
+    };
+    if let Ok(v) = value {
+        let v = redactor.redact_value(&v);
+        if machine == Machine::Jsonl {
+            outln!("{v}");
+        } else {
+            outln!("{}", pretty(&v));
+        }
+    }
+}
+
+/// Which machine-readable output the command line asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Machine {
+    None,
+    Jsonl,
+    Json,
+}
+
+impl Machine {
+    /// From raw arguments, for errors found before they parse.
+    fn from_raw(args: &[std::ffi::OsString]) -> Machine {
+        if args.iter().any(|a| a == "--jsonl") {
+            Machine::Jsonl
+        } else if args.iter().any(|a| a == "--json") {
+            Machine::Json
+        } else {
+            Machine::None
+        }
+    }
+
+    fn of(args: &Args) -> Machine {
+        if args.jsonl {
+            Machine::Jsonl
+        } else if args.json {
+            Machine::Json
+        } else {
+            Machine::None
         }
     }
 }
@@ -109,11 +242,14 @@ pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
 /// Runs the CLI with the arguments after the program name; returns the process exit code.
 pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     let redactor = Arc::new(Redactor::from_env());
+    let raw_machine = Machine::from_raw(&args);
     let parsed = match flags::parse(args) {
         Ok(p) => p,
         Err(e) => {
             errln!("acode-run: {e}");
-            return exit::USAGE;
+            let err = CliError::new(exit::USAGE, e);
+            report_refusal(raw_machine, &err, "command line", "", &redactor);
+            return err.code;
         }
     };
     let args = match parsed {
@@ -151,6 +287,18 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
                 "acode-run: {}",
                 redactor.redact_message(&e.message)
             );
+            // The plan file or the run id the command was about.
+            let location = args
+                .positionals
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "command line".to_string());
+            let run_id = if args.command == Command::Resume {
+                location.as_str()
+            } else {
+                ""
+            };
+            report_refusal(Machine::of(&args), &e, &location, run_id, &redactor);
             e.code
         }
     }
@@ -280,7 +428,7 @@ fn load_plan(
         workspace: ws,
         policy,
     };
-    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::new(e.exit_code(), e.to_string()))
+    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::plan(&e))
 }
 
 /// `skills`: every skill in the workspace, in search order; broken ones with their error.
@@ -438,14 +586,6 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     }
 }
 
-fn decider(args: &Args) -> String {
-    args.by
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
 /// What `record_decision` binds a decision to.
 struct Decision<'a> {
     plan: &'a Plan,
@@ -453,24 +593,48 @@ struct Decision<'a> {
     status: AuthStatus,
 }
 
+/// Appends the decision to the database, then writes it as the latest one to `PLAN.approval`.
 fn record_decision(
     args: &Args,
     redactor: &Redactor,
     secrets: &RunnerSecrets,
     path: &Path,
     d: Decision,
+    store: &mut Store,
 ) -> Result<PlanAuthorization, CliError> {
     let Decision {
         plan,
         policy,
         status,
     } = d;
-    let mut auth = PlanAuthorization::decide(plan, status, &decider(args)).under_policy(policy);
+    let mut auth =
+        PlanAuthorization::decide(plan, status, &plan::auth::decided_by(args.by.as_deref()))
+            .under_policy(policy);
     // An approval also binds the skill files the plan uses (docs/agents.md).
     if status == AuthStatus::Approved {
         let (ws, _) = sandboxed_workspace(args, Some(path))?;
         auth.skills = plan::skills::referenced_hashes(plan, &ws);
     }
+    let overridden = match status {
+        AuthStatus::Approved => standing_rejection(path, plan, store)?,
+        _ => None,
+    };
+    store
+        .record_decision(&DecisionRow {
+            plan_id: plan.plan_id.clone(),
+            plan_sha256: plan.sha256.clone(),
+            plan_path: Some(absolute(path).display().to_string()),
+            verdict: if status == AuthStatus::Approved {
+                Verdict::Approved
+            } else {
+                Verdict::Rejected
+            },
+            decided_by: auth.decided_by.clone(),
+            decided_at: auth.decided_at,
+            reason: args.reason.clone(),
+            overrides_rejection: overridden.is_some(),
+        })
+        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
     if let Some(key) = &secrets.approval_key {
         auth = auth.signed(key);
     }
@@ -484,7 +648,7 @@ fn record_decision(
         )
     })?;
     errln!(
-        "{} plan {} (sha256 {}) by {} → {}",
+        "{} plan {} (sha256 {}) by {}{} → {}",
         if status == AuthStatus::Approved {
             "approved"
         } else {
@@ -493,9 +657,58 @@ fn record_decision(
         redactor.redact(&plan.plan_id),
         plan.sha256,
         redactor.redact(&auth.decided_by),
+        match &overridden {
+            Some(r) => format!(
+                ", overriding the rejection by {}",
+                redactor.redact(&r.decided_by)
+            ),
+            None => String::new(),
+        },
         written.display()
     );
     Ok(auth)
+}
+
+/// `path` made absolute against the current directory (as the plan argument is read).
+fn absolute(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .map(|d| d.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The rejection that stands for these exact plan bytes: the latest decision in the database, or a
+/// rejection in `PLAN.approval` (which may have been committed from elsewhere).
+fn standing_rejection(
+    path: &Path,
+    plan: &Plan,
+    store: &Store,
+) -> Result<Option<DecisionRow>, CliError> {
+    let in_db = store
+        .standing_rejection(&plan.sha256)
+        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
+    Ok(in_db.or_else(|| {
+        plan::auth::rejection_in_file(path, plan).map(|a| DecisionRow {
+            plan_id: a.plan_id,
+            plan_sha256: a.plan_sha256,
+            plan_path: Some(path.display().to_string()),
+            verdict: Verdict::Rejected,
+            decided_by: a.decided_by,
+            decided_at: a.decided_at,
+            reason: None,
+            overrides_rejection: false,
+        })
+    }))
+}
+
+/// The database for recording decisions (the workspace's execution database; its `.acode/` is
+/// checked not to be a link first, as for a run).
+fn decision_store(args: &Args) -> Result<Store, CliError> {
+    let ws = workspace(args)?;
+    let path = db_path(args, &ws);
+    if path == ws.root().join(Store::DEFAULT_PATH) {
+        prepare_state_dir(&ws)?;
+    }
+    open_store(&path)
 }
 
 /// `preview`: the plan's effect, step by step, with nothing written.
@@ -538,8 +751,7 @@ fn cmd_decide(
         // Only a valid plan can be approved, and the approver sees its effect first.
         load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
-        plan::read(&path, &Default::default())
-            .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?
+        plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
     learn_plan_secrets(&plan, &ws, redactor);
     if status == AuthStatus::Approved && !args.quiet {
@@ -552,7 +764,8 @@ fn cmd_decide(
         policy: &policy,
         status,
     };
-    record_decision(args, redactor, secrets, &path, decision)?;
+    let mut store = decision_store(args)?;
+    record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     Ok(exit::OK)
 }
 
@@ -648,12 +861,31 @@ fn execute_plan(
     learn_plan_secrets(&plan, &ws, redactor);
 
     let authorization = if args.approve {
+        let mut store = open_store(&db)?;
+        store.set_redactor(redactor.clone());
+        // `run --approve` is a convenience, not a review: it never overrides a rejection.
+        if let Some(r) = standing_rejection(plan_path, &plan, &store)? {
+            return Err(CliError::new(
+                exit::UNAUTHORIZED,
+                format!(
+                    "{}: not authorized: these exact bytes (sha256 {}) were rejected by {} at {} UTC{}\n  \
+                     `run --approve` does not override a rejection; to override it, review the plan, \
+                     then: acode-run approve {}",
+                    plan_path.display(),
+                    plan.sha256,
+                    r.decided_by,
+                    format_ms(r.decided_at),
+                    r.reason.map(|why| format!(": {why}")).unwrap_or_default(),
+                    plan_path.display()
+                ),
+            ));
+        }
         let decision = Decision {
             plan: &plan,
             policy: &policy,
             status: AuthStatus::Approved,
         };
-        record_decision(args, redactor, secrets, plan_path, decision)?
+        record_decision(args, redactor, secrets, plan_path, decision, &mut store)?
     } else {
         plan::auth::load(plan_path, &plan).map_err(|e| {
             let code = match e {
@@ -708,13 +940,18 @@ fn execute_plan(
     } else {
         ConfirmMode::AutoDeny
     });
+    let cancel = Arc::new(AtomicBool::new(false));
     let confirm: Arc<dyn ConfirmationCallback> = match confirm_mode {
         ConfirmMode::AutoApprove => Arc::new(AutoApprove),
         ConfirmMode::AutoDeny => Arc::new(AutoDeny),
-        ConfirmMode::Prompt => Arc::new(TerminalPrompt::new(
-            std::io::BufReader::new(std::io::stdin()),
-            std::io::stderr(),
-        )),
+        // Ctrl-C while the prompt waits stops the run; Ctrl-D denies.
+        ConfirmMode::Prompt => Arc::new(
+            TerminalPrompt::new(
+                std::io::BufReader::new(CancellableStdin::new(cancel.clone())),
+                std::io::stderr(),
+            )
+            .with_cancel(cancel.clone()),
+        ),
     };
     let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
     if !args.quiet {
@@ -730,7 +967,6 @@ fn execute_plan(
             redactor.clone(),
         )));
     }
-    let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
 
     let (llm, agent) = llm_setup(args, secrets, approved.plan(), &policy)?;
@@ -775,7 +1011,7 @@ fn execute_plan(
             executor.resume(&approved, &id, args.rerun_interrupted)
         }
     }
-    .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    .map_err(|e| CliError::execution(&e))?;
     reports::write(args, &result, executor.store(), redactor);
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
@@ -960,8 +1196,18 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
 fn cmd_show(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
     let detail = store.run_detail(&args.positionals[0]).map_err(not_found)?;
+    let decisions = store
+        .decisions(&detail.run.plan_sha256)
+        .map_err(not_found)?;
     if args.json {
-        outln!("{}", pretty(&detail));
+        let mut value = serde_json::to_value(&detail).unwrap_or_default();
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert(
+                "decisions".into(),
+                serde_json::to_value(&decisions).unwrap_or_default(),
+            );
+        }
+        outln!("{}", pretty(&value));
         return Ok(exit::OK);
     }
     let r = &detail.run;
@@ -990,6 +1236,26 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             r.completion_tokens
         );
     }
+    if !decisions.is_empty() {
+        humanln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
+        for d in &decisions {
+            humanln!(
+                "  {} {:<8} by {}{}{}",
+                format_ms(d.decided_at),
+                d.verdict,
+                d.decided_by,
+                if d.overrides_rejection {
+                    " (overriding a rejection)"
+                } else {
+                    ""
+                },
+                d.reason
+                    .as_ref()
+                    .map(|why| format!(": {why}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
     humanln!("\nsteps:");
     for s in &detail.steps {
         humanln!(
@@ -1013,10 +1279,15 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .iter()
             .map(|a| {
                 format!(
-                    "{}({}{})",
+                    "{}({}{}{})",
                     a.artifact_type,
                     a.bytes,
-                    if a.truncated { ", truncated" } else { "" }
+                    if a.truncated { ", truncated" } else { "" },
+                    if a.lossy {
+                        ", not UTF-8: shown lossily"
+                    } else {
+                        ""
+                    }
                 )
             })
             .collect();
@@ -1050,6 +1321,11 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let mut out = std::io::stdout();
     let _ = out.write_all(a.content.as_bytes());
     let _ = out.flush();
+    if a.lossy {
+        errln!(
+            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD"
+        );
+    }
     if a.truncated {
         errln!(
             "acode-run: note: artifact truncated: {} of {} bytes kept",

@@ -231,7 +231,7 @@ pub enum EventKind {
     },
     /// The run ended.
     RunFinished {
-        /// `completed`, `failed` or `interrupted`.
+        /// `completed`, `failed`, `interrupted` or `cancelled`.
         status: String,
         /// Process exit code.
         exit_code: i32,
@@ -250,6 +250,31 @@ pub enum EventKind {
         /// included), so refusals are never silent.
         violations: u64,
     },
+    /// The invocation ended before or without a run (invalid plan, not authorized, usage or
+    /// database error): the one event a `--jsonl` consumer gets instead of an empty stream. Its
+    /// `run_id` is the run concerned (resume), else empty.
+    RunRefused {
+        /// The process exit code.
+        exit_code: i32,
+        /// The whole message, as printed on stderr.
+        error: String,
+        /// Every problem, each with where it is.
+        problems: Vec<RefusalProblem>,
+    },
+}
+
+/// One reason an invocation was refused, with its location.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusalProblem {
+    /// Where: `steps[2].arguments.path`, the plan file, `command line`, the database file, ...
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+    /// `invalid`, `sandbox`, `usage`, `unauthorized`, `rerun_needed` or `internal`.
+    pub kind: String,
+    /// The line of the plan file, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
 }
 
 impl EventKind {
@@ -270,6 +295,7 @@ impl EventKind {
             EventKind::StepFailed { .. } => "step_failed",
             EventKind::StepBlocked { .. } => "step_blocked",
             EventKind::RunFinished { .. } => "run_finished",
+            EventKind::RunRefused { .. } => "run_refused",
         }
     }
 }

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::agent::AgentSettings;
 use super::callbacks::{ConfirmationCallback, ConfirmationRequest, Decision, ProgressCallback};
 use super::retry::Backoff;
+use super::settings::AgentSettings;
 use super::{ExecutionError, ToolResult};
 use crate::error::{ErrorKind, now_ms};
 use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind};

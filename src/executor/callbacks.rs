@@ -3,8 +3,9 @@
 //! `ConfirmationCallback` is the gate before anything that needs a human's yes; `ProgressCallback`
 //! observes everything. Both are `Send + Sync` so an embedder can drive a UI from another thread.
 
-use std::io::{BufRead, Write};
-use std::sync::Mutex;
+use std::io::{BufRead, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -137,8 +138,13 @@ impl ProgressCallback for Fanout {
 ///
 /// Generic over its input and output so it can be tested with byte buffers; the CLI uses stdin and
 /// stderr.
+///
+/// End of input (Ctrl-D) denies the call. With [`TerminalPrompt::with_cancel`], a cancel flag set
+/// while the prompt waits (Ctrl-C) makes it answer [`Decision::Quit`], which with the flag set stops
+/// the run as interrupted; pair it with [`CancellableStdin`] so the read itself gives up.
 pub struct TerminalPrompt<R: BufRead + Send, W: Write + Send> {
     io: Mutex<(R, W)>,
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl<R: BufRead + Send, W: Write + Send> TerminalPrompt<R, W> {
@@ -146,6 +152,71 @@ impl<R: BufRead + Send, W: Write + Send> TerminalPrompt<R, W> {
     pub fn new(input: R, output: W) -> Self {
         TerminalPrompt {
             io: Mutex::new((input, output)),
+            cancel: None,
+        }
+    }
+
+    /// Treats `cancel` being set (by Ctrl-C) while waiting for an answer as the end of the run.
+    pub fn with_cancel(mut self, cancel: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::SeqCst))
+    }
+}
+
+/// Standard input that stops waiting when a cancel flag is set: a blocking `read` would sit through
+/// Ctrl-C (the signal handler restarts it), so this polls with a short timeout and returns an error
+/// once the flag is up.
+pub struct CancellableStdin {
+    cancel: Arc<AtomicBool>,
+}
+
+impl CancellableStdin {
+    /// Reads file descriptor 0 until `cancel` is set.
+    pub fn new(cancel: Arc<AtomicBool>) -> Self {
+        CancellableStdin { cancel }
+    }
+}
+
+impl Read for CancellableStdin {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if self.cancel.load(Ordering::SeqCst) {
+                // Not `ErrorKind::Interrupted`: `read_line` would retry that.
+                return Err(std::io::Error::other("cancelled"));
+            }
+            let mut pfd = libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let n = unsafe { libc::poll(&mut pfd, 1, 50) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                continue;
+            }
+            // SAFETY: `buf` is valid for `buf.len()` bytes.
+            let r = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            return Ok(r as usize);
         }
     }
 }
@@ -155,6 +226,9 @@ const PREVIEW_LINES: usize = 80;
 
 impl<R: BufRead + Send, W: Write + Send> ConfirmationCallback for TerminalPrompt<R, W> {
     fn request_confirmation(&self, request: &ConfirmationRequest) -> Decision {
+        if self.cancelled() {
+            return Decision::Quit;
+        }
         let mut guard = match self.io.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
@@ -183,8 +257,14 @@ impl<R: BufRead + Send, W: Write + Send> ConfirmationCallback for TerminalPrompt
             let _ = write!(out, "allow? [y]es / [n]o / [a]ll / [q]uit: ");
             let _ = out.flush();
             let mut line = String::new();
-            match input.read_line(&mut line) {
-                // End of input: nobody is there to say yes.
+            let read = input.read_line(&mut line);
+            if self.cancelled() {
+                // Ctrl-C while waiting: stop the run (interrupted, since the flag is set).
+                let _ = writeln!(out);
+                return Decision::Quit;
+            }
+            match read {
+                // End of input (Ctrl-D): nobody is there to say yes.
                 Ok(0) | Err(_) => return Decision::Deny,
                 Ok(_) => {}
             }
@@ -235,5 +315,12 @@ mod tests {
             let out = String::from_utf8(out).unwrap();
             assert!(out.contains("+new"), "preview shown: {out}");
         }
+    }
+
+    #[test]
+    fn a_cancel_while_waiting_quits() {
+        let cancel = Arc::new(AtomicBool::new(true));
+        let prompt = TerminalPrompt::new("y\n".as_bytes(), Vec::new()).with_cancel(cancel);
+        assert_eq!(prompt.request_confirmation(&request()), Decision::Quit);
     }
 }

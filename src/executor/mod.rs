@@ -11,8 +11,10 @@ pub mod callbacks;
 pub mod drivers;
 pub mod precondition;
 pub mod retry;
+pub mod settings;
 mod skill_step;
 pub mod stuck;
+pub mod verify;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,8 +26,8 @@ use thiserror::Error;
 pub use agent::AgentSettings;
 pub use call::{CallOptions, Emitter, RunContext, StepContext};
 pub use callbacks::{
-    AutoApprove, AutoDeny, ConfirmationCallback, ConfirmationRequest, Decision, Fanout,
-    NoopProgress, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, ConfirmationRequest, Decision,
+    Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
 };
 
 use crate::error::{ErrorKind, exit, now_ms};
@@ -67,7 +69,13 @@ pub struct ToolResult {
     pub attempt: u32,
 }
 
-/// The state a step ended in.
+/// The run status lives with the database that stores it; re-exported here for embedders, who meet
+/// it in [`ExecutionResult`].
+pub use crate::store::RunStatus;
+use crate::store::StepState;
+
+/// The state a step ended in (a step in the database may also be pending or running:
+/// [`StepState`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
@@ -84,11 +92,16 @@ pub enum StepStatus {
 impl StepStatus {
     /// The identifier stored in the database.
     pub fn as_str(self) -> &'static str {
+        self.state().as_str()
+    }
+
+    /// The same state as the database records it.
+    pub fn state(self) -> StepState {
         match self {
-            StepStatus::Completed => "completed",
-            StepStatus::Failed => "failed",
-            StepStatus::Blocked => "blocked",
-            StepStatus::Skipped => "skipped",
+            StepStatus::Completed => StepState::Completed,
+            StepStatus::Failed => StepState::Failed,
+            StepStatus::Blocked => StepState::Blocked,
+            StepStatus::Skipped => StepState::Skipped,
         }
     }
 }
@@ -143,29 +156,6 @@ impl StepResult {
     }
 }
 
-/// The overall state of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Every step completed.
-    Completed,
-    /// At least one step failed.
-    Failed,
-    /// Stopped by a signal or by "quit".
-    Interrupted,
-}
-
-impl RunStatus {
-    /// The identifier stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Interrupted => "interrupted",
-        }
-    }
-}
-
 /// What `Executor::execute` returns for a run that took place (even a failed one).
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecutionResult {
@@ -199,6 +189,21 @@ pub enum ExecutionError {
     /// A run cannot be resumed (finished, another plan, still alive, ...).
     #[error("cannot resume {0}")]
     CannotResume(String),
+    /// Resuming would run again a step cut off mid-way whose tool is not safe to run twice. Nothing
+    /// was run or recorded: the run stays interrupted, and resuming with `rerun_interrupted` (after
+    /// checking the workspace) continues it.
+    #[error(
+        "run {run_id} was interrupted while {} ran, which {} not safe to run twice; nothing was \
+         run. Check the workspace, then continue with: acode-run resume {run_id} --rerun-interrupted",
+        .steps.iter().map(|(s, t)| format!("step {s:?} ({t})")).collect::<Vec<_>>().join(", "),
+        if .steps.len() == 1 { "is" } else { "are" }
+    )]
+    RerunNeeded {
+        /// The run, still resumable.
+        run_id: String,
+        /// The interrupted steps: (step id, tool).
+        steps: Vec<(String, String)>,
+    },
     /// The database failed; the run's record may be incomplete.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -218,6 +223,7 @@ impl ExecutionError {
                 exit::SANDBOX
             }
             ExecutionError::InvalidPlan(_) | ExecutionError::CannotResume(_) => exit::USAGE,
+            ExecutionError::RerunNeeded { .. } => exit::RERUN_NEEDED,
             ExecutionError::Store(_) => exit::INTERNAL,
         }
     }
@@ -394,22 +400,22 @@ impl Executor {
                 run.workspace
             )));
         }
-        match run.status.as_str() {
-            "running" | "interrupted" => {}
+        match run.status {
+            RunStatus::Interrupted => {}
+            RunStatus::Running => {
+                let (pid, _) = self.store.run_origin(&run.run_id)?;
+                return Err(cannot(format!(
+                    "it is still running in process {}",
+                    pid.unwrap_or_default()
+                )));
+            }
             other => {
                 return Err(cannot(format!(
                     "it is {other}; only interrupted runs can be resumed"
                 )));
             }
         }
-        let (pid, variables) = self.store.run_origin(&run.run_id)?;
-        if run.status == "running"
-            && let Some(pid) = pid
-            && pid != std::process::id() as i64
-            && process_is_acode_run(pid)
-        {
-            return Err(cannot(format!("it is still running in process {pid}")));
-        }
+        let (_, variables) = self.store.run_origin(&run.run_id)?;
         let vars = Variables::new(
             &plan.variables,
             &builtins(plan, &self.workspace, &run.run_id),
@@ -422,12 +428,28 @@ impl Executor {
                 "it used other variable values (--var); resume with the same ones".to_string(),
             ));
         }
-        let prior = self
+        let prior: std::collections::HashMap<String, StepState> = self
             .store
             .steps(&run.run_id)?
             .into_iter()
             .map(|s| (s.step_id, s.status))
             .collect();
+        // Checked before anything is written, so refusing leaves the run exactly as it was.
+        if !rerun_interrupted {
+            let cut_off: Vec<(String, String)> = plan
+                .steps
+                .iter()
+                .filter(|s| prior.get(&s.step_id) == Some(&StepState::Running))
+                .filter(|s| !self.registry.get(&s.tool).is_some_and(|t| t.idempotent()))
+                .map(|s| (s.step_id.clone(), s.tool.clone()))
+                .collect();
+            if !cut_off.is_empty() {
+                return Err(ExecutionError::RerunNeeded {
+                    run_id: run.run_id,
+                    steps: cut_off,
+                });
+            }
+        }
         let (prompt_tokens, completion_tokens) = self.store.token_usage(&run.run_id)?;
         self.run_plan(
             approved,
@@ -438,7 +460,6 @@ impl Executor {
                 },
                 run_id: run.run_id,
                 prior,
-                rerun_interrupted,
             }),
         )
     }
@@ -503,7 +524,7 @@ impl Executor {
                     workspace: self.workspace.root().display().to_string(),
                     started_at: now_ms(),
                     finished_at: None,
-                    status: "running".into(),
+                    status: RunStatus::Running,
                     exit_code: None,
                     prompt_tokens: 0,
                     completion_tokens: 0,
@@ -522,7 +543,7 @@ impl Executor {
         let already_completed = resume.as_ref().map(|r| {
             r.prior
                 .values()
-                .filter(|s| s.as_str() == StepStatus::Completed.as_str())
+                .filter(|s| **s == StepState::Completed)
                 .count()
         });
 
@@ -568,6 +589,7 @@ impl Executor {
             .map(|s| (s.step_id.as_str(), s.position))
             .collect();
         let mut stopped: Option<ErrorKind> = None;
+        let mut quit_seen = false;
         let mut first_failure: Option<ErrorKind> = None;
         let total = order.len();
 
@@ -585,8 +607,8 @@ impl Executor {
                 .as_ref()
                 // Recorded ids went through the redactor (a token in an id is stored redacted).
                 .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
-                .map(String::as_str);
-            let result = if prior == Some(StepStatus::Completed.as_str()) {
+                .copied();
+            let result = if prior == Some(StepState::Completed) {
                 StepResult::not_run(step, StepStatus::Completed, None)
             } else if let Some(by) = blocker {
                 failed_root[i] = Some(by.clone());
@@ -595,14 +617,10 @@ impl Executor {
                 // Not a failure: its dependents are skipped too (the run has stopped), not blocked.
                 not_run(&mut run, step, StepStatus::Skipped, None)?
             } else {
-                let unsafe_rerun = prior == Some("running")
-                    && !resume.as_ref().is_some_and(|r| r.rerun_interrupted)
-                    && !run.registry.get(&step.tool).is_some_and(|t| t.idempotent());
-                let (mut result, quit) = if unsafe_rerun {
-                    refuse_rerun(&mut run, step, n + 1, total)?
-                } else {
-                    run_step(&mut run, plan, step, &vars, n + 1, total)?
-                };
+                // A step cut off mid-way runs again: `resume` refused beforehand unless its tool is
+                // idempotent or the caller said `rerun_interrupted`.
+                let (mut result, quit) = run_step(&mut run, plan, step, &vars, n + 1, total)?;
+                quit_seen |= quit;
                 if result.status == StepStatus::Failed {
                     let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
                     let interrupted = quit || self.cancel.load(Ordering::SeqCst);
@@ -630,6 +648,9 @@ impl Executor {
             stopped == Some(ErrorKind::Interrupted) && self.cancel.load(Ordering::SeqCst);
         let (status, exit_code) = if interrupted {
             (RunStatus::Interrupted, exit::INTERRUPTED)
+        } else if quit_seen {
+            // "quit" at a prompt: a denial that also ends the run for good.
+            (RunStatus::Cancelled, exit::DENIED)
         } else if let Some(kind) = first_failure {
             (RunStatus::Failed, kind.exit_code())
         } else {
@@ -639,7 +660,7 @@ impl Executor {
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = run.tokens;
         run.store
-            .finish_run(&run_id, status.as_str(), exit_code, tokens.stored())?;
+            .finish_run(&run_id, status, exit_code, tokens.stored())?;
         // SQLite writes on into a deleted file without complaint: say so instead of exit 0.
         run.store.check_still_there()?;
         let violations = run.store.refused_violations(&run_id)?;
@@ -670,10 +691,9 @@ impl Executor {
 struct Resume {
     run_id: String,
     /// Step id → status recorded before the interruption.
-    prior: std::collections::HashMap<String, String>,
+    prior: std::collections::HashMap<String, StepState>,
     /// LLM tokens the run had used before.
     tokens: Usage,
-    rerun_interrupted: bool,
 }
 
 impl Executor {
@@ -696,45 +716,6 @@ impl Executor {
         }
         Ok(())
     }
-}
-
-/// Whether `pid` is a live acode-run process (so its run must not be resumed from here).
-fn process_is_acode_run(pid: i64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|comm| comm.trim() == "acode-run")
-        .unwrap_or(false)
-}
-
-/// Fails a step that was interrupted mid-way and whose tool is not safe to run twice.
-fn refuse_rerun(
-    run: &mut RunContext,
-    step: &Step,
-    index: usize,
-    total: usize,
-) -> Result<(StepResult, bool), ExecutionError> {
-    run.emitter.emit(EventKind::StepStarted {
-        step_id: step.step_id.clone(),
-        tool: step.tool.clone(),
-        index,
-        total,
-        summary: String::new(),
-    });
-    let message = format!(
-        "step {:?} was interrupted while running {}, which is not safe to run twice; check the \
-         workspace, then resume with --rerun-interrupted",
-        step.step_id, step.tool
-    );
-    let kind = ErrorKind::PreconditionFailed;
-    let result = record_not_run(run, step, StepStatus::Failed, kind, message)?;
-    run.emitter.emit(EventKind::StepFailed {
-        step_id: step.step_id.clone(),
-        error_code: kind.as_str().to_string(),
-        error: result.error.clone().unwrap_or_default(),
-        duration_ms: 0,
-        tolerated: false,
-    });
-    run.emitter.progress().on_step_failed(&result);
-    Ok((result, false))
 }
 
 /// Records a step that never ran.
@@ -773,7 +754,7 @@ fn record_not_run(
         run.emitter.run_id(),
         &step.step_id,
         &StepUpdate {
-            status: status.as_str(),
+            status: status.state(),
             attempts: 0,
             started_at: None,
             finished_at: now_ms(),
@@ -882,7 +863,7 @@ fn run_step(
         run.emitter.run_id(),
         &step.step_id,
         &StepUpdate {
-            status: status.as_str(),
+            status: status.state(),
             attempts,
             started_at: Some(started_at),
             finished_at: now_ms(),

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::call::StepContext;
-use super::drivers::call_options;
+use super::verify::call_options;
 use super::{ExecutionError, StepOutcome};
 use crate::error::ErrorKind;
 use crate::plan::Plan;

@@ -11,8 +11,9 @@
 //! Providers: [`openai`] (OpenAI-compatible `/chat/completions`, the default: Ollama, LM Studio,
 //! llama.cpp server, vLLM), [`ollama`] (Ollama's native `/api/chat`) and [`anthropic`] (the
 //! Anthropic Messages API `/v1/messages`, as served by llama.cpp, Ollama and LiteLLM). [`react`] is
-//! a text protocol for models without native tool calling; [`scripted`] is a replaying HTTP server
-//! so tests and embedders never need a real model.
+//! a text protocol for models without native tool calling; `scripted` (only with the `testing`
+//! feature, which the crate's own tests enable) is a replaying HTTP server so tests never need a
+//! real model.
 
 pub mod anthropic;
 #[cfg(test)]
@@ -83,6 +84,8 @@ pub mod ollama;
 pub mod openai;
 pub(crate) mod parse;
 pub mod react;
+/// Test-only: not in the shipped library (the `testing` feature, which the crate's own tests enable).
+#[cfg(any(test, feature = "testing"))]
 pub mod scripted;
 
 use std::fmt;

@@ -303,6 +303,72 @@ pub enum AuthError {
     },
 }
 
+/// Environment variables naming who acts, in order of preference after `--by`: acode-run's own, then
+/// the CI systems' actor (GitHub Actions, GitLab CI, Buildkite, Jenkins with the build-user-vars
+/// plugin).
+pub const DECIDER_ENV: &[&str] = &[
+    "ACODE_USER",
+    "GITHUB_ACTOR",
+    "GITLAB_USER_LOGIN",
+    "BUILDKITE_BUILD_CREATOR",
+    "BUILD_USER_ID",
+];
+
+/// Who is deciding: `explicit` (`--by`), else the first of [`DECIDER_ENV`] that is set, else the login
+/// name of this process's uid, else `uid:N`. Never a placeholder like `unknown`: an audit trail must
+/// name someone, and containers often have no `$USER`.
+pub fn decided_by(explicit: Option<&str>) -> String {
+    explicit
+        .map(str::to_string)
+        .into_iter()
+        .chain(DECIDER_ENV.iter().filter_map(|v| std::env::var(v).ok()))
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+        .or_else(login_name)
+        .unwrap_or_else(|| {
+            // SAFETY: getuid cannot fail.
+            format!("uid:{}", unsafe { libc::getuid() })
+        })
+}
+
+/// The login name of this process's uid, from the user database (getpwuid_r, so it also works
+/// where `$USER` is unset).
+fn login_name() -> Option<String> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let mut size = 1024usize;
+    loop {
+        let mut buf = vec![0 as libc::c_char; size];
+        // SAFETY: passwd is plain data; getpwuid_r fills it with pointers into `buf`, which outlives
+        // every use below.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the sizes given.
+        let rc =
+            unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+        if rc == libc::ERANGE && size < 1 << 20 {
+            size *= 4;
+            continue;
+        }
+        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: pw_name is a NUL-terminated string inside `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }
+            .to_string_lossy()
+            .into_owned();
+        return (!name.trim().is_empty()).then_some(name);
+    }
+}
+
+/// The rejection recorded in the approval file next to `plan_path` for exactly these bytes, if that
+/// is what the file holds: a rejection stands until someone explicitly approves.
+pub fn rejection_in_file(plan_path: &Path, plan: &Plan) -> Option<PlanAuthorization> {
+    load(plan_path, plan).ok().filter(|a| {
+        a.status == AuthStatus::Rejected && a.plan_sha256.eq_ignore_ascii_case(&plan.sha256)
+    })
+}
+
 /// The environment variable holding the approval signing key.
 pub const APPROVAL_KEY_ENV: &str = "ACODE_APPROVAL_KEY";
 
@@ -449,6 +515,13 @@ mod tests {
     fn plan() -> Plan {
         crate::plan::parse::parse(br#"{"plan_id":"p","steps":[{"step_id":"a","tool":"t"}]}"#)
             .unwrap()
+    }
+
+    #[test]
+    fn decided_by_prefers_the_explicit_name_and_never_says_unknown() {
+        assert_eq!(decided_by(Some(" alice ")), "alice");
+        let who = decided_by(None);
+        assert!(!who.is_empty() && who != "unknown", "{who}");
     }
 
     #[test]

@@ -357,9 +357,8 @@ pub fn dependency_order(plan: &Plan) -> Result<Vec<usize>, Vec<Problem>> {
             }
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
+    // Unknown and self edges are left out of the graph and cycle detection still runs, so every
+    // problem is reported in one pass.
     // Kahn's algorithm with a min-heap on position keeps file order among ready steps.
     let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = indegree
         .iter()
@@ -385,13 +384,16 @@ pub fn dependency_order(plan: &Plan) -> Result<Vec<usize>, Vec<Problem>> {
             .map(|s| s.step_id.as_str())
             .take(20)
             .collect();
-        return Err(vec![Problem::invalid(
+        problems.push(Problem::invalid(
             "plan.steps",
             format!(
                 "depends_on forms a cycle among these steps: {}",
                 stuck.join(", ")
             ),
-        )]);
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
     }
     Ok(order)
 }

@@ -3,7 +3,12 @@
 //! Each entry is applied once, in order, inside one exclusive transaction together with the version
 //! bump. Never edit a migration that has shipped: append a new one.
 
-use rusqlite::Connection;
+use std::io::Read;
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::StoreError;
 
 /// The ordered migrations; index + 1 is the `user_version` after applying it.
 pub const MIGRATIONS: &[&str] = &[
@@ -79,19 +84,106 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN sandbox TEXT;
     ALTER TABLE runs ADD COLUMN landlock_abi INTEGER;
     "#,
+    // 4: which process runs a run, robust to pid reuse: "<boot id>:<start time in ticks>" of
+    // `runner_pid`, so a run whose process is gone reads as interrupted.
+    r#"
+    ALTER TABLE runs ADD COLUMN runner_token TEXT;
+    "#,
+    // 5: every approval and rejection, appended (PLAN.approval holds only the latest).
+    r#"
+    CREATE TABLE decisions (
+        plan_id             TEXT NOT NULL,
+        plan_sha256         TEXT NOT NULL,
+        plan_path           TEXT,
+        verdict             TEXT NOT NULL,
+        decided_by          TEXT NOT NULL,
+        decided_at          INTEGER NOT NULL,
+        reason              TEXT,
+        overrides_rejection INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX decisions_plan ON decisions(plan_sha256, decided_at);
+    "#,
+    // 6 (issue 15): output that was not valid UTF-8 is stored lossily; say so instead of passing it
+    // off as the bytes the command printed.
+    r#"
+    ALTER TABLE artifacts ADD COLUMN lossy INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
-/// Brings `conn` up to the latest schema. Safe to call on every open and concurrently from several
-/// processes: the exclusive transaction makes the version check and the changes atomic.
-pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+/// The newest schema this binary knows.
+pub fn latest() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Refuses a schema newer than [`latest`]: an older binary must not write to it.
+pub fn check_known(version: i64) -> Result<(), StoreError> {
+    if version > latest() {
+        return Err(StoreError::TooNew {
+            found: version,
+            known: latest(),
+        });
+    }
+    Ok(())
+}
+
+/// The `user_version` of the database file at `path` (`None` when there is no file yet), read
+/// without writing a byte of the file or its WAL: from the file header when there is no WAL, else
+/// through a read-only connection (which reads the WAL but never writes it or checkpoints).
+pub fn version_on_disk(path: &Path) -> rusqlite::Result<Option<i64>> {
+    let mut header = [0u8; 100];
+    let read = match std::fs::File::open(path) {
+        Ok(mut f) => read_up_to(&mut f, &mut header),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Let the real open report it.
+        Err(_) => return Ok(None),
+    };
+    if read < 100 || !header.starts_with(b"SQLite format 3\0") {
+        // Empty (a fresh database) or not SQLite at all: the normal open decides.
+        return Ok(None);
+    }
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal_has_frames = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+    if !wal_has_frames {
+        // Offset 60: the user version, a big-endian 32-bit integer (SQLite file format §1.3).
+        let v = i32::from_be_bytes([header[60], header[61], header[62], header[63]]);
+        return Ok(Some(i64::from(v)));
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    let v = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    Ok(Some(v))
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read (0 on an I/O error).
+fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    n
+}
+
+/// Brings `conn` up to the latest schema, all pending migrations in one transaction. Safe to call on
+/// every open and concurrently from several processes: the exclusive transaction makes the version
+/// check and the changes atomic. A schema newer than this binary is refused before any change.
+pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    check_known(version)?;
     let current = usize::try_from(version).unwrap_or(0);
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
     }
-    tx.commit()
+    tx.commit()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -114,6 +206,33 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(n, 4);
+        assert_eq!(n, 5);
+    }
+
+    #[test]
+    fn an_old_schema_migrates_in_one_step_and_a_new_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("acode-mig-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("old.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+        }
+        assert_eq!(version_on_disk(&path).unwrap(), Some(1));
+        let store = crate::store::Store::open(&path).unwrap();
+        drop(store);
+        assert_eq!(version_on_disk(&path).unwrap(), Some(latest()));
+
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", latest() + 1)
+            .unwrap();
+        let err = migrate(&mut conn).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("database schema {} is newer", latest() + 1)),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -5,7 +5,14 @@
 //! runs share one database file; write transactions start `IMMEDIATE` so two writers queue instead of
 //! deadlocking on a lock upgrade.
 
+#[macro_use]
+mod status;
+mod decisions;
 pub mod migrations;
+mod runner;
+
+pub use decisions::{DecisionRow, Verdict};
+pub use status::{RunStatus, StepState};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,6 +58,15 @@ pub enum StoreError {
         /// The database file.
         path: String,
     },
+    /// The database was written by a newer acode-run; touching it could corrupt what that version
+    /// relies on, so it is refused before anything is written.
+    #[error("database schema {found} is newer than this acode-run ({known}): upgrade acode-run")]
+    TooNew {
+        /// The database's `user_version`.
+        found: i64,
+        /// The newest schema this binary knows.
+        known: i64,
+    },
 }
 
 /// A run as stored.
@@ -70,8 +86,9 @@ pub struct RunRow {
     pub started_at: i64,
     /// Unix ms, when finished.
     pub finished_at: Option<i64>,
-    /// `running`, `completed`, `failed`, `interrupted`.
-    pub status: String,
+    /// Where the run stands (see `docs/recovery.md`). A run recorded `running` whose process is gone
+    /// reads as [`RunStatus::Interrupted`].
+    pub status: RunStatus,
     /// The process exit code the run ended with.
     pub exit_code: Option<i64>,
     /// LLM prompt tokens used.
@@ -94,8 +111,8 @@ pub struct StepRow {
     pub position: i64,
     /// The step's tool.
     pub tool: String,
-    /// `pending`, `running`, `completed`, `failed`, `blocked`, `skipped`.
-    pub status: String,
+    /// Where the step stands.
+    pub status: StepState,
     /// Tool-call attempts made.
     pub attempts: i64,
     /// Unix ms.
@@ -154,6 +171,8 @@ pub struct ArtifactMeta {
     pub bytes: i64,
     /// Whether the stored content is cut short.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8 and is stored as a lossy rendering.
+    pub lossy: bool,
 }
 
 /// An execution with its artifacts' metadata, for `acode-run show`.
@@ -181,7 +200,7 @@ pub struct RunDetail {
 #[derive(Debug, Clone)]
 pub struct StepUpdate<'a> {
     /// New status.
-    pub status: &'a str,
+    pub status: StepState,
     /// Attempts made.
     pub attempts: u32,
     /// Unix ms, when started (None for steps that never started).
@@ -228,17 +247,25 @@ impl Store {
             path: path.display().to_string(),
             source,
         };
+        // Before anything can write (opening read-write creates the WAL, `journal_mode` and the
+        // migration transaction write): a database from a newer binary is refused untouched.
+        if let Some(found) = migrations::version_on_disk(path).map_err(open_err)? {
+            migrations::check_known(found)?;
+        }
         let conn = Connection::open(path).map_err(open_err)?;
-        Self::setup(conn, Some(path.to_path_buf())).map_err(open_err)
+        Self::setup(conn, Some(path.to_path_buf())).map_err(|e| match e {
+            StoreError::Sql(source) => open_err(source),
+            other => other,
+        })
     }
 
     /// An in-memory database, for tests and embedders that do not want a file.
     pub fn open_in_memory() -> Result<Store, StoreError> {
         let conn = Connection::open_in_memory()?;
-        Ok(Self::setup(conn, None)?)
+        Self::setup(conn, None)
     }
 
-    fn setup(mut conn: Connection, path: Option<PathBuf>) -> rusqlite::Result<Store> {
+    fn setup(mut conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode survives process crashes (kill -9); only an OS crash can lose the
@@ -334,8 +361,8 @@ impl Store {
         let tx = self.immediate()?;
         tx.execute(
             "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status,
-             runner_pid, variables_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             runner_pid, variables_json, runner_token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 run.run_id,
                 plan_id,
@@ -345,7 +372,8 @@ impl Store {
                 run.started_at,
                 run.status,
                 std::process::id(),
-                variables_json
+                variables_json,
+                runner::own_token()
             ],
         )?;
         {
@@ -444,15 +472,16 @@ impl Store {
         ])?;
         for (a, content) in artifacts.iter().zip(&contents) {
             tx.prepare_cached(
-                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated, lossy)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![
                 e.execution_id,
                 a.artifact_type,
                 content,
                 a.bytes as i64,
-                a.truncated
+                a.truncated,
+                a.lossy
             ])?;
         }
         tx.commit()?;
@@ -463,7 +492,7 @@ impl Store {
     pub fn finish_run(
         &mut self,
         run_id: &str,
-        status: &str,
+        status: RunStatus,
         exit_code: i32,
         tokens: (i64, i64),
     ) -> Result<(), StoreError> {
@@ -486,7 +515,8 @@ impl Store {
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
+             sandbox, landlock_abi
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -500,7 +530,8 @@ impl Store {
         let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
+             sandbox, landlock_abi
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -560,6 +591,17 @@ impl Store {
             .optional()?)
     }
 
+    /// Whether the process recorded as running `run_id` is still that process (same pid, same
+    /// start time since the same boot): the one test of "is this run alive" used everywhere.
+    pub fn runner_alive(&self, run_id: &str) -> Result<bool, StoreError> {
+        let (pid, token): (Option<i64>, Option<String>) = self.conn.query_row(
+            "SELECT runner_pid, runner_token FROM runs WHERE run_id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(runner::alive(pid, token.as_deref()))
+    }
+
     /// The process that last ran `run_id` and the variables it used.
     pub fn run_origin(&self, run_id: &str) -> Result<(Option<i64>, Option<String>), StoreError> {
         Ok(self.conn.query_row(
@@ -600,9 +642,9 @@ impl Store {
     /// Marks an unfinished run as running again in this process (crash recovery).
     pub fn reopen_run(&mut self, run_id: &str) -> Result<(), StoreError> {
         self.conn.execute(
-            "UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, runner_pid = ?2
-             WHERE run_id = ?1",
-            params![run_id, std::process::id()],
+            "UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, runner_pid = ?2,
+             runner_token = ?3 WHERE run_id = ?1",
+            params![run_id, std::process::id(), runner::own_token()],
         )?;
         Ok(())
     }
@@ -655,7 +697,7 @@ impl Store {
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let mut meta = self.conn.prepare(
-            "SELECT artifact_type, bytes, truncated FROM artifacts WHERE execution_id = ?1
+            "SELECT artifact_type, bytes, truncated, lossy FROM artifacts WHERE execution_id = ?1
              ORDER BY artifact_type",
         )?;
         let mut executions = Vec::with_capacity(records.len());
@@ -666,6 +708,7 @@ impl Store {
                         artifact_type: r.get(0)?,
                         bytes: r.get(1)?,
                         truncated: r.get(2)?,
+                        lossy: r.get(3)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -678,15 +721,33 @@ impl Store {
         })
     }
 
-    /// One artifact's content.
+    /// The one execution id starting with `prefix` (ids may be abbreviated, like run ids).
+    pub fn execution_id(&self, prefix: &str) -> Result<String, StoreError> {
+        let pattern = format!("{}%", prefix.replace(['%', '_'], ""));
+        let ids = self
+            .conn
+            .prepare("SELECT execution_id FROM executions WHERE execution_id LIKE ?1 LIMIT 2")?
+            .query_map([pattern], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        match ids.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(StoreError::NotFound(format!("execution {prefix}"))),
+            _ => Err(StoreError::NotFound(format!(
+                "a unique execution for prefix {prefix} (several match)"
+            ))),
+        }
+    }
+
+    /// One artifact's content; `execution_id` may be a unique prefix.
     pub fn artifact(
         &self,
         execution_id: &str,
         artifact_type: &str,
     ) -> Result<Artifact, StoreError> {
+        let execution_id = &self.execution_id(execution_id)?;
         self.conn
             .query_row(
-                "SELECT artifact_type, content, bytes, truncated FROM artifacts
+                "SELECT artifact_type, content, bytes, truncated, lossy FROM artifacts
                  WHERE execution_id = ?1 AND artifact_type = ?2",
                 params![execution_id, artifact_type],
                 |r| {
@@ -695,6 +756,7 @@ impl Store {
                         content: r.get(1)?,
                         bytes: r.get::<_, i64>(2)? as u64,
                         truncated: r.get(3)?,
+                        lossy: r.get(4)?,
                     })
                 },
             )
@@ -707,7 +769,16 @@ impl Store {
     }
 }
 
+/// A run row, with a `running` run whose process is gone read as `interrupted`.
 fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
+    let mut status: RunStatus = r.get(7)?;
+    if status == RunStatus::Running {
+        let pid: Option<i64> = r.get(11)?;
+        let token: Option<String> = r.get(12)?;
+        if !runner::alive(pid, token.as_deref()) {
+            status = RunStatus::Interrupted;
+        }
+    }
     Ok(RunRow {
         run_id: r.get(0)?,
         plan_id: r.get(1)?,
@@ -716,11 +787,11 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         workspace: r.get(4)?,
         started_at: r.get(5)?,
         finished_at: r.get(6)?,
-        status: r.get(7)?,
+        status,
         exit_code: r.get(8)?,
         prompt_tokens: r.get(9)?,
         completion_tokens: r.get(10)?,
-        sandbox: r.get(11)?,
-        landlock_abi: r.get(12)?,
+        sandbox: r.get(13)?,
+        landlock_abi: r.get(14)?,
     })
 }

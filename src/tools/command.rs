@@ -181,6 +181,7 @@ pub(crate) fn stream_artifact(kind: &str, c: &mut Captured) -> Artifact {
         content: std::mem::take(&mut c.text),
         bytes: c.total_bytes,
         truncated: c.truncated,
+        lossy: c.lossy,
     }
 }
 

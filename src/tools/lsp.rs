@@ -244,10 +244,15 @@ impl Tool for LspCheck {
             manifest.to_string_lossy().into_owned(),
         ];
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
-        spec.env = child_env(
-            ctx.policy,
-            &[("CARGO_TERM_COLOR".to_string(), "never".to_string())],
-        );
+        // Inside the OS sandbox there is no network (bwrap's namespace, Landlock's TCP rules):
+        // cargo would spend many seconds retrying a download before failing, so it runs offline
+        // there and fails at once.
+        let offline = ctx.sandbox.mode() != crate::sandbox::SandboxMode::None;
+        let mut extra_env = vec![("CARGO_TERM_COLOR".to_string(), "never".to_string())];
+        if offline {
+            extra_env.push(("CARGO_NET_OFFLINE".to_string(), "true".to_string()));
+        }
+        spec.env = child_env(ctx.policy, &extra_env);
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
         if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
@@ -305,10 +310,16 @@ impl Tool for LspCheck {
                 .exit_code
                 .map(|c| format!("exit code {c}"))
                 .unwrap_or_else(|| "killed".to_string());
+            let hint = if offline && stderr_tail.contains("offline") {
+                "; the sandbox has no network, so cargo ran offline and needed something not in \
+                 its local cache: run `cargo fetch` before the plan, or allow network in the policy"
+            } else {
+                ""
+            };
             ToolOutput::failed(
                 ErrorKind::ToolFailed,
                 format!(
-                    "cargo check failed ({status}) without compiler diagnostics: {stderr_tail}"
+                    "cargo check failed ({status}) without compiler diagnostics{hint}: {stderr_tail}"
                 ),
             )
         } else {
@@ -523,6 +534,39 @@ mod tests {
             Err(ToolError::InvalidArguments { .. })
         ));
         assert!(LspCheck.idempotent());
+    }
+
+    #[test]
+    fn a_missing_dependency_inside_bwrap_fails_fast_and_says_what_to_do() {
+        if bwrap_for_tests().is_none() {
+            return;
+        }
+        let ws = workspace_with("clean");
+        let sandbox = crate::sandbox::OsSandbox::resolve(
+            crate::sandbox::SandboxMode::Bwrap,
+            &ws,
+            &Policy::default().limits,
+        )
+        .unwrap();
+        let manifest = ws.root().join("sub/Cargo.toml");
+        let toml = std::fs::read_to_string(&manifest).unwrap().replace(
+            "[dependencies]",
+            "[dependencies]\nacode-run-never-published-crate = \"1\"",
+        );
+        std::fs::write(&manifest, toml).unwrap();
+        let started = std::time::Instant::now();
+        let out = check(&ws, "sub", &sandbox).unwrap();
+        assert!(!out.success);
+        let msg = out.error.unwrap();
+        assert!(
+            msg.contains("run `cargo fetch` before the plan, or allow network in the policy"),
+            "{msg}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "took {:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

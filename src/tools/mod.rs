@@ -57,6 +57,8 @@ pub struct Artifact {
     pub bytes: u64,
     /// Whether `content` is shorter than the full output.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8 and `content` is a lossy rendering of it.
+    pub lossy: bool,
 }
 
 impl Artifact {
@@ -68,6 +70,7 @@ impl Artifact {
             content,
             bytes,
             truncated: false,
+            lossy: false,
         }
     }
 }

@@ -52,16 +52,15 @@ impl TestDir {
         p
     }
 
-    /// A command for the binary with the workspace as cwd and a clean acode environment.
+    /// A command for the binary with the workspace as cwd and a clean acode environment: every
+    /// inherited `ACODE_*` variable (database, model, approval key, user, ...) and the CI actor
+    /// variables `decided_by` reads are removed, so a developer's or CI's settings cannot change a
+    /// test's outcome.
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_acode-run"));
-        c.current_dir(&self.ws)
-            .env_remove("ACODE_DB")
-            .env_remove("ACODE_LLM_URL")
-            .env_remove("ACODE_MODEL")
-            .env_remove("ACODE_LLM_API_KEY")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null());
+        c.current_dir(&self.ws);
+        clean_env(&mut c);
+        c.env("NO_COLOR", "1").stdin(Stdio::null());
         c
     }
 
@@ -124,6 +123,18 @@ impl Drop for TestDir {
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.root);
         }
+    }
+}
+
+/// Removes every inherited `ACODE_*` variable and the CI actor variables from `c`'s environment.
+pub fn clean_env(c: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("ACODE_") {
+            c.env_remove(&name);
+        }
+    }
+    for name in acode_run::plan::auth::DECIDER_ENV {
+        c.env_remove(name);
     }
 }
 

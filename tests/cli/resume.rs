@@ -95,24 +95,168 @@ fn an_interrupted_command_step_is_rerun_only_when_asked() {
         "running"
     );
 
-    // run_command is not idempotent: resuming refuses to run it twice unasked.
-    let out = t.run(&["resume", &run_id, "--sandbox", "none"]);
-    assert_eq!(code(&out), 30, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--rerun-interrupted"),
-        "{}",
-        stderr(&out)
+    // The process is gone: the run reads as interrupted.
+    let out = t.run(&["runs", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()[0]["status"],
+        "interrupted"
     );
-    assert!(!t.ws.join("last.txt").exists());
-    assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "failed");
-
-    // That attempt failed the run, and a failed run is not resumed.
-    let out = t.run(&["resume", &run_id]);
-    assert_eq!(code(&out), 2);
+    let out = t.run(&["show", &run_id[..8]]);
     assert!(
-        stderr(&out).contains("only interrupted runs can be resumed"),
+        stdout(&out).contains("status    interrupted"),
         "{}",
-        stderr(&out)
+        stdout(&out)
+    );
+
+    // run_command is not idempotent: resuming refuses to run it twice unasked, with its own exit
+    // code, and changes nothing.
+    let before: String = q(
+        &t.db(),
+        "SELECT group_concat(step_id || status, ',') FROM steps",
+    );
+    let out = t.run(&["resume", &run_id, "--sandbox", "none"]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let told = format!("acode-run resume {run_id} --rerun-interrupted");
+    assert!(stderr(&out).contains(&told), "{}", stderr(&out));
+    assert!(!t.ws.join("last.txt").exists());
+    assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "running");
+    assert_eq!(
+        q::<String>(
+            &t.db(),
+            "SELECT group_concat(step_id || status, ',') FROM steps"
+        ),
+        before
+    );
+
+    // The suggested command works.
+    let out = t.run(&[
+        "resume",
+        &run_id,
+        "--rerun-interrupted",
+        "--sandbox",
+        "none",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "completed");
+    assert_eq!(t.read("last.txt"), "3");
+    integrity_ok(&t);
+}
+
+/// A random number in `0..n`, from a fresh UUID (no extra crate for a test's jitter).
+fn random_below(n: u64) -> u64 {
+    let b = uuid::Uuid::new_v4().into_bytes();
+    u64::from_le_bytes(b[..8].try_into().unwrap()) % n
+}
+
+#[test]
+fn a_mixed_plan_killed_at_random_points_and_resumed_as_told_completes() {
+    let started = Instant::now();
+    let steps: Vec<_> = (0..50)
+        .map(|i| match i % 5 {
+            0 => json!({"step_id": format!("s{i}"), "tool": "file_write",
+                        "arguments": {"path": format!("out/f{i}.txt"), "contents": format!("{i}\n")}}),
+            1 => json!({"step_id": format!("s{i}"), "tool": "run_command",
+                        "arguments": {"command": format!("python3 step.py {i}")}}),
+            2 => json!({"step_id": format!("s{i}"), "tool": "file_read",
+                        "arguments": {"path": format!("out/f{}.txt", i - 2)}}),
+            3 => json!({"step_id": format!("s{i}"), "tool": "file_write",
+                        "arguments": {"path": format!("out/g{i}.txt"), "contents": "g"}}),
+            _ => json!({"step_id": format!("s{i}"), "tool": "list_directory",
+                        "arguments": {"path": "out"}}),
+        })
+        .collect();
+    for round in 0..2 {
+        let t = TestDir::new();
+        t.file(
+            "step.py",
+            "import sys\nopen('log.txt', 'a').write(sys.argv[1] + '\\n')\n",
+        );
+        let plan = t.plan("m.json", &json!({"plan_id": "mixed", "steps": steps}));
+        t.approve(&plan);
+        let plan_arg = plan.to_str().unwrap().to_string();
+        let run_id = || -> Option<String> {
+            if !t.ws.join(".acode/executions.db").exists() {
+                return None;
+            }
+            t.db()
+                .query_row("SELECT run_id FROM runs", [], |r| r.get(0))
+                .ok()
+        };
+        let mut rerun = false;
+        let mut kills = 0;
+        let mut done = false;
+        for _ in 0..4 {
+            let mut args: Vec<String> = match run_id() {
+                None => vec!["run".into(), plan_arg.clone()],
+                Some(id) => vec!["resume".into(), id],
+            };
+            if rerun {
+                args.push("--rerun-interrupted".into());
+            }
+            args.extend(["--sandbox".into(), "none".into()]);
+            let mut child = t.cmd().args(&args).stderr(Stdio::null()).spawn().unwrap();
+            std::thread::sleep(Duration::from_millis(20 + random_below(400)));
+            match child.try_wait().unwrap() {
+                Some(status) => match status.code() {
+                    Some(0) => {
+                        done = true;
+                        break;
+                    }
+                    // Told to rerun the interrupted step explicitly: do as told next time.
+                    Some(4) => rerun = true,
+                    other => panic!("round {round}: {args:?} exited {other:?}"),
+                },
+                None => {
+                    kill9(&mut child);
+                    kills += 1;
+                    rerun = false;
+                }
+            }
+        }
+        if !done && run_id().is_none() {
+            // Every attempt was killed before the run was recorded: nothing to resume.
+            let out = t.run(&["run", &plan_arg, "--sandbox", "none"]);
+            assert_eq!(code(&out), 0, "round {round}: {}", stderr(&out));
+        } else if !done {
+            let id = run_id().unwrap_or_default();
+            let mut out = t.run(&["resume", &id, "--sandbox", "none"]);
+            if code(&out) == 4 {
+                let told = format!("acode-run resume {id} --rerun-interrupted");
+                assert!(stderr(&out).contains(&told), "{}", stderr(&out));
+                out = t.run(&["resume", &id, "--rerun-interrupted", "--sandbox", "none"]);
+            }
+            assert_eq!(code(&out), 0, "round {round}: {}", stderr(&out));
+        }
+        eprintln!("round {round}: {kills} kills, done early: {done}, told to rerun: {rerun}");
+        let db = t.db();
+        assert_eq!(q::<i64>(&db, "SELECT count(*) FROM runs"), 1);
+        assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "completed");
+        assert_eq!(q::<i64>(&db, "SELECT count(*) FROM steps"), 50);
+        assert_eq!(
+            q::<i64>(&db, "SELECT count(*) FROM steps WHERE status = 'completed'"),
+            50,
+            "round {round}"
+        );
+        // Each kill cuts off at most one step, which alone may have run twice.
+        let twice: i64 = q(
+            &db,
+            "SELECT count(*) FROM (SELECT step_id FROM executions WHERE success = 1
+             GROUP BY step_id HAVING count(*) > 1)",
+        );
+        assert!(
+            twice <= kills,
+            "round {round}: {twice} steps ran twice after {kills} kills"
+        );
+        for i in (0..50).step_by(5) {
+            assert_eq!(t.read(&format!("out/f{i}.txt")), format!("{i}\n"));
+        }
+        integrity_ok(&t);
+        no_half_written_files(&t);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "took {:?}",
+        started.elapsed()
     );
 }
 

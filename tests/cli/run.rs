@@ -392,7 +392,9 @@ fn four_concurrent_runs_share_one_database() {
 /// Runs the binary on a real pseudo-terminal (via fixtures/tty/drive.py), answering prompts.
 fn on_tty(t: &TestDir, answers: &str, args: &[&str]) -> (i32, String) {
     let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tty/drive.py");
-    let out = std::process::Command::new("python3")
+    let mut c = std::process::Command::new("python3");
+    clean_env(&mut c);
+    let out = c
         .arg(driver)
         .arg(answers)
         .arg(&t.ws)

@@ -209,3 +209,52 @@ fn validate_json_reports_problems_for_machines() {
     assert_eq!(v["valid"], true);
     assert_eq!(v["steps"], 1);
 }
+
+#[test]
+fn cycles_and_unknown_dependencies_are_reported_together() {
+    let t = TestDir::new();
+    let read = |id: &str, deps: &[&str]| json!({"step_id": id, "tool": "file_read", "arguments": {"path": "a"}, "depends_on": deps});
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            read("a", &["b"]), read("b", &["a"]), read("c", &["ghost"])]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&out), 2);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let messages: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("unknown step \"ghost\"")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("cycle among these steps: a, b")),
+        "{messages:?}"
+    );
+}
+
+/// The tour's plan in README.md is valid as written (it once used an undeclared `${who}`).
+#[test]
+fn the_readme_tour_plan_validates() {
+    let readme = include_str!("../../README.md");
+    let tour = &readme[readme.find("## A short tour").expect("tour section")..];
+    let start = tour.find("```json\n").expect("a JSON plan") + "```json\n".len();
+    let plan_text = &tour[start..start + tour[start..].find("```").unwrap()];
+    let t = TestDir::new();
+    t.file(
+        "src/lib.rs",
+        "pub fn hi() -> &'static str { \"Hello, world\" }\n",
+    );
+    let plan = t.plan_text("tour.json", plan_text);
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
