@@ -846,6 +846,26 @@ fn cmd_resume(
     )
 }
 
+/// The progress outputs the flags ask for: human lines on stderr unless `--quiet`, JSONL events
+/// on stdout with `--jsonl`; both through the run's redactor.
+fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn ProgressCallback>> {
+    let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
+    if !args.quiet {
+        outputs.push(Box::new(HumanPrinter::new(
+            std::io::stderr(),
+            stderr_wants_color(),
+            redactor.clone(),
+        )));
+    }
+    if args.jsonl {
+        outputs.push(Box::new(JsonlWriter::new(
+            std::io::stdout(),
+            redactor.clone(),
+        )));
+    }
+    outputs
+}
+
 fn execute_plan(
     args: &Args,
     redactor: &Arc<Redactor>,
@@ -953,20 +973,7 @@ fn execute_plan(
             .with_cancel(cancel.clone()),
         ),
     };
-    let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
-    if !args.quiet {
-        outputs.push(Box::new(HumanPrinter::new(
-            std::io::stderr(),
-            stderr_wants_color(),
-            redactor.clone(),
-        )));
-    }
-    if args.jsonl {
-        outputs.push(Box::new(JsonlWriter::new(
-            std::io::stdout(),
-            redactor.clone(),
-        )));
-    }
+    let outputs = progress_outputs(args, redactor);
     install_signal_handlers(cancel.clone());
 
     let (llm, agent) = llm_setup(args, secrets, approved.plan(), &policy)?;

@@ -17,9 +17,7 @@ use super::{
     record_decision, sandboxed_workspace,
 };
 use crate::error::exit;
-use crate::events::human::{HumanPrinter, stderr_wants_color};
-use crate::events::jsonl::JsonlWriter;
-use crate::executor::{AutoDeny, Executor, Fanout, ProgressCallback};
+use crate::executor::{AutoDeny, Executor, Fanout};
 use crate::plan::AuthStatus;
 use crate::sandbox::redact::Redactor;
 use crate::stages::draft::{self, DraftRequest, Previous};
@@ -42,20 +40,7 @@ fn stage_executor(
     config
         .validate()
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?;
-    let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
-    if !args.quiet {
-        outputs.push(Box::new(HumanPrinter::new(
-            std::io::stderr(),
-            stderr_wants_color(),
-            redactor.clone(),
-        )));
-    }
-    if args.jsonl {
-        outputs.push(Box::new(JsonlWriter::new(
-            std::io::stdout(),
-            redactor.clone(),
-        )));
-    }
+    let outputs = super::progress_outputs(args, redactor);
     let mut store = open_store(&db)?;
     store.set_redactor(redactor.clone());
     Ok(Executor::new(ws, store)

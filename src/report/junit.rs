@@ -27,22 +27,15 @@ pub fn render(
     let failures = counts.failed + counts.tolerated;
     let plan_id = escape(&redactor.redact(&result.plan_id));
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"acode-run\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" \
-         skipped=\"{}\" time=\"{}\">",
+    // The same totals on the `<testsuites>` root and the one `<testsuite>` (CI servers read either).
+    let totals = format!(
+        "tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{}\" time=\"{}\"",
         result.steps.len(),
         counts.not_run,
         secs(result.duration_ms)
     );
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{plan_id}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" \
-         skipped=\"{}\" time=\"{}\">",
-        result.steps.len(),
-        counts.not_run,
-        secs(result.duration_ms)
-    );
+    let _ = writeln!(out, "<testsuites name=\"acode-run\" {totals}>");
+    let _ = writeln!(out, "  <testsuite name=\"{plan_id}\" {totals}>");
     let _ = writeln!(
         out,
         "    <properties><property name=\"run_id\" value=\"{}\"/><property name=\"exit_code\" \
