@@ -1179,16 +1179,18 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
         return Ok(exit::OK);
     }
     humanln!(
-        "{:<36}  {:<24} {:<11} {:>4}  STARTED (UTC)",
+        "{:<36}  {:<6} {:<24} {:<11} {:>4}  STARTED (UTC)",
         "RUN_ID",
+        "KIND",
         "PLAN",
         "STATUS",
         "EXIT"
     );
     for r in runs {
         humanln!(
-            "{:<36}  {:<24} {:<11} {:>4}  {}",
+            "{:<36}  {:<6} {:<24} {:<11} {:>4}  {}",
             r.run_id,
+            crate::terminal::line(&r.kind),
             crate::terminal::line(&r.plan_id.chars().take(24).collect::<String>()),
             r.status,
             r.exit_code

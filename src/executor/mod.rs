@@ -343,6 +343,11 @@ impl Executor {
         &self.store
     }
 
+    /// The database, for stages that annotate the runs they made.
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
     /// The workspace.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
@@ -530,6 +535,8 @@ impl Executor {
                     completion_tokens: 0,
                     sandbox: None,
                     landlock_abi: None,
+                    kind: "run".into(),
+                    subject: None,
                 },
                 &variables,
                 &step_rows,

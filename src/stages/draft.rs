@@ -114,10 +114,15 @@ pub fn draft(executor: &mut Executor, req: &DraftRequest) -> Result<Draft, Stage
     let attempts = req.max_attempts.max(1);
     for attempt in 1..=attempts {
         let task = instruction(req, &registry_json, feedback.as_deref());
-        let answer = converse(executor, Stage::Draft, ROLE, &task, req.max_turns)?;
+        let answer = converse(executor, Stage::Draft, None, ROLE, &task, req.max_turns)?;
         run_ids.push(answer.run_id.clone());
         match check(executor, req, &answer.text) {
             Ok((plan, text)) => {
+                // The accepted attempt is linked to the plan hash it produced.
+                executor
+                    .store_mut()
+                    .mark_stage(&answer.run_id, Stage::Draft.kind(), Some(&plan.sha256))
+                    .map_err(crate::executor::ExecutionError::from)?;
                 return Ok(Draft {
                     plan,
                     text,

@@ -40,6 +40,14 @@ impl Stage {
         }
     }
 
+    /// The `kind` its runs are recorded with.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Stage::Draft => "draft",
+            Stage::Review => "review",
+        }
+    }
+
     /// The plan id its recorded runs carry, so `acode-run runs` shows what they were.
     pub fn plan_id(self) -> &'static str {
         match self {
@@ -107,10 +115,12 @@ pub struct Answer {
 const ANSWER_CHARS: usize = 512 * 1024;
 
 /// Runs one conversation for `stage`: a one-step plan whose agent step has `role` as its system
-/// prompt opening, `instruction` as its task and only the read-only tools.
+/// prompt opening, `instruction` as its task and only the read-only tools. The run is recorded as
+/// the stage's `kind`, about `subject`.
 pub fn converse(
     executor: &mut Executor,
     stage: Stage,
+    subject: Option<&str>,
     role: &str,
     instruction: &str,
     max_turns: u32,
@@ -152,6 +162,10 @@ pub fn converse(
     let settings = executor.agent_settings_mut();
     (settings.role, settings.answer_chars) = saved;
     let result = result?;
+    executor
+        .store_mut()
+        .mark_stage(&result.run_id, stage.kind(), subject)
+        .map_err(ExecutionError::from)?;
     let step = result.steps.first();
     match step {
         Some(s) if s.status == StepStatus::Completed => Ok(Answer {

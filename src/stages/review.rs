@@ -204,7 +204,14 @@ pub fn review(
                 "\nYour previous answer was not accepted: {f}\nAnswer again with the JSON object only.\n"
             ));
         }
-        let answer = converse(executor, Stage::Review, ROLE, &task, max_turns)?;
+        let answer = converse(
+            executor,
+            Stage::Review,
+            Some(run_id),
+            ROLE,
+            &task,
+            max_turns,
+        )?;
         run_ids.push(answer.run_id);
         let parsed = extract_json(&answer.text).and_then(|v| {
             serde_json::from_value::<Review>(v).map_err(|e| format!("not a review object: {e}"))

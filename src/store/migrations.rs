@@ -108,6 +108,12 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE artifacts ADD COLUMN lossy INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 7 (issue 9): what kind of run it was — a plan's `run`, or a `draft` or `review` conversation —
+    // and what it is about: the plan hash a draft produced, the run a review judged.
+    r#"
+    ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'run';
+    ALTER TABLE runs ADD COLUMN subject TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

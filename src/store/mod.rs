@@ -100,6 +100,10 @@ pub struct RunRow {
     pub sandbox: Option<String>,
     /// The Landlock ABI, when the sandbox was Landlock.
     pub landlock_abi: Option<i64>,
+    /// `run` for a plan's run; `draft` or `review` for a stage's conversation (issue 9).
+    pub kind: String,
+    /// What a stage run is about: the plan hash a draft produced, the run a review judged.
+    pub subject: Option<String>,
 }
 
 /// A step as stored.
@@ -516,7 +520,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi
+             sandbox, landlock_abi, kind, subject
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -531,7 +535,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi
+             sandbox, landlock_abi, kind, subject
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -589,6 +593,21 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()?)
+    }
+
+    /// Marks a run as a stage's conversation (`draft`, `review`) and records what it is about, so
+    /// `runs` and `show` tell drafts and reviews from plan runs.
+    pub fn mark_stage(
+        &mut self,
+        run_id: &str,
+        kind: &str,
+        subject: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET kind = ?2, subject = ?3 WHERE run_id = ?1",
+            params![run_id, kind, subject],
+        )?;
+        Ok(())
     }
 
     /// Whether the process recorded as running `run_id` is still that process (same pid, same
@@ -793,5 +812,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         completion_tokens: r.get(10)?,
         sandbox: r.get(13)?,
         landlock_abi: r.get(14)?,
+        kind: r.get(15)?,
+        subject: r.get(16)?,
     })
 }

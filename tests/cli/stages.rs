@@ -218,6 +218,14 @@ fn review_requesting_changes_exits_35_and_feeds_the_planner() {
         "the goal: {context}"
     );
     assert!(context.contains("+hi"), "the run's diff: {context}");
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            &format!("SELECT COUNT(*) FROM runs WHERE kind = 'review' AND subject = '{run_id}'")
+        ),
+        2,
+        "both review attempts are recorded, linked to the run they judged"
+    );
 
     // The findings become the next draft's feedback.
     let server2 = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(good_plan()))]);
