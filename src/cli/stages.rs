@@ -54,6 +54,38 @@ fn stage_executor(
         .with_llm(Arc::from(crate::llm::client(config))))
 }
 
+/// Writes a stage event on stdout with `--jsonl` (the run events of the stage's conversations
+/// come between its `stage_started` and `stage_completed`).
+fn emit_stage(args: &Args, redactor: &Redactor, kind: crate::events::EventKind) {
+    if !args.jsonl {
+        return;
+    }
+    let event = crate::events::Event {
+        v: crate::events::EVENT_SCHEMA_VERSION,
+        seq: 1,
+        ts_ms: crate::error::now_ms(),
+        run_id: String::new(),
+        kind,
+    };
+    if let Ok(v) = serde_json::to_value(&event) {
+        outln!("{}", redactor.redact_value(&v));
+    }
+}
+
+fn stage_completed(
+    stage: &str,
+    outcome: &str,
+    exit_code: i32,
+    run_ids: Vec<String>,
+) -> crate::events::EventKind {
+    crate::events::EventKind::StageCompleted {
+        stage: stage.into(),
+        outcome: outcome.into(),
+        exit_code,
+        run_ids,
+    }
+}
+
 fn stage_err(e: crate::stages::StageError) -> CliError {
     CliError::new(e.exit_code(), e.to_string())
 }
@@ -172,13 +204,30 @@ fn draft_to_file(
         ));
     }
     announce("planner", &format!("drafting a plan for: {}", req.goal));
-    let drafted = draft::draft(executor, &req).map_err(stage_err)?;
+    emit_stage(
+        args,
+        executor.store().redactor(),
+        crate::events::EventKind::StageStarted {
+            stage: "planner".into(),
+            subject: req.goal.clone(),
+        },
+    );
+    let drafted = match draft::draft(executor, &req) {
+        Ok(d) => d,
+        Err(e) => {
+            let done = stage_completed("planner", "failed", e.exit_code(), Vec::new());
+            emit_stage(args, executor.store().redactor(), done);
+            return Err(stage_err(e));
+        }
+    };
     std::fs::write(&out, &drafted.text).map_err(|e| {
         CliError::new(
             exit::INTERNAL,
             format!("cannot write {}: {e}", out.display()),
         )
     })?;
+    let done = stage_completed("planner", "drafted", exit::OK, drafted.run_ids.clone());
+    emit_stage(args, executor.store().redactor(), done);
     announce(
         "planner",
         &format!(
@@ -240,14 +289,34 @@ fn resolve_run(executor: &Executor, given: &str) -> Result<String, CliError> {
 
 fn review_run(args: &Args, executor: &mut Executor, run_id: &str) -> Result<i32, CliError> {
     announce("reviewer", &format!("reviewing run {run_id}"));
-    let outcome = review::review(
+    emit_stage(
+        args,
+        executor.store().redactor(),
+        crate::events::EventKind::StageStarted {
+            stage: "reviewer".into(),
+            subject: run_id.to_string(),
+        },
+    );
+    let outcome = match review::review(
         executor,
         run_id,
         args.goal.as_deref(),
         args.max_attempts.unwrap_or(3),
         STAGE_TURNS,
-    )
-    .map_err(stage_err)?;
+    ) {
+        Ok(o) => o,
+        Err(e) => {
+            let done = stage_completed("reviewer", "failed", e.exit_code(), Vec::new());
+            emit_stage(args, executor.store().redactor(), done);
+            return Err(stage_err(e));
+        }
+    };
+    let (verdict_name, code) = match outcome.review.verdict {
+        Verdict::Approve => ("approve", exit::OK),
+        Verdict::RequestChanges => ("request_changes", exit::REVIEW_CHANGES),
+    };
+    let done = stage_completed("reviewer", verdict_name, code, outcome.run_ids.clone());
+    emit_stage(args, executor.store().redactor(), done);
     let r = &outcome.review;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(r).unwrap_or_default());

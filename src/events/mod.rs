@@ -264,6 +264,25 @@ pub enum EventKind {
         /// Every problem, each with where it is.
         problems: Vec<RefusalProblem>,
     },
+    /// A stage around the executor began (`planner` for `draft`, `reviewer` for `review`); its
+    /// conversations follow as runs of their own. `run_id` is empty: a stage spans runs.
+    StageStarted {
+        /// `planner` or `reviewer`.
+        stage: String,
+        /// The goal (planner) or the run judged (reviewer).
+        subject: String,
+    },
+    /// A stage ended: what it produced, and the runs that recorded its conversations.
+    StageCompleted {
+        /// `planner` or `reviewer`.
+        stage: String,
+        /// `drafted`, `approve`, `request_changes` or `failed`.
+        outcome: String,
+        /// The process exit code this stage calls for.
+        exit_code: i32,
+        /// The conversation runs, one per attempt.
+        run_ids: Vec<String>,
+    },
 }
 
 /// One reason an invocation was refused, with its location.
@@ -299,6 +318,8 @@ impl EventKind {
             EventKind::StepBlocked { .. } => "step_blocked",
             EventKind::RunFinished { .. } => "run_finished",
             EventKind::RunRefused { .. } => "run_refused",
+            EventKind::StageStarted { .. } => "stage_started",
+            EventKind::StageCompleted { .. } => "stage_completed",
         }
     }
 }

@@ -301,3 +301,31 @@ fn drafting_works_with_the_react_protocol() {
         serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     assert_eq!(written["steps"][0]["step_id"], "write");
 }
+
+#[test]
+fn jsonl_frames_a_draft_with_stage_events() {
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(good_plan()))]);
+    let out_path = t.root.join("j.json");
+    let out = run_with(
+        &t,
+        &[
+            "draft",
+            "greet",
+            "--jsonl",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        &server,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Every line is an event of the published schema.
+    let evs = events(&out);
+    assert_eq!(evs.first().unwrap()["type"], "stage_started");
+    assert_eq!(evs.first().unwrap()["stage"], "planner");
+    let last = evs.last().unwrap();
+    assert_eq!(last["type"], "stage_completed");
+    assert_eq!(last["outcome"], "drafted");
+    let run_id = evs.iter().find(|e| e["type"] == "run_started").unwrap()["run_id"].clone();
+    assert_eq!(last["run_ids"], json!([run_id]));
+}
