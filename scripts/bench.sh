@@ -282,11 +282,32 @@ if [[ $HAVE_RUN_COMMAND == 1 ]]; then
     gen bash-command 500 "$WORK/plans/true-500.sh" "$true_path"
     approve "$WORK/plans/true-500.json" "$WS_CMD"
     check_run "$WORK/plans/true-500.json" "$WS_CMD" 500
-    hf command \
-        --prepare "rm -rf $(q "$WS_CMD/.acode") && sync" \
-        -n bash "bash $(q "$WORK/plans/true-500.sh")" \
-        -n acode-run "$(q "$BIN") run $(q "$WORK/plans/true-500.json") --workspace $(q "$WS_CMD") --quiet" \
-        -n acode-run-sandbox-none "$(q "$BIN") run $(q "$WORK/plans/true-500.json") --workspace $(q "$WS_CMD") --quiet --sandbox none"
+    # Every sandbox mode: the default (auto: bwrap where it works), each mode explicitly, and auto
+    # on a PATH without bwrap (a directory holding only `true`), which falls back to Landlock.
+    NOBWRAP="$WORK/path-without-bwrap"
+    mkdir -p "$NOBWRAP"
+    ln -sf "$true_path" "$NOBWRAP/true"
+    run_true="$(q "$BIN") run $(q "$WORK/plans/true-500.json") --workspace $(q "$WS_CMD") --quiet"
+    cmd_args=(
+        --prepare "rm -rf $(q "$WS_CMD/.acode") && sync"
+        -n bash "bash $(q "$WORK/plans/true-500.sh")"
+        -n acode-run "$run_true"
+        -n acode-run-sandbox-none "$run_true --sandbox none"
+    )
+    if "$BIN" run "$WORK/plans/true-500.json" --workspace "$WS_CMD" --quiet --sandbox landlock >/dev/null 2>&1; then
+        cmd_args+=(
+            -n acode-run-sandbox-landlock "$run_true --sandbox landlock"
+            -n acode-run-auto-without-bwrap "env PATH=$(q "$NOBWRAP") $run_true"
+        )
+    else
+        printf 'c-landlock\t%s\n' "this kernel has no Landlock" >>"$OUT/skipped.tsv"
+    fi
+    if "$BIN" run "$WORK/plans/true-500.json" --workspace "$WS_CMD" --quiet --sandbox bwrap >/dev/null 2>&1; then
+        cmd_args+=(-n acode-run-sandbox-bwrap "$run_true --sandbox bwrap")
+    else
+        printf 'c-bwrap\t%s\n' "bubblewrap is not usable here" >>"$OUT/skipped.tsv"
+    fi
+    hf command "${cmd_args[@]}"
 else
     msg="run_command is not available in this build (acode-run tools does not list it)"
     echo "bench.sh: skipping c (500 x run_command true): $msg" >&2

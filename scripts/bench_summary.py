@@ -6,7 +6,8 @@ Usage: bench_summary.py RESULTS_DIR
 Reads from RESULTS_DIR:
   overhead.json     hyperfine export: "read-1", "read-1000" (and "read-1000-jsonl")
   write_read.json   hyperfine export: "bash", "acode-run" (and "acode-run-tmpfs")
-  command.json      hyperfine export: "bash", "acode-run" (and "acode-run-sandbox-none"); optional
+  command.json      hyperfine export: "bash", "acode-run" (and "acode-run-sandbox-none",
+                    "-sandbox-landlock", "-auto-without-bwrap", "-sandbox-bwrap"); optional
   rss.tsv           lines "NAME<TAB>KIB" (peak RSS of single runs; several lines per name allowed):
                     read-10000, read-page-10000, output-64MiB, output-1GiB
   skipped.tsv       lines "BENCHMARK<TAB>REASON"; optional
@@ -117,12 +118,29 @@ def main(argv):
                 verdict(a <= 1.25 * b),
             )
         )
-        if "acode-run-sandbox-none" in cm:
-            n = statistics.median(cm["acode-run-sandbox-none"])
-            notes.append(
-                f"run_command with `--sandbox none`: {ms(n)} = {n / b:.2f} × bash "
-                "(the row above uses the default sandbox mode)."
-            )
+        for name, label, target in [
+            ("acode-run-sandbox-none", "--sandbox none", None),
+            ("acode-run-sandbox-landlock", "--sandbox landlock", 1.25),
+            ("acode-run-auto-without-bwrap", "auto without bwrap (Landlock)", 1.25),
+            ("acode-run-sandbox-bwrap", "--sandbox bwrap", None),
+        ]:
+            if name not in cm:
+                continue
+            n = statistics.median(cm[name])
+            if target is None:
+                notes.append(
+                    f"run_command with {label}: {ms(n)} = {n / b:.2f} × bash "
+                    "(the c row uses the default sandbox mode)."
+                )
+            else:
+                rows.append(
+                    (
+                        f"c. 500 × run_command `true`, {label}",
+                        f"≤ {target} × bash",
+                        f"{n / b:.2f} × bash  ({ms(n)})",
+                        verdict(n <= target * b),
+                    )
+                )
     elif "c" in skipped:
         rows.append(
             ("c. 500 × run_command `true` vs bash", "≤ 1.25 × bash", "not measured", "SKIPPED")

@@ -525,7 +525,7 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "sandbox",
         value: Some("MODE"),
-        doc: "OS sandbox for commands: none, bwrap or auto [default: the policy's, else auto]",
+        doc: "OS sandbox for commands: auto, landlock, bwrap or none [default: the policy's, else auto]",
         commands: EXEC_CMDS,
         update: |a, v| {
             a.sandbox = Some(val(v)?.parse()?);

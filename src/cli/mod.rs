@@ -208,6 +208,32 @@ impl Machine {
     }
 }
 
+/// The runner's own secrets, read once at start (SPEC §6): from `ACODE_APPROVAL_KEY_FILE` /
+/// `ACODE_LLM_API_KEY_FILE`, or the variables themselves.
+#[derive(Default)]
+struct RunnerSecrets {
+    approval_key: Option<Vec<u8>>,
+    llm_api_key: Option<String>,
+}
+
+impl RunnerSecrets {
+    fn read() -> Result<Self, crate::sandbox::redact::SecretError> {
+        Ok(RunnerSecrets {
+            approval_key: plan::auth::approval_key()?,
+            llm_api_key: crate::sandbox::redact::runner_secret("ACODE_LLM_API_KEY")?,
+        })
+    }
+
+    /// The values, for the redactor.
+    fn values(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.llm_api_key.iter().cloned().collect();
+        if let Some(k) = &self.approval_key {
+            v.push(String::from_utf8_lossy(k).into_owned());
+        }
+        v
+    }
+}
+
 /// The plan-file JSON Schema shipped in `docs/`.
 pub const PLAN_SCHEMA: &str = crate::plan::SCHEMA;
 /// The `--jsonl` event JSON Schema shipped in `docs/`.
@@ -237,10 +263,26 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         }
         Parsed::Run(a) => a,
     };
-    match dispatch(&args, &redactor) {
+    let secrets = match RunnerSecrets::read() {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("acode-run: {e}");
+            return exit::USAGE;
+        }
+    };
+    redactor.add_values(secrets.values());
+    // A `--var` whose name looks secret is a secret from the start, before the plan is read.
+    redactor.add_values(
+        args.vars
+            .iter()
+            .filter(|(k, _)| crate::sandbox::redact::is_secret_name(k))
+            .map(|(_, v)| v.clone()),
+    );
+    match dispatch(&args, &redactor, &secrets) {
         Ok(code) => code,
         Err(e) => {
-            errln!("acode-run: {}", redactor.redact(&e.message));
+            // The runner's own message: known secrets and token formats go, its words stay.
+            errln!("acode-run: {}", redactor.redact_message(&e.message));
             // The plan file or the run id the command was about.
             let location = args
                 .positionals
@@ -258,17 +300,21 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     }
 }
 
-fn dispatch(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn dispatch(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     match args.command {
-        Command::Run => cmd_run(args, redactor),
-        Command::Resume => cmd_resume(args, redactor),
-        Command::Validate => cmd_validate(args),
-        Command::Preview => cmd_preview(args),
-        Command::Draft => stages::cmd_draft(args, redactor),
-        Command::Review => stages::cmd_review(args, redactor),
-        Command::Do => stages::cmd_do(args, redactor),
-        Command::Approve => cmd_decide(args, AuthStatus::Approved),
-        Command::Reject => cmd_decide(args, AuthStatus::Rejected),
+        Command::Run => cmd_run(args, redactor, secrets),
+        Command::Resume => cmd_resume(args, redactor, secrets),
+        Command::Validate => cmd_validate(args, redactor),
+        Command::Preview => cmd_preview(args, redactor),
+        Command::Draft => stages::cmd_draft(args, redactor, secrets),
+        Command::Review => stages::cmd_review(args, redactor, secrets),
+        Command::Do => stages::cmd_do(args, redactor, secrets),
+        Command::Approve => cmd_decide(args, redactor, secrets, AuthStatus::Approved),
+        Command::Reject => cmd_decide(args, redactor, secrets, AuthStatus::Rejected),
         Command::Runs => cmd_runs(args),
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
@@ -354,6 +400,16 @@ fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
 }
 
+/// Adds the values `plan` makes secret to the run's redactor, before anything about the plan is
+/// printed or recorded.
+fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
+    let vars = plan::variables::Variables::new(
+        &plan.variables,
+        &plan::validate::builtins(plan, ws, "validation"),
+    );
+    redactor.add_values(plan::variables::secret_values(plan, &vars));
+}
+
 /// Loads and validates the plan at `path` with the command line's `--var` values.
 fn load_plan(
     args: &Args,
@@ -370,7 +426,7 @@ fn load_plan(
     plan::load(path, &args.vars, &ctx).map_err(|e| CliError::plan(&e))
 }
 
-fn cmd_validate(args: &Args) -> Result<i32, CliError> {
+fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
@@ -382,16 +438,18 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     };
     match plan::load(&path, &args.vars, &ctx) {
         Ok(plan) => {
+            learn_plan_secrets(&plan, &ws, redactor);
+            let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
                 outln!(
                     "{}",
-                    serde_json::json!({"valid": true, "plan_id": plan.plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
+                    serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
                 );
             } else {
                 errln!(
                     "{}: valid plan {} ({} steps, sha256 {})",
                     path.display(),
-                    plan.plan_id,
+                    plan_id,
                     plan.steps.len(),
                     plan.sha256
                 );
@@ -408,10 +466,8 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
                         serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
                     }
                 };
-                outln!(
-                    "{}",
-                    serde_json::json!({"valid": false, "problems": problems})
-                );
+                let doc = serde_json::json!({"valid": false, "problems": problems}).to_string();
+                outln!("{}", redactor.redact_message(&doc));
                 Ok(e.exit_code())
             } else {
                 Err(CliError::new(e.exit_code(), e.to_string()))
@@ -420,16 +476,30 @@ fn cmd_validate(args: &Args) -> Result<i32, CliError> {
     }
 }
 
+/// What `record_decision` binds a decision to.
+struct Decision<'a> {
+    plan: &'a Plan,
+    policy: &'a Policy,
+    status: AuthStatus,
+}
+
 /// Appends the decision to the database, then writes it as the latest one to `PLAN.approval`.
 fn record_decision(
     args: &Args,
+    redactor: &Redactor,
+    secrets: &RunnerSecrets,
     path: &Path,
-    plan: &Plan,
-    status: AuthStatus,
+    d: Decision,
     store: &mut Store,
 ) -> Result<PlanAuthorization, CliError> {
+    let Decision {
+        plan,
+        policy,
+        status,
+    } = d;
     let mut auth =
-        PlanAuthorization::decide(plan, status, &plan::auth::decided_by(args.by.as_deref()));
+        PlanAuthorization::decide(plan, status, &plan::auth::decided_by(args.by.as_deref()))
+            .under_policy(policy);
     let overridden = match status {
         AuthStatus::Approved => standing_rejection(path, plan, store)?,
         _ => None,
@@ -450,8 +520,8 @@ fn record_decision(
             overrides_rejection: overridden.is_some(),
         })
         .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
-    if let Some(key) = plan::auth::approval_key_from_env() {
-        auth = auth.signed(&key);
+    if let Some(key) = &secrets.approval_key {
+        auth = auth.signed(key);
     }
     let written = plan::auth::store(path, &auth).map_err(|e| {
         CliError::new(
@@ -469,11 +539,14 @@ fn record_decision(
         } else {
             "rejected"
         },
-        plan.plan_id,
+        redactor.redact(&plan.plan_id),
         plan.sha256,
-        auth.decided_by,
+        redactor.redact(&auth.decided_by),
         match &overridden {
-            Some(r) => format!(", overriding the rejection by {}", r.decided_by),
+            Some(r) => format!(
+                ", overriding the rejection by {}",
+                redactor.redact(&r.decided_by)
+            ),
             None => String::new(),
         },
         written.display()
@@ -524,19 +597,18 @@ fn decision_store(args: &Args) -> Result<Store, CliError> {
 }
 
 /// `preview`: the plan's effect, step by step, with nothing written.
-fn cmd_preview(args: &Args) -> Result<i32, CliError> {
+fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
     let (ws, _) = sandboxed_workspace(args, Some(&path))?;
     let policy = load_policy(args, &ws)?;
     let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    learn_plan_secrets(&plan, &ws, redactor);
     let preview = preview_of(&plan, &ws)?;
     if args.json {
-        outln!(
-            "{}",
-            pretty(&serde_json::to_value(&preview).unwrap_or_default())
-        );
+        let value = redactor.redact_value(&serde_json::to_value(&preview).unwrap_or_default());
+        outln!("{}", pretty(&value));
     } else {
-        out!("{}", crate::preview::render(&preview));
+        out!("{}", redactor.redact(&crate::preview::render(&preview)));
     }
     Ok(exit::OK)
 }
@@ -551,25 +623,35 @@ fn preview_of(plan: &Plan, ws: &Workspace) -> Result<crate::preview::Preview, Cl
     })
 }
 
-fn cmd_decide(args: &Args, status: AuthStatus) -> Result<i32, CliError> {
+fn cmd_decide(
+    args: &Args,
+    redactor: &Redactor,
+    secrets: &RunnerSecrets,
+    status: AuthStatus,
+) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
+    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
+    let policy = load_policy(args, &ws)?;
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved, and the approver sees its effect first.
-        let (ws, _) = sandboxed_workspace(args, Some(&path))?;
-        let policy = load_policy(args, &ws)?;
-        let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
-        if !args.quiet {
-            errln!(
-                "{}",
-                crate::preview::render(&preview_of(&plan, &ws)?).trim_end()
-            );
-        }
-        plan
+        load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
     } else {
         plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
+    learn_plan_secrets(&plan, &ws, redactor);
+    if status == AuthStatus::Approved && !args.quiet {
+        // The approver sees the plan's effect, with the secrets it now knows redacted.
+        let shown = crate::preview::render(&preview_of(&plan, &ws)?);
+        errln!("{}", redactor.redact(shown.trim_end()));
+    }
+    let decision = Decision {
+        plan: &plan,
+        policy: &policy,
+        status,
+    };
     let mut store = decision_store(args)?;
-    record_decision(args, &path, &plan, status, &mut store)?;
+    store.set_redactor(Arc::new(redactor.clone()));
+    record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     Ok(exit::OK)
 }
 
@@ -605,16 +687,30 @@ enum Target {
     Resume(Option<String>),
 }
 
-fn cmd_run(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_run(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     let target = if args.resume {
         Target::Resume(None)
     } else {
         Target::New
     };
-    execute_plan(args, redactor, &PathBuf::from(&args.positionals[0]), target)
+    execute_plan(
+        args,
+        redactor,
+        secrets,
+        &PathBuf::from(&args.positionals[0]),
+        target,
+    )
 }
 
-fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_resume(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
     let run = query_store(args)?
         .run(&args.positionals[0])
         .map_err(not_found)?;
@@ -630,6 +726,7 @@ fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     execute_plan(
         args,
         redactor,
+        secrets,
         Path::new(&plan_path),
         Target::Resume(Some(run.run_id)),
     )
@@ -638,6 +735,7 @@ fn cmd_resume(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
 fn execute_plan(
     args: &Args,
     redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
     plan_path: &Path,
     target: Target,
 ) -> Result<i32, CliError> {
@@ -646,6 +744,7 @@ fn execute_plan(
     let policy = load_policy(args, &ws)?;
     let registry = ToolRegistry::builtin();
     let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
+    learn_plan_secrets(&plan, &ws, redactor);
 
     let authorization = if args.approve {
         let mut store = open_store(&db)?;
@@ -667,7 +766,12 @@ fn execute_plan(
                 ),
             ));
         }
-        record_decision(args, plan_path, &plan, AuthStatus::Approved, &mut store)?
+        let decision = Decision {
+            plan: &plan,
+            policy: &policy,
+            status: AuthStatus::Approved,
+        };
+        record_decision(args, redactor, secrets, plan_path, decision, &mut store)?
     } else {
         plan::auth::load(plan_path, &plan).map_err(|e| {
             let code = match e {
@@ -677,8 +781,10 @@ fn execute_plan(
             CliError::new(code, e.to_string())
         })?
     };
-    let key = plan::auth::approval_key_from_env();
-    let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref()).map_err(|e| {
+    let key = secrets.approval_key.as_deref();
+    let approved = ApprovedPlan::new_verified(plan, authorization, key)
+        .and_then(|a| a.check_policy(&policy).map(|()| a))
+        .map_err(|e| {
         CliError::new(
             exit::UNAUTHORIZED,
             format!(
@@ -689,16 +795,20 @@ fn execute_plan(
         )
     })?;
 
+    // Resolved once, before anything runs: a requested sandbox that cannot run fails closed here,
+    // and `auto` says on stderr when it had to fall back.
     let sandbox_mode = args.sandbox.unwrap_or(policy.sandbox);
-    let bwrap = crate::sandbox::bwrap::resolve(sandbox_mode).map_err(|why| {
-        CliError::new(
-            exit::USAGE,
-            format!(
-                "the OS sandbox was requested (--sandbox {}) but cannot be used: {why}",
-                format!("{sandbox_mode:?}").to_lowercase()
-            ),
-        )
-    })?;
+    let sandbox = crate::sandbox::OsSandbox::resolve(sandbox_mode, &ws, &policy.limits)
+        .map_err(|e| {
+            CliError::new(
+                exit::USAGE,
+                format!("the OS sandbox was requested but cannot be used: {e}"),
+            )
+        })?
+        .with_read_paths(&policy.read_paths);
+    if let Some(warning) = sandbox.warning() {
+        eprintln!("acode-run: warning: {}", redactor.redact(warning));
+    }
 
     let confirm_mode = args.confirm.unwrap_or(if std::io::stdin().is_terminal() {
         ConfirmMode::Prompt
@@ -734,7 +844,7 @@ fn execute_plan(
     }
     install_signal_handlers(cancel.clone());
 
-    let (llm, agent) = llm_setup(args, approved.plan(), &policy)?;
+    let (llm, agent) = llm_setup(args, secrets, approved.plan(), &policy)?;
     let mut store = open_store(&db)?;
     store.set_redactor(redactor.clone());
     let mut executor = Executor::new(ws, store)
@@ -743,7 +853,7 @@ fn execute_plan(
         .with_confirmation(confirm)
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
-        .with_bwrap(bwrap)
+        .with_sandbox(sandbox)
         .with_redactor(redactor.clone())
         .with_agent_settings(agent);
     if let Some(llm) = llm {
@@ -788,10 +898,18 @@ fn execute_plan(
 /// The LLM configuration and agent settings from flags and environment, unchecked.
 fn llm_config(
     args: &Args,
+    secrets: &RunnerSecrets,
     policy: &Policy,
 ) -> Result<(crate::llm::LlmConfig, crate::executor::AgentSettings), CliError> {
     let usage = |e: String| CliError::new(exit::USAGE, e);
     let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
+    // Read once at start, from ACODE_LLM_API_KEY_FILE or the variable.
+    config.api_key = secrets
+        .llm_api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(String::from);
     if let Some(url) = &args.llm_url {
         config.base_url = url.clone();
     }
@@ -821,6 +939,7 @@ fn llm_config(
 /// plan has agent steps, so a missing model is reported before anything runs.
 fn llm_setup(
     args: &Args,
+    secrets: &RunnerSecrets,
     plan: &Plan,
     policy: &Policy,
 ) -> Result<
@@ -831,7 +950,7 @@ fn llm_setup(
     CliError,
 > {
     let usage = |e: String| CliError::new(exit::USAGE, e);
-    let (config, agent) = llm_config(args, policy)?;
+    let (config, agent) = llm_config(args, secrets, policy)?;
     let agent_steps: Vec<&crate::plan::Step> = plan
         .steps
         .iter()

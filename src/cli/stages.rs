@@ -13,8 +13,8 @@ use std::sync::atomic::AtomicBool;
 
 use super::flags::Args;
 use super::{
-    CliError, Target, execute_plan, llm_config, load_policy, open_store, record_decision,
-    sandboxed_workspace,
+    CliError, Decision, RunnerSecrets, Target, execute_plan, llm_config, load_policy, open_store,
+    record_decision, sandboxed_workspace,
 };
 use crate::error::exit;
 use crate::events::human::{HumanPrinter, stderr_wants_color};
@@ -33,11 +33,12 @@ const STAGE_TURNS: u32 = 12;
 fn stage_executor(
     args: &Args,
     redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
     plan_hint: Option<&Path>,
 ) -> Result<Executor, CliError> {
     let (ws, db) = sandboxed_workspace(args, plan_hint)?;
     let policy = load_policy(args, &ws)?;
-    let (config, agent) = llm_config(args, &policy)?;
+    let (config, agent) = llm_config(args, secrets, &policy)?;
     config
         .validate()
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?;
@@ -218,8 +219,12 @@ fn draft_to_file(
 }
 
 /// `acode-run draft`.
-pub(super) fn cmd_draft(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
-    let mut executor = stage_executor(args, redactor, args.revise.as_deref())?;
+pub(super) fn cmd_draft(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
+    let mut executor = stage_executor(args, redactor, secrets, args.revise.as_deref())?;
     let (out, _) = draft_to_file(args, &mut executor)?;
     errln!(
         "review it, then approve it with: acode-run approve {}",
@@ -229,8 +234,12 @@ pub(super) fn cmd_draft(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, Cl
 }
 
 /// `acode-run review`.
-pub(super) fn cmd_review(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
-    let mut executor = stage_executor(args, redactor, None)?;
+pub(super) fn cmd_review(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
+    let mut executor = stage_executor(args, redactor, secrets, None)?;
     let run_id = resolve_run(&executor, &args.positionals[0])?;
     review_run(args, &mut executor, &run_id)
 }
@@ -290,8 +299,12 @@ fn review_run(args: &Args, executor: &mut Executor, run_id: &str) -> Result<i32,
 }
 
 /// `acode-run do`: draft → preview → approve at a terminal → run → review.
-pub(super) fn cmd_do(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
-    let mut executor = stage_executor(args, redactor, None)?;
+pub(super) fn cmd_do(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<i32, CliError> {
+    let mut executor = stage_executor(args, redactor, secrets, None)?;
     let (path, plan) = draft_to_file(args, &mut executor)?;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !interactive {
@@ -331,15 +344,21 @@ pub(super) fn cmd_do(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliEr
     let (ws, _) = sandboxed_workspace(args, Some(&path))?;
     let policy = load_policy(args, &ws)?;
     let plan = super::load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    let decision = Decision {
+        plan: &plan,
+        policy: &policy,
+        status: AuthStatus::Approved,
+    };
     record_decision(
         args,
+        redactor,
+        secrets,
         &path,
-        &plan,
-        AuthStatus::Approved,
+        decision,
         &mut super::decision_store(args)?,
     )?;
     announce("executor", &format!("running {}", path.display()));
-    let code = execute_plan(args, redactor, &path, Target::New)?;
+    let code = execute_plan(args, redactor, secrets, &path, Target::New)?;
     let run_id = executor
         .store()
         .list_runs(1)

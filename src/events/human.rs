@@ -56,6 +56,12 @@ impl<W: Write + Send> HumanPrinter<W> {
         }
     }
 
+    /// Text from outside (ids, summaries, errors, model warnings), redacted with every rule before
+    /// it is put into a line; the line's own words are the runner's and are not.
+    fn ext(&self, s: &str) -> String {
+        self.redactor.redact(s).into_owned()
+    }
+
     fn render(&self, event: &Event, cur: &mut Current) -> Option<String> {
         let head = |cur: &Current| {
             // Ids, tools and summaries come from plans and models: one sanitiser for all of them.
@@ -81,20 +87,34 @@ impl<W: Write + Send> HumanPrinter<W> {
                 plan_id,
                 steps,
                 already_completed,
+                sandbox,
                 ..
-            } => Some(match already_completed {
-                None => format!(
-                    "acode-run: plan {} ({steps} step{}), run {}",
-                    l(plan_id),
-                    if *steps == 1 { "" } else { "s" },
-                    event.run_id
-                ),
-                Some(done) => format!(
-                    "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
-                    event.run_id,
-                    l(plan_id)
-                ),
-            }),
+            } => {
+                let mut header = match already_completed {
+                    None => format!(
+                        "acode-run: plan {} ({steps} step{}), run {}",
+                        l(&self.ext(plan_id)),
+                        if *steps == 1 { "" } else { "s" },
+                        event.run_id
+                    ),
+                    Some(done) => format!(
+                        "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
+                        event.run_id,
+                        l(&self.ext(plan_id))
+                    ),
+                };
+                header.push_str(&format!("\n  sandbox: {}", sandbox.mode));
+                if let Some(abi) = sandbox.landlock_abi {
+                    header.push_str(&format!(" (Landlock ABI {abi})"));
+                }
+                if sandbox.requested != sandbox.mode {
+                    header.push_str(&format!(" (requested: {})", sandbox.requested));
+                }
+                for note in &sandbox.notes {
+                    header.push_str(&format!("\n  sandbox: {note}"));
+                }
+                Some(header)
+            }
             EventKind::StepStarted {
                 step_id,
                 tool,
@@ -105,9 +125,9 @@ impl<W: Write + Send> HumanPrinter<W> {
                 *cur = Current {
                     index: *index,
                     total: *total,
-                    step_id: step_id.clone(),
-                    tool: tool.clone(),
-                    summary: summary.clone(),
+                    step_id: self.ext(step_id),
+                    tool: self.ext(tool),
+                    summary: self.ext(summary),
                 };
                 None
             }
@@ -128,8 +148,8 @@ impl<W: Write + Send> HumanPrinter<W> {
             } => Some(format!(
                 "{} … {} attempt {attempt} failed ({}); retrying in {}",
                 head(cur),
-                l(tool),
-                l(reason),
+                l(&self.ext(tool)),
+                l(&self.ext(reason)),
                 secs(*delay_ms)
             )),
             EventKind::LlmTurn {
@@ -146,7 +166,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                     if *tool_calls == 1 { "" } else { "s" }
                 );
                 for w in warnings {
-                    s.push_str(&format!("\n      warning: {}", tx(w)));
+                    s.push_str(&format!("\n      warning: {}", tx(&self.ext(w))));
                 }
                 Some(s)
             }
@@ -172,7 +192,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                     "{} … {verdict} ({error_code}) {}\n      {}",
                     head(cur),
                     secs(*duration_ms),
-                    tx(error)
+                    tx(&self.ext(error))
                 );
                 if error_code == "confirmation_denied" {
                     line.push_str(
@@ -189,10 +209,13 @@ impl<W: Write + Send> HumanPrinter<W> {
             } => Some(match blocked_by {
                 Some(by) => format!(
                     "[-] {} … {status} (depends on failed step {})",
-                    l(step_id),
-                    l(by)
+                    l(&self.ext(step_id)),
+                    l(&self.ext(by))
                 ),
-                None => format!("[-] {} … {status} (the run stopped before it)", l(step_id)),
+                None => format!(
+                    "[-] {} … {status} (the run stopped before it)",
+                    l(&self.ext(step_id))
+                ),
             }),
             EventKind::RunFinished {
                 status,
@@ -237,9 +260,61 @@ impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
         };
         let (out, cur) = &mut *guard;
         if let Some(line) = self.render(event, cur) {
-            let line = self.redactor.redact(&line);
+            // Outside text was redacted field by field; the whole line once more for known values
+            // and token formats only, so the runner's words stay readable.
+            let line = self.redactor.redact_message(&line);
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: EventKind) -> Event {
+        Event {
+            v: 1,
+            seq: 1,
+            ts_ms: 0,
+            run_id: "r1".into(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn outside_text_is_redacted_and_the_runners_words_are_not() {
+        let red = Arc::new(Redactor::new().with_extra_values(["known-secret-1"]));
+        let p = HumanPrinter::new(Vec::new(), false, red);
+        p.on_event(&ev(EventKind::StepStarted {
+            step_id: "db_password".into(),
+            tool: "run_command".into(),
+            index: 1,
+            total: 1,
+            summary: "mysql --password hunter22".into(),
+        }));
+        p.on_event(&ev(EventKind::StepFailed {
+            step_id: "db_password".into(),
+            error_code: "tool_failed".into(),
+            error: "password: hunter33 and known-secret-1".into(),
+            duration_ms: 5,
+            tolerated: false,
+        }));
+        p.on_event(&ev(EventKind::StepBlocked {
+            step_id: "api_secret".into(),
+            status: "blocked".into(),
+            blocked_by: Some("db_password".into()),
+        }));
+        let text = String::from_utf8(p.out.into_inner().unwrap().0).unwrap();
+        for s in ["hunter22", "hunter33", "known-secret-1"] {
+            assert!(!text.contains(s), "{s} in {text}");
+        }
+        // The ids are shown, and the runner's own words around them are whole.
+        assert!(text.contains("[1/1] db_password run_command"), "{text}");
+        assert!(
+            text.contains("[-] api_secret … blocked (depends on failed step db_password)"),
+            "{text}"
+        );
     }
 }

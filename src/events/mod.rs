@@ -29,6 +29,22 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// The OS sandbox of a run, as announced in `run_started` (SPEC §6: the mode used is printed,
+/// recorded and carried by the event, so a reader never has to guess what contained the commands).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SandboxInfo {
+    /// The mode actually used: `bwrap`, `landlock` or `none` (never `auto`).
+    pub mode: String,
+    /// The mode asked for (flag or policy): `auto`, `bwrap`, `landlock` or `none`.
+    pub requested: String,
+    /// The kernel's Landlock ABI, when Landlock is applied (the full ruleset in `landlock` mode;
+    /// network and scopes only inside bwrap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landlock_abi: Option<u32>,
+    /// What the sandbox does not restrict here, the limits, and secret exposure (for the header).
+    pub notes: Vec<String>,
+}
+
 /// What happened; serialised with a `type` tag.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -49,6 +65,8 @@ pub enum EventKind {
         /// Steps a resumed run had already completed; they are not run again.
         #[serde(skip_serializing_if = "Option::is_none")]
         already_completed: Option<usize>,
+        /// The OS sandbox the run's commands actually use.
+        sandbox: SandboxInfo,
     },
     /// A step began.
     StepStarted {

@@ -24,7 +24,7 @@ use crate::llm::{ChatRequest, ChatResponse, LlmClient, Message, ToolSpec};
 use crate::plan::Plan;
 use crate::plan::variables::Variables;
 use crate::store::ExecutionRecord;
-use crate::tools::agent::DEFAULT_MAX_TURNS;
+use crate::tools::agent::AgentArgs;
 use crate::tools::{Artifact, ToolCall};
 
 pub use super::settings::{AgentSettings, DEFAULT_MAX_CALLS_PER_ANSWER, DEFAULT_MAX_REQUEST_BYTES};
@@ -145,27 +145,19 @@ pub fn run(
     args: &Value,
     vars: &Variables,
 ) -> Result<StepOutcome, ExecutionError> {
-    let instruction = args
-        .get("instruction")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let allowed: Vec<String> = args
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    let max_turns = args
-        .get("max_turns")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_MAX_TURNS) as u32;
-    let model = args
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| ctx.run.agent.model.clone());
+    // The step's arguments, parsed by the same struct their schema comes from.
+    let parsed = match AgentArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => return Ok(StepOutcome::failed(e.kind(), e.to_string())),
+    };
+    let max_turns = parsed.max_turns();
+    let AgentArgs {
+        instruction,
+        tools: allowed,
+        model,
+        ..
+    } = parsed;
+    let model = model.unwrap_or_else(|| ctx.run.agent.model.clone());
     let Some(client) = ctx.run.llm else {
         return Ok(StepOutcome::failed(
             ErrorKind::LlmError,
@@ -200,9 +192,14 @@ pub fn run(
             first.push_str(&format!(
                 "\n\nYour previous attempt did not pass verification. The verifier said:\n{}\n\
                  Fix the problem.",
-                truncate_with_note(f, ctx.run.agent.tool_result_chars)
+                truncate_with_note(
+                    &ctx.run.store.redactor().redact(f),
+                    ctx.run.agent.tool_result_chars
+                )
             ));
         }
+        // The instruction may hold substituted secrets, the verifier's output may print them.
+        let first = ctx.run.store.redactor().redact_string(first);
         let session = Session {
             client,
             model: &model,
@@ -230,6 +227,23 @@ pub fn run(
         ErrorKind::VerificationFailed,
         "verification did not run",
     ))
+}
+
+/// Adds to the run's redactor the values an answer's `run_command` calls pass in secret-named
+/// `env` keys (native tool calls, or a ReAct action in the text).
+fn learn_call_secrets(ctx: &StepContext, response: &ChatResponse) {
+    let redactor = ctx.run.store.redactor();
+    for call in &response.tool_calls {
+        if call.name == crate::tools::command::NAME {
+            redactor.add_values(crate::plan::variables::secret_env_values(&call.arguments));
+        }
+    }
+    if let Some(content) = &response.content
+        && let Ok(ReactStep::Action { tool, input, .. }) = react::parse(content)
+        && tool == crate::tools::command::NAME
+    {
+        redactor.add_values(crate::plan::variables::secret_env_values(&input));
+    }
 }
 
 struct Session<'a> {
@@ -516,6 +530,9 @@ impl Session<'_> {
                 format!("error ({kind}): {error}\n{}", result.content)
             }
         };
+        // Secrets the runner knows never go to the model, and the recorded prompt is the request
+        // as sent. Redacted before truncating, so a cut cannot leave a fragment of a secret.
+        let text = ctx.run.store.redactor().redact_string(text);
         Ok(CallFate::Reply(truncate_with_note(
             &text,
             ctx.run.agent.tool_result_chars,
@@ -593,6 +610,9 @@ impl Session<'_> {
             };
             match outcome {
                 Ok(response) => {
+                    // Values the model puts into secret-named `env` keys are secrets before its
+                    // answer is recorded (the answer holds them too).
+                    learn_call_secrets(ctx, &response);
                     record.success = true;
                     let (prompt, completion) = response.usage.stored();
                     record.prompt_tokens = Some(prompt);

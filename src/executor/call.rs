@@ -80,8 +80,8 @@ pub struct RunContext<'r> {
     pub approve_all: &'r Mutex<bool>,
     /// Set by "quit" or a signal.
     pub cancel: &'r AtomicBool,
-    /// Bubblewrap binary when the OS sandbox is on.
-    pub bwrap: Option<&'r std::path::Path>,
+    /// The run's OS sandbox (mode, Landlock rules, limits, temp directory).
+    pub sandbox: &'r crate::sandbox::OsSandbox,
     /// Retry schedule for transient failures (the step's `retries` sets the count).
     pub backoff: Backoff,
     /// The LLM for agent steps, if one is configured.
@@ -297,6 +297,14 @@ impl<'s, 'r> StepContext<'s, 'r> {
         opts: &CallOptions,
     ) -> Result<ToolResult, ExecutionError> {
         let parent = opts.parent_execution_id.clone();
+        // A value a call puts into a secret-named `env` key (a model's call too) is a secret from
+        // here on, before the call is recorded or announced.
+        if call.tool == crate::tools::command::NAME {
+            self.run
+                .store
+                .redactor()
+                .add_values(crate::plan::variables::secret_env_values(&call.arguments));
+        }
         let Some(tool) = self.run.registry.get(&call.tool).cloned() else {
             self.attempts += 1;
             let known: Vec<&str> = self.run.registry.names().collect();
@@ -337,7 +345,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             workspace: self.run.workspace,
             policy: self.run.policy,
             timeout,
-            bwrap: self.run.bwrap,
+            sandbox: self.run.sandbox,
             cancel: self.run.cancel,
             heartbeat: &heartbeat,
         };

@@ -14,7 +14,6 @@ pub mod retry;
 pub mod settings;
 pub mod verify;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -37,7 +36,7 @@ use crate::plan::validate::{
 };
 use crate::plan::variables::Variables;
 use crate::plan::{ApprovedPlan, AuthError, OnFailure, Plan, Problem, Step};
-use crate::sandbox::{Policy, Redactor, Workspace};
+use crate::sandbox::{OsSandbox, Policy, Redactor, Workspace};
 use crate::store::{RunRow, StepUpdate, Store, StoreError};
 use crate::tools::ToolRegistry;
 
@@ -237,7 +236,7 @@ pub struct Executor {
     confirm: Arc<dyn ConfirmationCallback>,
     progress: Arc<dyn ProgressCallback>,
     cancel: Arc<AtomicBool>,
-    bwrap: Option<PathBuf>,
+    sandbox: OsSandbox,
     backoff: retry::Backoff,
     llm: Option<Arc<dyn LlmClient>>,
     agent: AgentSettings,
@@ -247,7 +246,11 @@ pub struct Executor {
 impl Executor {
     /// An executor over `workspace` recording into `store`, with the built-in tools, the default
     /// policy, confirmation denied (fail closed) and no progress output.
-    pub fn new(workspace: Workspace, store: Store) -> Self {
+    pub fn new(workspace: Workspace, mut store: Store) -> Self {
+        // One redactor for the run: the store records with the one the executor extends with the
+        // plan's secrets when a run starts.
+        let redactor = Arc::new(Redactor::from_env());
+        store.set_redactor(redactor.clone());
         Executor {
             workspace,
             store,
@@ -256,11 +259,11 @@ impl Executor {
             confirm: Arc::new(AutoDeny),
             progress: Arc::new(NoopProgress),
             cancel: Arc::new(AtomicBool::new(false)),
-            bwrap: None,
+            sandbox: OsSandbox::none(),
             backoff: retry::Backoff::default(),
             llm: None,
             agent: AgentSettings::default(),
-            redactor: Arc::new(Redactor::from_env()),
+            redactor,
         }
     }
 
@@ -294,10 +297,16 @@ impl Executor {
         self
     }
 
-    /// Runs commands under bubblewrap at `bwrap` (resolved by the caller).
-    pub fn with_bwrap(mut self, bwrap: Option<PathBuf>) -> Self {
-        self.bwrap = bwrap;
+    /// Confines commands with `sandbox`, resolved by the caller once for the run
+    /// ([`OsSandbox::resolve`]); the default confines nothing but the resource limits.
+    pub fn with_sandbox(mut self, sandbox: OsSandbox) -> Self {
+        self.sandbox = sandbox;
         self
+    }
+
+    /// The OS sandbox commands run in.
+    pub fn sandbox(&self) -> &OsSandbox {
+        &self.sandbox
     }
 
     /// Sets the retry schedule for transient tool failures (the step's `retries` sets the count).
@@ -306,9 +315,11 @@ impl Executor {
         self
     }
 
-    /// Uses `redactor` for what the executor stores itself (the store has its own, set with
-    /// [`Store::set_redactor`]).
+    /// Uses `redactor` for everything the run records and hands to the model (the store gets the
+    /// same one). Share the same `Arc` with the progress writers: when a run starts, the plan's
+    /// secrets ([`crate::plan::variables::secret_values`]) are added to it, and so reach them too.
     pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.store.set_redactor(redactor.clone());
         self.redactor = redactor;
         self
     }
@@ -403,6 +414,12 @@ impl Executor {
             }
         }
         let (_, variables) = self.store.run_origin(&run.run_id)?;
+        let vars = Variables::new(
+            &plan.variables,
+            &builtins(plan, &self.workspace, &run.run_id),
+        );
+        self.redactor
+            .add_values(crate::plan::variables::secret_values(plan, &vars));
         let current = self.redacted_variables(plan);
         if variables.as_deref().is_some_and(|v| v != current) {
             return Err(cannot(
@@ -447,8 +464,9 @@ impl Executor {
 
     /// The plan's variables as recorded in the database (redacted, like everything stored).
     fn redacted_variables(&self, plan: &Plan) -> String {
-        let json = serde_json::to_string(&plan.variables).unwrap_or_default();
-        self.redactor.redact(&json).into_owned()
+        // Value by value, then serialised, so a secret holding `"` or `\` is still found.
+        let vars = serde_json::to_value(&plan.variables).unwrap_or_default();
+        self.redactor.redact_value(&vars).to_string()
     }
 
     fn run_plan(
@@ -457,6 +475,7 @@ impl Executor {
         resume: Option<Resume>,
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
+        approved.check_policy(&self.policy)?;
         let plan = approved.plan();
         // A plan inside the workspace must not rewrite itself while it runs.
         if let Some(source) = &plan.source {
@@ -478,7 +497,11 @@ impl Executor {
         };
         let started = Instant::now();
         let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
+        // Before anything of this run is recorded or printed.
+        self.redactor
+            .add_values(crate::plan::variables::secret_values(plan, &vars));
         self.workspace.sweep_staging();
+        self.mark_abandoned_runs()?;
 
         if resume.is_some() {
             self.store.reopen_run(&run_id)?;
@@ -502,11 +525,18 @@ impl Executor {
                     exit_code: None,
                     prompt_tokens: 0,
                     completion_tokens: 0,
+                    sandbox: None,
+                    landlock_abi: None,
                 },
                 &variables,
                 &step_rows,
             )?;
         }
+        self.store.record_sandbox(
+            &run_id,
+            self.sandbox.mode().as_str(),
+            self.sandbox.landlock_abi(),
+        )?;
         let already_completed = resume.as_ref().map(|r| {
             r.prior
                 .values()
@@ -522,6 +552,12 @@ impl Executor {
             steps: plan.steps.len(),
             resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
             already_completed,
+            sandbox: crate::events::SandboxInfo {
+                mode: self.sandbox.mode().as_str().to_string(),
+                requested: self.sandbox.requested().as_str().to_string(),
+                landlock_abi: self.sandbox.landlock_abi(),
+                notes: self.sandbox.notes().to_vec(),
+            },
         });
         let approve_all = Mutex::new(false);
         let mut run = RunContext {
@@ -533,7 +569,7 @@ impl Executor {
             confirm: &*self.confirm,
             approve_all: &approve_all,
             cancel: &self.cancel,
-            bwrap: self.bwrap.as_deref(),
+            sandbox: &self.sandbox,
             backoff: self.backoff,
             llm: self.llm.as_ref(),
             agent: &self.agent,
@@ -566,7 +602,8 @@ impl Executor {
                 .find_map(|&d| failed_root[d].clone());
             let prior = resume
                 .as_ref()
-                .and_then(|r| r.prior.get(&step.step_id))
+                // Recorded ids went through the redactor (a token in an id is stored redacted).
+                .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
                 .copied();
             let result = if prior == Some(StepState::Completed) {
                 StepResult::not_run(step, StepStatus::Completed, None)
@@ -621,6 +658,8 @@ impl Executor {
         let tokens = run.tokens;
         run.store
             .finish_run(&run_id, status, exit_code, tokens.stored())?;
+        // SQLite writes on into a deleted file without complaint: say so instead of exit 0.
+        run.store.check_still_there()?;
         let violations = run.store.refused_violations(&run_id)?;
         emitter.emit(EventKind::RunFinished {
             status: status.as_str().to_string(),
@@ -652,6 +691,19 @@ struct Resume {
     prior: std::collections::HashMap<String, StepState>,
     /// LLM tokens the run had used before.
     tokens: Usage,
+}
+
+impl Executor {
+    /// Marks runs left `running` by a process that no longer exists (same pid and start time, see
+    /// `Store::runner_alive`) as `interrupted`.
+    fn mark_abandoned_runs(&mut self) -> Result<(), ExecutionError> {
+        for (run_id, _) in self.store.running_runs()? {
+            if !self.store.runner_alive(&run_id)? {
+                self.store.mark_interrupted(&run_id)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Records a step that never ran.

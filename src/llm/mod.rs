@@ -735,12 +735,18 @@ pub(crate) fn excerpt(text: &str, max: usize) -> String {
     }
 }
 
-/// Replaces every occurrence of `secret` in `text` by `[REDACTED]` (servers sometimes echo keys).
+/// Replaces the API key (servers sometimes echo keys; also in its JSON-escaped forms) and every
+/// recognisable token format in a server's body or error by `[REDACTED]`, with the project's one
+/// redactor: the body is kept in the record and quoted in errors.
 pub(crate) fn redact(text: &str, secret: Option<&str>) -> String {
-    match secret {
+    let text = match secret {
+        // Shorter than the redactor's minimum, but a key all the same.
         Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[REDACTED]"),
         _ => text.to_string(),
-    }
+    };
+    crate::sandbox::Redactor::new()
+        .with_extra_values(secret)
+        .redact_string(text)
 }
 
 /// The default excerpt length for server bodies in error messages.
@@ -875,6 +881,18 @@ mod tests {
             "key [REDACTED] bad"
         );
         assert_eq!(redact("abc", None), "abc");
+        // A token right after an escaped newline in a JSON error body.
+        let body = r#"{"error":"bad key:\nghp_16C7e42F292c6912E7710c838347Ae178B4a"}"#;
+        assert!(
+            !redact(body, None).contains("16C7e42F"),
+            "{}",
+            redact(body, None)
+        );
+        // The key as the server quoted it inside JSON.
+        assert_eq!(
+            redact(r#"{"k":"a\"b\\c-key"}"#, Some(r#"a"b\c-key"#)),
+            r#"{"k":"[REDACTED]"}"#
+        );
         assert_eq!(excerpt("a\nb", 10), "a b");
         assert_eq!(excerpt("abcdef", 3), "abc...");
     }

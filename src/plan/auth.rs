@@ -12,6 +12,36 @@ use sha2::Sha256;
 use thiserror::Error;
 
 use super::model::Plan;
+use crate::sandbox::Policy;
+
+/// The domain tag that starts every signed message: what the signature is for, and in which
+/// layout. A signature made for anything else (another version, another purpose) cannot verify.
+pub const SIGNATURE_DOMAIN: &str = "acode-run/approval/v2";
+
+/// How a current signature starts in the approval file, so one made by an older acode-run (bare
+/// hex over the v1 newline-joined message) is recognised and refused with a clear word.
+pub const SIGNATURE_PREFIX: &str = "hmac-sha256-v2:";
+
+/// What `policy_sha256` says when the effective policy is the built-in default (no policy file, or
+/// one that changes nothing): see [`policy_sha256`].
+pub const NO_POLICY: &str = "none";
+
+/// The fingerprint of the effective policy an approval is bound to: [`NO_POLICY`] when `policy`
+/// is the built-in default, else the hex SHA-256 of its canonical JSON (the loaded `Policy`
+/// serialised with keys sorted, so whitespace, key order and spelled-out defaults in the file do
+/// not matter, but every effective setting does). Approvals made without a policy file therefore
+/// stay valid across upgrades that change the defaults; a policy file must be re-approved when an
+/// upgrade adds a setting to it.
+pub fn policy_sha256(policy: &Policy) -> String {
+    if *policy == Policy::default() {
+        return NO_POLICY.to_string();
+    }
+    // `serde_json::Value` objects are sorted maps: serialising through one is canonical.
+    let canonical = serde_json::to_value(policy)
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    super::parse::sha256_hex(canonical.as_bytes())
+}
 
 /// The state of a review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,14 +69,21 @@ pub struct PlanAuthorization {
     pub decided_by: String,
     /// When, in Unix milliseconds.
     pub decided_at: i64,
-    /// HMAC-SHA256 (hex) of the fields above under the approval key (`ACODE_APPROVAL_KEY`), when
-    /// one was set at decision time. With a key, runs accept only approvals it signed.
+    /// The effective policy the decision was made under ([`policy_sha256`]): a run under another
+    /// policy is refused. Absent in approvals made by acode-run before this was recorded, which
+    /// must be re-approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_sha256: Option<String>,
+    /// `hmac-sha256-v2:` and the HMAC-SHA256 (hex) of [`PlanAuthorization::signed_message`] under
+    /// the approval key (`ACODE_APPROVAL_KEY` or `ACODE_APPROVAL_KEY_FILE`), when one was set at
+    /// decision time. With a key, runs accept only approvals it signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
 }
 
 impl PlanAuthorization {
-    /// A decision about `plan` by `by`, now.
+    /// A decision about `plan` by `by`, now, under the default policy; use
+    /// [`PlanAuthorization::under_policy`] when the plan will run under another (before signing).
     pub fn decide(plan: &Plan, status: AuthStatus, by: &str) -> Self {
         PlanAuthorization {
             plan_id: plan.plan_id.clone(),
@@ -54,21 +91,44 @@ impl PlanAuthorization {
             plan_sha256: plan.sha256.clone(),
             decided_by: by.to_string(),
             decided_at: crate::error::now_ms(),
+            policy_sha256: Some(NO_POLICY.to_string()),
             signature: None,
         }
     }
 
-    /// The bytes a signature covers: every field of the decision, in a fixed layout.
-    fn signed_message(&self) -> String {
+    /// Binds the decision to `policy` (builder style; sign afterwards).
+    pub fn under_policy(mut self, policy: &Policy) -> Self {
+        self.policy_sha256 = Some(policy_sha256(policy));
+        self.signature = None;
+        self
+    }
+
+    /// The bytes a signature covers: the domain tag, then every field of the decision, each as a
+    /// big-endian `u64` length followed by its UTF-8 bytes. No field's content can move a boundary
+    /// (a newline in a `plan_id` is just a byte of that field), so one message has one reading, and
+    /// the status is covered: a rejection can never verify as an approval.
+    pub fn signed_message(&self) -> Vec<u8> {
         let status = match self.status {
             AuthStatus::Pending => "pending",
             AuthStatus::Approved => "approved",
             AuthStatus::Rejected => "rejected",
         };
-        format!(
-            "acode-run approval v1\n{}\n{status}\n{}\n{}\n{}",
-            self.plan_id, self.plan_sha256, self.decided_by, self.decided_at
-        )
+        let decided_at = self.decided_at.to_string();
+        let fields: [&str; 7] = [
+            SIGNATURE_DOMAIN,
+            &self.plan_id,
+            status,
+            &self.plan_sha256,
+            self.policy_sha256.as_deref().unwrap_or(""),
+            &self.decided_by,
+            &decided_at,
+        ];
+        let mut out = Vec::new();
+        for f in fields {
+            out.extend_from_slice(&(f.len() as u64).to_be_bytes());
+            out.extend_from_slice(f.as_bytes());
+        }
+        out
     }
 
     fn mac(key: &[u8]) -> Hmac<Sha256> {
@@ -79,9 +139,10 @@ impl PlanAuthorization {
     /// Signs the decision with `key` (builder style).
     pub fn signed(mut self, key: &[u8]) -> Self {
         let mut mac = Self::mac(key);
-        mac.update(self.signed_message().as_bytes());
+        mac.update(&self.signed_message());
         let tag = mac.finalize().into_bytes();
-        self.signature = Some(tag.iter().map(|b| format!("{b:02x}")).collect());
+        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        self.signature = Some(format!("{SIGNATURE_PREFIX}{hex}"));
         self
     }
 
@@ -89,6 +150,9 @@ impl PlanAuthorization {
     pub fn verify_signature(&self, key: &[u8]) -> Result<(), AuthError> {
         let Some(sig) = &self.signature else {
             return Err(AuthError::Unsigned);
+        };
+        let Some(sig) = sig.strip_prefix(SIGNATURE_PREFIX) else {
+            return Err(AuthError::OldSignature);
         };
         let bytes: Option<Vec<u8>> = (0..sig.len())
             .step_by(2)
@@ -98,7 +162,7 @@ impl PlanAuthorization {
             })
             .collect();
         let mut mac = Self::mac(key);
-        mac.update(self.signed_message().as_bytes());
+        mac.update(&self.signed_message());
         match bytes {
             Some(bytes) if mac.verify_slice(&bytes).is_ok() => Ok(()),
             _ => Err(AuthError::BadSignature),
@@ -130,6 +194,19 @@ impl PlanAuthorization {
         }
         Ok(())
     }
+
+    /// Checks that the plan runs under the policy it was approved under.
+    pub fn check_policy(&self, policy: &Policy) -> Result<(), AuthError> {
+        let actual = policy_sha256(policy);
+        match &self.policy_sha256 {
+            None => Err(AuthError::PolicyNotRecorded),
+            Some(approved) if *approved != actual => Err(AuthError::PolicyChanged {
+                approved: approved.clone(),
+                actual,
+            }),
+            Some(_) => Ok(()),
+        }
+    }
 }
 
 /// Why a plan may not run.
@@ -160,9 +237,29 @@ pub enum AuthError {
         /// The current hash.
         actual: String,
     },
+    /// The plan would run under another policy than the one it was approved under.
+    #[error(
+        "policy changed since approval: re-approve (approved under policy {approved}, the effective policy is now {actual})"
+    )]
+    PolicyChanged {
+        /// The policy fingerprint in the approval.
+        approved: String,
+        /// The effective policy's fingerprint.
+        actual: String,
+    },
+    /// The approval was made by an acode-run that did not record the policy.
+    #[error(
+        "the approval does not record the policy it was made under (made by an older acode-run): re-approve the plan"
+    )]
+    PolicyNotRecorded,
+    /// The signature was made in a layout this acode-run no longer accepts.
+    #[error(
+        "the approval is signed in an older format that is no longer accepted (the signed message was ambiguous): re-approve the plan"
+    )]
+    OldSignature,
     /// An approval key is in force but the approval carries no signature.
     #[error(
-        "the approval is not signed, but ACODE_APPROVAL_KEY is set: approve the plan again where that key is available"
+        "the approval is not signed, but an approval key is set (ACODE_APPROVAL_KEY or ACODE_APPROVAL_KEY_FILE): approve the plan again where that key is available"
     )]
     Unsigned,
     /// The signature does not match the approval under the key in force (forged, edited, or signed
@@ -257,11 +354,10 @@ pub fn rejection_in_file(plan_path: &Path, plan: &Plan) -> Option<PlanAuthorizat
 /// The environment variable holding the approval signing key.
 pub const APPROVAL_KEY_ENV: &str = "ACODE_APPROVAL_KEY";
 
-/// The approval key from the environment, if set and non-empty.
-pub fn approval_key_from_env() -> Option<Vec<u8>> {
-    std::env::var_os(APPROVAL_KEY_ENV)
-        .filter(|k| !k.is_empty())
-        .map(|k| k.into_encoded_bytes())
+/// The approval key: `ACODE_APPROVAL_KEY_FILE` (a file holding it) or `ACODE_APPROVAL_KEY`, read
+/// once by the caller at start; `None` when neither is set.
+pub fn approval_key() -> Result<Option<Vec<u8>>, crate::sandbox::redact::SecretError> {
+    Ok(crate::sandbox::redact::runner_secret(APPROVAL_KEY_ENV)?.map(String::into_bytes))
 }
 
 /// Where the approval for the plan at `plan_path` is kept.
@@ -288,6 +384,7 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
                 plan_sha256: String::new(),
                 decided_by: String::new(),
                 decided_at: 0,
+                policy_sha256: None,
                 signature: None,
             });
         }
@@ -323,7 +420,9 @@ pub struct ApprovedPlan {
 }
 
 impl ApprovedPlan {
-    /// Pairs a plan with its authorization, refusing any that does not let it run.
+    /// Pairs a plan with its authorization, refusing any that does not let it run. The policy it
+    /// will run under is checked when it runs ([`ApprovedPlan::check_policy`], called by
+    /// `Executor::execute`).
     pub fn new(plan: Plan, authorization: PlanAuthorization) -> Result<Self, AuthError> {
         authorization.check(&plan)?;
         Ok(ApprovedPlan {
@@ -344,6 +443,11 @@ impl ApprovedPlan {
             approved.authorization.verify_signature(key)?;
         }
         Ok(approved)
+    }
+
+    /// Checks that `policy` is the one the plan was approved under.
+    pub fn check_policy(&self, policy: &Policy) -> Result<(), AuthError> {
+        self.authorization.check_policy(policy)
     }
 
     /// The plan.
@@ -407,7 +511,7 @@ mod tests {
             Err(AuthError::BadSignature)
         ));
         let mut garbage = auth.clone();
-        garbage.signature = Some("zz".into());
+        garbage.signature = Some(format!("{SIGNATURE_PREFIX}zz"));
         assert!(matches!(
             garbage.verify_signature(b"k1"),
             Err(AuthError::BadSignature)
@@ -420,5 +524,110 @@ mod tests {
         assert!(ApprovedPlan::new_verified(p.clone(), unsigned.clone(), None).is_ok());
         assert!(ApprovedPlan::new_verified(p.clone(), unsigned, Some(b"k1")).is_err());
         assert!(ApprovedPlan::new_verified(p, auth, Some(b"k1")).is_ok());
+    }
+
+    /// The v1 layout, for the attack below: fields joined by newlines.
+    fn v1_message(a: &PlanAuthorization) -> String {
+        let status = match a.status {
+            AuthStatus::Pending => "pending",
+            AuthStatus::Approved => "approved",
+            AuthStatus::Rejected => "rejected",
+        };
+        format!(
+            "acode-run approval v1\n{}\n{status}\n{}\n{}\n{}",
+            a.plan_id, a.plan_sha256, a.decided_by, a.decided_at
+        )
+    }
+
+    #[test]
+    fn a_signed_rejection_never_verifies_as_another_plans_approval() {
+        let key = b"reviewer-key";
+        let target_sha = "b".repeat(64);
+        // A plan whose id smuggles the fields of an approval of plan "deploy".
+        let rejection = PlanAuthorization {
+            plan_id: format!("deploy\napproved\n{target_sha}\nmallory\n1"),
+            status: AuthStatus::Rejected,
+            plan_sha256: "a".repeat(64),
+            decided_by: "alice".into(),
+            decided_at: 2,
+            policy_sha256: Some(NO_POLICY.into()),
+            signature: None,
+        };
+        // The approval the attacker writes, carrying the rejection's signature.
+        let forged = PlanAuthorization {
+            plan_id: "deploy".into(),
+            status: AuthStatus::Approved,
+            plan_sha256: target_sha.clone(),
+            decided_by: format!("mallory\n1\nrejected\n{}\nalice", "a".repeat(64)),
+            decided_at: 2,
+            policy_sha256: Some(NO_POLICY.into()),
+            signature: None,
+        };
+        // Under the old layout the two decisions were the same message: the forgery worked.
+        assert_eq!(v1_message(&rejection), v1_message(&forged));
+        let signed = rejection.signed(key);
+        let forged = PlanAuthorization {
+            signature: signed.signature.clone(),
+            ..forged
+        };
+        assert!(signed.verify_signature(key).is_ok());
+        assert!(matches!(
+            forged.verify_signature(key),
+            Err(AuthError::BadSignature)
+        ));
+        // Changing only the status (or the policy) breaks the signature too.
+        for edit in [
+            |a: &mut PlanAuthorization| a.status = AuthStatus::Approved,
+            |a: &mut PlanAuthorization| a.policy_sha256 = Some("c".repeat(64)),
+            |a: &mut PlanAuthorization| a.policy_sha256 = None,
+        ] {
+            let mut a = signed.clone();
+            edit(&mut a);
+            assert!(matches!(
+                a.verify_signature(key),
+                Err(AuthError::BadSignature)
+            ));
+        }
+    }
+
+    #[test]
+    fn old_signatures_ask_for_a_new_approval() {
+        let mut a = PlanAuthorization::decide(&plan(), AuthStatus::Approved, "alice").signed(b"k");
+        a.signature = a
+            .signature
+            .map(|s| s.trim_start_matches(SIGNATURE_PREFIX).to_string());
+        let err = a.verify_signature(b"k").unwrap_err();
+        assert!(matches!(err, AuthError::OldSignature));
+        assert!(err.to_string().contains("re-approve"), "{err}");
+    }
+
+    #[test]
+    fn the_policy_is_part_of_the_approval() {
+        let p = plan();
+        let default = Policy::default();
+        let other = Policy::parse(r#"{"allow_commands": ["curl"]}"#).unwrap();
+        assert_eq!(policy_sha256(&default), NO_POLICY);
+        // A file that spells out the defaults is the default policy.
+        assert_eq!(
+            policy_sha256(&Policy::parse(r#"{"allow_commands": []}"#).unwrap()),
+            NO_POLICY
+        );
+        assert_eq!(policy_sha256(&other).len(), 64);
+        let a = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(a.check_policy(&default).is_ok());
+        let err = a.check_policy(&other).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("policy changed since approval: re-approve")
+        );
+        let b = a.clone().under_policy(&other);
+        assert!(b.check_policy(&other).is_ok());
+        assert!(b.check_policy(&default).is_err());
+        let mut old = a;
+        old.policy_sha256 = None;
+        assert!(matches!(
+            old.check_policy(&default),
+            Err(AuthError::PolicyNotRecorded)
+        ));
     }
 }

@@ -116,12 +116,33 @@ pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, P
         step_lines,
     } = read_partial(path, overrides)?;
     annotate(&mut problems, &step_lines);
+    if let Some(plan) = &plan {
+        scrub_problems(plan, &[], &mut problems);
+    }
     match plan {
         Some(plan) if problems.is_empty() => Ok(plan),
         _ => Err(PlanError::Invalid {
             path: path.display().to_string(),
             problems,
         }),
+    }
+}
+
+/// Replaces the values the plan makes secret ([`variables::secret_values`]) in problem texts,
+/// which may quote substituted arguments: the runner's words stay, the secret goes.
+fn scrub_problems(plan: &Plan, builtins: &[(&str, String)], problems: &mut [Problem]) {
+    if problems.is_empty() {
+        return;
+    }
+    let vars = variables::Variables::new(&plan.variables, builtins);
+    let secrets = variables::secret_values(plan, &vars);
+    if secrets.is_empty() {
+        return;
+    }
+    let red = crate::sandbox::Redactor::new().with_extra_values(secrets);
+    for p in problems {
+        p.location = red.redact_message(&p.location).into_owned();
+        p.message = red.redact_message(&p.message).into_owned();
     }
 }
 
@@ -152,9 +173,15 @@ fn read_partial(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Par
             if plan.variables.contains_key(k) {
                 plan.variables.insert(k.clone(), v.clone());
             } else {
+                let message = match validate::identifier_problem(k) {
+                    Some(why) => format!("invalid variable name: {why}"),
+                    None => "the plan does not declare this variable (add it to \"variables\" \
+                             with a default)"
+                        .to_string(),
+                };
                 problems.push(Problem::invalid(
-                    format!("--var {k}"),
-                    "the plan does not declare this variable (add it to \"variables\" with a default)",
+                    format!("--var {}", validate::escape_controls(k)),
+                    message,
                 ));
             }
         }
@@ -193,6 +220,8 @@ pub fn load(
     } = read_partial(path, overrides)?;
     if let Some(plan) = &plan {
         problems.extend(validate::validate(plan, ctx));
+        let builtins = validate::builtins(plan, ctx.workspace, "validation");
+        scrub_problems(plan, &builtins, &mut problems);
     }
     annotate(&mut problems, &step_lines);
     match plan {

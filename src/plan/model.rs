@@ -15,6 +15,9 @@ pub struct Plan {
     pub description: Option<String>,
     /// Variables from the plan, overridden by `--var` values.
     pub variables: BTreeMap<String, String>,
+    /// Names of variables whose values are secrets (plan field `secrets`), in addition to those
+    /// whose names look secret: their values are redacted from every record and channel.
+    pub secrets: Vec<String>,
     /// Defaults for step fields left out.
     pub defaults: Defaults,
     /// The steps in file order.

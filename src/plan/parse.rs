@@ -146,12 +146,18 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             "description",
             "variables",
             "defaults",
+            "secrets",
             "steps",
         ],
     );
 
     let plan_id = match c.string(obj, "plan_id", "plan") {
-        Some(id) if !id.trim().is_empty() => id,
+        Some(id) if !id.trim().is_empty() => {
+            if let Some(why) = super::validate::identifier_problem(&id) {
+                c.err("plan.plan_id", why);
+            }
+            id
+        }
         Some(_) => {
             c.err("plan.plan_id", "must not be empty");
             String::new()
@@ -173,9 +179,14 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         None | Some(Value::Null) => {}
         Some(Value::Object(vars)) => {
             for (k, v) in vars {
-                let at = format!("plan.variables.{k}");
+                let at = format!("plan.variables.{}", super::validate::escape_controls(k));
                 if !super::variables::is_name(k) {
-                    c.err(at, "invalid variable name (use letters, digits and _)");
+                    let why = super::validate::identifier_problem(k)
+                        .map(|w| format!("invalid variable name: {w}"))
+                        .unwrap_or_else(|| {
+                            "invalid variable name (use letters, digits and _)".to_string()
+                        });
+                    c.err(at, why);
                     continue;
                 }
                 if super::variables::BUILTINS.contains(&k.as_str()) {
@@ -199,6 +210,31 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
         Some(other) => c.err("plan.variables", format!("expected an object, got {other}")),
     }
+
+    let secrets = match obj.get("secrets") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .enumerate()
+            .filter_map(|(j, n)| match n {
+                Value::String(s) => Some(s.clone()),
+                other => {
+                    c.err(
+                        format!("plan.secrets[{j}]"),
+                        format!("expected a variable name (a string), got {}", kind(other)),
+                    );
+                    None
+                }
+            })
+            .collect(),
+        Some(other) => {
+            c.err(
+                "plan.secrets",
+                format!("expected an array of variable names, got {}", kind(other)),
+            );
+            Vec::new()
+        }
+    };
 
     let mut defaults = Defaults::default();
     match obj.get("defaults") {
@@ -234,6 +270,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         plan_id,
         description,
         variables,
+        secrets,
         defaults,
         steps,
         sha256: sha256_hex(bytes),
@@ -285,14 +322,12 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             c.err(format!("{at}.step_id"), "must not be empty");
             String::new()
         }
-        Some(id) if id.chars().any(char::is_control) => {
-            c.err(
-                format!("{at}.step_id"),
-                "must not contain control characters",
-            );
-            String::new()
+        Some(id) => {
+            if let Some(why) = super::validate::identifier_problem(&id) {
+                c.err(format!("{at}.step_id"), why);
+            }
+            id
         }
-        Some(id) => id,
         None => {
             c.err(format!("{at}.step_id"), "missing");
             String::new()

@@ -34,12 +34,87 @@ impl ValidationContext<'_> {
             workspace: self.workspace,
             policy: self.policy,
             timeout: Duration::from_secs(self.policy.limits.timeout_s),
-            bwrap: None,
+            sandbox: crate::sandbox::OsSandbox::unconfined(),
             cancel: &cancel,
             heartbeat: &|_| {},
         };
         f(&ctx)
     }
+}
+
+/// Whether `c` is a character an identifier must not hold: C0/C1 controls and DEL, and the
+/// invisible format characters that reorder or hide text on a terminal (bidi overrides and
+/// isolates, zero-width characters, BOM).
+fn is_forbidden_in_id(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// Shows `c` escaped, as a reader can type it: `\x1b`, `\x00`, `\u{202e}`.
+pub fn escape_char(c: char) -> String {
+    let n = c as u32;
+    if n < 0x100 {
+        format!("\\x{n:02x}")
+    } else {
+        format!("\\u{{{n:04x}}}")
+    }
+}
+
+/// `s` with every character an identifier may not hold shown escaped, so an error message quoting
+/// a hostile id cannot move the cursor or hide text.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_forbidden_in_id) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if is_forbidden_in_id(c) {
+                    escape_char(c)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Why an identifier (`plan_id`, `step_id`, a variable name) is refused, if it is: ids are names
+/// people type, sign and read on a terminal, so control characters are not allowed in them (a
+/// newline in a `plan_id` once made a signed rejection read as another plan's approval). The
+/// message names the first offending character, escaped, and its position.
+pub fn identifier_problem(id: &str) -> Option<String> {
+    let (i, c) = id
+        .chars()
+        .enumerate()
+        .find(|(_, c)| is_forbidden_in_id(*c))?;
+    Some(format!(
+        "contains the control character {} at character {} (\"{}\"); identifiers must be \
+         printable",
+        escape_char(c),
+        i + 1,
+        escape_controls(id)
+    ))
+}
+
+/// Checks the plan's `secrets` list: every name must be a declared variable (a `--var` can only
+/// set a declared one), so a typo cannot leave a secret unredacted.
+fn check_secrets(plan: &Plan) -> Vec<Problem> {
+    plan.secrets
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| !plan.variables.contains_key(*name))
+        .map(|(j, name)| {
+            Problem::invalid(
+                format!("plan.secrets[{j}]"),
+                format!(
+                    "\"{}\" is not a declared variable (declare it in \"variables\"; --var can \
+                     only set declared ones)",
+                    escape_controls(name)
+                ),
+            )
+        })
+        .collect()
 }
 
 /// The built-in variables for a run.
@@ -328,7 +403,7 @@ pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
         &plan.variables,
         &builtins(plan, ctx.workspace, "validation"),
     );
-    let mut problems = Vec::new();
+    let mut problems = check_secrets(plan);
     for step in &plan.steps {
         problems.extend(validate_step(step, &vars, ctx));
     }

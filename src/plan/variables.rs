@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::model::Plan;
+use crate::sandbox::redact::is_secret_name;
+
 /// The variables visible to a plan: plan-declared, overridden by `--var`, plus built-ins.
 #[derive(Debug, Clone, Default)]
 pub struct Variables {
@@ -105,6 +108,49 @@ impl Variables {
     }
 }
 
+/// The values a plan makes secret (SPEC §6), to be added to the run's redactor before anything is
+/// recorded or printed: variables whose names look secret (the environment's rules,
+/// [`is_secret_name`]) or that the plan lists in `secrets`, with their `--var` values; and every
+/// value, after substitution, of a secret-named key in a `run_command` step's `env`
+/// (`"DEPLOY_TOKEN": "${deploy}"`). Values that cannot be substituted are left out (validation
+/// reports them).
+pub fn secret_values(plan: &Plan, vars: &Variables) -> Vec<String> {
+    let mut out: Vec<String> = plan
+        .variables
+        .iter()
+        .filter(|(k, _)| is_secret_name(k) || plan.secrets.iter().any(|s| s == *k))
+        .map(|(_, v)| v.clone())
+        .collect();
+    for step in &plan.steps {
+        if step.tool != crate::tools::command::NAME {
+            continue;
+        }
+        if let Some(Value::Object(env)) = step.arguments.get("env") {
+            for (k, v) in env {
+                if let (true, Value::String(v)) = (is_secret_name(k), v)
+                    && let Ok(v) = vars.substitute(v)
+                {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The values of secret-named keys in a `run_command` call's `env` argument (already
+/// substituted): what a call, a model's included, makes secret by passing it that way.
+pub fn secret_env_values(arguments: &Value) -> Vec<String> {
+    match arguments.get("env") {
+        Some(Value::Object(env)) => env
+            .iter()
+            .filter(|(k, _)| is_secret_name(k))
+            .filter_map(|(_, v)| v.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether `name` is a valid variable name: `[A-Za-z_][A-Za-z0-9_]*`.
 pub fn is_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -130,6 +176,21 @@ mod tests {
             v.substitute("cost $5 and $${dir}").unwrap(),
             "cost $5 and ${dir}"
         );
+    }
+
+    #[test]
+    fn secrets_come_from_names_the_list_and_secret_env_keys() {
+        let plan = crate::plan::parse::parse(
+            br#"{"plan_id":"p","secrets":["deploy"],
+              "variables":{"deploy":"listed-value","db_password":"named-value","dir":"src"},
+              "steps":[{"step_id":"a","tool":"run_command","arguments":{"command":"true",
+                "env":{"UPLOAD_TOKEN":"tok-${dir}-x","PLAIN":"not-secret"}}}]}"#,
+        )
+        .unwrap();
+        let v = Variables::new(&plan.variables, &[]);
+        let mut got = secret_values(&plan, &v);
+        got.sort();
+        assert_eq!(got, vec!["listed-value", "named-value", "tok-src-x"]);
     }
 
     #[test]

@@ -1,32 +1,170 @@
 //! The OS sandbox: bubblewrap (`bwrap`) around every child process.
 //!
-//! Inside, the whole filesystem is mounted read-only, `/tmp` is a private tmpfs, the workspace is
-//! bind-mounted writable, and the workspace's protected paths (`.git/`, the execution database and
-//! its journal files) are mounted read-only again on top. Network, PID and IPC namespaces are
-//! unshared (no network at all, not even loopback to the host), the child gets a new session (so it
-//! cannot push input into our terminal) and dies with its parent.
+//! A command under bwrap holds no privilege, whoever runs acode-run (root in a CI container
+//! included):
+//!
+//! - **Namespaces**: a new user namespace mapping only the runner's own uid and gid
+//!   (`--unshare-user --uid --gid`), with every capability dropped (`--cap-drop ALL`: the
+//!   effective, permitted, inheritable, ambient and bounding sets are empty, also for root) and
+//!   further user namespaces disabled (`--disable-userns`); new PID, network, IPC, UTS and (where
+//!   the kernel has them) cgroup namespaces. Without capabilities nothing can be remounted or
+//!   unmounted, and `setns` back into the host's namespaces is refused; the host's processes are
+//!   not visible (a fresh `/proc` for the command's PID namespace), nor its network (not even
+//!   loopback) or abstract UNIX sockets (they belong to a network namespace).
+//! - **Lifetime**: `--new-session` (no pushing input into our terminal), `--die-with-parent`.
+//! - **Filesystem**: not the host's `/`, only what programs need, read-only: `/usr`, the
+//!   usr-merge directories (`/bin`, `/sbin`, `/lib*` as the same symlinks or read-only binds as on
+//!   the host), `/etc`, the runner's cargo and rustup homes, and the policy's `read_paths`; a
+//!   minimal `/dev`, a private tmpfs `/tmp`; the workspace writable; the protected paths that exist
+//!   (`.git/`, `.acode/`, the policy file, the database and its journals, the plan and `*.approval`
+//!   files) read-only on top. Nothing of `/run`, `/var`, `/home`, `/root` or the host's `/tmp` is
+//!   there, so no host UNIX socket (docker, ssh-agent, D-Bus) can be reached. Protected paths
+//!   that do not exist yet are handled by [`super::guard`].
 //!
 //! [`resolve`] is called once at the start of a run to turn `--sandbox none|bwrap|auto` into the
-//! bwrap binary to use (or none). It actually *runs* bwrap once, because an installed bwrap is not
-//! enough: user namespaces may be disabled in a container or by the kernel's configuration.
+//! bwrap binary to use (or none). It actually *runs* bwrap once with the same flags commands get,
+//! because an installed bwrap is not enough: user namespaces may be disabled in a container or by
+//! the kernel's configuration.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use super::guard::ProtectedGuard;
 use super::paths::Workspace;
 use super::policy::SandboxMode;
 use super::process::{CommandSpec, run};
 
-/// Namespace and lifetime flags used both by the probe and by every wrapped command, so that a
-/// successful probe means wrapped commands can start.
+/// Namespace, privilege and lifetime flags used both by the probe and by every wrapped command,
+/// so that a successful probe means wrapped commands can start.
 const ISOLATION: &[&str] = &[
-    "--unshare-net",
+    "--unshare-user",
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
     "--unshare-pid",
+    "--unshare-net",
     "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
     "--die-with-parent",
     "--new-session",
 ];
+
+/// Host directories that hold programs and libraries, mounted read-only when they are
+/// directories and recreated as the same symlink when they are symlinks (usr-merge).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// The flags every sandbox starts with: isolation, identity, the system directories, `/dev`,
+/// `/proc`, `/tmp` and the toolchain homes. Computed once per process: the host layout and the
+/// runner's environment do not change during a run, and a run may start hundreds of commands.
+fn base_args() -> &'static [String] {
+    static BASE: OnceLock<Vec<String>> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let mut out: Vec<String> = ISOLATION.iter().map(|f| f.to_string()).collect();
+        // SAFETY: geteuid/getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        out.extend([
+            "--uid".into(),
+            uid.to_string(),
+            "--gid".into(),
+            gid.to_string(),
+        ]);
+        for dir in SYSTEM_DIRS {
+            match std::fs::symlink_metadata(dir) {
+                Ok(m) if m.is_symlink() => {
+                    if let Ok(target) = std::fs::read_link(dir) {
+                        out.extend(["--symlink".into(), lossy(&target), dir.to_string()]);
+                    }
+                }
+                Ok(m) if m.is_dir() => {
+                    out.extend(["--ro-bind".into(), dir.to_string(), dir.to_string()]);
+                }
+                _ => {}
+            }
+        }
+        // /proc read-only: when the runner is root, the command's uid is host uid 0 without
+        // capabilities, and the kernel lets uid 0 write root-owned sysctls (core_pattern) by file
+        // mode alone; bwrap covers /proc/sys only when it can see that it is writable.
+        out.extend(
+            [
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--remount-ro",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+            ]
+            .map(String::from),
+        );
+        // After the tmpfs /tmp, so a toolchain home under /tmp is not hidden by it.
+        for home in toolchain_homes() {
+            let h = lossy(&home);
+            out.extend(["--ro-bind".into(), h.clone(), h]);
+        }
+        out
+    })
+}
+
+/// The flags that hide the UNIX sockets found in `/etc` at the first call behind `/dev/null`: a
+/// read-only mount does not stop `connect`. Each is checked again (one `lstat`, usually for no
+/// socket at all) so that one removed since does not make bwrap fail on a missing mount point.
+/// (/usr and the toolchain homes are too large to walk at every run start; only root can put a
+/// socket in /usr, and the homes are the runner's own.)
+fn socket_masks() -> impl Iterator<Item = String> {
+    use std::os::unix::fs::FileTypeExt;
+    static SOCKETS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    SOCKETS
+        .get_or_init(|| sockets_under(Path::new("/etc")))
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
+        .flat_map(|p| ["--ro-bind".to_string(), "/dev/null".to_string(), lossy(p)])
+}
+
+/// The runner's cargo and rustup homes (`CARGO_HOME`, `RUSTUP_HOME`, else `~/.cargo`,
+/// `~/.rustup`) that exist and that it can reach, canonicalised.
+fn toolchain_homes() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let pick = |var: &str, dir: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(dir)))
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in [pick("CARGO_HOME", ".cargo"), pick("RUSTUP_HOME", ".rustup")]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.is_absolute())
+    {
+        if let Ok(c) = p.canonicalize()
+            && c.is_dir()
+            && !out.contains(&c)
+        {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The UNIX sockets beneath `dir` (not following symlinks).
+fn sockets_under(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_socket())
+        .map(|e| e.into_path())
+        .collect()
+}
+
+fn lossy(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
 
 /// How to wrap commands for one workspace: the bwrap binary, the writable root and the paths that
 /// stay read-only. Cheap to build; [`process::run`](super::process::run) applies it.
@@ -38,36 +176,40 @@ pub struct BwrapSpec {
     pub workspace: PathBuf,
     /// Paths inside the workspace mounted read-only on top (only those that exist at spawn time).
     pub read_only: Vec<PathBuf>,
+    /// Extra host paths mounted read-only (the policy's `read_paths`), skipped when absent.
+    pub read_paths: Vec<PathBuf>,
 }
 
 impl BwrapSpec {
-    /// The spec for `workspace`, with its protected paths read-only.
+    /// The spec for `workspace`, with its protected paths and existing approval files read-only.
     pub fn new(bwrap: &Path, workspace: &Workspace) -> Self {
+        let mut read_only = workspace.protected().to_vec();
+        read_only.extend(ProtectedGuard::before(workspace).approval_files());
         BwrapSpec {
             bwrap: bwrap.to_path_buf(),
             workspace: workspace.root().to_path_buf(),
-            read_only: workspace.protected().to_vec(),
+            read_only,
+            read_paths: Vec::new(),
         }
+    }
+
+    /// Adds host paths commands may read (the policy's `read_paths`); relative ones are ignored
+    /// because there is nothing they could be relative to.
+    pub fn read_paths(mut self, paths: &[PathBuf]) -> Self {
+        self.read_paths
+            .extend(paths.iter().filter(|p| p.is_absolute()).cloned());
+        self
     }
 
     /// The full argv that runs `argv` in `cwd` inside the sandbox (see the module docs).
     pub fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
         let s = |p: &Path| p.to_string_lossy().into_owned();
         let mut out: Vec<String> = vec![s(&self.bwrap)];
-        out.extend(
-            [
-                "--ro-bind",
-                "/",
-                "/",
-                "--dev",
-                "/dev",
-                "--proc",
-                "/proc",
-                "--tmpfs",
-                "/tmp",
-            ]
-            .map(String::from),
-        );
+        out.extend(base_args().iter().cloned());
+        out.extend(socket_masks());
+        for p in &self.read_paths {
+            out.extend(["--ro-bind-try".into(), s(p), s(p)]);
+        }
         let ws = s(&self.workspace);
         out.extend(["--bind".into(), ws.clone(), ws]);
         for p in &self.read_only {
@@ -84,7 +226,6 @@ impl BwrapSpec {
                 out.extend(["--ro-bind".into(), s(c), s(c)]);
             }
         }
-        out.extend(ISOLATION.iter().map(|f| f.to_string()));
         out.extend(["--chdir".into(), s(cwd), "--".into()]);
         out.extend(argv.iter().cloned());
         out
@@ -109,24 +250,12 @@ pub fn find_on_path() -> Option<PathBuf> {
         })
 }
 
-/// Runs `bwrap ... true` with the same isolation flags commands get; `Err` says why it failed.
+/// Runs `bwrap ... true` with the same isolation flags and mounts commands get (all but the
+/// workspace); `Err` says why it failed.
 pub fn probe(bwrap: &Path) -> Result<(), String> {
     let mut argv: Vec<String> = vec![bwrap.to_string_lossy().into_owned()];
-    argv.extend(
-        [
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-        ]
-        .map(String::from),
-    );
-    argv.extend(ISOLATION.iter().map(|f| f.to_string()));
+    argv.extend(base_args().iter().cloned());
+    argv.extend(socket_masks());
     argv.extend(["--".into(), "true".into()]);
     let mut spec = CommandSpec::new(argv, PathBuf::from("/"));
     spec.env = std::env::var("PATH")
@@ -145,22 +274,31 @@ pub fn probe(bwrap: &Path) -> Result<(), String> {
         (Some(c), _) => format!("exited with code {c}"),
         (None, _) => format!("was killed by signal {}", out.signal.unwrap_or(0)),
     };
+    let stderr = out.stderr.text.trim();
+    if stderr.contains("Unknown option") {
+        return Err(format!(
+            "{} is too old: acode-run needs bubblewrap 0.8.0 or later (for --disable-userns). \
+             bwrap said: {stderr}",
+            bwrap.display()
+        ));
+    }
     Err(format!(
         "{} is installed but cannot create a sandbox here (it {status}); user namespaces are \
          probably unavailable (container without privileges, kernel.unprivileged_userns_clone=0, \
          or an AppArmor restriction on unprivileged user namespaces). bwrap said: {}",
         bwrap.display(),
-        out.stderr.text.trim()
+        stderr
     ))
 }
 
-/// Turns the sandbox mode into the bwrap binary to use: `None` mode → no bwrap; `Bwrap` → a
-/// working bwrap or an error saying why not (fail closed); `Auto` → bwrap if it works, else none.
+/// Turns the sandbox mode into the bwrap binary to use: `None` and `Landlock` modes → no bwrap;
+/// `Bwrap` → a working bwrap or an error saying why not (fail closed); `Auto` → bwrap if it works,
+/// else none (the caller, [`crate::sandbox::OsSandbox::resolve`], then falls back to Landlock).
 ///
 /// Why at run start: a run must not discover half-way through that its sandbox is missing.
 pub fn resolve(mode: SandboxMode) -> Result<Option<PathBuf>, String> {
     match mode {
-        SandboxMode::None => Ok(None),
+        SandboxMode::None | SandboxMode::Landlock => Ok(None),
         SandboxMode::Bwrap => {
             let bwrap = find_on_path().ok_or_else(|| {
                 "--sandbox bwrap: bubblewrap is not installed (no `bwrap` on PATH); install it with \
@@ -237,9 +375,31 @@ mod tests {
         );
         let joined = argv.join(" ");
         let r = root.to_str().unwrap();
+        assert!(joined.starts_with(
+            "/usr/bin/bwrap --unshare-user --disable-userns --cap-drop ALL --unshare-pid \
+             --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent \
+             --new-session --uid "
+        ));
         assert!(
-            joined.starts_with("/usr/bin/bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp")
+            !joined.contains("--ro-bind / /"),
+            "not the whole host: {joined}"
         );
+        assert!(joined.contains("--ro-bind /usr /usr"), "{joined}");
+        assert!(joined.contains("--ro-bind /etc /etc"), "{joined}");
+        if Path::new("/bin").is_symlink() {
+            let target = std::fs::read_link("/bin").unwrap();
+            assert!(joined.contains(&format!("--symlink {} /bin", target.display())));
+        }
+        assert!(
+            joined.contains("--dev /dev --proc /proc --remount-ro /proc --tmpfs /tmp"),
+            "{joined}"
+        );
+        assert!(!joined.contains("/run"), "{joined}");
+        assert!(!joined.contains("/var"), "{joined}");
+        // The workspace comes after /tmp (it may live there) and before its protected paths.
+        let bind = joined.find(&format!("--bind {r} {r}")).unwrap();
+        assert!(joined.find("--tmpfs /tmp").unwrap() < bind);
+        assert!(bind < joined.find(&format!("--ro-bind {r}/.git")).unwrap());
         assert!(joined.contains(&format!("--bind {r} {r}")));
         assert!(joined.contains(&format!("--ro-bind {r}/.git {r}/.git")));
         assert!(joined.contains(&format!(
@@ -250,8 +410,6 @@ mod tests {
             !joined.contains("executions.db-shm"),
             "missing files are not bound"
         );
-        assert!(joined.contains("--unshare-net --unshare-pid"));
-        assert!(joined.contains("--die-with-parent --new-session"));
         assert!(joined.ends_with(&format!("--chdir {r}/sub -- cargo test")));
     }
 
@@ -275,15 +433,19 @@ mod tests {
         let (root, ws) = temp_ws();
         // Outside: a host directory that is writable without the sandbox (not under /tmp, which
         // is a private tmpfs inside the sandbox and would hide the write instead of failing it).
-        // /var/tmp rather than the checkout, which may itself live under /tmp.
+        // /var/tmp is not even visible inside; /etc is, read-only.
         let outside =
             PathBuf::from("/var/tmp").join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&outside).unwrap();
         let target = outside.join("escaped");
         let out = run_in(Some(&bwrap), &ws, &write_code(&target));
         assert_ne!(out.exit_code, Some(0), "{out:?}");
-        assert!(out.stderr.text.contains("Read-only file system"), "{out:?}");
+        assert!(out.stderr.text.contains("No such file"), "{out:?}");
         assert!(!target.exists());
+        let etc = PathBuf::from(format!("/etc/acode-escaped-{}", uuid::Uuid::new_v4()));
+        let out = run_in(Some(&bwrap), &ws, &write_code(&etc));
+        assert!(out.stderr.text.contains("Read-only file system"), "{out:?}");
+        assert!(!etc.exists());
         // Control: the same write works without bwrap, so the test above is meaningful.
         let out = run_in(None, &ws, &write_code(&target));
         assert_eq!(out.exit_code, Some(0), "{out:?}");
@@ -318,6 +480,42 @@ mod tests {
         );
         let out = run_in(Some(&bwrap), &ws, &code);
         assert_eq!(out.stdout.text, "[core]\n\n", "{out:?}");
+    }
+
+    #[test]
+    fn read_paths_are_visible_read_only_and_nothing_else_is() {
+        let Some(bwrap) = bwrap_for_tests() else {
+            return;
+        };
+        let (_root, ws) = temp_ws();
+        let extra =
+            PathBuf::from("/var/tmp").join(format!("acode-read-path-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&extra).unwrap();
+        std::fs::write(extra.join("tool.txt"), "tool").unwrap();
+        let code = format!(
+            "import os\nprint(open({:?}).read())\ntry:\n    open({:?}, 'w')\nexcept OSError as e:\n    print(e.errno)",
+            extra.join("tool.txt").to_str().unwrap(),
+            extra.join("new.txt").to_str().unwrap()
+        );
+        let run_with = |read_paths: &[PathBuf]| {
+            let mut spec = CommandSpec::new(
+                vec!["python3".into(), "-c".into(), code.clone()],
+                ws.root().to_path_buf(),
+            );
+            spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+            spec.wrap = Some(BwrapSpec::new(&bwrap, &ws).read_paths(read_paths));
+            run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
+        };
+        let out = run_with(std::slice::from_ref(&extra));
+        assert_eq!(out.stdout.text, "tool\n30\n", "read, then EROFS: {out:?}");
+        assert!(!extra.join("new.txt").exists());
+        // Without the policy naming it, the directory is not there at all.
+        let out = run_with(&[]);
+        assert!(out.stderr.text.contains("No such file"), "{out:?}");
+        // An absent read path is skipped, not an error.
+        let out = run_with(&[extra.join("absent"), PathBuf::from("relative")]);
+        assert!(out.stderr.text.contains("No such file"), "{out:?}");
+        std::fs::remove_dir_all(&extra).unwrap();
     }
 
     #[test]

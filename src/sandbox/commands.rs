@@ -607,7 +607,9 @@ const SORT: Table<'static> = Table {
         lv("parallel"),
         lv("random-source"),
         lv("sort"),
-        opt('c', "check", Optional, Rule::Ok),
+        // `-c` is a flag (a cluster goes on: `-co x`); only `--check[=WORD]` takes a value.
+        opt('c', "", Flag, Rule::Ok),
+        opt('\0', "check", Optional, Rule::Ok),
         opt('C', "", Flag, Rule::Ok),
         opt('b', "ignore-leading-blanks", Flag, Rule::Ok),
         opt('d', "dictionary-order", Flag, Rule::Ok),

@@ -131,10 +131,11 @@ pub fn check_env_additions(additions: &[(String, String)]) -> Result<(), Sandbox
 pub fn child_env(policy: &Policy, additions: &[(String, String)]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     for name in policy.env_allowlist() {
-        // The approval signing key never reaches a command, whatever the policy says: a command
-        // holding it could approve plans nobody reviewed.
+        // The runner's own secrets (approval key, LLM key, and the files naming them) never reach
+        // a command, whatever the policy says: a command holding the approval key could approve
+        // plans nobody reviewed.
         if !valid_name(name)
-            || name == crate::plan::auth::APPROVAL_KEY_ENV
+            || super::redact::is_runner_secret_var(name)
             || env.iter().any(|(k, _)| k == name)
         {
             continue;

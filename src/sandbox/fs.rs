@@ -535,9 +535,13 @@ impl Parent {
     /// The real, workspace-relative path of the name's final target when it is a symlink
     /// (resolved beneath the root; refused if it escapes or dangles).
     pub fn link_target(&self, ws: &Workspace) -> Result<PathBuf, FsError> {
-        let c = self.cname()?;
         let dir_real = real_path(self.dir.as_fd())?;
-        let rel_dir = dir_real.strip_prefix(ws.root()).unwrap_or(Path::new(""));
+        let rel_dir = dir_real.strip_prefix(ws.root()).map_err(|_| {
+            SandboxViolation::new(
+                &self.shown,
+                "the directory is not inside the workspace (it was moved or swapped for a link)",
+            )
+        })?;
         let fd = open_beneath(
             ws.root_fd(),
             &rel_dir.join(&self.name),
@@ -552,7 +556,6 @@ impl Parent {
             )),
             _ => classify(e, &self.shown),
         })?;
-        drop(c);
         Ok(real_path(fd.as_fd())?)
     }
 

@@ -5,13 +5,17 @@ pub mod bwrap;
 pub mod commands;
 pub mod env;
 pub mod fs;
+pub mod guard;
 pub mod input;
+pub mod landlock;
+pub mod os;
 pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod redact;
 pub mod state;
 
+pub use os::{CommandLimits, OsSandbox, SandboxSetupError};
 pub use paths::{Access, SandboxViolation, Workspace};
 pub use policy::{Limits, Policy, SandboxMode};
 pub use redact::Redactor;

@@ -3,7 +3,7 @@
 //! Loaded from `acode-policy.json` in the workspace or from `--policy FILE`. Every field is optional;
 //! an unknown field is an error so that a typo cannot silently loosen or tighten the sandbox.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -29,17 +29,38 @@ pub const DEFAULT_ENV_PASSTHROUGH: &[&str] = &[
 /// Tools that ask for confirmation unless the policy says otherwise.
 pub const DEFAULT_CONFIRM_TOOLS: &[&str] = &["file_delete"];
 
-/// Which OS-level sandbox wraps child processes.
+/// Which OS-level sandbox confines child processes (SPEC §6 "OS sandbox"). As a request (flag,
+/// policy) any of the four; as the mode a run actually used, never `Auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
-    /// No OS sandbox: only the in-process checks apply.
+    /// No OS sandbox: only the in-process checks (and the resource limits) apply.
     None,
+    /// Landlock in each command (Linux ≥ 5.13); fail closed if the kernel lacks it.
+    Landlock,
     /// Always bubblewrap; fail closed if it cannot run.
     Bwrap,
-    /// Bubblewrap when it works on this machine, otherwise none.
+    /// Bubblewrap when it works on this machine, else Landlock, else none with a warning.
     #[default]
     Auto,
+}
+
+impl SandboxMode {
+    /// The name used on the command line, in the policy, the database and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::None => "none",
+            SandboxMode::Landlock => "landlock",
+            SandboxMode::Bwrap => "bwrap",
+            SandboxMode::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl std::str::FromStr for SandboxMode {
@@ -47,10 +68,11 @@ impl std::str::FromStr for SandboxMode {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "none" => Ok(SandboxMode::None),
+            "landlock" => Ok(SandboxMode::Landlock),
             "bwrap" => Ok(SandboxMode::Bwrap),
             "auto" => Ok(SandboxMode::Auto),
             other => Err(format!(
-                "unknown sandbox mode {other:?} (expected none, bwrap or auto)"
+                "unknown sandbox mode {other:?} (expected auto, landlock, bwrap or none)"
             )),
         }
     }
@@ -70,6 +92,14 @@ pub struct Limits {
     pub tool_result_chars: usize,
     /// Upper bound on `max_results` for `file_search` and entries for listings.
     pub max_results: usize,
+    /// Address space of each command process in MiB (`RLIMIT_AS`); 0 = not limited.
+    pub memory_mb: u64,
+    /// Largest file a command may write, in MiB (`RLIMIT_FSIZE`); 0 = not limited.
+    pub file_size_mb: u64,
+    /// CPU seconds per command process (`RLIMIT_CPU`); `None` = the step's timeout.
+    pub cpu_s: Option<u64>,
+    /// Open file descriptors per command process (`RLIMIT_NOFILE`); 0 = not limited.
+    pub open_files: u64,
 }
 
 impl Default for Limits {
@@ -80,6 +110,10 @@ impl Default for Limits {
             timeout_s: 300,
             tool_result_chars: 8000,
             max_results: 10_000,
+            memory_mb: 4096,
+            file_size_mb: 1024,
+            cpu_s: None,
+            open_files: 1024,
         }
     }
 }
@@ -105,6 +139,11 @@ pub struct Policy {
     pub sandbox: SandboxMode,
     /// Resource limits.
     pub limits: Limits,
+    /// Absolute host paths commands under bwrap may read (mounted read-only), beyond the system
+    /// directories, `/etc` and the runner's cargo/rustup homes. Why: bwrap shows commands only
+    /// what programs need, so a toolchain elsewhere (`/opt/node`, `/nix/store`) must be named.
+    /// Never name a directory holding a UNIX socket: a read-only mount does not stop `connect`.
+    pub read_paths: Vec<PathBuf>,
 }
 
 impl Default for Policy {
@@ -120,6 +159,7 @@ impl Default for Policy {
             env_passthrough: Vec::new(),
             sandbox: SandboxMode::default(),
             limits: Limits::default(),
+            read_paths: Vec::new(),
         }
     }
 }

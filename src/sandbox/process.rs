@@ -16,8 +16,13 @@
 //!   the leader exits on its own, the group still gets SIGKILL so no background process survives
 //!   the step. Reader threads are then joined with a bound, in case a process that escaped the group
 //!   still holds a pipe open.
+//! - Between `fork` and `exec` the child applies [`ChildSetup`]: `PR_SET_PDEATHSIG` (so no command
+//!   outlives a killed runner), the resource limits, and the run's Landlock ruleset. Only
+//!   async-signal-safe system calls run there, on values prepared in the parent: the runner is
+//!   multi-threaded, and a child of a multi-threaded process must not allocate before `exec`.
 
 use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,6 +60,81 @@ pub struct CommandSpec {
     pub kill_grace: Duration,
     /// Time between heartbeat calls (10 s by default).
     pub heartbeat_every: Duration,
+    /// What the child applies to itself before `exec` (limits, Landlock).
+    pub setup: ChildSetup,
+}
+
+/// A resource limit the child sets on itself before `exec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    /// `RLIMIT_AS`: bytes of address space.
+    AddressSpace,
+    /// `RLIMIT_FSIZE`: bytes of the largest file the process may write.
+    FileSize,
+    /// `RLIMIT_CPU`: seconds of CPU time.
+    Cpu,
+    /// `RLIMIT_NOFILE`: open file descriptors.
+    OpenFiles,
+    /// `RLIMIT_CORE`: bytes of a core dump.
+    Core,
+}
+
+impl Resource {
+    fn raw(self) -> libc::__rlimit_resource_t {
+        match self {
+            Resource::AddressSpace => libc::RLIMIT_AS,
+            Resource::FileSize => libc::RLIMIT_FSIZE,
+            Resource::Cpu => libc::RLIMIT_CPU,
+            Resource::OpenFiles => libc::RLIMIT_NOFILE,
+            Resource::Core => libc::RLIMIT_CORE,
+        }
+    }
+}
+
+/// One limit: the soft value the process is stopped or refused at, and the hard ceiling it cannot
+/// raise the soft value above (both already capped by the runner's own hard limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimit {
+    /// Which resource.
+    pub resource: Resource,
+    /// The soft limit.
+    pub soft: u64,
+    /// The hard limit.
+    pub hard: u64,
+}
+
+impl Rlimit {
+    /// `soft`/`hard` for `resource`, lowered to the runner's own hard limit so that an unprivileged
+    /// runner never asks for more than it has (which `setrlimit` would refuse).
+    pub fn capped(resource: Resource, soft: u64, hard: u64) -> Self {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        // SAFETY: getrlimit writes only into `cur`.
+        if unsafe { libc::getrlimit(resource.raw(), &mut cur) } != 0 {
+            cur.rlim_max = libc::RLIM_INFINITY;
+        }
+        let max = cur.rlim_max;
+        Rlimit {
+            resource,
+            soft: soft.min(max),
+            hard: hard.min(max),
+        }
+    }
+}
+
+/// The most limits a child sets (one per [`Resource`]).
+const MAX_LIMITS: usize = 5;
+
+/// What the child does to itself between `fork` and `exec`. Built in the parent; see the module
+/// docs for why nothing in the child may allocate.
+#[derive(Debug, Clone, Default)]
+pub struct ChildSetup {
+    /// Resource limits (at most one per resource; extras are ignored).
+    pub rlimits: Vec<Rlimit>,
+    /// A Landlock ruleset to restrict the child with (see [`super::landlock`]).
+    pub landlock: Option<Arc<OwnedFd>>,
 }
 
 impl CommandSpec {
@@ -70,6 +150,7 @@ impl CommandSpec {
             wrap: None,
             kill_grace: Duration::from_secs(2),
             heartbeat_every: Duration::from_secs(10),
+            setup: ChildSetup::default(),
         }
     }
 }
@@ -280,6 +361,113 @@ fn resolve_program(program: &str, env: &[(String, String)]) -> std::path::PathBu
         .unwrap_or_else(|| program.into())
 }
 
+/// Protects the runner's own secrets (SPEC §6 "The runner's own secrets"); call first thing in
+/// `main`, while the process is still single-threaded.
+///
+/// - `PR_SET_DUMPABLE 0`: another process of the same (non-root) user can no longer read
+///   `/proc/<runner>/environ`, `/proc/<runner>/mem` or ptrace the runner. Commands are not
+///   affected: `execve` makes them dumpable again.
+/// - The environment block the kernel placed on the stack (what `/proc/<runner>/environ` shows,
+///   to root even when the runner is non-dumpable, and inside Landlock, whose ptrace scoping covers
+///   `mem` but was measured not to cover `environ`) is wiped after every variable has been copied
+///   to the heap, where only `/proc/<runner>/mem` (ptrace-attach rights) could reach it.
+pub fn harden_runner() {
+    // SAFETY: prctl(PR_SET_DUMPABLE) takes integers only and affects only this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    let vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+    for (k, v) in &vars {
+        use std::os::unix::ffi::OsStrExt;
+        // set_var panics on these; such an entry stays in the block, which is then left alone.
+        if k.is_empty() || k.as_bytes().contains(&b'=') || v.as_bytes().contains(&0) {
+            continue;
+        }
+        // SAFETY: called at the start of main, before any thread exists (see the doc comment).
+        unsafe { std::env::set_var(k, v) };
+    }
+    let Some((start, end)) = env_block() else {
+        return;
+    };
+    unsafe extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: `environ` is libc's NULL-terminated array of C strings; single-threaded here.
+    let still_referenced = unsafe {
+        let mut p = environ;
+        let mut found = false;
+        while !p.is_null() && !(*p).is_null() {
+            let addr = *p as usize;
+            found |= addr >= start && addr < end;
+            p = p.add(1);
+        }
+        found
+    };
+    if still_referenced || end <= start || end - start > 1 << 24 {
+        return; // something still points into the block: leave it rather than corrupt it
+    }
+    // SAFETY: [start, end) is this process's own environment block on its stack (from
+    // /proc/self/stat), mapped writable, and no `environ` entry refers to it any more.
+    unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
+}
+
+/// `env_start` and `env_end` of this process, from `/proc/self/stat` (fields 50 and 51).
+fn env_block() -> Option<(usize, usize)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces: field 3 on.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let start = fields.get(50 - 3)?.parse().ok()?;
+    let end = fields.get(51 - 3)?.parse().ok()?;
+    Some((start, end))
+}
+
+/// Installs the `pre_exec` hook that applies `setup` in the child (see [`ChildSetup`]).
+fn install_child_setup(cmd: &mut Command, setup: &ChildSetup) {
+    // Everything the child needs, as plain integers captured by value: the hook itself only
+    // makes system calls.
+    let mut limits = [(0 as libc::__rlimit_resource_t, 0u64, 0u64); MAX_LIMITS];
+    let mut n = 0;
+    for l in setup.rlimits.iter().take(MAX_LIMITS) {
+        limits[n] = (l.resource.raw(), l.soft, l.hard);
+        n += 1;
+    }
+    let landlock = setup.landlock.as_ref().map(|fd| super::landlock::raw(fd));
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let hook = move || -> std::io::Result<()> {
+        // SAFETY: every call below is async-signal-safe, takes integers or a pointer to a local,
+        // and nothing allocates; `landlock` is a descriptor the parent keeps open (the `Arc` in
+        // the spec outlives the spawn), inherited by the fork.
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The runner may have died before the line above took effect.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            for &(resource, soft, hard) in &limits[..n] {
+                let lim = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                if libc::setrlimit(resource, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(fd) = landlock {
+                super::landlock::restrict_self(fd)?;
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook only makes async-signal-safe system calls (see above).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
 /// Runs `spec` to completion (see the module docs). `Err` only when the child could not be started
 /// (program not found, bad cwd) or reaped; a non-zero exit, a timeout or a cancel is an `Ok` whose
 /// fields say so.
@@ -298,8 +486,7 @@ pub fn run(
             "empty command",
         ));
     };
-    // An absolute program path lets std spawn with posix_spawn instead of fork + exec, which it
-    // cannot do when it must search a PATH from a replaced environment.
+    // An absolute program path: std cannot search a PATH from a replaced environment itself.
     let mut cmd = Command::new(resolve_program(program, &spec.env));
     cmd.args(args)
         .current_dir(&spec.cwd)
@@ -309,6 +496,7 @@ pub fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    install_child_setup(&mut cmd, &spec.setup);
 
     let start = Instant::now();
     let mut child = cmd.spawn()?;

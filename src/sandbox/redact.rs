@@ -14,7 +14,7 @@
 //! (`password=[REDACTED]`) so the output still explains itself. Redacting twice gives the same text.
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
 use regex::{NoExpand, Regex, RegexSet};
 use serde_json::Value;
@@ -25,6 +25,18 @@ pub const REDACTED: &str = "[REDACTED]";
 /// Environment values shorter than this are not treated as secrets (too likely to be noise).
 pub const MIN_SECRET_LEN: usize = 6;
 
+/// How sure a pattern is that what it matched is a secret, which decides where it applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatternKind {
+    /// A token format that is a secret wherever it appears (`ghp_…`, a PEM private key). Applied
+    /// to everything, the runner's own messages included.
+    Token,
+    /// A key/value shape (`password=…`, `--token X`) recognised by context. Applied only to text
+    /// that comes from outside (outputs, arguments, model text): in the runner's own diagnostics
+    /// the "key" is a field name and the "value" the runner's words (`plan.secrets: unknown field`).
+    Assignment,
+}
+
 /// One recognisable secret format: a regex and its replacement (`${1}` keeps a key part).
 #[derive(Debug, Clone, Copy)]
 pub struct Pattern {
@@ -34,72 +46,111 @@ pub struct Pattern {
     pub regex: &'static str,
     /// The replacement; `$1`-style groups keep the non-secret part.
     pub replacement: &'static str,
+    /// Where it applies.
+    pub kind: PatternKind,
 }
 
-const fn pat(name: &'static str, regex: &'static str, replacement: &'static str) -> Pattern {
+const fn tok(name: &'static str, regex: &'static str, replacement: &'static str) -> Pattern {
     Pattern {
         name,
         regex,
         replacement,
+        kind: PatternKind::Token,
     }
+}
+
+const fn assign(name: &'static str, regex: &'static str, replacement: &'static str) -> Pattern {
+    Pattern {
+        name,
+        regex,
+        replacement,
+        kind: PatternKind::Assignment,
+    }
+}
+
+/// The start of a token: a word boundary, or a JSON/C escape just before it (`\n`, `\t`,
+/// `\u001b`), which `\b` alone misses in escaped text (`"a\nghp_…"`: `n` and `g` are both word
+/// characters). The escape is captured as group 1 so the replacement keeps it.
+macro_rules! token_start {
+    () => {
+        r"(\\(?:[nrtbf]|u[0-9a-fA-F]{4})|\b)"
+    };
 }
 
 /// The recognisable secret formats, applied in this order (multi-line PEM blocks first, specific
 /// token formats before the generic assignment forms).
 pub const PATTERNS: &[Pattern] = &[
-    pat(
+    tok(
         "PEM private key (to END, or to the end of the text when cut off)",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
         REDACTED,
     ),
-    pat(
+    tok(
         "OpenAI / Anthropic API key",
-        r"\bsk-[A-Za-z0-9_-]{32,}",
-        REDACTED,
+        concat!(token_start!(), r"sk-[A-Za-z0-9_-]{32,}"),
+        "${1}[REDACTED]",
     ),
-    pat(
+    tok(
         "AWS access key id",
-        r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
-        REDACTED,
+        concat!(token_start!(), r"(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+        "${1}[REDACTED]",
     ),
-    pat(
+    tok(
         "GitHub token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
-        REDACTED,
+        concat!(
+            token_start!(),
+            r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"
+        ),
+        "${1}[REDACTED]",
     ),
-    pat("GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}", REDACTED),
-    pat("Slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", REDACTED),
-    pat(
+    tok(
+        "GitLab token",
+        concat!(token_start!(), r"glpat-[A-Za-z0-9_-]{20,}"),
+        "${1}[REDACTED]",
+    ),
+    tok(
+        "Slack token",
+        concat!(token_start!(), r"xox[abprs]-[A-Za-z0-9-]{10,}"),
+        "${1}[REDACTED]",
+    ),
+    tok(
         "JWT",
-        r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
-        REDACTED,
+        concat!(
+            token_start!(),
+            r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"
+        ),
+        "${1}[REDACTED]",
     ),
-    pat(
+    tok(
         "Bearer token",
-        r"(?i)\b(bearer[ \t]+)[A-Za-z0-9._~+/=-]{8,}",
-        "${1}[REDACTED]",
+        concat!(
+            "(?i)",
+            token_start!(),
+            r"(bearer[ \t]+)[A-Za-z0-9._~+/=-]{8,}"
+        ),
+        "${1}${2}[REDACTED]",
     ),
-    pat(
+    tok(
         "Authorization header with Basic/token scheme",
-        r#"(?i)\b(authorization[ \t]*[:=][ \t]*(?:basic|token)[ \t]+)[^\s"',;\[]+"#,
+        r#"(?i)\b(authorization[ \t]*[:=][ \t]*(?:basic|token)[ \t]+)[^\s"',;\[\\]+"#,
         "${1}[REDACTED]",
     ),
-    pat(
+    tok(
         "Authorization header without a scheme",
         r"(?i)\b(authorization[ \t]*[:=][ \t]*)[A-Za-z0-9._~+/=-]{16,}",
         "${1}[REDACTED]",
     ),
-    pat(
+    assign(
         "password/secret/api key assignment",
         r#"(?i)([A-Za-z0-9_.-]*(?:password|passwd|secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|private[_-]?key)[A-Za-z0-9_.-]*["']?[ \t]*[:=][ \t]*)(?:"[^"\n]*"|'[^'\n]*'|[^\s"',;&\[]+)"#,
         "${1}[REDACTED]",
     ),
-    pat(
+    assign(
         "command-line secret option (--password VALUE)",
         r#"(?i)(\s--?[A-Za-z0-9-]*(?:password|passwd|secret|token|api-key)[ \t]+)[^\s"'\[-][^\s"']*"#,
         "${1}[REDACTED]",
     ),
-    pat(
+    tok(
         "credentials in a URL",
         r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(@)",
         "${1}[REDACTED]${2}",
@@ -127,7 +178,7 @@ fn compiled() -> &'static Compiled {
     })
 }
 
-/// Whether an environment variable's name says its value is a secret.
+/// Whether an environment variable's (or a plan variable's) name says its value is a secret.
 pub fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     n == "TOKEN"
@@ -142,13 +193,53 @@ pub fn is_secret_name(name: &str) -> bool {
         || n.contains("APIKEY")
 }
 
-/// Replaces secrets in text and JSON (see the module docs). Cheap to clone; build one per run.
+/// The forms a known secret can take in text: as is, JSON-escaped (a value inside a serialised
+/// document), and JSON-escaped twice (a tool call's arguments, themselves a JSON string inside a
+/// request body). A secret holding `"` or `\` looks different in each.
+fn text_forms(v: &str) -> Vec<String> {
+    let mut forms = vec![v.to_string()];
+    let mut cur = v.to_string();
+    for _ in 0..2 {
+        let quoted = serde_json::to_string(&cur).unwrap_or_default();
+        let escaped = quoted
+            .get(1..quoted.len().saturating_sub(1))
+            .unwrap_or_default()
+            .to_string();
+        if escaped == cur {
+            break;
+        }
+        forms.push(escaped.clone());
+        cur = escaped;
+    }
+    forms
+}
+
+/// The secret values a redactor knows, and one regex matching any of them.
 #[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    /// Known secret values, longest first so a value containing another is redacted whole.
-    values: Vec<String>,
-    /// One regex matching any known value literally.
+struct Known {
+    /// How many distinct secrets were added (each has several text forms).
+    secrets: usize,
+    /// Every text form of every secret, longest first so a value containing another is redacted
+    /// whole.
+    forms: Vec<String>,
+    /// One regex matching any form literally.
     literal: Option<Regex>,
+}
+
+/// Replaces secrets in text and JSON (see the module docs). One per run, shared (`Arc`) by the
+/// store, the event writers and the executor, so that secrets learnt when the plan is loaded
+/// ([`Redactor::add_values`]) reach every channel at once.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    known: RwLock<Known>,
+}
+
+impl Clone for Redactor {
+    fn clone(&self) -> Self {
+        Redactor {
+            known: RwLock::new(self.read().clone()),
+        }
+    }
 }
 
 impl Redactor {
@@ -174,46 +265,86 @@ impl Redactor {
         Redactor::new().with_extra_values(values)
     }
 
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Known> {
+        // A panic while holding the lock leaves a consistent `Known` (it is replaced whole).
+        self.known.read().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Adds known secret values (e.g. an API key read from a config file); short ones are ignored.
-    pub fn with_extra_values<I, S>(mut self, values: I) -> Self
+    pub fn with_extra_values<I, S>(self, values: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        self.add_values(values);
+        self
+    }
+
+    /// Adds known secret values to a shared redactor: every holder of the same `Arc` redacts them
+    /// from now on. Values shorter than [`MIN_SECRET_LEN`] (after trimming) are ignored.
+    pub fn add_values<I, S>(&self, values: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+        let mut changed = false;
         for v in values {
             let v: String = v.into();
-            let v = v.trim().to_string();
-            if v.len() >= MIN_SECRET_LEN && !self.values.contains(&v) {
-                self.values.push(v);
+            let v = v.trim();
+            if v.len() < MIN_SECRET_LEN || known.forms.iter().any(|f| f == v) {
+                continue;
             }
+            known.secrets += 1;
+            for form in text_forms(v) {
+                if !known.forms.contains(&form) {
+                    known.forms.push(form);
+                }
+            }
+            changed = true;
         }
-        self.values
+        if !changed {
+            return;
+        }
+        known
+            .forms
             .sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
-        self.literal = if self.values.is_empty() {
-            None
-        } else {
-            let alternation: Vec<String> = self.values.iter().map(|v| regex::escape(v)).collect();
-            // Escaped literals always compile; a size-limit failure falls back to per-value replace.
-            Regex::new(&alternation.join("|")).ok()
-        };
-        self
+        let alternation: Vec<String> = known.forms.iter().map(|v| regex::escape(v)).collect();
+        // Escaped literals always compile; a size-limit failure falls back to per-value replace.
+        known.literal = Regex::new(&alternation.join("|")).ok();
     }
 
     /// How many known values this redactor replaces (for diagnostics; the values stay private).
     pub fn known_values(&self) -> usize {
-        self.values.len()
+        self.read().secrets
     }
 
     /// Returns `s` with every secret replaced by [`REDACTED`]; borrowed when nothing matched.
+    /// For text from outside the runner: outputs, arguments, model text, identifiers, values.
     pub fn redact<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        self.apply(s, true)
+    }
+
+    /// Redaction for the runner's own messages (errors, diagnostics): known values in all their
+    /// forms and the unmistakable token formats, but not the key/value shapes
+    /// ([`PatternKind::Assignment`]), which would take the runner's words about a field named
+    /// `secrets` or `password` for a secret.
+    pub fn redact_message<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        self.apply(s, false)
+    }
+
+    fn apply<'a>(&self, s: &'a str, assignments: bool) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(s);
-        if !self.values.is_empty() {
-            match &self.literal {
-                Some(re) => out = replace(out, re, NoExpand(REDACTED)),
-                None => {
-                    for v in &self.values {
-                        if out.contains(v.as_str()) {
-                            out = Cow::Owned(out.replace(v.as_str(), REDACTED));
+        {
+            let known = self.read();
+            if !known.forms.is_empty() {
+                match &known.literal {
+                    Some(re) => out = replace(out, re, NoExpand(REDACTED)),
+                    None => {
+                        for v in &known.forms {
+                            if out.contains(v.as_str()) {
+                                out = Cow::Owned(out.replace(v.as_str(), REDACTED));
+                            }
                         }
                     }
                 }
@@ -225,7 +356,9 @@ impl Redactor {
             return out;
         }
         for i in hits.iter() {
-            out = replace(out, &c.regexes[i], PATTERNS[i].replacement);
+            if assignments || PATTERNS[i].kind == PatternKind::Token {
+                out = replace(out, &c.regexes[i], PATTERNS[i].replacement);
+            }
         }
         out
     }
@@ -239,6 +372,8 @@ impl Redactor {
     }
 
     /// Redacts every string in a JSON value, recursively: array items, object values and keys.
+    /// Redact values this way *before* serialising them: a secret holding `"` or `\` is escaped
+    /// by serialisation and no longer matches itself.
     pub fn redact_value(&self, v: &Value) -> Value {
         match v {
             Value::String(s) => Value::String(self.redact(s).into_owned()),
@@ -253,6 +388,119 @@ impl Redactor {
             other => other.clone(),
         }
     }
+
+    /// Redacts a JSON document given as text: parsed, redacted value by value, serialised again.
+    /// Text that is not JSON is redacted as text (with the escaped forms of known values).
+    pub fn redact_json_text(&self, text: &str) -> String {
+        // Fast path: the text rules see every form a value can take in JSON (escaped known values,
+        // tokens after escapes), so text they leave alone holds no value to redact.
+        if matches!(self.redact(text), Cow::Borrowed(_)) {
+            return text.to_string();
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) => {
+                let red = self.redact_value(&v);
+                if red == v {
+                    text.to_string()
+                } else {
+                    red.to_string()
+                }
+            }
+            Err(_) => self.redact(text).into_owned(),
+        }
+    }
+}
+
+/// The runner's own secrets: each read by [`runner_secret`] from the variable or its `_FILE` form,
+/// and neither form ever passed to a command, whatever the policy says.
+pub const RUNNER_SECRETS: &[&str] = &["ACODE_APPROVAL_KEY", "ACODE_LLM_API_KEY"];
+
+/// Whether `name` is one of [`RUNNER_SECRETS`] or its `_FILE` form.
+pub fn is_runner_secret_var(name: &str) -> bool {
+    RUNNER_SECRETS
+        .iter()
+        .any(|s| name == *s || name.strip_suffix("_FILE") == Some(s))
+}
+
+/// The most bytes read from a `*_FILE` secret: keys are short; anything larger is a mistake.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+
+/// A runner secret (`ACODE_APPROVAL_KEY`, `ACODE_LLM_API_KEY`) that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// Both the variable and its `_FILE` form are set: which one is meant is unclear.
+    #[error("both {name} and {name}_FILE are set; set one of them")]
+    Both {
+        /// The variable.
+        name: String,
+    },
+    /// The `_FILE` variable names something that cannot be used.
+    #[error("{name}_FILE={path}: {message}")]
+    File {
+        /// The variable (without `_FILE`).
+        name: String,
+        /// The path it named.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads a runner secret once, at start: from `{name}_FILE` (a regular file of at most
+/// [`MAX_SECRET_FILE_BYTES`], one trailing newline trimmed) when set, else from `{name}`. Reading
+/// it from a file keeps it out of the runner's environment, which every process of the same user
+/// may read under `/proc`. `Ok(None)` when neither is set or the value is empty.
+pub fn runner_secret(name: &str) -> Result<Option<String>, SecretError> {
+    let file_var = format!("{name}_FILE");
+    let direct = std::env::var_os(name).filter(|v| !v.is_empty());
+    let Some(path) = std::env::var_os(&file_var).filter(|v| !v.is_empty()) else {
+        return Ok(direct.map(|v| v.to_string_lossy().into_owned()));
+    };
+    if direct.is_some() {
+        return Err(SecretError::Both {
+            name: name.to_string(),
+        });
+    }
+    let path = std::path::PathBuf::from(path);
+    let fail = |message: String| SecretError::File {
+        name: name.to_string(),
+        path: path.display().to_string(),
+        message,
+    };
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Non-blocking, so a FIFO cannot hold the runner at open; refused as not a regular file.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| fail(format!("cannot open: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| fail(format!("cannot stat: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail("not a regular file".to_string()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SECRET_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
+        return Err(fail(format!(
+            "larger than {MAX_SECRET_FILE_BYTES} bytes; a key file holds one key"
+        )));
+    }
+    let mut text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8 text".to_string()))?;
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    if text.is_empty() {
+        return Err(fail("the file is empty".to_string()));
+    }
+    Ok(Some(text))
 }
 
 /// Applies one regex, keeping the text borrowed when it does not match.
@@ -500,6 +748,140 @@ mod tests {
         assert_eq!(out["ok"], true);
         assert_eq!(out["argv"][0], "a");
         assert_eq!(out["env"]["X"], REDACTED);
+    }
+
+    #[test]
+    fn secrets_with_quotes_and_backslashes_are_found_in_every_form() {
+        let secret = r#"pa"ss\word-42"#;
+        let red = Redactor::new().with_extra_values([secret]);
+        // As a value, serialised after redaction.
+        let v = json!({"env": {"DEPLOY": secret}, "argv": ["x", format!("--k={secret}")]});
+        let text = red.redact_value(&v).to_string();
+        assert!(!text.contains("ss\\\\word"), "{text}");
+        // Already serialised once (arguments in a text channel) and twice (arguments inside a
+        // request body).
+        let once = v.to_string();
+        let twice = serde_json::to_string(&once).unwrap();
+        for t in [&once, &twice] {
+            let out = red.redact(t);
+            assert!(
+                !out.contains("ss\\\\word") && !out.contains("ss\\word"),
+                "{out}"
+            );
+            assert!(out.contains(REDACTED), "{out}");
+        }
+        assert_eq!(red.known_values(), 1);
+        // A JSON document given as text is redacted value by value.
+        let out = red.redact_json_text(&once);
+        assert!(!out.contains("word-42"), "{out}");
+        assert!(serde_json::from_str::<Value>(&out).is_ok(), "{out}");
+    }
+
+    #[test]
+    fn tokens_right_after_an_escape_are_found() {
+        let red = r();
+        let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+        for text in [
+            format!(r#"{{"content":"line one\n{token}\n"}}"#),
+            format!(r#""\t{token}""#),
+            format!(r#""\u001b{token}""#),
+            r#""\nBearer abcdefghijkl""#.to_string(),
+            r#""\nsk-abcdefghijklmnopqrstuvwxyz0123456789ABCD""#.to_string(),
+            r#""\nAKIAIOSFODNN7EXAMPLE""#.to_string(),
+        ] {
+            let out = red.redact(&text);
+            assert!(!out.contains(&token[4..]), "{out}");
+            assert!(!out.contains("abcdefghijkl"), "{out}");
+            assert!(!out.contains("IOSFODNN7"), "{out}");
+            // The escape itself is kept, so the JSON stays valid.
+            assert!(out.contains('\\'), "{out}");
+        }
+        // Word characters before a token still protect ordinary words.
+        assert!(matches!(
+            red.redact("risk-assessment-for-the-quarterly-report-2024"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn the_runners_messages_about_fields_stay_readable() {
+        let red = Redactor::new().with_extra_values(["deploy-secret-1"]);
+        for msg in [
+            "plan.secrets: unknown field (expected one of: plan_id, steps)",
+            "plan.variables.db_password: expected a string, number or boolean, got [1]",
+            "steps[0].arguments.env.API_KEY: this environment variable cannot be set",
+        ] {
+            assert_eq!(red.redact_message(msg), msg);
+        }
+        // Known values and token formats still go.
+        assert_eq!(
+            red.redact_message("step x: deploy-secret-1 refused"),
+            "step x: [REDACTED] refused"
+        );
+        assert!(
+            !red.redact_message("got ghp_16C7e42F292c6912E7710c838347Ae178B4a")
+                .contains("ghp_16C7")
+        );
+        // Outside text keeps the key/value rules.
+        assert_eq!(red.redact("password: hunter2"), "password: [REDACTED]");
+    }
+
+    #[test]
+    fn values_added_to_a_shared_redactor_reach_every_holder() {
+        let shared = std::sync::Arc::new(Redactor::new());
+        let holder = shared.clone();
+        assert!(matches!(
+            holder.redact("value tok-abcdef"),
+            Cow::Borrowed(_)
+        ));
+        shared.add_values(["tok-abcdef", "tiny"]);
+        assert_eq!(holder.redact("value tok-abcdef"), "value [REDACTED]");
+        assert_eq!(holder.known_values(), 1);
+        // Adding the same value twice changes nothing.
+        shared.add_values(["tok-abcdef"]);
+        assert_eq!(holder.known_values(), 1);
+    }
+
+    #[test]
+    fn runner_secrets_come_from_files() {
+        let dir = std::env::temp_dir().join(format!("acode-secret-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = format!("ACODE_TEST_SECRET_{}", std::process::id());
+        let file_var = format!("{name}_FILE");
+        let key = dir.join("key");
+        std::fs::write(&key, "file-key-123\n").unwrap();
+        // SAFETY (set_var): the variables are unique to this test.
+        unsafe { std::env::set_var(&file_var, &key) };
+        assert_eq!(
+            runner_secret(&name).unwrap().as_deref(),
+            Some("file-key-123")
+        );
+        unsafe { std::env::set_var(&name, "direct") };
+        assert!(matches!(
+            runner_secret(&name),
+            Err(SecretError::Both { .. })
+        ));
+        unsafe { std::env::remove_var(&name) };
+        for (path, why) in [
+            (dir.clone(), "not a regular file"),
+            (dir.join("missing"), "cannot open"),
+        ] {
+            unsafe { std::env::set_var(&file_var, &path) };
+            let err = runner_secret(&name).unwrap_err().to_string();
+            assert!(err.contains(&file_var) && err.contains(why), "{err}");
+        }
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'x'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap();
+        unsafe { std::env::set_var(&file_var, &big) };
+        assert!(
+            runner_secret(&name)
+                .unwrap_err()
+                .to_string()
+                .contains("larger")
+        );
+        unsafe { std::env::remove_var(&file_var) };
+        assert_eq!(runner_secret(&name).unwrap(), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -78,12 +78,18 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN runner_pid INTEGER;
     ALTER TABLE runs ADD COLUMN variables_json TEXT;
     "#,
-    // 3: which process runs a run, robust to pid reuse: "<boot id>:<start time in ticks>" of
+    // 3: the OS sandbox the run's commands actually used (`bwrap`, `landlock`, `none`) and the
+    // kernel's Landlock ABI when it was Landlock (SPEC §6: the mode used is recorded on the run).
+    r#"
+    ALTER TABLE runs ADD COLUMN sandbox TEXT;
+    ALTER TABLE runs ADD COLUMN landlock_abi INTEGER;
+    "#,
+    // 4: which process runs a run, robust to pid reuse: "<boot id>:<start time in ticks>" of
     // `runner_pid`, so a run whose process is gone reads as interrupted.
     r#"
     ALTER TABLE runs ADD COLUMN runner_token TEXT;
     "#,
-    // 4: every approval and rejection, appended (PLAN.approval holds only the latest).
+    // 5: every approval and rejection, appended (PLAN.approval holds only the latest).
     r#"
     CREATE TABLE decisions (
         plan_id             TEXT NOT NULL,

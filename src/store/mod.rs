@@ -58,6 +58,15 @@ pub enum StoreError {
         /// The newest schema this binary knows.
         known: i64,
     },
+    /// The database file was deleted or replaced while this process had it open: everything
+    /// written since went to a file nobody can read, so the record of this run is lost.
+    #[error(
+        "the execution database {path} was deleted or replaced during the run; this run's record is lost"
+    )]
+    Lost {
+        /// The database file.
+        path: String,
+    },
 }
 
 /// A run as stored.
@@ -86,6 +95,11 @@ pub struct RunRow {
     pub prompt_tokens: i64,
     /// LLM completion tokens used.
     pub completion_tokens: i64,
+    /// The OS sandbox the commands used (`bwrap`, `landlock`, `none`); `None` for runs recorded
+    /// before it was kept.
+    pub sandbox: Option<String>,
+    /// The Landlock ABI, when the sandbox was Landlock.
+    pub landlock_abi: Option<i64>,
 }
 
 /// A step as stored.
@@ -203,7 +217,14 @@ pub struct StepUpdate<'a> {
 pub struct Store {
     conn: Connection,
     path: Option<PathBuf>,
+    /// Device and inode of the file when opened, to notice it being deleted or replaced.
+    file_id: Option<(u64, u64)>,
     redactor: Arc<Redactor>,
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Store {
@@ -252,6 +273,7 @@ impl Store {
         migrations::migrate(&mut conn)?;
         Ok(Store {
             conn,
+            file_id: path.as_deref().and_then(file_id),
             path,
             redactor: Arc::new(Redactor::from_env()),
         })
@@ -260,6 +282,46 @@ impl Store {
     /// Replaces the redactor applied to everything written (the default reads the environment).
     pub fn set_redactor(&mut self, redactor: Arc<Redactor>) {
         self.redactor = redactor;
+    }
+
+    /// The redactor applied to everything written: the run's, shared with the executor, so that
+    /// what the executor hands to the model is redacted by the same rules as the record.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
+    }
+
+    /// Fails when the database file is no longer the one opened (deleted, or replaced by another
+    /// file): SQLite keeps writing to the unlinked file without an error, so a run would otherwise
+    /// end with exit 0 and no record.
+    pub fn check_still_there(&self) -> Result<(), StoreError> {
+        match (&self.path, self.file_id) {
+            (Some(path), Some(id)) if file_id(path) != Some(id) => Err(StoreError::Lost {
+                path: path.display().to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs recorded as `running`, with the process that ran them: candidates for being marked
+    /// interrupted when that process is gone (a crash, a full disk, `kill -9`).
+    pub fn running_runs(&self) -> Result<Vec<(String, Option<i64>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run_id, runner_pid FROM runs WHERE status = 'running'")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// Marks a run whose process died while it was `running` as `interrupted` (resumable), so it
+    /// does not stay `running` forever.
+    pub fn mark_interrupted(&mut self, run_id: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET status = 'interrupted' WHERE run_id = ?1 AND status = 'running'",
+            [run_id],
+        )?;
+        Ok(())
     }
 
     /// The database file, if on disk.
@@ -289,6 +351,11 @@ impl Store {
         steps: &[(&str, usize, &str)],
     ) -> Result<(), StoreError> {
         let variables_json = self.scrub(variables_json).into_owned();
+        let plan_id = self.scrub(&run.plan_id).into_owned();
+        let steps: Vec<(String, usize, &str)> = steps
+            .iter()
+            .map(|(id, pos, tool)| (self.scrub(id).into_owned(), *pos, *tool))
+            .collect();
         let tx = self.immediate()?;
         tx.execute(
             "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status,
@@ -296,7 +363,7 @@ impl Store {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 run.run_id,
-                run.plan_id,
+                plan_id,
                 run.plan_sha256,
                 run.plan_path,
                 run.workspace,
@@ -311,7 +378,7 @@ impl Store {
             let mut stmt = tx.prepare(
                 "INSERT INTO steps (run_id, step_id, position, tool, status) VALUES (?1, ?2, ?3, ?4, 'pending')",
             )?;
-            for (step_id, position, tool) in steps {
+            for (step_id, position, tool) in &steps {
                 stmt.execute(params![run.run_id, step_id, *position as i64, tool])?;
             }
         }
@@ -321,6 +388,7 @@ impl Store {
 
     /// Marks a step as running.
     pub fn step_started(&mut self, run_id: &str, step_id: &str, at: i64) -> Result<(), StoreError> {
+        let step_id = self.scrub(step_id).into_owned();
         self.conn
             .prepare_cached(
                 "UPDATE steps SET status = 'running', started_at = ?3 WHERE run_id = ?1 AND step_id = ?2",
@@ -337,6 +405,7 @@ impl Store {
         u: &StepUpdate,
     ) -> Result<(), StoreError> {
         let message = self.scrub_opt(u.error_message);
+        let step_id = self.scrub(step_id);
         self.conn
             .prepare_cached(
                 "UPDATE steps SET status = ?3, attempts = ?4, started_at = COALESCE(started_at, ?5),
@@ -366,8 +435,12 @@ impl Store {
         e: &ExecutionRecord,
         artifacts: &[Artifact],
     ) -> Result<(), StoreError> {
-        let args = self.scrub(&e.arguments_json);
+        // Redacted value by value, then serialised: a secret holding `"` or `\` is escaped in the
+        // JSON text and would no longer match itself there.
+        let args = self.redactor.redact_json_text(&e.arguments_json);
         let message = self.scrub_opt(e.error_message.as_deref());
+        // Identifiers go through the same redactor, consistently, so lookups by id still match.
+        let step_id = self.scrub(&e.step_id);
         let contents: Vec<std::borrow::Cow<str>> =
             artifacts.iter().map(|a| self.scrub(&a.content)).collect();
         let tx = self.immediate()?;
@@ -380,7 +453,7 @@ impl Store {
         .execute(params![
             e.execution_id,
             e.run_id,
-            e.step_id,
+            step_id,
             e.tool_name,
             args,
             e.started_at,
@@ -439,7 +512,8 @@ impl Store {
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token
+             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi,
+             runner_pid, runner_token
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -453,7 +527,8 @@ impl Store {
         let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token
+             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi,
+             runner_pid, runner_token
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -571,6 +646,21 @@ impl Store {
         Ok(())
     }
 
+    /// Records the OS sandbox a run's commands use (at its start, and again when it is resumed,
+    /// which may happen on another machine or with another `--sandbox`).
+    pub fn record_sandbox(
+        &mut self,
+        run_id: &str,
+        mode: &str,
+        landlock_abi: Option<u32>,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET sandbox = ?2, landlock_abi = ?3 WHERE run_id = ?1",
+            params![run_id, mode, landlock_abi],
+        )?;
+        Ok(())
+    }
+
     /// A run with its steps, executions and artifact metadata.
     pub fn run_detail(&self, run_id: &str) -> Result<RunDetail, StoreError> {
         let run = self.run(run_id)?;
@@ -678,8 +768,8 @@ impl Store {
 fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
     let mut status: RunStatus = r.get(7)?;
     if status == RunStatus::Running {
-        let pid: Option<i64> = r.get(11)?;
-        let token: Option<String> = r.get(12)?;
+        let pid: Option<i64> = r.get(13)?;
+        let token: Option<String> = r.get(14)?;
         if !runner::alive(pid, token.as_deref()) {
             status = RunStatus::Interrupted;
         }
@@ -696,5 +786,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         exit_code: r.get(8)?,
         prompt_tokens: r.get(9)?,
         completion_tokens: r.get(10)?,
+        sandbox: r.get(11)?,
+        landlock_abi: r.get(12)?,
     })
 }

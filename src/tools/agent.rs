@@ -10,7 +10,7 @@ use super::args::{parse, schema_for};
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 /// The default turn limit of an agent step (SPEC §5).
-pub const DEFAULT_MAX_TURNS: u64 = 10;
+pub const DEFAULT_MAX_TURNS: u32 = 10;
 
 /// The registered name.
 pub const NAME: &str = "agent";
@@ -41,7 +41,7 @@ impl AgentArgs {
 
     /// The turn limit, with the default applied.
     pub fn max_turns(&self) -> u32 {
-        self.max_turns.unwrap_or(DEFAULT_MAX_TURNS as u32)
+        self.max_turns.unwrap_or(DEFAULT_MAX_TURNS)
     }
 }
 

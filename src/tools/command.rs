@@ -5,8 +5,9 @@
 //! [`check_argv`], the step's `env` additions [`check_env_additions`], and `cwd` the workspace
 //! resolver. `check()` runs all of them without side effects; `run()` runs them again (the
 //! arguments may have come from an LLM after validation) and then starts the child with a cleared
-//! environment, in its own process group, under bwrap when the run has it, with output capped at
-//! the policy's `limits.output_bytes` per stream.
+//! environment, in its own process group, confined by the run's OS sandbox (bwrap or Landlock, and
+//! the resource limits in every mode), with output capped at the policy's `limits.output_bytes`
+//! per stream. A command stopped by a resource limit fails with the limit named.
 //!
 //! A command that runs and exits non-zero is a failed `ToolOutput` with its artifacts, not an
 //! `Err`: its output is exactly what the user needs to see.
@@ -19,11 +20,11 @@ use serde_json::{Value, json};
 
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
-use crate::sandbox::bwrap::BwrapSpec;
 use crate::sandbox::commands::{check_argv, check_command_line, needs_confirmation, split_command};
 use crate::sandbox::env::{check_env_additions, child_env, harden_for_program};
+use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, Captured, CommandOutput, CommandSpec};
-use crate::sandbox::{Policy, Workspace};
+use crate::sandbox::{CommandLimits, Policy, Workspace};
 
 /// The tool's registered name.
 pub const NAME: &str = "run_command";
@@ -202,7 +203,14 @@ fn stream_section(name: &str, c: &Captured) -> String {
 }
 
 /// Turns a finished child into the tool's output.
-fn to_output(program: &str, limit: Duration, out: &mut CommandOutput, bwrap: bool) -> ToolOutput {
+fn to_output(
+    program: &str,
+    limit: Duration,
+    out: &mut CommandOutput,
+    bwrap: bool,
+    limits: &CommandLimits,
+) -> ToolOutput {
+    let limit_hit = limits.hit(out, limit);
     let not_found_in_sandbox = bwrap
         && out.exit_code == Some(1)
         && out.stderr.text.starts_with("bwrap: execvp")
@@ -219,6 +227,8 @@ fn to_output(program: &str, limit: Duration, out: &mut CommandOutput, bwrap: boo
             ErrorKind::ToolFailed,
             format!("cannot run '{program}': program not found on PATH (inside the sandbox)"),
         )
+    } else if let Some(why) = limit_hit {
+        ToolOutput::failed(ErrorKind::ToolFailed, format!("command {why}"))
     } else {
         match (out.exit_code, out.signal) {
             (Some(0), _) => ToolOutput::ok(String::new()),
@@ -341,17 +351,40 @@ impl Tool for RunCommand {
         harden_for_program(&program, ctx.workspace.root(), &mut spec.env);
         spec.timeout = limit;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
-        match process::run(&spec, ctx.cancel, ctx.heartbeat) {
+        if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
+            return Ok(ToolOutput::failed(
+                ErrorKind::ToolFailed,
+                format!(
+                    "cannot confine the command in the {} sandbox: {e}",
+                    ctx.sandbox.describe()
+                ),
+            ));
+        }
+        let bwrap = ctx.sandbox.bwrap();
+        let guard = ProtectedGuard::before(ctx.workspace);
+        let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
+        guard.after()?;
+        match result {
             Ok(mut out) => {
-                let mut output = to_output(&program, limit, &mut out, ctx.bwrap.is_some());
+                let hint = ctx.sandbox.denial_hint(&out);
+                let mut output = to_output(
+                    &program,
+                    limit,
+                    &mut out,
+                    bwrap.is_some(),
+                    ctx.sandbox.limits(),
+                );
+                if let (Some(hint), Some(error)) = (hint, output.error.as_mut()) {
+                    error.push_str(&format!(" ({hint})"));
+                    output.content = format!("note: {hint}\n{}", output.content);
+                }
                 output.transient = !output.success
                     && !out.interrupted
                     && args.get("retryable").and_then(Value::as_bool) == Some(true);
                 Ok(output)
             }
             Err(e) => {
-                let what = match (ctx.bwrap, e.kind()) {
+                let what = match (bwrap, e.kind()) {
                     (Some(b), _) => format!("cannot start the sandbox ({}): {e}", b.display()),
                     (None, std::io::ErrorKind::NotFound) => {
                         format!("cannot run '{program}': program not found on PATH")
@@ -373,7 +406,6 @@ mod tests {
     use crate::sandbox::Redactor;
     use crate::sandbox::bwrap::bwrap_for_tests;
     use crate::tools::schema::validate;
-    use std::path::Path;
     use std::sync::atomic::AtomicBool;
 
     fn temp_ws() -> Workspace {
@@ -385,14 +417,14 @@ mod tests {
     fn ctx<'a>(
         ws: &'a Workspace,
         policy: &'a Policy,
-        bwrap: Option<&'a Path>,
+        sandbox: &'a crate::sandbox::OsSandbox,
         cancel: &'a AtomicBool,
     ) -> ToolContext<'a> {
         ToolContext {
             workspace: ws,
             policy,
             timeout: Duration::from_secs(60),
-            bwrap,
+            sandbox,
             cancel,
             heartbeat: &|_| {},
         }
@@ -400,7 +432,7 @@ mod tests {
 
     fn run(ws: &Workspace, policy: &Policy, args: Value) -> Result<ToolOutput, ToolError> {
         let cancel = AtomicBool::new(false);
-        let c = ctx(ws, policy, None, &cancel);
+        let c = ctx(ws, policy, crate::sandbox::OsSandbox::unconfined(), &cancel);
         RunCommand.check(&args, &c)?;
         RunCommand.run(&args, &c)
     }
@@ -467,7 +499,7 @@ mod tests {
         ));
         // A missing cwd passes check (an earlier step may create it) but not run.
         let cancel = AtomicBool::new(false);
-        let c = ctx(&ws, &p, None, &cancel);
+        let c = ctx(&ws, &p, crate::sandbox::OsSandbox::unconfined(), &cancel);
         let args = json!({"command": "ls", "cwd": "later"});
         assert!(RunCommand.check(&args, &c).is_ok());
         assert!(matches!(
@@ -620,7 +652,7 @@ mod tests {
         let ws = temp_ws();
         let p = Policy::default();
         let cancel = AtomicBool::new(false);
-        let c = ctx(&ws, &p, None, &cancel);
+        let c = ctx(&ws, &p, crate::sandbox::OsSandbox::unconfined(), &cancel);
         let args = json!({"argv": ["python3", "-c", "__import__('time').sleep(600)"]});
         let out = std::thread::scope(|s| {
             s.spawn(|| {
@@ -662,7 +694,7 @@ mod tests {
         let ws = temp_ws();
         let p = Policy::parse(r#"{"allow_commands":["env"]}"#).unwrap();
         let cancel = AtomicBool::new(false);
-        let c = ctx(&ws, &p, None, &cancel);
+        let c = ctx(&ws, &p, crate::sandbox::OsSandbox::unconfined(), &cancel);
         assert!(!RunCommand.needs_confirmation(&json!({"command": "cargo test"}), &c));
         assert!(RunCommand.needs_confirmation(&json!({"command": "env"}), &c));
         assert!(RunCommand.needs_confirmation(&json!({"argv": ["env"]}), &c));
@@ -762,7 +794,11 @@ mod tests {
         let ws = temp_ws();
         let p = Policy::default();
         let cancel = AtomicBool::new(false);
-        let c = ctx(&ws, &p, Some(&bwrap), &cancel);
+        let sandbox =
+            crate::sandbox::OsSandbox::resolve(crate::sandbox::SandboxMode::Bwrap, &ws, &p.limits)
+                .unwrap();
+        assert_eq!(sandbox.bwrap(), Some(bwrap.as_path()));
+        let c = ctx(&ws, &p, &sandbox, &cancel);
         let out = RunCommand
             .run(
                 &json!({"command": "python3 -c \"open('inside.txt', 'w').write('ok')\""}),
@@ -787,7 +823,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&outside);
         // A program missing inside the sandbox is reported as such.
         let p2 = Policy::parse(r#"{"allow_commands":["acode-no-such-program"]}"#).unwrap();
-        let c2 = ctx(&ws, &p2, Some(&bwrap), &cancel);
+        let c2 = ctx(&ws, &p2, &sandbox, &cancel);
         let out = RunCommand
             .run(&json!({"command": "acode-no-such-program"}), &c2)
             .unwrap();

@@ -3,7 +3,7 @@
 //! The path (a directory with `Cargo.toml`, or the `Cargo.toml` itself) is resolved in the
 //! workspace; cargo always gets an explicit `--manifest-path`, so it never wanders up to a manifest
 //! outside the workspace. Cargo runs through the same process runner as `run_command`: cleared
-//! environment, its own process group, the run's bwrap and timeout, capped output. Its default
+//! environment, its own process group, the run's OS sandbox, limits and timeout, capped output. Its default
 //! target directory (`target/` next to the crate's workspace root) is used.
 //!
 //! Note that `cargo check` compiles and *runs* build scripts and proc macros of the crate and its
@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use super::command::{seconds, stream_artifact, tail};
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, arg_str};
 use crate::error::ErrorKind;
-use crate::sandbox::bwrap::BwrapSpec;
 use crate::sandbox::env::child_env;
+use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, CommandSpec};
 use crate::sandbox::{SandboxViolation, Workspace};
 
@@ -246,7 +246,7 @@ impl Tool for LspCheck {
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
         // Inside the OS sandbox there is no network: cargo would spend many seconds retrying a
         // download before failing, so it runs offline there and fails at once.
-        let offline = ctx.bwrap.is_some();
+        let offline = ctx.sandbox.mode() != crate::sandbox::SandboxMode::None;
         let mut extra_env = vec![("CARGO_TERM_COLOR".to_string(), "never".to_string())];
         if offline {
             extra_env.push(("CARGO_NET_OFFLINE".to_string(), "true".to_string()));
@@ -254,8 +254,20 @@ impl Tool for LspCheck {
         spec.env = child_env(ctx.policy, &extra_env);
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        spec.wrap = ctx.bwrap.map(|b| BwrapSpec::new(b, ctx.workspace));
-        let mut out = match process::run(&spec, ctx.cancel, ctx.heartbeat) {
+        if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
+            return Ok(ToolOutput::failed(
+                ErrorKind::ToolFailed,
+                format!(
+                    "cannot confine cargo in the {} sandbox: {e}",
+                    ctx.sandbox.describe()
+                ),
+            ));
+        }
+        // cargo runs build scripts: arbitrary code, guarded like any command.
+        let guard = ProtectedGuard::before(ctx.workspace);
+        let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
+        guard.after()?;
+        let mut out = match result {
             Ok(out) => out,
             Err(e) => {
                 return Ok(ToolOutput::failed(
@@ -290,6 +302,8 @@ impl Tool for LspCheck {
                 ErrorKind::ToolFailed,
                 format!("cargo check found {errors} error(s); first: {first}"),
             )
+        } else if let Some(why) = ctx.sandbox.limits().hit(&out, ctx.timeout) {
+            ToolOutput::failed(ErrorKind::ToolFailed, format!("cargo check {why}"))
         } else if !out.success() {
             let status = out
                 .exit_code
@@ -416,14 +430,18 @@ mod tests {
         Workspace::new(&dir).unwrap()
     }
 
-    fn check(ws: &Workspace, path: &str, bwrap: Option<&Path>) -> Result<ToolOutput, ToolError> {
+    fn check(
+        ws: &Workspace,
+        path: &str,
+        sandbox: &crate::sandbox::OsSandbox,
+    ) -> Result<ToolOutput, ToolError> {
         let policy = Policy::default();
         let cancel = AtomicBool::new(false);
         let ctx = ToolContext {
             workspace: ws,
             policy: &policy,
             timeout: Duration::from_secs(120),
-            bwrap,
+            sandbox,
             cancel: &cancel,
             heartbeat: &|_| {},
         };
@@ -442,13 +460,18 @@ mod tests {
     #[test]
     fn fixtures_give_the_expected_results() {
         let ws = workspace_with("clean");
-        let out = check(&ws, "sub", None).unwrap();
+        let out = check(&ws, "sub", crate::sandbox::OsSandbox::unconfined()).unwrap();
         assert!(out.success, "{out:?}");
         assert!(diagnostics(&out).is_empty());
         assert!(out.artifacts.iter().any(|a| a.artifact_type == "stderr"));
 
         let ws = workspace_with("with_warning");
-        let out = check(&ws, "sub/Cargo.toml", None).unwrap();
+        let out = check(
+            &ws,
+            "sub/Cargo.toml",
+            crate::sandbox::OsSandbox::unconfined(),
+        )
+        .unwrap();
         assert!(out.success, "{out:?}");
         let d = diagnostics(&out);
         assert_eq!(d.len(), 1, "{d:?}");
@@ -458,7 +481,7 @@ mod tests {
         assert_eq!(d[0].line_start, Some(5));
 
         let ws = workspace_with("with_error");
-        let out = check(&ws, "sub", None).unwrap();
+        let out = check(&ws, "sub", crate::sandbox::OsSandbox::unconfined()).unwrap();
         assert!(!out.success);
         assert_eq!(out.failure_kind, Some(ErrorKind::ToolFailed));
         let d = diagnostics(&out);
@@ -478,14 +501,14 @@ mod tests {
     fn cargo_failure_without_diagnostics_reports_stderr() {
         let ws = workspace_with("clean");
         std::fs::create_dir_all(ws.root().join("empty")).unwrap();
-        let out = check(&ws, "empty", None).unwrap();
+        let out = check(&ws, "empty", crate::sandbox::OsSandbox::unconfined()).unwrap();
         assert!(!out.success);
         let msg = out.error.unwrap();
         assert!(msg.contains("without compiler diagnostics"), "{msg}");
         assert!(msg.contains("Cargo.toml"), "{msg}");
 
         std::fs::write(ws.root().join("sub/Cargo.toml"), "[package\nname=").unwrap();
-        let out = check(&ws, "sub", None).unwrap();
+        let out = check(&ws, "sub", crate::sandbox::OsSandbox::unconfined()).unwrap();
         assert!(!out.success);
         assert!(out.error.unwrap().contains("without compiler diagnostics"));
     }
@@ -494,15 +517,19 @@ mod tests {
     fn paths_are_checked() {
         let ws = workspace_with("clean");
         assert!(matches!(
-            check(&ws, "../x", None),
+            check(&ws, "../x", crate::sandbox::OsSandbox::unconfined()),
             Err(ToolError::Sandbox(_))
         ));
         assert!(matches!(
-            check(&ws, "sub/src/lib.rs", None),
+            check(
+                &ws,
+                "sub/src/lib.rs",
+                crate::sandbox::OsSandbox::unconfined()
+            ),
             Err(ToolError::InvalidArguments { .. })
         ));
         assert!(matches!(
-            check(&ws, "missing", None),
+            check(&ws, "missing", crate::sandbox::OsSandbox::unconfined()),
             Err(ToolError::InvalidArguments { .. })
         ));
         assert!(LspCheck.idempotent());
@@ -510,10 +537,16 @@ mod tests {
 
     #[test]
     fn a_missing_dependency_inside_bwrap_fails_fast_and_says_what_to_do() {
-        let Some(bwrap) = bwrap_for_tests() else {
+        if bwrap_for_tests().is_none() {
             return;
-        };
+        }
         let ws = workspace_with("clean");
+        let sandbox = crate::sandbox::OsSandbox::resolve(
+            crate::sandbox::SandboxMode::Bwrap,
+            &ws,
+            &Policy::default().limits,
+        )
+        .unwrap();
         let manifest = ws.root().join("sub/Cargo.toml");
         let toml = std::fs::read_to_string(&manifest).unwrap().replace(
             "[dependencies]",
@@ -521,7 +554,7 @@ mod tests {
         );
         std::fs::write(&manifest, toml).unwrap();
         let started = std::time::Instant::now();
-        let out = check(&ws, "sub", Some(&bwrap)).unwrap();
+        let out = check(&ws, "sub", &sandbox).unwrap();
         assert!(!out.success);
         let msg = out.error.unwrap();
         assert!(
@@ -541,7 +574,14 @@ mod tests {
             return;
         };
         let ws = workspace_with("with_warning");
-        let out = check(&ws, "sub", Some(&bwrap)).unwrap();
+        let sandbox = crate::sandbox::OsSandbox::resolve(
+            crate::sandbox::SandboxMode::Bwrap,
+            &ws,
+            &Policy::default().limits,
+        )
+        .unwrap();
+        assert_eq!(sandbox.bwrap(), Some(bwrap.as_path()));
+        let out = check(&ws, "sub", &sandbox).unwrap();
         assert!(out.success, "{out:?}");
         assert_eq!(diagnostics(&out).len(), 1);
     }

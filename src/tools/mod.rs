@@ -2,8 +2,10 @@
 //!
 //! A tool is a named function with a JSON schema for its arguments. The same schema validates plan
 //! steps, validates LLM tool calls and is shown to the LLM, so there is one definition of what a tool
-//! accepts. Tools resolve every path through [`crate::sandbox::Workspace`] and never decide their own
-//! sandbox rules.
+//! accepts; with [`args`], that schema and the parsing of the arguments both come from one typed
+//! struct per tool. Tools check every path through [`crate::sandbox::Workspace`], open it through
+//! [`crate::sandbox::fs`] (where the kernel refuses escapes), and never decide their own sandbox
+//! rules.
 
 pub mod agent;
 pub mod args;
@@ -17,7 +19,6 @@ pub mod search;
 #[cfg(test)]
 mod testutil;
 
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::error::ErrorKind;
-use crate::sandbox::{Policy, SandboxViolation, Workspace};
+use crate::sandbox::{OsSandbox, Policy, SandboxViolation, Workspace};
 
 pub use registry::ToolRegistry;
 
@@ -191,8 +192,8 @@ pub struct ToolContext<'a> {
     pub policy: &'a Policy,
     /// The time limit for this call.
     pub timeout: Duration,
-    /// The bubblewrap binary when the OS sandbox is on for this run.
-    pub bwrap: Option<&'a Path>,
+    /// The run's OS sandbox: every command a tool starts goes through [`OsSandbox::prepare`].
+    pub sandbox: &'a OsSandbox,
     /// Set when the run is being interrupted; long-running tools poll it and stop.
     pub cancel: &'a AtomicBool,
     /// Called periodically by long-running tools with the elapsed time, for heartbeat events.
@@ -205,7 +206,8 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
     /// One sentence for `acode-run tools` and for the LLM.
     fn description(&self) -> &'static str;
-    /// The JSON Schema of the arguments object.
+    /// The JSON Schema of the arguments object; for a tool with a typed argument struct,
+    /// `args::schema_for::<ItsArgs>()`.
     fn schema(&self) -> Value;
     /// Whether re-running after a crash is harmless (reads, overwrites); used by resume.
     fn idempotent(&self) -> bool;
@@ -233,7 +235,8 @@ pub trait Tool: Send + Sync {
 }
 
 /// Reads a required string argument; the schema has already checked presence and type, so a
-/// failure here is reported, not panicked on.
+/// failure here is reported, not panicked on. For tools not yet on a typed argument struct
+/// ([`args::parse`] is the way to read arguments).
 pub fn arg_str<'v>(tool: &str, args: &'v Value, name: &str) -> Result<&'v str, ToolError> {
     args.get(name)
         .and_then(Value::as_str)

@@ -1,6 +1,6 @@
 //! Finding tools: `file_search` (lines matching a regex) and `file_glob` (paths matching a glob).
 //!
-//! Both walk with [`crate::tools::files::walk`]: the root is opened beneath the workspace root by
+//! Both walk with `tools::files::walk`: the root is opened beneath the workspace root by
 //! the kernel, the walk goes from directory handle to directory handle and never follows a
 //! symlink, and every file `file_search` reads is opened relative to its directory's handle with
 //! `O_NOFOLLOW | O_NONBLOCK`, so nothing outside the workspace is reached however links inside it

@@ -53,7 +53,7 @@ impl TestWs {
             workspace: &self.ws,
             policy: &self.policy,
             timeout: Duration::from_secs(5),
-            bwrap: None,
+            sandbox: crate::sandbox::OsSandbox::unconfined(),
             cancel: &self.cancel,
             heartbeat: &no_heartbeat,
         }

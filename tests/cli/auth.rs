@@ -141,7 +141,12 @@ fn with_an_approval_key_only_signed_approvals_run() {
     let a: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(t.root.join("p.json.approval")).unwrap())
             .unwrap();
-    assert_eq!(a["signature"].as_str().unwrap().len(), 64);
+    let sig = a["signature"].as_str().unwrap();
+    assert_eq!(
+        sig.strip_prefix("hmac-sha256-v2:").unwrap().len(),
+        64,
+        "{sig}"
+    );
     assert_eq!(code(&run(Some(key))), 0);
     assert_eq!(code(&run(None)), 0);
     // Another key does not verify it.

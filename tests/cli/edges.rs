@@ -660,3 +660,159 @@ fn each_problem_names_its_location_once() {
     assert!(err.contains("  - steps[1].arguments.path: "), "{err}");
     assert!(!err.contains("arguments: steps["), "{err}");
 }
+
+/// Starts `plan` (approved) in the background and waits until its `wait.py` step has started.
+fn start_waiting_run(t: &TestDir, plan: &std::path::Path) -> std::process::Child {
+    let child = t
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--sandbox", "none"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !t.ws.join("started").exists() {
+        assert!(Instant::now() < deadline, "the waiting step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn waiting_plan(t: &TestDir) -> std::path::PathBuf {
+    t.file(
+        "wait.py",
+        "import os, time\nopen('started', 'w').write('1')\nfor _ in range(600):\n    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n",
+    );
+    let plan = t.plan(
+        "w.json",
+        &json!({"plan_id": "w", "steps": [
+            {"step_id": "wait", "tool": "run_command", "arguments": {"command": "python3 wait.py"}},
+            {"step_id": "after", "tool": "file_write", "arguments": {"path": "after.txt", "contents": "x"}}]}),
+    );
+    t.approve(&plan);
+    plan
+}
+
+#[test]
+fn a_database_deleted_during_the_run_does_not_end_silently_with_exit_0() {
+    let t = TestDir::new();
+    let plan = waiting_plan(&t);
+    let child = start_waiting_run(&t, &plan);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(t.ws.join(format!(".acode/executions.db{suffix}")));
+    }
+    std::fs::write(t.ws.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("was deleted or replaced during the run; this run's record is lost"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_run_left_running_by_a_dead_process_is_marked_interrupted_at_the_next_start() {
+    let t = TestDir::new();
+    let plan = waiting_plan(&t);
+    let mut child = start_waiting_run(&t, &plan);
+    // SAFETY: SIGKILL to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "running");
+    let other = simple_plan(&t);
+    let out = t.approve_and_run(&other, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        q::<String>(&t.db(), "SELECT status FROM runs WHERE plan_id = 'w'"),
+        "interrupted"
+    );
+    // Still resumable.
+    std::fs::write(t.ws.join("go"), "").unwrap();
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs WHERE plan_id = 'w'");
+    let out = t.run(&[
+        "resume",
+        &run_id,
+        "--rerun-interrupted",
+        "--sandbox",
+        "none",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// A small tmpfs mounted for one test, unmounted on drop.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &std::path::Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallDisk(at.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_ends_the_run_non_zero_and_the_next_start_marks_it_interrupted() {
+    let t = TestDir::new();
+    let ws = t.root.join("small");
+    let Some(_disk) = SmallDisk::mount(&ws, "400k") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let steps: Vec<serde_json::Value> = (0..400)
+        .map(|i| {
+            json!({"step_id": format!("s{i}"), "tool": "file_write",
+            "arguments": {"path": format!("f{}.txt", i % 3), "contents": "x".repeat(3000)}})
+        })
+        .collect();
+    let plan = t.plan("full.json", &json!({"plan_id": "full", "steps": steps}));
+    let ws_arg = ws.to_str().unwrap();
+    let out = t.run(&[
+        "run",
+        "--approve",
+        "--workspace",
+        ws_arg,
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("disk is full"), "{}", stderr(&out));
+    let db = rusqlite::Connection::open(ws.join(".acode/executions.db")).unwrap();
+    assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "running");
+    drop(db);
+    // Space again: the next start marks the dead run interrupted instead of leaving it running.
+    let grown = Command::new("mount")
+        .args(["-o", "remount,size=8m"])
+        .arg(&ws)
+        .status()
+        .unwrap();
+    assert!(grown.success());
+    let small = t.plan(
+        "one.json",
+        &json!({"plan_id": "one", "steps": [
+        {"step_id": "a", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "x"}}]}),
+    );
+    let out = t.run(&[
+        "run",
+        "--approve",
+        "--workspace",
+        ws_arg,
+        small.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let db = rusqlite::Connection::open(ws.join(".acode/executions.db")).unwrap();
+    assert_eq!(
+        q::<String>(&db, "SELECT status FROM runs WHERE plan_id = 'full'"),
+        "interrupted"
+    );
+}

@@ -72,17 +72,32 @@ fn append_config(git_dir: &Path, text: &str) {
 /// Runs `steps` as one plan (approved in the same call) with `--sandbox none` (what `auto` falls
 /// back to without bwrap or Landlock) and `--confirm auto-deny`; returns the exit code and stderr.
 fn run_plan(t: &TestDir, name: &str, steps: Value) -> (i32, String) {
+    run_plan_in(t, name, steps, "none")
+}
+
+/// [`run_plan`] in the given sandbox mode.
+fn run_plan_in(t: &TestDir, name: &str, steps: Value, mode: &str) -> (i32, String) {
     let plan = t.plan(name, &json!({"plan_id": "git-attack", "steps": steps}));
     let out = t.run(&[
         "run",
         "--approve",
         plan.to_str().unwrap(),
         "--sandbox",
-        "none",
+        mode,
         "--confirm",
         "auto-deny",
     ]);
     (code(&out), stderr(&out))
+}
+
+/// The sandbox modes this machine supports: `none` always, `bwrap` where it works.
+fn modes() -> Vec<&'static str> {
+    let mut m = vec!["none"];
+    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
+        Ok(_) => m.push("bwrap"),
+        Err(why) => eprintln!("bwrap mode skipped: {why}"),
+    }
+    m
 }
 
 /// One `run_command` step with `argv`, optionally in `cwd`, that may fail without stopping.
@@ -98,7 +113,8 @@ fn step(id: &str, argv: &[&str], cwd: Option<&str>) -> Value {
 #[test]
 fn program_naming_config_in_a_nested_repository_never_runs() {
     let t = TestDir::new();
-    let marker = t.outside.join("MARK");
+    // Inside the workspace, which every sandbox mode lets commands write.
+    let marker = t.ws.join("MARK");
     repo_with_commit(&t, &t.ws);
     let nested = t.ws.join("vendor/lib");
     repo_with_commit(&t, &nested);
@@ -130,27 +146,35 @@ fn program_naming_config_in_a_nested_repository_never_runs() {
     assert!(marker.exists(), "control: fsmonitor should have run");
     std::fs::remove_file(&marker).unwrap();
 
-    let (c, err) = run_plan(
-        &t,
-        "nested.json",
-        json!([
-            step("status", &["git", "status"], Some("vendor/lib")),
-            step("c-status", &["git", "-C", "vendor/lib", "status"], None),
-            step(
-                "commit",
-                &["git", "commit", "--allow-empty", "-m", "x"],
-                Some("vendor/lib")
-            ),
-            step("diff", &["git", "diff"], Some("vendor/lib")),
-            step("log", &["git", "--paginate", "log"], Some("vendor/lib")),
-        ]),
-    );
-    assert!(
-        !marker.exists(),
-        "a nested repository's config ran a program: {err}"
-    );
-    // Everything ran, against the workspace's own repository.
-    assert_eq!(c, 0, "{err}");
+    for mode in modes() {
+        let (c, err) = run_plan_in(
+            &t,
+            "nested.json",
+            json!([
+                step("status", &["git", "status"], Some("vendor/lib")),
+                step("c-status", &["git", "-C", "vendor/lib", "status"], None),
+                step(
+                    "commit",
+                    &["git", "commit", "--allow-empty", "-m", "x"],
+                    Some("vendor/lib")
+                ),
+                step("diff", &["git", "diff"], Some("vendor/lib")),
+                step("log", &["git", "--paginate", "log"], Some("vendor/lib")),
+            ]),
+            mode,
+        );
+        assert!(
+            !marker.exists(),
+            "{mode}: a nested repository's config ran a program: {err}"
+        );
+        // Everything ran, against the workspace's own repository (read-only .git under bwrap makes
+        // the commit fail).
+        assert!(c == 0 || (mode != "none" && c == 30), "{mode}: {c}: {err}");
+        assert!(
+            err.contains("git -C vendor/lib status … ok"),
+            "{mode}: {err}"
+        );
+    }
     let (c, err) = run_plan(
         &t,
         "nested-alias.json",
@@ -164,7 +188,7 @@ fn program_naming_config_in_a_nested_repository_never_runs() {
 #[test]
 fn program_naming_config_in_the_workspace_repository_is_forced_inert() {
     let t = TestDir::new();
-    let marker = t.outside.join("MARK");
+    let marker = t.ws.join("MARK");
     repo_with_commit(&t, &t.ws);
     append_config(
         &t.ws.join(".git"),
@@ -185,35 +209,47 @@ fn program_naming_config_in_the_workspace_repository_is_forced_inert() {
     );
     std::fs::remove_file(&marker).unwrap();
 
-    let (c, err) = run_plan(
-        &t,
-        "own.json",
-        json!([
-            step("status", &["git", "status"], None),
-            step(
-                "commit",
-                &["git", "commit", "--allow-empty", "-m", "x"],
-                None
-            ),
-            step(
-                "signed",
-                &["git", "commit", "-S", "--allow-empty", "-m", "y"],
-                None
-            ),
-            step("edit", &["git", "commit", "--allow-empty", "--amend"], None),
-            step("rebase", &["git", "rebase", "-i", "HEAD"], None),
-            step("fetch", &["git", "fetch", "ssh://example.invalid/x"], None),
-        ]),
-    );
-    assert!(!marker.exists(), "repository config ran a program: {err}");
-    // The steps really ran (signing fails instead of running the key command).
-    assert!(c == 0 || c == 30, "{c}: {err}");
-    for ok in [
-        "git status … ok",
-        "git commit --allow-empty -m x … ok",
-        "--amend … ok",
-    ] {
-        assert!(err.contains(ok), "{ok:?} missing: {err}");
+    for mode in modes() {
+        let (c, err) = run_plan_in(
+            &t,
+            "own.json",
+            json!([
+                step("status", &["git", "status"], None),
+                step(
+                    "commit",
+                    &["git", "commit", "--allow-empty", "-m", "x"],
+                    None
+                ),
+                step(
+                    "signed",
+                    &["git", "commit", "-S", "--allow-empty", "-m", "y"],
+                    None
+                ),
+                step("edit", &["git", "commit", "--allow-empty", "--amend"], None),
+                step("rebase", &["git", "rebase", "-i", "HEAD"], None),
+                step("fetch", &["git", "fetch", "ssh://example.invalid/x"], None),
+            ]),
+            mode,
+        );
+        assert!(
+            !marker.exists(),
+            "{mode}: repository config ran a program: {err}"
+        );
+        // The steps really ran (signing fails instead of running the key command; under bwrap the
+        // read-only .git makes commits fail).
+        assert!(c == 0 || c == 30, "{mode}: {c}: {err}");
+        let expected: &[&str] = if mode == "none" {
+            &[
+                "git status … ok",
+                "git commit --allow-empty -m x … ok",
+                "--amend … ok",
+            ]
+        } else {
+            &["git status … ok"]
+        };
+        for ok in expected {
+            assert!(err.contains(ok), "{mode}: {ok:?} missing: {err}");
+        }
     }
     t.assert_outside_untouched();
 }
@@ -418,10 +454,12 @@ fn smuggled_options_and_paths_outside_are_refused_before_running() {
 #[test]
 fn legitimate_git_and_sort_use_still_works() {
     let t = TestDir::new();
+    // Creating `.git` is creating a protected path, which no command may do (the guard removes it
+    // and fails the step); the repository exists before the plan, as in a real checkout.
+    raw_git(&t, &t.ws, &["init", "-q", "-b", "main"]);
     let plan = t.plan(
         "ok.json",
         &json!({"plan_id": "git-ok", "steps": [
-            {"step_id": "init", "tool": "run_command", "arguments": {"command": "git init -q -b main"}},
             {"step_id": "name", "tool": "run_command", "arguments": {"command": "git config user.name Bot"}},
             {"step_id": "mail", "tool": "run_command", "arguments": {"command": "git config user.email bot@example.com"}},
             {"step_id": "w", "tool": "file_write", "arguments": {"path": "src/list.txt", "contents": "b\nc\na\n"}},

@@ -1,0 +1,325 @@
+//! Landlock: the kernel confines every command to writing beneath the workspace and the run's
+//! private temp directory (Linux ≥ 5.13), with no extra process.
+//!
+//! The ruleset is built in the runner (the parent) with the `landlock` crate and kept as a file
+//! descriptor; [`crate::sandbox::process::run`] applies it in the child between `fork` and `exec`
+//! with two raw system calls (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`), which are
+//! async-signal-safe and allocate nothing — the runner is multi-threaded.
+//!
+//! What the ruleset says, by kernel ABI:
+//! - **Writes** (every write-like filesystem right the ABI knows: create, remove, rename, write,
+//!   truncate (ABI 3), device ioctls (ABI 5), connecting to pathname UNIX sockets (ABI 9)) are
+//!   handled, so they are denied except beneath the granted hierarchies. Reads and execution are
+//!   not handled: they stay allowed everywhere.
+//! - **Protected paths** (`.git/`, `.acode/`, the policy file, the plan and the database — whatever
+//!   [`Workspace::protected`] lists): Landlock grants rights on whole hierarchies and cannot deny a
+//!   subtree of a granted directory. So the workspace root itself gets *no* right; every existing
+//!   top-level entry that is not protected gets every write right on its hierarchy; a directory
+//!   that *contains* a protected path is split the same way, one level down. Consequences,
+//!   documented in `docs/security.md`: a protected path cannot be created, changed, removed or
+//!   replaced, whether it exists or not; and a command cannot create, remove or rename an entry
+//!   directly in the workspace root (or in a directory holding a protected path) — create such
+//!   entries with a file tool first. Symlinks are never granted (the rule would follow them).
+//! - **Network** (ABI ≥ 4): TCP `connect` and `bind` are denied on every port. UDP is not covered
+//!   by Landlock.
+//! - **Scopes** (ABI ≥ 6): no signal to a process outside the command's own Landlock domain (the
+//!   runner included), no connection to an abstract UNIX socket created outside it.
+//! - **ptrace** (every ABI): a confined process cannot ptrace, nor read `/proc/<pid>/environ` or
+//!   `/proc/<pid>/mem` of, a process outside its domain — the runner's secrets stay out of reach.
+//!
+//! Because the allowed set depends on which top-level entries exist (a file tool may create one
+//! between two commands), [`LandlockRules::ruleset_for`] computes the grant list before each
+//! command (one `readdir` of the root) and rebuilds the ruleset only when the list changed.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
+};
+
+use super::paths::Workspace;
+
+/// Device files every command may write (discarding sinks and sources of bytes).
+const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// The Landlock ABI version the running kernel supports, or `None` when Landlock is not built in
+/// or not enabled (`lsm=` boot parameter).
+pub fn kernel_abi() -> Option<u32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag, the kernel only returns
+    // the ABI version (or an error); no memory is read or written.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).ok().filter(|v| *v > 0)
+}
+
+/// What a given ABI cannot restrict, one sentence each, for the run header and the docs.
+pub fn missing_restrictions(abi: u32) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if abi < 3 {
+        out.push("truncating an existing file anywhere is not restricted (Landlock ABI < 3)");
+    }
+    if abi < 4 {
+        out.push("TCP connect/bind is not restricted (Landlock ABI < 4)");
+    }
+    if abi < 5 {
+        out.push("device ioctls are not restricted (Landlock ABI < 5)");
+    }
+    if abi < 6 {
+        out.push(
+            "signals and abstract UNIX sockets outside the command are not scoped (Landlock ABI < 6)",
+        );
+    }
+    if abi < 9 {
+        out.push("pathname UNIX sockets outside the workspace are reachable (Landlock ABI < 9)");
+    }
+    out.push("UDP is not restricted (no Landlock ABI covers it)");
+    out
+}
+
+/// One hierarchy that gets write rights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Grant {
+    path: PathBuf,
+    ino: u64,
+    dir: bool,
+}
+
+/// The rights the kernel supports at `abi`, as the crate's ABI value (capped at what it knows).
+fn crate_abi(abi: u32) -> ABI {
+    ABI::from(i32::try_from(abi).unwrap_or(i32::MAX))
+}
+
+/// Landlock rules for one run: the ABI to use, the extra writable directories (the run's temp
+/// directory) and the last ruleset built, reused while the workspace's top level is unchanged.
+#[derive(Debug)]
+pub struct LandlockRules {
+    abi: u32,
+    extra_writable: Vec<PathBuf>,
+    cache: Mutex<Option<(Vec<Grant>, Arc<OwnedFd>)>>,
+}
+
+/// A ruleset that could not be built (fail closed: the command does not run).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the Landlock ruleset: {0}")]
+pub struct LandlockError(String);
+
+impl LandlockError {
+    /// An error with this explanation.
+    pub fn new(message: impl Into<String>) -> Self {
+        LandlockError(message.into())
+    }
+}
+
+impl From<LandlockError> for std::io::Error {
+    fn from(e: LandlockError) -> Self {
+        std::io::Error::other(e.to_string())
+    }
+}
+
+impl LandlockRules {
+    /// Rules for a kernel at `abi` that also let commands write beneath each of `extra_writable`.
+    pub fn new(abi: u32, extra_writable: Vec<PathBuf>) -> Self {
+        LandlockRules {
+            abi,
+            extra_writable,
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The ABI the rules are built for.
+    pub fn abi(&self) -> u32 {
+        self.abi
+    }
+
+    /// The ruleset (a Landlock file descriptor) for a command in `workspace` now; see the module
+    /// docs. Shared: the child only reads the descriptor number.
+    pub fn ruleset_for(&self, workspace: &Workspace) -> Result<Arc<OwnedFd>, LandlockError> {
+        let mut grants = Vec::new();
+        let protected: Vec<Vec<OsString>> = workspace
+            .protected()
+            .iter()
+            .filter_map(|p| p.strip_prefix(workspace.root()).ok())
+            .map(|rel| rel.iter().map(|c| c.to_os_string()).collect::<Vec<_>>())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let protected: Vec<&[OsString]> = protected.iter().map(Vec::as_slice).collect();
+        split(workspace.root(), &protected, &mut grants);
+        for extra in &self.extra_writable {
+            if let Ok(m) = std::fs::symlink_metadata(extra)
+                && m.is_dir()
+            {
+                grants.push(Grant {
+                    path: extra.clone(),
+                    ino: m.ino(),
+                    dir: true,
+                });
+            }
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((cached, fd)) = cache.as_ref()
+            && *cached == grants
+        {
+            return Ok(fd.clone());
+        }
+        let fd = Arc::new(self.build(&grants)?);
+        *cache = Some((grants, fd.clone()));
+        Ok(fd)
+    }
+
+    /// A ruleset with no filesystem rule, only the network denial (ABI ≥ 4) and the scopes
+    /// (ABI ≥ 6), for commands inside bwrap: a domain that handles filesystem access forbids
+    /// `mount(2)`, which bwrap needs, but one that handles only network and scopes does not.
+    /// `None` when the ABI has neither.
+    pub fn network_and_scopes_only(&self) -> Result<Option<OwnedFd>, LandlockError> {
+        if self.abi < 4 {
+            return Ok(None);
+        }
+        let abi = crate_abi(self.abi);
+        let err = |e: landlock::RulesetError| LandlockError(e.to_string());
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+        if self.abi >= 6 {
+            ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
+        }
+        let fd: Option<OwnedFd> = ruleset.create().map_err(err)?.into();
+        Ok(fd)
+    }
+
+    fn build(&self, grants: &[Grant]) -> Result<OwnedFd, LandlockError> {
+        let abi = crate_abi(self.abi);
+        let err = |e: landlock::RulesetError| LandlockError(e.to_string());
+        let write = AccessFs::from_write(abi);
+        let file_write = write & AccessFs::from_file(abi);
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(write)
+            .map_err(err)?;
+        if self.abi >= 4 {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(err)?;
+        }
+        if self.abi >= 6 {
+            ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
+        }
+        let mut created = ruleset.create().map_err(err)?;
+        for g in grants {
+            // Opened without following a symlink, and checked to be the inode the grant list saw,
+            // so a swap between listing and opening cannot widen the rule.
+            let Some(fd) = open_path(&g.path) else {
+                continue;
+            };
+            let Ok(meta) = std::fs::File::from(fd.try_clone().map_err(io_err)?).metadata() else {
+                continue;
+            };
+            if meta.ino() != g.ino || meta.is_dir() != g.dir || meta.file_type().is_symlink() {
+                continue;
+            }
+            let access = if g.dir { write } else { file_write };
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(err)?;
+        }
+        let device_access: BitFlags<AccessFs> = file_write;
+        for dev in WRITABLE_DEVICES {
+            if let Some(fd) = open_path(Path::new(dev)) {
+                created = created
+                    .add_rule(PathBeneath::new(fd, device_access))
+                    .map_err(err)?;
+            }
+        }
+        let fd: Option<OwnedFd> = created.into();
+        fd.ok_or_else(|| LandlockError("the kernel returned no ruleset".to_string()))
+    }
+}
+
+fn io_err(e: std::io::Error) -> LandlockError {
+    LandlockError(e.to_string())
+}
+
+/// `open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC)`.
+fn open_path(path: &Path) -> Option<OwnedFd> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let fd: RawFd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Grants every entry of `dir` except those on a protected path; an entry that contains a
+/// protected path is split again one level down. Symlinks and special files are never granted.
+fn split(dir: &Path, protected: &[&[OsString]], out: &mut Vec<Grant>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let Ok(ft) = entry.file_type() else { continue };
+        if !(ft.is_dir() || ft.is_file()) {
+            continue;
+        }
+        let name = entry.file_name();
+        let below: Vec<&[OsString]> = protected
+            .iter()
+            .filter(|p| p.first() == Some(&name))
+            .map(|p| &p[1..])
+            .collect();
+        let path = entry.path();
+        if below.is_empty() {
+            out.push(Grant {
+                path,
+                ino: entry.ino(),
+                dir: ft.is_dir(),
+            });
+        } else if below.iter().all(|rest| !rest.is_empty()) && ft.is_dir() {
+            split(&path, &below, out);
+        }
+    }
+}
+
+/// Applies the ruleset `fd` to the calling process. Called in the child between fork and exec:
+/// only two system calls, no allocation.
+///
+/// # Safety
+/// `fd` must be a Landlock ruleset descriptor that stays open for the duration of the call.
+pub unsafe fn restrict_self(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: prctl and the landlock syscall take integer arguments only.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The raw descriptor of a ruleset, for [`restrict_self`] in the child.
+pub fn raw(fd: &OwnedFd) -> RawFd {
+    fd.as_raw_fd()
+}

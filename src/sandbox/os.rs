@@ -1,0 +1,790 @@
+//! The OS sandbox a run uses, resolved once at its start: which mode actually runs (`--sandbox
+//! auto|landlock|bwrap|none`), the Landlock ABI, the bwrap binary, the prepared Landlock rules, the
+//! resource limits and the run's private temp directory. Tools get it through
+//! [`crate::tools::ToolContext`] and call [`OsSandbox::prepare`] on every command they start, so
+//! one value decides how every child process is confined.
+//!
+//! `auto` prefers bwrap (mount namespaces give read-only protected paths and a private `/tmp`),
+//! then Landlock, then nothing — with a warning.
+//!
+//! Landlock inside bwrap: a Landlock domain that handles *filesystem* access forbids `mount(2)`,
+//! so the full ruleset cannot be applied before `exec`ing bwrap (and applying it after bwrap set up
+//! its namespaces would need a helper program inside the sandbox: one more `exec` per command). A
+//! domain that handles only the network and the scopes does not forbid mounts, so under bwrap each
+//! command gets that part (ABI ≥ 4: no TCP connect/bind, even if the command finds its way back
+//! into the host's network namespace; ABI ≥ 6: no signals or abstract sockets out; and, as for
+//! every Landlock domain, no ptrace of the runner). The filesystem part is bwrap's mounts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+
+use super::bwrap::{self, BwrapSpec};
+use super::landlock::{self, LandlockRules};
+use super::paths::Workspace;
+use super::policy::{Limits, SandboxMode};
+use super::process::{CommandOutput, CommandSpec, Resource, Rlimit};
+
+/// A requested sandbox that cannot be set up (the run does not start).
+#[derive(Debug, Error)]
+pub enum SandboxSetupError {
+    /// The requested mode is unavailable on this machine.
+    #[error("--sandbox {mode}: {why}")]
+    Unavailable {
+        /// The mode that was asked for.
+        mode: SandboxMode,
+        /// Why it cannot run, and what to do.
+        why: String,
+    },
+    /// The private temp directory could not be created.
+    #[error("cannot create the run's private temp directory {path}: {source}")]
+    TempDir {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Resource limits for a command (see [`Limits`]), applied in every mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandLimits {
+    /// MiB of address space; 0 = not limited.
+    pub memory_mb: u64,
+    /// MiB per written file; 0 = not limited.
+    pub file_size_mb: u64,
+    /// CPU seconds; `None` = the command's timeout.
+    pub cpu_s: Option<u64>,
+    /// Open descriptors; 0 = not limited.
+    pub open_files: u64,
+}
+
+impl CommandLimits {
+    /// The limits the policy sets.
+    pub fn from_policy(limits: &Limits) -> Self {
+        CommandLimits {
+            memory_mb: limits.memory_mb,
+            file_size_mb: limits.file_size_mb,
+            cpu_s: limits.cpu_s,
+            open_files: limits.open_files,
+        }
+    }
+
+    /// CPU seconds for a command whose wall-clock limit is `timeout`.
+    pub fn cpu_seconds(&self, timeout: Duration) -> u64 {
+        self.cpu_s
+            .unwrap_or_else(|| timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0))
+            .max(1)
+    }
+
+    /// The `setrlimit` calls for a command whose wall-clock limit is `timeout`. CPU gets a hard
+    /// limit one second above the soft one, so the process first receives `SIGXCPU` (which names
+    /// the limit) and only then `SIGKILL`.
+    pub fn rlimits(&self, timeout: Duration) -> Vec<Rlimit> {
+        const MB: u64 = 1024 * 1024;
+        let mut out = Vec::with_capacity(5);
+        let mut both = |resource, value: u64| out.push(Rlimit::capped(resource, value, value));
+        if self.memory_mb > 0 {
+            both(Resource::AddressSpace, self.memory_mb.saturating_mul(MB));
+        }
+        if self.file_size_mb > 0 {
+            both(Resource::FileSize, self.file_size_mb.saturating_mul(MB));
+        }
+        if self.open_files > 0 {
+            both(Resource::OpenFiles, self.open_files);
+        }
+        both(Resource::Core, 0);
+        let cpu = self.cpu_seconds(timeout);
+        out.push(Rlimit::capped(Resource::Cpu, cpu, cpu.saturating_add(1)));
+        out
+    }
+
+    /// One line for the run header.
+    pub fn describe(&self) -> String {
+        let mb = |v: u64, what: &str| {
+            if v == 0 {
+                format!("{what} unlimited")
+            } else {
+                format!("{what} {v} MiB")
+            }
+        };
+        let cpu = match self.cpu_s {
+            Some(s) => format!("cpu {s} s"),
+            None => "cpu = step timeout".to_string(),
+        };
+        let files = if self.open_files == 0 {
+            "open files unlimited".to_string()
+        } else {
+            format!("{} open files", self.open_files)
+        };
+        format!(
+            "{}, {}, {cpu}, {files}, no core dumps",
+            mb(self.memory_mb, "memory"),
+            mb(self.file_size_mb, "file size")
+        )
+    }
+
+    /// Why `out` ended, when the evidence points at one of these limits: a message naming the
+    /// policy setting (SPEC §6: "a command stopped by one fails with the limit named").
+    pub fn hit(&self, out: &CommandOutput, timeout: Duration) -> Option<String> {
+        if out.timed_out || out.interrupted || out.exit_code == Some(0) {
+            return None;
+        }
+        let stderr = &out.stderr.text;
+        if out.signal == Some(libc::SIGXFSZ)
+            || (self.file_size_mb > 0 && stderr.contains("File too large"))
+        {
+            return Some(format!(
+                "stopped by the file size limit: a file reached limits.file_size_mb = {} MiB",
+                self.file_size_mb
+            ));
+        }
+        if out.signal == Some(libc::SIGXCPU) {
+            return Some(format!(
+                "stopped by the CPU time limit: limits.cpu_s = {} s",
+                self.cpu_seconds(timeout)
+            ));
+        }
+        if self.memory_mb > 0 {
+            const EVIDENCE: &[&str] = &[
+                "MemoryError",
+                "Cannot allocate memory",
+                "memory allocation of",
+                "out of memory",
+                "Out of memory",
+                "std::bad_alloc",
+                "failed to allocate",
+                "mmap failed",
+            ];
+            if EVIDENCE.iter().any(|e| stderr.contains(e)) {
+                return Some(format!(
+                    "ran out of memory under the memory limit: limits.memory_mb = {} MiB",
+                    self.memory_mb
+                ));
+            }
+            if matches!(
+                out.signal,
+                Some(libc::SIGABRT | libc::SIGSEGV | libc::SIGBUS)
+            ) {
+                return Some(format!(
+                    "killed by signal {} — possibly the memory limit (limits.memory_mb = {} MiB)",
+                    out.signal.unwrap_or(0),
+                    self.memory_mb
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// The OS sandbox of a run (see the module docs).
+#[derive(Debug)]
+pub struct OsSandbox {
+    requested: SandboxMode,
+    mode: SandboxMode,
+    landlock_abi: Option<u32>,
+    bwrap: Option<PathBuf>,
+    landlock: Option<LandlockRules>,
+    /// Under bwrap: the network-and-scopes-only ruleset (see the module docs).
+    bwrap_landlock: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    limits: CommandLimits,
+    temp: Option<PathBuf>,
+    notes: Vec<String>,
+    warning: Option<String>,
+    /// Extra read-only paths bwrap shows commands (the policy's `read_paths`).
+    read_paths: Vec<PathBuf>,
+}
+
+impl OsSandbox {
+    /// No OS sandbox, default limits, no temp directory: for validation (which starts nothing) and
+    /// for library users and tests that confine nothing.
+    pub fn none() -> Self {
+        OsSandbox {
+            requested: SandboxMode::None,
+            mode: SandboxMode::None,
+            landlock_abi: None,
+            bwrap: None,
+            landlock: None,
+            bwrap_landlock: None,
+            limits: CommandLimits::from_policy(&Limits::default()),
+            temp: None,
+            notes: Vec::new(),
+            warning: None,
+            read_paths: Vec::new(),
+        }
+    }
+
+    /// Adds the policy's `read_paths` to what commands under bwrap can see (read-only).
+    pub fn with_read_paths(mut self, paths: &[PathBuf]) -> Self {
+        self.read_paths = paths.to_vec();
+        self
+    }
+
+    /// A shared [`OsSandbox::none`] for contexts that start no command (plan validation) and for
+    /// tests, so they need not own one.
+    pub fn unconfined() -> &'static OsSandbox {
+        static NONE: std::sync::OnceLock<OsSandbox> = std::sync::OnceLock::new();
+        NONE.get_or_init(OsSandbox::none)
+    }
+
+    /// Resolves `requested` on this machine for `workspace` (see the module docs): `landlock` and
+    /// `bwrap` fail closed when unavailable; `auto` falls back and says so in [`Self::warning`].
+    /// For Landlock (and none) a private temp directory is created for the run's commands.
+    pub fn resolve(
+        requested: SandboxMode,
+        workspace: &Workspace,
+        limits: &Limits,
+    ) -> Result<OsSandbox, SandboxSetupError> {
+        let unavailable = |why: String| SandboxSetupError::Unavailable {
+            mode: requested,
+            why,
+        };
+        let mut sb = OsSandbox::none();
+        sb.requested = requested;
+        sb.limits = CommandLimits::from_policy(limits);
+        let abi = landlock::kernel_abi();
+        let no_landlock = "the kernel has no Landlock (it needs Linux ≥ 5.13 with `landlock` in the \
+                           active LSMs, see /sys/kernel/security/lsm)";
+        match requested {
+            SandboxMode::None => {}
+            SandboxMode::Bwrap => {
+                sb.bwrap = bwrap::resolve(SandboxMode::Bwrap).map_err(|why| {
+                    unavailable(
+                        why.trim_start_matches("--sandbox bwrap: ")
+                            .to_string()
+                            .replace("choose --sandbox auto or none", "choose another --sandbox"),
+                    )
+                })?;
+                sb.mode = SandboxMode::Bwrap;
+            }
+            SandboxMode::Landlock => {
+                let abi = abi.ok_or_else(|| unavailable(no_landlock.to_string()))?;
+                sb.use_landlock(abi, workspace)
+                    .map_err(|e| unavailable(e.to_string()))?;
+            }
+            SandboxMode::Auto => match bwrap_if_usable() {
+                Ok(b) => {
+                    sb.bwrap = Some(b);
+                    sb.mode = SandboxMode::Bwrap;
+                }
+                Err(why_not_bwrap) => match abi {
+                    Some(abi) => match sb.use_landlock(abi, workspace) {
+                        Ok(()) => {
+                            sb.warning = Some(format!(
+                                "bubblewrap is not usable ({why_not_bwrap}); commands run under \
+                                 Landlock (ABI {abi}) instead"
+                            ));
+                        }
+                        Err(e) => {
+                            sb.warning = Some(format!(
+                                "no OS sandbox: bubblewrap is not usable ({why_not_bwrap}) and \
+                                 Landlock failed ({e}); commands can write anywhere this user can"
+                            ));
+                        }
+                    },
+                    None => {
+                        sb.warning = Some(format!(
+                            "no OS sandbox: bubblewrap is not usable ({why_not_bwrap}) and {no_landlock}; \
+                             commands can write anywhere this user can"
+                        ));
+                    }
+                },
+            },
+        }
+        if sb.mode == SandboxMode::Bwrap
+            && let (Some(abi), Some(b)) = (abi, sb.bwrap.clone())
+        {
+            sb.bwrap_landlock = landlock_inside_bwrap(abi, &b, workspace);
+            sb.landlock_abi = sb.bwrap_landlock.as_ref().map(|_| abi);
+        }
+        if sb.mode != SandboxMode::Bwrap && sb.temp.is_none() {
+            sb.temp = Some(make_temp_dir()?);
+        }
+        sb.notes = sb.describe_notes();
+        Ok(sb)
+    }
+
+    fn use_landlock(
+        &mut self,
+        abi: u32,
+        workspace: &Workspace,
+    ) -> Result<(), landlock::LandlockError> {
+        let temp = make_temp_dir().map_err(|e| landlock::LandlockError::new(e.to_string()))?;
+        let rules = LandlockRules::new(abi, vec![temp.clone()]);
+        // Built once now so that a kernel that refuses the ruleset fails the run before any step.
+        if let Err(e) = rules.ruleset_for(workspace) {
+            let _ = std::fs::remove_dir_all(&temp);
+            return Err(e);
+        }
+        self.temp = Some(temp);
+        self.landlock = Some(rules);
+        self.landlock_abi = Some(abi);
+        self.mode = SandboxMode::Landlock;
+        Ok(())
+    }
+
+    /// The mode actually used (never `Auto`).
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    /// The mode that was asked for.
+    pub fn requested(&self) -> SandboxMode {
+        self.requested
+    }
+
+    /// The Landlock ABI applied to commands, when the mode is Landlock.
+    pub fn landlock_abi(&self) -> Option<u32> {
+        self.landlock_abi
+    }
+
+    /// The bubblewrap binary, when the mode is bwrap.
+    pub fn bwrap(&self) -> Option<&Path> {
+        self.bwrap.as_deref()
+    }
+
+    /// The run's private temp directory (`TMPDIR` of its commands), outside bwrap.
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self.temp.as_deref()
+    }
+
+    /// The resource limits.
+    pub fn limits(&self) -> &CommandLimits {
+        &self.limits
+    }
+
+    /// A fallback `auto` had to take, for a warning on stderr.
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
+    }
+
+    /// What the run header says about the sandbox: what it does not restrict on this kernel, the
+    /// limits, and whether the runner's own secrets are exposed.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The mode as shown in the run header: `landlock (ABI 7)`, `bwrap`, `none`.
+    pub fn describe(&self) -> String {
+        match self.landlock_abi {
+            Some(abi) => format!("{} (Landlock ABI {abi})", self.mode),
+            None => self.mode.to_string(),
+        }
+    }
+
+    fn describe_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        match self.mode {
+            SandboxMode::Landlock => {
+                let abi = self.landlock_abi.unwrap_or(0);
+                notes.push(
+                    "commands write only inside existing workspace entries (not .git, .acode, the \
+                     policy or the plan; no new top-level entries) and the run's temp directory"
+                        .to_string(),
+                );
+                notes.extend(
+                    landlock::missing_restrictions(abi)
+                        .into_iter()
+                        .map(|m| format!("not restricted on this kernel: {m}")),
+                );
+            }
+            SandboxMode::None => {
+                notes.push("no OS sandbox: commands can write anywhere this user can".to_string());
+                // SAFETY: geteuid has no preconditions.
+                if unsafe { libc::geteuid() } == 0 {
+                    notes.push(
+                        "running as root without a sandbox: the runner's secrets (approval key, \
+                         LLM keys, its environment) cannot be protected from commands"
+                            .to_string(),
+                    );
+                }
+            }
+            SandboxMode::Bwrap => match self.landlock_abi {
+                Some(abi) => notes.push(format!(
+                    "Landlock inside bwrap: network and scopes only (ABI {abi}); bwrap's mounts \
+                     restrict the filesystem"
+                )),
+                None => notes.push("no Landlock inside bwrap on this kernel".to_string()),
+            },
+            SandboxMode::Auto => {}
+        }
+        notes.push(format!("limits per command: {}", self.limits.describe()));
+        notes
+    }
+
+    /// For a failed command whose output shows a refused write or connection under Landlock: a
+    /// sentence saying what Landlock allows, so the user is not left guessing why `EACCES`.
+    pub fn denial_hint(&self, out: &CommandOutput) -> Option<&'static str> {
+        const DENIED: &[&str] = &[
+            "Permission denied",
+            "PermissionError",
+            "EACCES",
+            "Operation not permitted",
+        ];
+        (self.mode == SandboxMode::Landlock
+            && !out.success()
+            && DENIED.iter().any(|d| out.stderr.text.contains(d)))
+        .then_some(
+            "under Landlock a command may write only inside existing workspace entries other \
+             than .git, .acode, the policy and the plan, and in $TMPDIR; it cannot create entries \
+             at the workspace root (create them with a file tool first) or open TCP connections",
+        )
+    }
+
+    /// Confines `spec` (a command about to start in `workspace`): resource limits always; the
+    /// bwrap wrapper or the Landlock ruleset per mode; `TMPDIR` set to the run's temp directory
+    /// outside bwrap. `Err` when the Landlock ruleset cannot be built (the command must not run).
+    pub fn prepare(&self, spec: &mut CommandSpec, workspace: &Workspace) -> std::io::Result<()> {
+        spec.setup.rlimits = self.limits.rlimits(spec.timeout);
+        match self.mode {
+            SandboxMode::Bwrap => {
+                if let Some(b) = &self.bwrap {
+                    spec.wrap = Some(BwrapSpec::new(b, workspace).read_paths(&self.read_paths));
+                }
+                spec.setup.landlock = self.bwrap_landlock.clone();
+            }
+            SandboxMode::Landlock => {
+                if let Some(rules) = &self.landlock {
+                    spec.setup.landlock = Some(rules.ruleset_for(workspace)?);
+                }
+            }
+            SandboxMode::None | SandboxMode::Auto => {}
+        }
+        if self.mode != SandboxMode::Bwrap
+            && let Some(temp) = &self.temp
+        {
+            let value = temp.to_string_lossy().into_owned();
+            match spec.env.iter_mut().find(|(k, _)| k == "TMPDIR") {
+                Some(entry) => entry.1 = value,
+                None => spec.env.push(("TMPDIR".to_string(), value)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OsSandbox {
+    fn drop(&mut self) {
+        if let Some(temp) = &self.temp {
+            let _ = std::fs::remove_dir_all(temp);
+        }
+    }
+}
+
+/// The network-and-scopes ruleset for commands under bwrap, if the kernel has one and bwrap still
+/// starts with it applied (a setuid bwrap would not, under `no_new_privs`).
+fn landlock_inside_bwrap(
+    abi: u32,
+    bwrap: &Path,
+    workspace: &Workspace,
+) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+    let fd = std::sync::Arc::new(
+        LandlockRules::new(abi, Vec::new())
+            .network_and_scopes_only()
+            .ok()??,
+    );
+    let mut probe = CommandSpec::new(vec!["true".to_string()], workspace.root().to_path_buf());
+    probe.env = std::env::var("PATH")
+        .map(|p| vec![("PATH".to_string(), p)])
+        .unwrap_or_default();
+    probe.timeout = Duration::from_secs(20);
+    probe.kill_grace = Duration::from_millis(200);
+    probe.wrap = Some(BwrapSpec::new(bwrap, workspace));
+    probe.setup.landlock = Some(fd.clone());
+    let ok = super::process::run(&probe, &std::sync::atomic::AtomicBool::new(false), &|_| {})
+        .is_ok_and(|out| out.success());
+    ok.then_some(fd)
+}
+
+/// A working bwrap, or why there is none.
+fn bwrap_if_usable() -> Result<PathBuf, String> {
+    let b = bwrap::find_on_path().ok_or_else(|| "no `bwrap` on PATH".to_string())?;
+    bwrap::probe(&b)?;
+    Ok(b)
+}
+
+/// Creates `$TMPDIR/acode-run-<uuid>` with mode 0700.
+fn make_temp_dir() -> Result<PathBuf, SandboxSetupError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let path = std::env::temp_dir().join(format!("acode-run-{}", uuid::Uuid::new_v4()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&path)
+        .map_err(|source| SandboxSetupError::TempDir {
+            path: path.display().to_string(),
+            source,
+        })?;
+    // Canonical, so that the Landlock rule and TMPDIR name the same inode path.
+    Ok(path.canonicalize().unwrap_or(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::process::run;
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicBool;
+
+    /// The kernel's Landlock ABI, or `None` after printing why the test is skipped.
+    fn landlock_or_skip() -> Option<u32> {
+        let abi = landlock::kernel_abi();
+        if abi.is_none() {
+            eprintln!("skipped: the kernel has no Landlock");
+        }
+        abi
+    }
+
+    /// A workspace with `.git/hooks`, a `sub/` directory and an existing top-level file, plus a
+    /// directory outside it (not under /tmp, to be unlike the run's temp directory).
+    fn setup() -> (Workspace, PathBuf) {
+        let base = std::env::temp_dir().join(format!("acode-os-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(base.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(base.join("sub")).unwrap();
+        std::fs::write(base.join("top.txt"), "top").unwrap();
+        let outside =
+            PathBuf::from("/var/tmp").join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&outside).unwrap();
+        (Workspace::new(&base).unwrap(), outside)
+    }
+
+    fn python(sb: &OsSandbox, ws: &Workspace, code: &str) -> CommandOutput {
+        let mut spec = CommandSpec::new(
+            vec!["python3".into(), "-c".into(), code.into()],
+            ws.root().to_path_buf(),
+        );
+        spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        spec.timeout = Duration::from_secs(60);
+        sb.prepare(&mut spec, ws).unwrap();
+        run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
+    }
+
+    fn write(path: &Path) -> String {
+        format!("open({:?}, 'w').write('x')", path.to_str().unwrap())
+    }
+
+    #[test]
+    fn landlock_confines_writes_to_the_workspace_and_the_temp_dir() {
+        let Some(abi) = landlock_or_skip() else {
+            return;
+        };
+        let (ws, outside) = setup();
+        let sb = OsSandbox::resolve(SandboxMode::Landlock, &ws, &Limits::default()).unwrap();
+        assert_eq!(sb.mode(), SandboxMode::Landlock);
+        assert_eq!(sb.landlock_abi(), Some(abi));
+        let root = ws.root();
+        // Denied: outside, inside .git (existing dir and new file), a new top-level entry.
+        for target in [
+            outside.join("escaped"),
+            root.join(".git/hooks/pre-commit"),
+            root.join(".git/config"),
+            root.join("acode-policy.json"),
+            root.join("new-top-level.txt"),
+        ] {
+            let out = python(&sb, &ws, &write(&target));
+            assert_ne!(out.exit_code, Some(0), "{target:?}: {out:?}");
+            assert!(
+                out.stderr.text.contains("PermissionError"),
+                "{target:?}: {out:?}"
+            );
+            assert!(!target.exists(), "{target:?} was created");
+        }
+        // Control: the same write outside works without the sandbox.
+        let out = python(
+            OsSandbox::unconfined(),
+            &ws,
+            &write(&outside.join("control")),
+        );
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        // Allowed: inside existing entries, the temp dir (via TMPDIR), /dev/null.
+        let code = "import os, tempfile\n\
+                    open('sub/new.txt', 'w').write('in')\n\
+                    os.makedirs('sub/a/b', exist_ok=True)\n\
+                    open('sub/a/b/c', 'w').write('deep')\n\
+                    os.rename('sub/new.txt', 'sub/a/moved.txt')\n\
+                    open('top.txt', 'w').write('changed')\n\
+                    f = tempfile.NamedTemporaryFile(delete=False)\n\
+                    f.write(b'tmp'); f.close()\n\
+                    print(f.name)\n\
+                    open('/dev/null', 'w').write('discard')";
+        let out = python(&sb, &ws, code);
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        let temp = sb.temp_dir().unwrap();
+        assert!(
+            out.stdout.text.starts_with(temp.to_str().unwrap()),
+            "{out:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("sub/a/moved.txt")).unwrap(),
+            "in"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("top.txt")).unwrap(),
+            "changed"
+        );
+        let _ = std::fs::remove_dir_all(&outside);
+        // The temp dir goes with the sandbox.
+        let temp = temp.to_path_buf();
+        drop(sb);
+        assert!(!temp.exists());
+    }
+
+    #[test]
+    fn landlock_picks_up_a_top_level_entry_created_between_commands() {
+        if landlock_or_skip().is_none() {
+            return;
+        }
+        let (ws, _outside) = setup();
+        let sb = OsSandbox::resolve(SandboxMode::Landlock, &ws, &Limits::default()).unwrap();
+        let target = ws.root().join("later/f");
+        assert_ne!(python(&sb, &ws, &write(&target)).exit_code, Some(0));
+        // A file tool (in-process, not confined) creates the directory; the next command may
+        // write in it.
+        std::fs::create_dir(ws.root().join("later")).unwrap();
+        let out = python(&sb, &ws, &write(&target));
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+    }
+
+    #[test]
+    fn landlock_denies_tcp_signals_and_the_runners_memory() {
+        let Some(abi) = landlock_or_skip() else {
+            return;
+        };
+        let (ws, _outside) = setup();
+        let sb = OsSandbox::resolve(SandboxMode::Landlock, &ws, &Limits::default()).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connect = format!(
+            "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\nprint('connected')"
+        );
+        let out = python(OsSandbox::unconfined(), &ws, &connect);
+        assert_eq!(out.stdout.text, "connected\n", "control: {out:?}");
+        let out = python(&sb, &ws, &connect);
+        if abi >= 4 {
+            assert_ne!(out.exit_code, Some(0), "{out:?}");
+            assert!(!out.stdout.text.contains("connected"), "{out:?}");
+        } else {
+            eprintln!("skipped the TCP half: Landlock ABI {abi} < 4");
+        }
+        // The parent's (this test process's) memory is out of reach (ptrace scoping).
+        let me = std::process::id();
+        let read = format!("print(len(open('/proc/{me}/mem', 'rb').read(16)))");
+        let out = python(&sb, &ws, &read);
+        assert_ne!(out.exit_code, Some(0), "{out:?}");
+        assert!(out.stderr.text.contains("PermissionError"), "{out:?}");
+        if abi >= 6 {
+            let kill = format!("import os\nos.kill({me}, 0)\nprint('signalled')");
+            let out = python(&sb, &ws, &kill);
+            assert!(!out.stdout.text.contains("signalled"), "{out:?}");
+        }
+    }
+
+    #[test]
+    fn limits_are_applied_and_named_in_every_mode() {
+        let (ws, _outside) = setup();
+        let limits = Limits {
+            memory_mb: 256,
+            file_size_mb: 1,
+            open_files: 64,
+            ..Limits::default()
+        };
+        let mut modes = vec![SandboxMode::None];
+        if landlock::kernel_abi().is_some() {
+            modes.push(SandboxMode::Landlock);
+        }
+        for mode in modes {
+            let sb = OsSandbox::resolve(mode, &ws, &limits).unwrap();
+            let timeout = Duration::from_secs(60);
+            // Python ignores SIGXFSZ, so the write fails with EFBIG ("File too large").
+            let out = python(&sb, &ws, "open('sub/big', 'wb').write(b'x' * 3_000_000)");
+            let why = sb.limits().hit(&out, timeout);
+            assert!(
+                why.as_deref()
+                    .is_some_and(|w| w.contains("file_size_mb = 1")),
+                "{mode}: {why:?} {out:?}"
+            );
+            let out = python(&sb, &ws, "b = bytearray(600 * 1024 * 1024)");
+            let why = sb.limits().hit(&out, timeout);
+            assert!(
+                why.as_deref()
+                    .is_some_and(|w| w.contains("memory_mb = 256")),
+                "{mode}: {why:?} {out:?}"
+            );
+            let out = python(
+                &sb,
+                &ws,
+                "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0], \
+                 resource.getrlimit(resource.RLIMIT_CORE)[0], resource.getrlimit(resource.RLIMIT_CPU)[0])",
+            );
+            assert_eq!(out.stdout.text, "64 0 60\n", "{mode}: {out:?}");
+        }
+    }
+
+    #[test]
+    fn cpu_limit_is_named() {
+        let (ws, _outside) = setup();
+        let limits = Limits {
+            cpu_s: Some(1),
+            ..Limits::default()
+        };
+        let sb = OsSandbox::resolve(SandboxMode::None, &ws, &limits).unwrap();
+        let out = python(&sb, &ws, "while True: pass");
+        let why = sb.limits().hit(&out, Duration::from_secs(60));
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("cpu_s = 1")),
+            "{why:?} {out:?}"
+        );
+    }
+
+    #[test]
+    fn under_bwrap_landlock_still_denies_tcp_inside_the_sandbox() {
+        let Some(abi) = landlock_or_skip() else {
+            return;
+        };
+        if crate::sandbox::bwrap::bwrap_for_tests().is_none() {
+            return;
+        }
+        let (ws, _outside) = setup();
+        let sb = OsSandbox::resolve(SandboxMode::Bwrap, &ws, &Limits::default()).unwrap();
+        assert_eq!(sb.mode(), SandboxMode::Bwrap);
+        if abi < 4 {
+            assert_eq!(sb.landlock_abi(), None);
+            eprintln!("skipped: Landlock ABI {abi} < 4 has no network rules");
+            return;
+        }
+        assert_eq!(sb.landlock_abi(), Some(abi));
+        // bwrap's own network namespace has a loopback where binding works; Landlock refuses it.
+        let bind = "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\nprint('bound')";
+        let out = python(&sb, &ws, bind);
+        assert_ne!(out.exit_code, Some(0), "{out:?}");
+        assert!(!out.stdout.text.contains("bound"), "{out:?}");
+        // Control: bwrap without the Landlock part binds.
+        let mut spec = CommandSpec::new(
+            vec!["python3".into(), "-c".into(), bind.into()],
+            ws.root().to_path_buf(),
+        );
+        spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        sb.prepare(&mut spec, &ws).unwrap();
+        spec.setup.landlock = None;
+        let out = run(&spec, &AtomicBool::new(false), &|_| {}).unwrap();
+        assert_eq!(out.stdout.text, "bound\n", "{out:?}");
+    }
+
+    #[test]
+    fn requested_modes_fail_closed_or_resolve() {
+        let (ws, _outside) = setup();
+        let sb = OsSandbox::resolve(SandboxMode::Landlock, &ws, &Limits::default());
+        match landlock::kernel_abi() {
+            Some(_) => assert_eq!(sb.unwrap().mode(), SandboxMode::Landlock),
+            None => assert!(sb.unwrap_err().to_string().contains("Landlock")),
+        }
+        let auto = OsSandbox::resolve(SandboxMode::Auto, &ws, &Limits::default()).unwrap();
+        assert_ne!(auto.mode(), SandboxMode::Auto);
+        if auto.mode() != SandboxMode::Bwrap {
+            assert!(auto.warning().is_some());
+        }
+        let none = OsSandbox::resolve(SandboxMode::None, &ws, &Limits::default()).unwrap();
+        assert_eq!(none.mode(), SandboxMode::None);
+        assert!(none.temp_dir().is_some_and(Path::is_dir));
+    }
+}

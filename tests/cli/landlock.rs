@@ -1,0 +1,326 @@
+//! The Landlock sandbox, the sandbox modes and the resource limits, through the real binary on the
+//! real kernel (SPEC §6 "OS sandbox", "Limits", "The runner's own secrets").
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+/// Whether the kernel has Landlock; prints why a test is skipped when not.
+fn landlock_usable() -> bool {
+    let ok = acode_run::sandbox::landlock::kernel_abi().is_some();
+    if !ok {
+        eprintln!("skipped: the kernel has no Landlock");
+    }
+    ok
+}
+
+/// A step running the Python script `code` (written to `scripts/STEP.py`, since arguments may not
+/// hold `;` or newlines); the run goes on when it fails.
+fn py(t: &TestDir, step_id: &str, code: &str) -> serde_json::Value {
+    let script = format!("scripts/{step_id}.py");
+    t.file(&script, code);
+    json!({"step_id": step_id, "tool": "run_command", "on_failure": "continue", "depends_on": [],
+           "arguments": {"argv": ["python3", script]}})
+}
+
+fn status(t: &TestDir, step: &str) -> String {
+    q(
+        &t.db(),
+        &format!("SELECT status FROM steps WHERE step_id='{step}'"),
+    )
+}
+
+fn error_of(t: &TestDir, step: &str) -> String {
+    q(
+        &t.db(),
+        &format!("SELECT coalesce(error_message, '') FROM executions WHERE step_id='{step}'"),
+    )
+}
+
+fn artifact_of(t: &TestDir, step: &str, kind: &str) -> String {
+    let id: String = q(
+        &t.db(),
+        &format!("SELECT execution_id FROM executions WHERE step_id='{step}'"),
+    );
+    stdout(&t.run(&["artifact", &id, kind]))
+}
+
+#[test]
+fn under_landlock_an_interpreter_writes_only_inside_and_cannot_connect() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    t.file("sub/keep", "");
+    t.file(".git/hooks/README", "hooks\n");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = t.outside.join("escaped.txt");
+    let w = |p: &Path| format!("open({:?}, 'w').write('x')", p.to_str().unwrap());
+    let plan = t.plan(
+        "l.json",
+        &json!({"plan_id": "landlock", "steps": [
+            py(&t, "outside", &w(&outside)),
+            py(&t, "overwrite", &w(&t.outside.join("sentinel.txt"))),
+            py(&t, "hook", &w(&t.ws.join(".git/hooks/x"))),
+            py(&t, "policy", &w(&t.ws.join("acode-policy.json"))),
+            py(&t, "connect", &format!(
+                "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\nprint('connected')")),
+            py(&t, "inside", "open('sub/in.txt', 'w').write('ok')"),
+            py(&t, "temp", "import os, tempfile\nf = tempfile.NamedTemporaryFile(delete=False)\nf.write(b'x'); f.close()\nprint(os.environ['TMPDIR'], f.name)"),
+        ]}),
+    );
+    let out = t.approve_and_run(&plan, &["--sandbox", "landlock"]);
+    // Every attack step tolerates its (expected) failure, so the run itself succeeds.
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("sandbox: landlock (Landlock ABI"),
+        "{}",
+        stderr(&out)
+    );
+    for step in ["outside", "overwrite", "hook", "policy"] {
+        assert_eq!(status(&t, step), "failed", "{step}");
+        assert!(
+            artifact_of(&t, step, "stderr").contains("PermissionError"),
+            "{step}: {}",
+            artifact_of(&t, step, "stderr")
+        );
+    }
+    assert!(
+        error_of(&t, "hook").contains("under Landlock"),
+        "{}",
+        error_of(&t, "hook")
+    );
+    t.assert_outside_untouched();
+    assert!(!t.ws.join(".git/hooks/x").exists());
+    assert!(!t.ws.join("acode-policy.json").exists());
+    let abi = acode_run::sandbox::landlock::kernel_abi().unwrap_or(0);
+    if abi >= 4 {
+        assert_eq!(status(&t, "connect"), "failed");
+        assert!(!artifact_of(&t, "connect", "stdout").contains("connected"));
+        listener.set_nonblocking(true).unwrap();
+        assert!(listener.accept().is_err(), "nothing may have connected");
+    } else {
+        eprintln!("skipped the TCP check: Landlock ABI {abi} < 4");
+    }
+    assert_eq!(status(&t, "inside"), "completed");
+    assert_eq!(t.read("sub/in.txt"), "ok");
+    assert_eq!(status(&t, "temp"), "completed", "{}", error_of(&t, "temp"));
+    let printed = artifact_of(&t, "temp", "stdout");
+    let mut words = printed.split_whitespace();
+    let (tmpdir, file) = (words.next().unwrap(), words.next().unwrap());
+    assert!(file.starts_with(tmpdir), "{printed}");
+    assert!(tmpdir.contains("acode-run-"), "{printed}");
+    // The private temp directory is removed with the run.
+    assert!(!Path::new(tmpdir).exists(), "{tmpdir} survived the run");
+}
+
+/// A directory holding only links to the programs a test needs, so `PATH` has no `bwrap`.
+fn path_without_bwrap(t: &TestDir, programs: &[&str]) -> PathBuf {
+    let bin = t.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for p in programs {
+        let real = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(p))
+            .find(|c| c.exists())
+            .unwrap_or_else(|| panic!("{p} not found"));
+        std::os::unix::fs::symlink(real, bin.join(p)).unwrap();
+    }
+    bin
+}
+
+#[test]
+fn auto_without_bwrap_uses_landlock_and_says_so_everywhere() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    let bin = path_without_bwrap(&t, &["true"]);
+    let plan = t.plan(
+        "a.json",
+        &json!({"plan_id": "auto", "steps": [
+            {"step_id": "t", "tool": "run_command", "arguments": {"command": "true"}}]}),
+    );
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--jsonl"])
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning") && err.contains("Landlock"),
+        "no fallback warning: {err}"
+    );
+    assert!(err.contains("sandbox: landlock (Landlock ABI"), "{err}");
+    let events = events(&out);
+    let started = &events[0];
+    assert_eq!(started["type"], "run_started");
+    assert_eq!(started["sandbox"]["mode"], "landlock");
+    assert_eq!(started["sandbox"]["requested"], "auto");
+    let abi = started["sandbox"]["landlock_abi"].as_i64().unwrap();
+    assert!(abi >= 1);
+    let db = t.db();
+    assert_eq!(q::<String>(&db, "SELECT sandbox FROM runs"), "landlock");
+    assert_eq!(q::<i64>(&db, "SELECT landlock_abi FROM runs"), abi);
+    // `show --json` carries it too.
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&t.run(&[
+        "show",
+        &q::<String>(&db, "SELECT run_id FROM runs"),
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(shown["run"]["sandbox"], "landlock", "{shown}");
+}
+
+#[test]
+fn requested_landlock_runs_and_none_is_recorded_with_its_warning_as_root() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "n.json",
+        &json!({"plan_id": "none", "steps": [
+            {"step_id": "t", "tool": "run_command", "arguments": {"command": "true"}}]}),
+    );
+    let out = t.approve_and_run(&plan, &["--sandbox", "none"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("sandbox: none"), "{}", stderr(&out));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(
+            stderr(&out).contains("secrets") && stderr(&out).contains("cannot be protected"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(q::<String>(&t.db(), "SELECT sandbox FROM runs"), "none");
+}
+
+#[test]
+fn a_command_cannot_read_the_runners_secret_environment() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    let secret = "s3cr3t-value-for-environ-test";
+    let plan = t.plan(
+        "s.json",
+        &json!({"plan_id": "secrets", "steps": [
+            py(&t, "environ", "import os, sys\nsys.stdout.buffer.write(open('/proc/%d/environ' % os.getppid(), 'rb').read().replace(b'\\0', b'\\n'))"),
+            py(&t, "mem", "import os\nprint(len(open('/proc/%d/mem' % os.getppid(), 'rb').read(16)))"),
+        ]}),
+    );
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--sandbox", "landlock"])
+        .env("ACODE_TEST_RUNNER_MARKER", secret)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "failures are tolerated: {}", stderr(&out));
+    // The read itself is allowed (as root, neither non-dumpability nor Landlock stops it): the
+    // runner wiped its environment block, so the value is not in what it returns.
+    // (As another user, the non-dumpable runner's environ cannot be opened at all.)
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let why = error_of(&t, "environ");
+        assert_eq!(status(&t, "environ"), "completed", "{why}");
+    }
+    let environ = artifact_of(&t, "environ", "stdout");
+    assert!(!environ.contains(secret), "{environ}");
+    assert!(!environ.contains("ACODE_TEST_RUNNER_MARKER"), "{environ}");
+    assert_eq!(status(&t, "mem"), "failed");
+    let raw = std::fs::read(t.ws.join(".acode/executions.db")).unwrap();
+    assert!(!String::from_utf8_lossy(&raw).contains(secret));
+}
+
+#[test]
+fn limits_stop_commands_and_are_named() {
+    let t = TestDir::new();
+    t.file("sub/keep", "");
+    t.file(
+        "acode-policy.json",
+        r#"{"limits": {"file_size_mb": 1, "memory_mb": 256}}"#,
+    );
+    let plan = t.plan(
+        "lim.json",
+        &json!({"plan_id": "limits", "steps": [
+            py(&t, "big_file", "open('sub/big', 'wb').write(b'x' * 3_000_000)"),
+            py(&t, "big_alloc", "b = bytearray(800 * 1024 * 1024)\nprint(len(b))"),
+        ]}),
+    );
+    let mode = if acode_run::sandbox::landlock::kernel_abi().is_some() {
+        "landlock"
+    } else {
+        "none"
+    };
+    let out = t.approve_and_run(&plan, &["--sandbox", mode]);
+    assert_eq!(code(&out), 0, "failures are tolerated: {}", stderr(&out));
+    assert!(
+        error_of(&t, "big_file").contains("limits.file_size_mb = 1"),
+        "{}",
+        error_of(&t, "big_file")
+    );
+    assert!(
+        std::fs::metadata(t.ws.join("sub/big")).map_or(0, |m| m.len()) <= 1024 * 1024,
+        "the file grew past the limit"
+    );
+    assert!(
+        error_of(&t, "big_alloc").contains("limits.memory_mb = 256"),
+        "{}",
+        error_of(&t, "big_alloc")
+    );
+    assert!(
+        stderr(&out).contains("file_size_mb") || stderr(&out).contains("file size limit"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn no_command_outlives_a_killed_runner() {
+    let t = TestDir::new();
+    t.file("sub/keep", "");
+    let plan = t.plan(
+        "k.json",
+        &json!({"plan_id": "kill", "steps": [
+            py(&t, "sleeper", "import os, time\nopen('sub/pid', 'w').write(str(os.getpid()))\ntime.sleep(120)"),
+        ]}),
+    );
+    t.approve(&plan);
+    let modes: &[&str] = if acode_run::sandbox::landlock::kernel_abi().is_some() {
+        &["none", "landlock"]
+    } else {
+        &["none"]
+    };
+    for mode in modes {
+        let _ = std::fs::remove_file(t.ws.join("sub/pid"));
+        let mut runner = t
+            .cmd()
+            .args(["run", plan.to_str().unwrap(), "--sandbox", mode])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid_file = t.ws.join("sub/pid");
+        let pid: i32 = (0..500)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(20));
+                std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+            })
+            .expect("the command did not start");
+        runner.kill().unwrap(); // SIGKILL: no handler, no cleanup in the runner
+        runner.wait().unwrap();
+        // SAFETY: signal 0 only checks for existence.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            (unsafe { libc::kill(pid, 0) }) != 0
+        });
+        assert!(gone, "{mode}: command {pid} outlived the killed runner");
+    }
+}
