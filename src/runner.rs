@@ -41,6 +41,9 @@ pub struct RunOptions {
     /// The OS sandbox (default: the policy's, `auto`). `SandboxMode::None` here is refused: use
     /// [`RunOptions::without_os_sandbox`], so weakening is visible in the code.
     pub sandbox: Option<SandboxMode>,
+    /// The redactor every record and output goes through (default: one from the environment); the
+    /// runner teaches it the plan's secret values.
+    pub redactor: Option<Arc<Redactor>>,
     /// Set only by the named weakening calls.
     no_os_sandbox: bool,
     no_signature_check: bool,
@@ -64,9 +67,12 @@ impl RunOptions {
 /// mapping to exit codes.
 #[derive(Debug, Error)]
 pub enum RunnerError {
-    /// The workspace, its `.acode/` directory or the policy cannot be used.
+    /// The workspace or the policy cannot be used.
     #[error("{0}")]
     Setup(String),
+    /// `.acode/` is a link (refused) or cannot be created.
+    #[error(transparent)]
+    State(#[from] crate::sandbox::state::StateDirError),
     /// The plan cannot be read or is invalid (every problem listed).
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -107,6 +113,8 @@ impl RunnerError {
             | RunnerError::ApprovalInput(_)
             | RunnerError::Sandbox(_)
             | RunnerError::WeakeningNotExplicit => exit::USAGE,
+            RunnerError::State(crate::sandbox::state::StateDirError::Refused { .. }) => exit::USAGE,
+            RunnerError::State(_) => exit::INTERNAL,
             RunnerError::Plan(e) => e.exit_code(),
             RunnerError::Unauthorized { .. } => exit::UNAUTHORIZED,
             RunnerError::Store(_) => exit::INTERNAL,
@@ -154,7 +162,7 @@ impl PlanRunner {
             .map(|d| d.join(plan_path))
             .unwrap_or_else(|_| plan_path.to_path_buf());
         ws.protect(&abs_plan);
-        crate::sandbox::state::prepare(ws.root()).map_err(|e| RunnerError::Setup(e.to_string()))?;
+        crate::sandbox::state::prepare(ws.root())?;
         let policy = Policy::load(options.policy.as_deref(), ws.root())
             .map_err(|e| RunnerError::Setup(e.to_string()))?;
         let registry = ToolRegistry::builtin();
@@ -166,7 +174,10 @@ impl PlanRunner {
             };
             plan::load(plan_path, &options.vars, &ctx)?
         };
-        let redactor = Arc::new(Redactor::from_env());
+        let redactor = options
+            .redactor
+            .clone()
+            .unwrap_or_else(|| Arc::new(Redactor::from_env()));
         learn_secrets(&plan, &ws, &redactor);
         let unauthorized = |source: AuthError| RunnerError::Unauthorized {
             path: plan_path.display().to_string(),
@@ -232,6 +243,11 @@ impl PlanRunner {
     /// The plan, as loaded and approved.
     pub fn plan(&self) -> &Plan {
         self.approved.plan()
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// The OS sandbox commands will run in (and why it fell back, if it did).
