@@ -28,6 +28,10 @@ pub enum ErrorKind {
     Timeout,
     /// An agent step used all of its turns without finishing.
     TurnLimit,
+    /// An agent step repeated the same tool call with the same result three times in a row
+    /// (stuck detection): ended early instead of spending every remaining turn. Exit 31 like
+    /// [`ErrorKind::TurnLimit`], since both mean "the agent did not get there".
+    Stuck,
     /// The run's token budget was used up.
     TokenBudget,
     /// The LLM server could not be used (auth, missing model, malformed answers, retries exhausted).
@@ -54,6 +58,7 @@ impl ErrorKind {
             ErrorKind::VerificationFailed => "verification_failed",
             ErrorKind::Timeout => "timeout",
             ErrorKind::TurnLimit => "turn_limit",
+            ErrorKind::Stuck => "stuck",
             ErrorKind::TokenBudget => "token_budget",
             ErrorKind::LlmError => "llm_error",
             ErrorKind::Blocked => "blocked",
@@ -67,7 +72,7 @@ impl ErrorKind {
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorKind::Internal => exit::INTERNAL,
-            ErrorKind::TurnLimit => exit::TURN_LIMIT,
+            ErrorKind::TurnLimit | ErrorKind::Stuck => exit::TURN_LIMIT,
             ErrorKind::SandboxViolation => exit::SANDBOX,
             ErrorKind::ConfirmationDenied => exit::DENIED,
             ErrorKind::Timeout => exit::TIMEOUT,

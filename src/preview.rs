@@ -236,7 +236,32 @@ fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> E
                 (None, Some(Value::String(s))) => format!("skill {s}"),
                 _ => String::new(),
             };
-            Effect::Agent { instruction, tools }
+            // A skill: what the model will be told and offered (docs/agents.md).
+            match crate::plan::skills::resolve_step(sim.workspace, args) {
+                Ok(Some(r)) => {
+                    let body: String = r
+                        .pieces
+                        .iter()
+                        .map(|p| match p {
+                            crate::plan::skills::Piece::Text { text } => text.clone(),
+                            crate::plan::skills::Piece::Command { command, .. } => {
+                                format!("[output of run_command `{command}`]\n")
+                            }
+                        })
+                        .collect();
+                    Effect::Agent {
+                        instruction: format!(
+                            "skill {} ({}, sha256 {}…): {}",
+                            r.skill.name,
+                            r.skill.path,
+                            r.skill.sha256.get(..12).unwrap_or_default(),
+                            body.trim()
+                        ),
+                        tools: r.tools,
+                    }
+                }
+                _ => Effect::Agent { instruction, tools },
+            }
         }
         "lsp_check" => Effect::ReadOnly {
             summary: format!("cargo check --message-format=json in {}", or_dot(path)),

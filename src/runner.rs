@@ -3,7 +3,7 @@
 //!
 //! [`PlanRunner::prepare`] protects the runner's own files (`.acode/`, the database, the plan) from
 //! tool writes and opens `.acode/` without following links, loads the policy, loads and validates
-//! the plan, verifies its approval (hash, signature under the runner's key, policy binding) and
+//! the plan, verifies its approval (hash, signature under the runner's key, policy binding, skills) and
 //! resolves the OS sandbox (`auto` unless the policy or the options say otherwise). Then
 //! [`PlanRunner::run`] opens the execution database and runs the plan with the caller's callbacks.
 //! Weakening any of this takes an explicit, named call on [`RunOptions`]
@@ -192,8 +192,10 @@ impl PlanRunner {
         } else {
             plan::auth::approval_key().map_err(|e| RunnerError::Setup(e.to_string()))?
         };
+        // Hash, signature, policy binding, and the skill files the plan uses (docs/agents.md).
         let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref())
             .and_then(|a| a.check_policy(&policy).map(|()| a))
+            .and_then(|a| a.check_skills(&ws).map(|()| a))
             .map_err(unauthorized)?;
         let mode = if options.no_os_sandbox {
             SandboxMode::None

@@ -33,6 +33,8 @@ pub enum Command {
     Artifact,
     /// List tools and their schemas.
     Tools,
+    /// List the skills found in the workspace.
+    Skills,
     /// Draft a plan from a goal with the model (the planner stage).
     Draft,
     /// Judge a finished run against its goal (the reviewer stage).
@@ -136,6 +138,12 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "List every tool with the JSON schema of its arguments",
     },
     CommandDef {
+        command: Command::Skills,
+        name: "skills",
+        positionals: &[],
+        about: "List the skills found in the workspace (.acode/skills, then .claude/skills)",
+    },
+    CommandDef {
         command: Command::Schema,
         name: "schema",
         positionals: &["plan|events"],
@@ -203,6 +211,8 @@ pub struct Args {
     pub llm_retries: Option<u32>,
     /// `--llm-provider`.
     pub llm_provider: Option<crate::llm::Provider>,
+    /// `--llm-ca-cert`.
+    pub llm_ca_cert: Option<PathBuf>,
     /// `--junit`.
     pub junit: Option<PathBuf>,
     /// `--output` / `-o`.
@@ -275,6 +285,7 @@ impl Default for Args {
             token_budget: None,
             llm_retries: None,
             llm_provider: None,
+            llm_ca_cert: None,
             junit: None,
             output: None,
             max_attempts: None,
@@ -325,7 +336,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -535,7 +546,7 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "llm-url",
         value: Some("URL"),
-        doc: "OpenAI-compatible base URL for agent steps [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1]",
+        doc: "Base URL of the LLM server for agent steps, http:// or https:// [default: $ACODE_LLM_URL, else http://127.0.0.1:11434/v1, or https://api.anthropic.com/v1 for --llm-provider anthropic]",
         commands: LLM_CMDS,
         update: |a, v| {
             a.llm_url = Some(val(v)?);
@@ -549,6 +560,16 @@ pub const FLAGS: &[Flag] = &[
         commands: LLM_CMDS,
         update: |a, v| {
             a.llm_provider = Some(val(v)?.parse()?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "llm-ca-cert",
+        value: Some("FILE"),
+        doc: "PEM file of a CA to trust for an https:// LLM server, besides the built-in roots [default: $ACODE_LLM_CA_CERT]",
+        commands: LLM_CMDS,
+        update: |a, v| {
+            a.llm_ca_cert = Some(PathBuf::from(val(v)?));
             Ok(())
         },
     },
@@ -641,7 +662,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Resume, Validate, Preview, Runs, Show],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills],
         update: |a, _| {
             a.json = true;
             Ok(())

@@ -319,6 +319,7 @@ fn dispatch(
         Command::Runs => cmd_runs(args),
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
+        Command::Skills => cmd_skills(args),
         Command::Tools => {
             let registry = ToolRegistry::builtin();
             outln!("{}", pretty(&registry.describe()));
@@ -427,6 +428,69 @@ fn load_plan(
     plan::load(path, &args.vars, &ctx).map_err(|e| CliError::plan(&e))
 }
 
+/// `skills`: every skill in the workspace, in search order; broken ones with their error.
+fn cmd_skills(args: &Args) -> Result<i32, CliError> {
+    let ws = workspace(args)?;
+    let found = plan::skills::list(&ws);
+    if args.json {
+        let items: Vec<serde_json::Value> = found
+            .iter()
+            .map(|r| match r {
+                Ok(s) => serde_json::json!({
+                    "name": s.name, "description": s.front.description,
+                    "tools": s.front.allowed_tools, "model": s.front.model,
+                    "max_turns": s.front.max_turns, "path": s.path, "sha256": s.sha256,
+                }),
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            })
+            .collect();
+        outln!("{}", pretty(&serde_json::json!({ "skills": items })));
+        return Ok(exit::OK);
+    }
+    if found.is_empty() {
+        errln!(
+            "no skills found (looked in {})",
+            plan::skills::SEARCH_DIRS.join(", ")
+        );
+    }
+    for r in &found {
+        match r {
+            Ok(s) => outln!(
+                "{:<24} {:<40} tools: {:<30} {}",
+                crate::terminal::line(&s.name),
+                crate::terminal::line(s.front.description.as_deref().unwrap_or("-")),
+                crate::terminal::line(
+                    &s.front
+                        .allowed_tools
+                        .as_ref()
+                        .map(|t| t.join(", "))
+                        .unwrap_or_else(|| "(the step's)".into())
+                ),
+                s.path
+            ),
+            Err(e) => outln!("error: {}", crate::terminal::line(&e.to_string())),
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// The resolved skills of a valid plan's agent steps, for `validate` to show.
+fn resolved_skills(plan: &Plan, ws: &Workspace) -> Vec<(String, plan::skills::ResolvedSkill)> {
+    let vars = plan::variables::Variables::new(
+        &plan.variables,
+        &crate::plan::validate::builtins(plan, ws, "validation"),
+    );
+    plan.steps
+        .iter()
+        .filter(|s| s.tool == crate::tools::agent::NAME)
+        .filter_map(|s| {
+            let args = crate::plan::validate::substitute_arguments(s, &vars).ok()?;
+            let r = plan::skills::resolve_step(ws, &args).ok()??;
+            Some((s.step_id.clone(), r))
+        })
+        .collect()
+}
+
 fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
     let policy = load_policy(args, &ws)?;
@@ -442,10 +506,16 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             learn_plan_secrets(&plan, &ws, redactor);
             let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
-                outln!(
-                    "{}",
-                    serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256})
-                );
+                let skills: serde_json::Map<String, serde_json::Value> =
+                    resolved_skills(&plan, &ws)
+                        .into_iter()
+                        .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
+                        .collect();
+                let mut out = serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256});
+                if !skills.is_empty() {
+                    out["skills"] = serde_json::Value::Object(skills);
+                }
+                outln!("{out}");
             } else {
                 errln!(
                     "{}: valid plan {} ({} steps, sha256 {})",
@@ -454,6 +524,42 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                     plan.steps.len(),
                     plan.sha256
                 );
+                for (step_id, r) in resolved_skills(&plan, &ws) {
+                    errln!(
+                        "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
+                        crate::terminal::line(&step_id),
+                        r.skill.name,
+                        r.skill.path,
+                        r.skill.sha256,
+                        r.tools.join(", "),
+                        r.skill
+                            .front
+                            .model
+                            .as_ref()
+                            .map(|m| format!(", model {}", crate::terminal::line(m)))
+                            .unwrap_or_default(),
+                        r.skill
+                            .front
+                            .max_turns
+                            .map(|n| format!(", max-turns {n}"))
+                            .unwrap_or_default()
+                    );
+                    for piece in &r.pieces {
+                        match piece {
+                            plan::skills::Piece::Text { text } => {
+                                for l in text.lines() {
+                                    errln!("    | {}", crate::terminal::line(l));
+                                }
+                            }
+                            plan::skills::Piece::Command { command, .. } => {
+                                errln!(
+                                    "    | [output of run_command `{}`]",
+                                    crate::terminal::line(command)
+                                )
+                            }
+                        }
+                    }
+                }
             }
             Ok(exit::OK)
         }
@@ -501,6 +607,11 @@ fn record_decision(
     let mut auth =
         PlanAuthorization::decide(plan, status, &plan::auth::decided_by(args.by.as_deref()))
             .under_policy(policy);
+    // An approval also binds the skill files the plan uses (docs/agents.md).
+    if status == AuthStatus::Approved {
+        let (ws, _) = sandboxed_workspace(args, Some(path))?;
+        auth.skills = plan::skills::referenced_hashes(plan, &ws);
+    }
     let overridden = match status {
         AuthStatus::Approved => standing_rejection(path, plan, store)?,
         _ => None,
@@ -898,6 +1009,12 @@ fn llm_config(
     if let Some(provider) = args.llm_provider {
         config.provider = provider;
     }
+    if let Some(ca) = &args.llm_ca_cert {
+        config.ca_cert = Some(ca.clone());
+    }
+    let url_given = args.llm_url.is_some()
+        || std::env::var("ACODE_LLM_URL").is_ok_and(|u| !u.trim().is_empty());
+    config.provider_defaults(url_given, |name| std::env::var(name).ok());
     let agent = crate::executor::AgentSettings {
         model: config.model.clone(),
         protocol: args.tool_protocol.unwrap_or_default(),
@@ -1127,10 +1244,15 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .iter()
             .map(|a| {
                 format!(
-                    "{}({}{})",
+                    "{}({}{}{})",
                     a.artifact_type,
                     a.bytes,
-                    if a.truncated { ", truncated" } else { "" }
+                    if a.truncated { ", truncated" } else { "" },
+                    if a.lossy {
+                        ", not UTF-8: shown lossily"
+                    } else {
+                        ""
+                    }
                 )
             })
             .collect();
@@ -1164,6 +1286,11 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let mut out = std::io::stdout();
     let _ = out.write_all(a.content.as_bytes());
     let _ = out.flush();
+    if a.lossy {
+        errln!(
+            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD"
+        );
+    }
     if a.truncated {
         errln!(
             "acode-run: note: artifact truncated: {} of {} bytes kept",

@@ -349,14 +349,8 @@ pub(super) fn cmd_do(
         policy: &policy,
         status: AuthStatus::Approved,
     };
-    record_decision(
-        args,
-        redactor,
-        secrets,
-        &path,
-        decision,
-        &mut super::decision_store(args)?,
-    )?;
+    let mut store = super::decision_store(args)?;
+    record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     announce("executor", &format!("running {}", path.display()));
     let code = execute_plan(args, redactor, secrets, &path, Target::New)?;
     let run_id = executor

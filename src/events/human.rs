@@ -88,6 +88,8 @@ impl<W: Write + Send> HumanPrinter<W> {
                 steps,
                 already_completed,
                 sandbox,
+                workspace,
+                database,
                 ..
             } => {
                 let mut header = match already_completed {
@@ -103,6 +105,10 @@ impl<W: Write + Send> HumanPrinter<W> {
                         l(&self.ext(plan_id))
                     ),
                 };
+                header.push_str(&format!("\n  workspace: {}", l(workspace)));
+                if let Some(db) = database {
+                    header.push_str(&format!("\n  database: {}", l(db)));
+                }
                 header.push_str(&format!("\n  sandbox: {}", sandbox.mode));
                 if let Some(abi) = sandbox.landlock_abi {
                     header.push_str(&format!(" (Landlock ABI {abi})"));

@@ -57,6 +57,9 @@ pub enum EventKind {
         plan_sha256: String,
         /// The workspace root.
         workspace: String,
+        /// The execution database file (absent for an in-memory store).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        database: Option<String>,
         /// Number of steps in the plan.
         steps: usize,
         /// The run being resumed (the same id), for a resumed run.

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::call::{CallOptions, StepContext, sleep_unless_cancelled, truncate_with_note};
+use super::stuck::{self, Repeat, RepeatGuard};
 use super::verify::{call_options, verify};
 use super::{ExecutionError, StepOutcome};
 use crate::error::{ErrorKind, now_ms};
@@ -181,6 +182,26 @@ pub fn run(
         }
     }
 
+    // A skill (docs/agents.md): its expanded body is the instruction; it may narrow the tools and
+    // supply the model and turn limit the step leaves unset.
+    let (instruction, allowed, max_turns, model) =
+        match super::skill_step::prepare(ctx, plan, args)? {
+            Err(outcome) => return Ok(outcome),
+            Ok(None) => (instruction.unwrap_or_default(), allowed, max_turns, model),
+            Ok(Some(p)) => (
+                p.instruction,
+                p.allowed,
+                match (args.get("max_turns"), p.max_turns) {
+                    (None, Some(n)) => n,
+                    _ => max_turns,
+                },
+                match (args.get("model"), p.model) {
+                    (None, Some(m)) => m,
+                    _ => model,
+                },
+            ),
+        };
+
     // One deadline for the whole step, LLM waits and retries included (exit 34 when it passes).
     let deadline = step_deadline(ctx, plan);
     let cycles = ctx.step.verify.as_ref().map_or(1, |v| v.max_cycles.max(1));
@@ -310,6 +331,7 @@ impl Session<'_> {
             dropped: 0,
             window: settings.window_turns,
         };
+        let mut repeats = RepeatGuard::default();
         for _ in 0..self.max_turns {
             if let Some(d) = self.deadline
                 && d.remaining().is_zero()
@@ -358,6 +380,8 @@ impl Session<'_> {
                     let limit = settings.max_calls_per_answer.max(1);
                     response.tool_calls.truncate(limit);
                     let mut messages = vec![Message::assistant(&response)];
+                    // What this answer asked and got, for stuck detection (whole answers compared).
+                    let mut answer: Vec<(String, Value, String)> = Vec::new();
                     for call in &response.tool_calls {
                         let reply = match call.parse_error_feedback() {
                             Some(feedback) => {
@@ -389,7 +413,17 @@ impl Session<'_> {
                                 CallFate::Fatal(outcome) => return Ok(outcome),
                             },
                         };
+                        answer.push((call.name.clone(), call.arguments.clone(), reply.clone()));
                         messages.push(Message::tool(call.id.clone(), reply));
+                    }
+                    match check_answer(&mut repeats, &answer) {
+                        CallFate::Fatal(outcome) => return Ok(outcome),
+                        CallFate::Reply(note) if !note.is_empty() => {
+                            if let Some(Message::Tool { content, .. }) = messages.last_mut() {
+                                content.push_str(&note);
+                            }
+                        }
+                        CallFate::Reply(_) => {}
                     }
                     if asked > limit
                         && let Some(Message::Tool { content, .. }) = messages.last_mut()
@@ -410,19 +444,27 @@ impl Session<'_> {
                         tool_calls: Vec::new(),
                     };
                     match react::parse(&content) {
-                        Err(e) => conv.push(vec![
+                        Err(e) => conv.push({
+                            repeats.reset();
+                            vec![
                             said,
                             Message::user(format!(
                                 "error: your answer could not be used: {e}. Answer with exactly \
                                  one JSON object as described."
                             )),
-                        ]),
+                        ]
+                        }),
                         Ok(ReactStep::Final { answer, .. }) => return Ok(done(answer)),
                         Ok(ReactStep::Action { tool, input, .. }) => {
                             let id = format!("react-{turn}");
                             let reply =
                                 match self.execute(ctx, &id, &tool, &input, *turn, &turn_id)? {
-                                    CallFate::Reply(text) => text,
+                                    CallFate::Reply(text) => {
+                                        match check_repeat(&mut repeats, &tool, &input, text) {
+                                            CallFate::Reply(text) => text,
+                                            CallFate::Fatal(outcome) => return Ok(outcome),
+                                        }
+                                    }
                                     CallFate::Fatal(outcome) => return Ok(outcome),
                                 };
                             conv.push(vec![said, Message::user(react::observation(&reply))]);
@@ -738,6 +780,49 @@ fn chat_unless_cancelled(
                 }));
             }
         }
+    }
+}
+
+/// Stuck detection for one native answer: the answer's calls and results, compared as a whole
+/// with the previous answer's (a model asking for the same call many times within ONE answer is
+/// the per-answer cap's business). Returns the note to append to the answer's last result
+/// (empty when the answer is not a repeat), or the fatal `stuck` outcome.
+fn check_answer(guard: &mut RepeatGuard, answer: &[(String, Value, String)]) -> CallFate {
+    let (tool, args, text) = match answer {
+        [] => return CallFate::Reply(String::new()),
+        [(tool, args, text)] => (tool.clone(), args.clone(), text.clone()),
+        many => (
+            many.iter()
+                .map(|(t, _, _)| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            Value::Array(many.iter().map(|(_, a, _)| a.clone()).collect()),
+            many.iter()
+                .map(|(_, _, r)| r.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\u{0}\n"),
+        ),
+    };
+    match guard.observe(&tool, &args, &text) {
+        Repeat::Fresh => CallFate::Reply(String::new()),
+        Repeat::Again(n) => CallFate::Reply(stuck::repeat_note(&tool, &args, n)),
+        Repeat::Stuck(n) => CallFate::Fatal(StepOutcome::failed(
+            ErrorKind::Stuck,
+            stuck::stuck_message(&tool, &args, n, guard.repeated_total),
+        )),
+    }
+}
+
+/// Stuck detection (SPEC §7, [`stuck`]): a repeated identical call gets a note appended to its
+/// result; the [`stuck::STUCK_AFTER`]th in a row ends the step with `stuck`.
+fn check_repeat(guard: &mut RepeatGuard, tool: &str, args: &Value, text: String) -> CallFate {
+    match guard.observe(tool, args, &text) {
+        Repeat::Fresh => CallFate::Reply(text),
+        Repeat::Again(n) => CallFate::Reply(format!("{text}{}", stuck::repeat_note(tool, args, n))),
+        Repeat::Stuck(n) => CallFate::Fatal(StepOutcome::failed(
+            ErrorKind::Stuck,
+            stuck::stuck_message(tool, args, n, guard.repeated_total),
+        )),
     }
 }
 

@@ -12,6 +12,8 @@ pub mod drivers;
 pub mod precondition;
 pub mod retry;
 pub mod settings;
+mod skill_step;
+pub mod stuck;
 pub mod verify;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -476,6 +478,7 @@ impl Executor {
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
         approved.check_policy(&self.policy)?;
+        approved.check_skills(&self.workspace)?;
         let plan = approved.plan();
         // A plan inside the workspace must not rewrite itself while it runs.
         if let Some(source) = &plan.source {
@@ -549,6 +552,7 @@ impl Executor {
             plan_id: plan.plan_id.clone(),
             plan_sha256: plan.sha256.clone(),
             workspace: self.workspace.root().display().to_string(),
+            database: self.store.path().map(|p| p.display().to_string()),
             steps: plan.steps.len(),
             resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
             already_completed,

@@ -1,7 +1,9 @@
 //! The Anthropic Messages API provider: `POST {base}/messages`, where the base URL ends in `/v1`
-//! (`http://127.0.0.1:8080/v1` reaches llama.cpp's `/v1/messages`). Plain http only, like the other
-//! providers, so the targets are local servers and proxies that speak the Messages API: llama.cpp
-//! server, Ollama's Anthropic compatibility, LiteLLM proxy.
+//! (`http://127.0.0.1:8080/v1` reaches llama.cpp's `/v1/messages`). Without `--llm-url` it talks
+//! to the hosted API, [`super::ANTHROPIC_BASE_URL`] over TLS, with the key from
+//! `ACODE_LLM_API_KEY` or else `ANTHROPIC_API_KEY`; local servers and proxies that speak the
+//! Messages API (llama.cpp server, Ollama's Anthropic compatibility, LiteLLM proxy) work over
+//! plain http.
 //!
 //! Wire differences from the OpenAI-compatible provider (see `docs/agents.md`):
 //! - headers `anthropic-version: 2023-06-01`, and `x-api-key` (not `Authorization`) for the key;
@@ -48,7 +50,7 @@ pub struct AnthropicClient {
 impl AnthropicClient {
     /// A client for `config` (the provider field is not consulted).
     pub fn new(config: LlmConfig) -> Self {
-        let agent = http::agent(config.timeout);
+        let agent = http::agent(&config);
         AnthropicClient {
             config,
             agent,
@@ -872,10 +874,11 @@ mod tests {
 
     #[test]
     fn https_and_missing_model_fail_before_connecting() {
+        // https is built in now: this one gets as far as the (closed) port.
         let err = AnthropicClient::new(LlmConfig::new("https://127.0.0.1:1/v1", "m"))
             .chat(&request())
             .unwrap_err();
-        assert!(matches!(err, LlmError::TlsUnsupported { .. }));
+        assert!(matches!(err, LlmError::ConnectionRefused { .. }), "{err:?}");
         let err = AnthropicClient::new(LlmConfig::new("http://127.0.0.1:1/v1", ""))
             .chat(&ChatRequest::new("", vec![Message::user("x")]))
             .unwrap_err();

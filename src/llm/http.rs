@@ -20,17 +20,64 @@ pub(crate) struct HttpReply {
 /// A ureq agent for talking to one LLM server.
 ///
 /// `http_status_as_error(false)` so 4xx/5xx bodies and `Retry-After` can be read; no redirects (a
-/// POST must not silently turn into something else); no proxy from the environment (the targets are
-/// local servers, and a stray `HTTP_PROXY` must not reroute prompts); one global timeout covering
-/// connect to last byte.
-pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
-    let config = ureq::Agent::config_builder()
+/// POST must not silently turn into something else); no proxy from the environment (a stray
+/// `HTTP_PROXY` must not reroute prompts); one global timeout covering connect to last byte.
+///
+/// TLS (`https://`) is rustls with the compiled-in Mozilla (webpki) roots, so a hosted endpoint
+/// is verified the same way on every machine, whatever CA store the host (or a slim CI image) has.
+/// `config.ca_cert` adds a private CA to those roots. A CA file that cannot be loaded leaves the
+/// agent trusting nothing at all (fail closed); [`LlmConfig::validate`] reports the file first.
+pub(crate) fn agent(config: &LlmConfig) -> ureq::Agent {
+    use ureq::tls::{RootCerts, TlsConfig};
+    let roots = match &config.ca_cert {
+        None => RootCerts::WebPki,
+        Some(path) => {
+            let extra = load_ca_certs(path).unwrap_or_default();
+            if extra.is_empty() {
+                RootCerts::new_with_certs(&[])
+            } else {
+                webpki_root_certs::TLS_SERVER_ROOT_CERTS
+                    .iter()
+                    .map(|der| ureq::tls::Certificate::from_der(der.as_ref()).to_owned())
+                    .chain(extra)
+                    .into()
+            }
+        }
+    };
+    let agent_config = ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(timeout))
+        .timeout_global(Some(config.timeout))
         .max_redirects(0)
         .proxy(None)
+        .tls_config(TlsConfig::builder().root_certs(roots).build())
         .build();
-    ureq::Agent::new_with_config(config)
+    ureq::Agent::new_with_config(agent_config)
+}
+
+/// The certificates of a PEM file (`--llm-ca-cert`); an unreadable file, or one with no
+/// certificate in it, is a configuration error naming the file.
+pub(crate) fn load_ca_certs(
+    path: &std::path::Path,
+) -> Result<Vec<ureq::tls::Certificate<'static>>, LlmError> {
+    let bad = |why: String| {
+        LlmError::Config(format!(
+            "--llm-ca-cert / ACODE_LLM_CA_CERT {}: {why}",
+            path.display()
+        ))
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => return Err(bad(format!("not a PEM file ({e})"))),
+        }
+    }
+    if certs.is_empty() {
+        return Err(bad("no PEM certificate in the file".to_string()));
+    }
+    Ok(certs)
 }
 
 /// `base` joined with `path` (`/chat/completions`), tolerating a trailing slash on `base`.
@@ -192,6 +239,12 @@ fn transport_error(error: ureq::Error, url: &str, config: &LlmConfig) -> LlmErro
                 url: url_s,
                 after: config.timeout,
             },
+            // rustls reports handshake failures (an untrusted certificate) as `InvalidData` I/O
+            // errors wrapping its own error.
+            K::InvalidData if url.to_ascii_lowercase().starts_with("https://") => LlmError::Tls {
+                url: url_s,
+                message: tls_message(&io.to_string()),
+            },
             _ => LlmError::Transport {
                 url: url_s,
                 message,
@@ -205,7 +258,14 @@ fn transport_error(error: ureq::Error, url: &str, config: &LlmConfig) -> LlmErro
             url: url_s,
             limit: config.max_response_bytes,
         },
-        ureq::Error::Tls(_) | ureq::Error::TlsRequired => LlmError::TlsUnsupported { url: url_s },
+        ureq::Error::Tls(_) | ureq::Error::TlsRequired | ureq::Error::Pem(_) => LlmError::Tls {
+            url: url_s,
+            message,
+        },
+        ureq::Error::Rustls(e) => LlmError::Tls {
+            url: url_s,
+            message: tls_message(&e.to_string()),
+        },
         ureq::Error::BadUri(_) => LlmError::Config(format!("invalid LLM URL '{url}': {message}")),
         ureq::Error::HostNotFound => LlmError::Transport {
             url: url_s,
@@ -215,6 +275,27 @@ fn transport_error(error: ureq::Error, url: &str, config: &LlmConfig) -> LlmErro
             url: url_s,
             message,
         },
+    }
+}
+
+/// A rustls failure explained: an untrusted certificate says how to trust a private CA.
+fn tls_message(rustls: &str) -> String {
+    let untrusted = [
+        "UnknownIssuer",
+        "BadSignature",
+        "NotValidForName",
+        "Expired",
+    ]
+    .iter()
+    .any(|k| rustls.contains(k))
+        || rustls.contains("invalid peer certificate");
+    if untrusted {
+        format!(
+            "the server's certificate is not trusted ({rustls}); for a server with a private or \
+             self-signed CA, pass the CA certificate with --llm-ca-cert FILE or ACODE_LLM_CA_CERT"
+        )
+    } else {
+        rustls.to_string()
     }
 }
 

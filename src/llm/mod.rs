@@ -101,6 +101,10 @@ pub use react::ToolProtocol;
 /// The default base URL: Ollama's OpenAI-compatible endpoint on this machine (SPEC §7).
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434/v1";
 
+/// The base URL of the hosted Anthropic Messages API: the default of `--llm-provider anthropic`
+/// when no URL is given (a local Messages server needs `--llm-url`).
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+
 /// The default request timeout. Local models on a CPU can take minutes for one long answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -358,14 +362,14 @@ pub enum LlmError {
     /// The configuration cannot work (empty model, URL that is not `http://...`).
     #[error("LLM configuration: {0}")]
     Config(String),
-    /// An `https://` URL was given but this build has no TLS.
-    #[error(
-        "cannot connect to {url}: TLS is not built into acode-run (it talks plain http to local \
-         servers); use an http:// URL, e.g. http://127.0.0.1:11434/v1"
-    )]
-    TlsUnsupported {
-        /// The URL that was refused.
+    /// The TLS handshake with an `https://` server failed: most often a certificate that is not
+    /// trusted (a private CA: `--llm-ca-cert`). Not retried: the next attempt fails the same way.
+    #[error("TLS connection to {url} failed: {message}")]
+    Tls {
+        /// The URL that was called.
         url: String,
+        /// What went wrong, with a hint when the certificate is not trusted.
+        message: String,
     },
     /// Nothing listens at the URL (server not started, wrong port).
     #[error("connection refused by {url}: is the LLM server running? ({message})")]
@@ -585,6 +589,10 @@ pub struct LlmConfig {
     pub provider: Provider,
     /// Responses larger than this are refused ([`LlmError::TooLarge`]).
     pub max_response_bytes: usize,
+    /// A PEM file of extra CA certificates trusted for `https://` URLs besides the built-in
+    /// (webpki, Mozilla) roots: `--llm-ca-cert`, `ACODE_LLM_CA_CERT`. For self-hosted endpoints
+    /// behind a private CA.
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl Default for LlmConfig {
@@ -596,6 +604,7 @@ impl Default for LlmConfig {
             timeout: DEFAULT_TIMEOUT,
             provider: Provider::OpenAi,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            ca_cert: None,
         }
     }
 }
@@ -610,6 +619,7 @@ impl fmt::Debug for LlmConfig {
             .field("timeout", &self.timeout)
             .field("provider", &self.provider)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("ca_cert", &self.ca_cert)
             .finish()
     }
 }
@@ -624,8 +634,11 @@ impl LlmConfig {
         }
     }
 
-    /// Reads `ACODE_LLM_URL`, `ACODE_MODEL`, `ACODE_LLM_API_KEY`, and the optional
-    /// `ACODE_LLM_PROVIDER` (`openai`|`ollama`|`anthropic`) and `ACODE_LLM_TIMEOUT_S` (seconds).
+    /// Reads `ACODE_LLM_URL`, `ACODE_MODEL`, `ACODE_LLM_API_KEY`, `ACODE_LLM_CA_CERT`, and the
+    /// optional `ACODE_LLM_PROVIDER` (`openai`|`ollama`|`anthropic`) and `ACODE_LLM_TIMEOUT_S`
+    /// (seconds). Provider-specific defaults (the Anthropic URL, `ANTHROPIC_API_KEY`,
+    /// `OPENAI_API_KEY`) are applied by [`LlmConfig::provider_defaults`] once flags have been
+    /// applied too.
     /// Unset or empty variables keep the defaults; an unparsable provider or timeout is an error,
     /// not ignored.
     pub fn from_env() -> Result<Self, LlmError> {
@@ -644,6 +657,7 @@ impl LlmConfig {
             config.model = model.trim().to_string();
         }
         config.api_key = get("ACODE_LLM_API_KEY").map(|k| k.trim().to_string());
+        config.ca_cert = get("ACODE_LLM_CA_CERT").map(|p| std::path::PathBuf::from(p.trim()));
         if let Some(provider) = get("ACODE_LLM_PROVIDER") {
             config.provider = provider
                 .parse()
@@ -663,6 +677,34 @@ impl LlmConfig {
             config.timeout = Duration::from_secs_f64(secs);
         }
         Ok(config)
+    }
+
+    /// Fills in what depends on the final provider and URL, after flags and environment are
+    /// applied: `--llm-provider anthropic` without a URL (`url_given` false) talks to
+    /// [`ANTHROPIC_BASE_URL`]; with no `ACODE_LLM_API_KEY`, the anthropic provider reads
+    /// `ANTHROPIC_API_KEY`, and the openai provider reads `OPENAI_API_KEY` for a URL that is not
+    /// on this machine (a local server never gets a hosted key sent to it by accident).
+    pub fn provider_defaults(&mut self, url_given: bool, lookup: impl Fn(&str) -> Option<String>) {
+        if !url_given && self.provider == Provider::Anthropic {
+            self.base_url = ANTHROPIC_BASE_URL.to_string();
+        }
+        if self
+            .api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty())
+        {
+            return;
+        }
+        let fallback = match self.provider {
+            Provider::Anthropic => Some("ANTHROPIC_API_KEY"),
+            Provider::OpenAi if !is_local_url(&self.base_url) => Some("OPENAI_API_KEY"),
+            _ => None,
+        };
+        if let Some(name) = fallback {
+            self.api_key = lookup(name)
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty());
+        }
     }
 
     /// `provider url model` for a client speaking `provider`: what every built-in client's
@@ -685,20 +727,26 @@ impl LlmConfig {
         copy
     }
 
-    /// Checks what can be checked without a network call: an `http://` URL and a model name.
+    /// Checks what can be checked without a network call: an `http://` or `https://` URL, a
+    /// model name, and a readable CA file when one is named.
     pub fn validate(&self) -> Result<(), LlmError> {
         let url = self.base_url.trim();
         let lower = url.to_ascii_lowercase();
-        if lower.starts_with("https://") {
-            return Err(LlmError::TlsUnsupported {
-                url: url.to_string(),
-            });
-        }
-        if !lower.starts_with("http://") || url.len() <= "http://".len() {
+        let scheme_len = if lower.starts_with("https://") {
+            "https://".len()
+        } else if lower.starts_with("http://") {
+            "http://".len()
+        } else {
+            0
+        };
+        if scheme_len == 0 || url.len() <= scheme_len {
             return Err(LlmError::Config(format!(
-                "LLM URL must look like http://HOST:PORT/v1, got '{url}' (set --llm-url or \
-                 ACODE_LLM_URL)"
+                "LLM URL must look like http://HOST:PORT/v1 or https://HOST/v1, got '{url}' (set \
+                 --llm-url or ACODE_LLM_URL)"
             )));
+        }
+        if let Some(path) = &self.ca_cert {
+            http::load_ca_certs(path)?;
         }
         if self.model.trim().is_empty() {
             return Err(LlmError::Config(
@@ -733,6 +781,26 @@ pub(crate) fn excerpt(text: &str, max: usize) -> String {
         let cut: String = one_line.chars().take(max).collect();
         format!("{cut}...")
     }
+}
+
+/// Whether `url` points at this machine (`localhost`, `127.x`, `::1`): such a server is never
+/// sent a hosted provider's key from `OPENAI_API_KEY`.
+pub fn is_local_url(url: &str) -> bool {
+    let rest = url.trim().split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    let host = host.to_ascii_lowercase();
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Replaces the API key (servers sometimes echo keys; also in its JSON-escaped forms) and every
@@ -816,10 +884,16 @@ mod tests {
     }
 
     #[test]
-    fn validate_rejects_https_and_missing_model() {
-        let tls = LlmConfig::new("https://example.com/v1", "m").validate();
-        assert!(matches!(tls, Err(LlmError::TlsUnsupported { .. })));
-        assert!(tls.unwrap_err().to_string().contains("TLS is not built"));
+    fn validate_accepts_https_and_rejects_missing_model() {
+        assert!(
+            LlmConfig::new("https://example.com/v1", "m")
+                .validate()
+                .is_ok()
+        );
+        let mut bad_ca = LlmConfig::new("https://example.com/v1", "m");
+        bad_ca.ca_cert = Some("/nonexistent/ca.pem".into());
+        let err = bad_ca.validate().unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
         assert!(matches!(
             LlmConfig::new("ftp://x", "m").validate(),
             Err(LlmError::Config(_))
@@ -895,5 +969,61 @@ mod tests {
         );
         assert_eq!(excerpt("a\nb", 10), "a b");
         assert_eq!(excerpt("abcdef", 3), "abc...");
+    }
+
+    #[test]
+    fn provider_defaults_pick_the_hosted_url_and_keys() {
+        let env = |name: &str| match name {
+            "ANTHROPIC_API_KEY" => Some("sk-ant-test".to_string()),
+            "OPENAI_API_KEY" => Some("sk-openai-test".to_string()),
+            _ => None,
+        };
+        let mut c = LlmConfig {
+            provider: Provider::Anthropic,
+            ..LlmConfig::default()
+        };
+        c.provider_defaults(false, env);
+        assert_eq!(c.base_url, ANTHROPIC_BASE_URL);
+        assert_eq!(c.api_key.as_deref(), Some("sk-ant-test"));
+
+        // A given URL is kept; ACODE_LLM_API_KEY wins over the provider's variable.
+        let mut c = LlmConfig::new("http://127.0.0.1:8080/v1", "m");
+        c.provider = Provider::Anthropic;
+        c.api_key = Some("explicit".into());
+        c.provider_defaults(true, env);
+        assert_eq!(c.base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(c.api_key.as_deref(), Some("explicit"));
+
+        // OPENAI_API_KEY only for a URL off this machine.
+        let mut c = LlmConfig::new("http://localhost:11434/v1", "m");
+        c.provider_defaults(true, env);
+        assert_eq!(c.api_key, None);
+        let mut c = LlmConfig::new("https://api.openai.com/v1", "m");
+        c.provider_defaults(true, env);
+        assert_eq!(c.api_key.as_deref(), Some("sk-openai-test"));
+        let mut c = LlmConfig::new("https://example.com/v1", "m");
+        c.provider = Provider::Ollama;
+        c.provider_defaults(true, env);
+        assert_eq!(c.api_key, None);
+    }
+
+    #[test]
+    fn local_urls() {
+        for url in [
+            "http://127.0.0.1:11434/v1",
+            "http://localhost/v1",
+            "http://[::1]:8080/v1",
+            "http://user@127.0.0.2:1",
+        ] {
+            assert!(is_local_url(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://10.0.0.1/v1",
+            "http://127.0.0.1.evil.com/v1",
+            "http://localhost@evil.com/v1",
+        ] {
+            assert!(!is_local_url(url), "{url}");
+        }
     }
 }

@@ -25,7 +25,7 @@ pub struct OllamaClient {
 impl OllamaClient {
     /// A client for `config` (the provider field is not consulted).
     pub fn new(config: LlmConfig) -> Self {
-        let agent = http::agent(config.timeout);
+        let agent = http::agent(&config);
         OllamaClient {
             config,
             agent,

@@ -74,6 +74,12 @@ pub struct PlanAuthorization {
     /// must be re-approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_sha256: Option<String>,
+    /// SHA-256 (hex) of every skill file the plan's agent steps use, by path relative to the
+    /// workspace (`.acode/skills/NAME/SKILL.md`): editing a skill after approval changes what
+    /// runs, so `run` refuses it (exit 3) like an edited plan. Empty (and omitted) for plans
+    /// without skills.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub skills: std::collections::BTreeMap<String, String>,
     /// `hmac-sha256-v2:` and the HMAC-SHA256 (hex) of [`PlanAuthorization::signed_message`] under
     /// the approval key (`ACODE_APPROVAL_KEY` or `ACODE_APPROVAL_KEY_FILE`), when one was set at
     /// decision time. With a key, runs accept only approvals it signed.
@@ -91,6 +97,7 @@ impl PlanAuthorization {
             plan_sha256: plan.sha256.clone(),
             decided_by: by.to_string(),
             decided_at: crate::error::now_ms(),
+            skills: Default::default(),
             policy_sha256: Some(NO_POLICY.to_string()),
             signature: None,
         }
@@ -127,6 +134,14 @@ impl PlanAuthorization {
         for f in fields {
             out.extend_from_slice(&(f.len() as u64).to_be_bytes());
             out.extend_from_slice(f.as_bytes());
+        }
+        // The skill files bound to the decision, when any (docs/agents.md): each as three more
+        // length-prefixed fields, after the fixed ones, so plans without skills sign as before.
+        for (path, sha) in &self.skills {
+            for f in ["skill", path.as_str(), sha.as_str()] {
+                out.extend_from_slice(&(f.len() as u64).to_be_bytes());
+                out.extend_from_slice(f.as_bytes());
+            }
         }
         out
     }
@@ -275,6 +290,9 @@ pub enum AuthError {
         /// Why.
         source: crate::sandbox::input::InputError,
     },
+    /// A skill file the plan uses is not the one approved (changed, moved, or gone).
+    #[error("{0}")]
+    SkillChanged(String),
     /// The approval file exists but cannot be used.
     #[error("cannot use approval file {path}: {message}")]
     BadApprovalFile {
@@ -384,6 +402,7 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
                 plan_sha256: String::new(),
                 decided_by: String::new(),
                 decided_at: 0,
+                skills: Default::default(),
                 policy_sha256: None,
                 signature: None,
             });
@@ -448,6 +467,16 @@ impl ApprovedPlan {
     /// Checks that `policy` is the one the plan was approved under.
     pub fn check_policy(&self, policy: &Policy) -> Result<(), AuthError> {
         self.authorization.check_policy(policy)
+    }
+
+    /// Checks that every skill file the plan uses is the one approved (docs/agents.md): editing
+    /// a `SKILL.md` after approval changes what runs, like editing the plan.
+    pub fn check_skills(&self, workspace: &crate::sandbox::Workspace) -> Result<(), AuthError> {
+        let now = super::skills::referenced_hashes(&self.plan, workspace);
+        match super::skills::changed_since_approval(&self.authorization.skills, &now) {
+            Some(why) => Err(AuthError::SkillChanged(why)),
+            None => Ok(()),
+        }
     }
 
     /// The plan.
@@ -551,6 +580,7 @@ mod tests {
             decided_by: "alice".into(),
             decided_at: 2,
             policy_sha256: Some(NO_POLICY.into()),
+            skills: Default::default(),
             signature: None,
         };
         // The approval the attacker writes, carrying the rejection's signature.
@@ -561,6 +591,7 @@ mod tests {
             decided_by: format!("mallory\n1\nrejected\n{}\nalice", "a".repeat(64)),
             decided_at: 2,
             policy_sha256: Some(NO_POLICY.into()),
+            skills: Default::default(),
             signature: None,
         };
         // Under the old layout the two decisions were the same message: the forgery worked.

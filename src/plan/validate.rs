@@ -241,6 +241,7 @@ pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> 
                                     Problem::invalid(format!("{at}.arguments.{loc}"), m)
                                 }),
                         );
+                        problems.extend(super::skills::check_step(args, ctx, &at));
                     }
                 } else {
                     // Each schema error already starts with its own location: said once.

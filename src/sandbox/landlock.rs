@@ -323,3 +323,72 @@ pub unsafe fn restrict_self(fd: RawFd) -> std::io::Result<()> {
 pub fn raw(fd: &OwnedFd) -> RawFd {
     fd.as_raw_fd()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(grants: &[Grant], root: &Path) -> Vec<String> {
+        grants
+            .iter()
+            .map(|g| g.path.strip_prefix(root).unwrap().display().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn protected_paths_split_their_parents_and_are_never_granted() {
+        let root = std::env::temp_dir().join(format!("acode-ll-{}", uuid::Uuid::new_v4()));
+        for d in [".git/hooks", "plans/old", "src", ".acode"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "plans/run.json",
+            "plans/other.json",
+            "README",
+            "acode-policy.json",
+        ] {
+            std::fs::write(root.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
+        let mut ws = Workspace::new(&root).unwrap();
+        ws.protect(Path::new(".acode"));
+        ws.protect(Path::new("plans/run.json"));
+        let root = ws.root().to_path_buf();
+        let protected: Vec<Vec<OsString>> = ws
+            .protected()
+            .iter()
+            .map(|p| {
+                p.strip_prefix(&root)
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.to_os_string())
+                    .collect()
+            })
+            .collect();
+        let protected: Vec<&[OsString]> = protected.iter().map(Vec::as_slice).collect();
+        let mut grants = Vec::new();
+        split(&root, &protected, &mut grants);
+        // The root, `.git`, `.acode`, the policy, the plan and the symlink get nothing; `plans/`
+        // is split so its other entries stay writable.
+        assert_eq!(
+            names(&grants, &root),
+            ["README", "plans/old", "plans/other.json", "src"]
+        );
+        assert!(grants.iter().find(|g| g.path.ends_with("src")).unwrap().dir);
+        assert!(
+            !grants
+                .iter()
+                .find(|g| g.path.ends_with("README"))
+                .unwrap()
+                .dir
+        );
+    }
+
+    #[test]
+    fn every_abi_names_what_it_cannot_restrict() {
+        assert!(missing_restrictions(1).len() > missing_restrictions(7).len());
+        assert!(missing_restrictions(3).iter().any(|m| m.contains("TCP")));
+        assert!(!missing_restrictions(4).iter().any(|m| m.contains("TCP")));
+        assert!(missing_restrictions(9).iter().any(|m| m.contains("UDP")));
+    }
+}

@@ -703,6 +703,23 @@ mod tests {
                     .is_some_and(|w| w.contains("file_size_mb = 1")),
                 "{mode}: {why:?} {out:?}"
             );
+            // dd does not ignore SIGXFSZ: it is killed by it.
+            let mut spec = CommandSpec::new(
+                ["dd", "if=/dev/zero", "of=sub/big-dd", "bs=1M", "count=3"]
+                    .map(String::from)
+                    .to_vec(),
+                ws.root().to_path_buf(),
+            );
+            spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+            sb.prepare(&mut spec, &ws).unwrap();
+            let out = run(&spec, &AtomicBool::new(false), &|_| {}).unwrap();
+            assert_eq!(out.signal, Some(libc::SIGXFSZ), "{mode}: {out:?}");
+            let why = sb.limits().hit(&out, timeout);
+            assert!(
+                why.as_deref()
+                    .is_some_and(|w| w.contains("file_size_mb = 1")),
+                "{mode}: {why:?} {out:?}"
+            );
             let out = python(&sb, &ws, "b = bytearray(600 * 1024 * 1024)");
             let why = sb.limits().hit(&out, timeout);
             assert!(

@@ -164,6 +164,8 @@ pub struct Captured {
     pub total_bytes: u64,
     /// Whether bytes were dropped because of the cap.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8, so `text` replaced bytes with U+FFFD.
+    pub lossy: bool,
 }
 
 /// How a child ended and what it printed.
@@ -275,14 +277,15 @@ fn finish(buf: &Arc<Mutex<Capture>>) -> Captured {
         kept.truncate(len);
     }
     // Valid UTF-8 (the common case) becomes the String without copying the buffer.
-    let text = match String::from_utf8(kept) {
-        Ok(text) => text,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    let (text, lossy) = match String::from_utf8(kept) {
+        Ok(text) => (text, false),
+        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
     };
     Captured {
         text,
         total_bytes: total,
         truncated,
+        lossy,
     }
 }
 

@@ -103,6 +103,11 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX decisions_plan ON decisions(plan_sha256, decided_at);
     "#,
+    // 6 (issue 15): output that was not valid UTF-8 is stored lossily; say so instead of passing it
+    // off as the bytes the command printed.
+    r#"
+    ALTER TABLE artifacts ADD COLUMN lossy INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The newest schema this binary knows.

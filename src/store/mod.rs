@@ -49,15 +49,6 @@ pub enum StoreError {
     /// A lookup found nothing.
     #[error("{0} not found")]
     NotFound(String),
-    /// The database was written by a newer acode-run; touching it could corrupt what that version
-    /// relies on, so it is refused before anything is written.
-    #[error("database schema {found} is newer than this acode-run ({known}): upgrade acode-run")]
-    TooNew {
-        /// The database's `user_version`.
-        found: i64,
-        /// The newest schema this binary knows.
-        known: i64,
-    },
     /// The database file was deleted or replaced while this process had it open: everything
     /// written since went to a file nobody can read, so the record of this run is lost.
     #[error(
@@ -66,6 +57,15 @@ pub enum StoreError {
     Lost {
         /// The database file.
         path: String,
+    },
+    /// The database was written by a newer acode-run; touching it could corrupt what that version
+    /// relies on, so it is refused before anything is written.
+    #[error("database schema {found} is newer than this acode-run ({known}): upgrade acode-run")]
+    TooNew {
+        /// The database's `user_version`.
+        found: i64,
+        /// The newest schema this binary knows.
+        known: i64,
     },
 }
 
@@ -171,6 +171,8 @@ pub struct ArtifactMeta {
     pub bytes: i64,
     /// Whether the stored content is cut short.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8 and is stored as a lossy rendering.
+    pub lossy: bool,
 }
 
 /// An execution with its artifacts' metadata, for `acode-run show`.
@@ -470,15 +472,16 @@ impl Store {
         ])?;
         for (a, content) in artifacts.iter().zip(&contents) {
             tx.prepare_cached(
-                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO artifacts (execution_id, artifact_type, content, bytes, truncated, lossy)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![
                 e.execution_id,
                 a.artifact_type,
                 content,
                 a.bytes as i64,
-                a.truncated
+                a.truncated,
+                a.lossy
             ])?;
         }
         tx.commit()?;
@@ -512,8 +515,8 @@ impl Store {
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi,
-             runner_pid, runner_token
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
+             sandbox, landlock_abi
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -527,8 +530,8 @@ impl Store {
         let pattern = format!("{}%", run_id.replace(['%', '_'], ""));
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
-             status, exit_code, prompt_tokens, completion_tokens, sandbox, landlock_abi,
-             runner_pid, runner_token
+             status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
+             sandbox, landlock_abi
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -694,7 +697,7 @@ impl Store {
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let mut meta = self.conn.prepare(
-            "SELECT artifact_type, bytes, truncated FROM artifacts WHERE execution_id = ?1
+            "SELECT artifact_type, bytes, truncated, lossy FROM artifacts WHERE execution_id = ?1
              ORDER BY artifact_type",
         )?;
         let mut executions = Vec::with_capacity(records.len());
@@ -705,6 +708,7 @@ impl Store {
                         artifact_type: r.get(0)?,
                         bytes: r.get(1)?,
                         truncated: r.get(2)?,
+                        lossy: r.get(3)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -743,7 +747,7 @@ impl Store {
         let execution_id = &self.execution_id(execution_id)?;
         self.conn
             .query_row(
-                "SELECT artifact_type, content, bytes, truncated FROM artifacts
+                "SELECT artifact_type, content, bytes, truncated, lossy FROM artifacts
                  WHERE execution_id = ?1 AND artifact_type = ?2",
                 params![execution_id, artifact_type],
                 |r| {
@@ -752,6 +756,7 @@ impl Store {
                         content: r.get(1)?,
                         bytes: r.get::<_, i64>(2)? as u64,
                         truncated: r.get(3)?,
+                        lossy: r.get(4)?,
                     })
                 },
             )
@@ -768,8 +773,8 @@ impl Store {
 fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
     let mut status: RunStatus = r.get(7)?;
     if status == RunStatus::Running {
-        let pid: Option<i64> = r.get(13)?;
-        let token: Option<String> = r.get(14)?;
+        let pid: Option<i64> = r.get(11)?;
+        let token: Option<String> = r.get(12)?;
         if !runner::alive(pid, token.as_deref()) {
             status = RunStatus::Interrupted;
         }
@@ -786,7 +791,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         exit_code: r.get(8)?,
         prompt_tokens: r.get(9)?,
         completion_tokens: r.get(10)?,
-        sandbox: r.get(11)?,
-        landlock_abi: r.get(12)?,
+        sandbox: r.get(13)?,
+        landlock_abi: r.get(14)?,
     })
 }

@@ -19,9 +19,16 @@ pub const NAME: &str = "agent";
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentArgs {
-    /// What the model must achieve.
+    /// What the model must achieve. With `skill`, it is the skill's `$ARGUMENTS` (or appended to
+    /// the skill's body when the body has no `$ARGUMENTS`). At least one of the two is needed.
     #[schemars(length(min = 1))]
-    pub instruction: String,
+    pub instruction: Option<String>,
+    /// A skill (`.acode/skills/NAME/SKILL.md`, else `.claude/skills/NAME/SKILL.md`) whose body
+    /// is the instruction (docs/agents.md).
+    #[schemars(length(min = 1))]
+    pub skill: Option<String>,
+    /// Values for the skill's `${inputs.NAME}` placeholders.
+    pub inputs: Option<serde_json::Map<String, Value>>,
     /// Tools the model may call (never `agent`).
     #[schemars(length(min = 1))]
     pub tools: Vec<String>,
@@ -72,7 +79,19 @@ impl Tool for Agent {
 
     fn summary(&self, args: &Value) -> String {
         AgentArgs::parse(args)
-            .map(|a| a.instruction.lines().next().unwrap_or_default().to_string())
+            .map(|a| match (&a.skill, &a.instruction) {
+                (Some(skill), Some(i)) => {
+                    format!("skill {skill}: {}", i.lines().next().unwrap_or_default())
+                }
+                (Some(skill), None) => format!("skill {skill}"),
+                (None, i) => i
+                    .as_deref()
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            })
             .unwrap_or_default()
     }
 
@@ -92,6 +111,12 @@ pub fn register(r: &mut ToolRegistry) {
 /// names and `agent` itself.
 pub fn check_tool_list(args: &Value, registry: &ToolRegistry) -> Vec<(String, String)> {
     let mut problems = Vec::new();
+    if args.get("instruction").is_none() && args.get("skill").is_none() {
+        problems.push((
+            "instruction".to_string(),
+            "an agent step needs an instruction, a skill, or both".to_string(),
+        ));
+    }
     for (i, name) in args
         .get("tools")
         .and_then(Value::as_array)

@@ -16,7 +16,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use super::args::{parse as args_parse, schema_for};
 
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
@@ -41,6 +47,29 @@ pub fn register(r: &mut ToolRegistry) {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunCommand;
 
+/// The arguments of `run_command`: the one place their names, types and descriptions are written
+/// (the schema the model and the validator see, and the parsing, both come from it).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandArgs {
+    /// The command line, split with POSIX shell quoting (no shell features).
+    #[schemars(length(min = 1))]
+    pub command: Option<String>,
+    /// The program and its arguments, one item each.
+    #[schemars(length(min = 1))]
+    pub argv: Option<Vec<String>>,
+    /// Working directory relative to the workspace (default: the workspace root).
+    pub cwd: Option<String>,
+    /// Extra environment variables for this command.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Time limit in seconds (default: the step's timeout).
+    #[schemars(range(min = 1))]
+    pub timeout_s: Option<u64>,
+    /// Treat a failure (non-zero exit, timeout) as transient: retried with backoff up to the
+    /// step's retries.
+    pub retryable: Option<bool>,
+}
+
 /// The arguments after parsing and checking.
 struct Parsed {
     argv: Vec<String>,
@@ -54,30 +83,25 @@ struct Parsed {
 /// break, ...) is a violation whose message shows the `argv` form (see
 /// [`check_command_line`]).
 fn parse_argv(args: &Value) -> Result<Vec<String>, ToolError> {
-    match (args.get("command"), args.get("argv")) {
-        (Some(Value::String(cmd)), None) => {
+    argv_of(&args_parse::<CommandArgs>(NAME, args)?)
+}
+
+/// The argv of parsed arguments (see [`parse_argv`]).
+fn argv_of(a: &CommandArgs) -> Result<Vec<String>, ToolError> {
+    match (&a.command, &a.argv) {
+        (Some(cmd), None) => {
             check_command_line(cmd)?;
             split_command(cmd).map_err(|e| ToolError::invalid(NAME, format!("command: {e}")))
         }
-        (None, Some(Value::Array(items))) => {
-            if items.is_empty() {
-                return Err(ToolError::invalid(NAME, "argv: needs at least one item"));
-            }
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| ToolError::invalid(NAME, format!("argv[{i}]: not a string")))
-                })
-                .collect()
+        (None, Some(items)) if items.is_empty() => {
+            Err(ToolError::invalid(NAME, "argv: needs at least one item"))
         }
+        (None, Some(items)) => Ok(items.clone()),
         (Some(_), Some(_)) => Err(ToolError::invalid(
             NAME,
             "give either 'command' or 'argv', not both",
         )),
-        _ => Err(ToolError::invalid(
+        (None, None) => Err(ToolError::invalid(
             NAME,
             "give 'command' (a string) or 'argv' (an array of strings)",
         )),
@@ -92,27 +116,14 @@ fn parse(
     policy: &Policy,
     require_cwd: bool,
 ) -> Result<Parsed, ToolError> {
-    let argv = parse_argv(args)?;
-
-    let mut env = Vec::new();
-    match args.get("env") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            for (k, v) in map {
-                let v = v.as_str().ok_or_else(|| {
-                    ToolError::invalid(NAME, format!("env.{k}: values must be strings"))
-                })?;
-                env.push((k.clone(), v.to_string()));
-            }
-        }
-        Some(_) => return Err(ToolError::invalid(NAME, "env: must be an object")),
-    }
+    let a: CommandArgs = args_parse(NAME, args)?;
+    let argv = argv_of(&a)?;
+    let env: Vec<(String, String)> = a.env.clone().unwrap_or_default().into_iter().collect();
     check_env_additions(&env)?;
 
-    let cwd = match args.get("cwd") {
-        None | Some(Value::Null) => workspace.root().to_path_buf(),
-        Some(Value::String(c)) => workspace.resolve(c)?,
-        Some(_) => return Err(ToolError::invalid(NAME, "cwd: must be a string")),
+    let cwd = match &a.cwd {
+        None => workspace.root().to_path_buf(),
+        Some(c) => workspace.resolve(c)?,
     };
     match cwd.metadata() {
         Ok(m) if !m.is_dir() => {
@@ -132,17 +143,15 @@ fn parse(
     // After `cwd`: relative paths in the arguments are resolved from it.
     check_argv(&argv, policy, workspace, &cwd)?;
 
-    let timeout = match args.get("timeout_s") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_u64() {
-            Some(s) if s >= 1 => Some(Duration::from_secs(s)),
-            _ => {
-                return Err(ToolError::invalid(
-                    NAME,
-                    "timeout_s: must be an integer of at least 1",
-                ));
-            }
-        },
+    let timeout = match a.timeout_s {
+        None => None,
+        Some(0) => {
+            return Err(ToolError::invalid(
+                NAME,
+                "timeout_s: must be an integer of at least 1",
+            ));
+        }
+        Some(s) => Some(Duration::from_secs(s)),
     };
     Ok(Parsed {
         argv,
@@ -181,6 +190,7 @@ pub(crate) fn stream_artifact(kind: &str, c: &mut Captured) -> Artifact {
         content: std::mem::take(&mut c.text),
         bytes: c.total_bytes,
         truncated: c.truncated,
+        lossy: c.lossy,
     }
 }
 
@@ -275,43 +285,15 @@ impl Tool for RunCommand {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "The command line, split with POSIX shell quoting (no shell features)."
-                },
-                "argv": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "minItems": 1,
-                    "description": "The program and its arguments, one item each."
-                },
-                "cwd": {
-                    "type": "string",
-                    "description": "Working directory relative to the workspace (default: the workspace root)."
-                },
-                "env": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Extra environment variables for this command."
-                },
-                "timeout_s": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "Time limit in seconds (default: the step's timeout)."
-                },
-                "retryable": {
-                    "type": "boolean",
-                    "description": "Treat a failure (non-zero exit, timeout) as transient: retried with backoff up to the step's retries."
-                }
-            },
-            "additionalProperties": false,
-            "oneOf": [{"required": ["command"]}, {"required": ["argv"]}],
-            "oneOfDescription": "give exactly one of 'command' (a string) or 'argv' (an array of strings)"
-        })
+        let mut schema = schema_for::<CommandArgs>();
+        // Exactly one of the two program forms; the names come from the struct's schema.
+        if let Some(obj) = schema.as_object_mut() {
+            obj.insert(
+                "oneOf".into(),
+                json!([{"required": ["command"]}, {"required": ["argv"]}]),
+            );
+        }
+        schema
     }
 
     fn idempotent(&self) -> bool {
@@ -331,7 +313,9 @@ impl Tool for RunCommand {
 
     fn summary(&self, args: &Value) -> String {
         match (
-            args.get("command").and_then(Value::as_str),
+            args_parse::<CommandArgs>(NAME, args)
+                .ok()
+                .and_then(|a| a.command),
             parse_argv(args),
         ) {
             (Some(cmd), _) => cmd.to_string(),
@@ -380,7 +364,8 @@ impl Tool for RunCommand {
                 }
                 output.transient = !output.success
                     && !out.interrupted
-                    && args.get("retryable").and_then(Value::as_bool) == Some(true);
+                    && args_parse::<CommandArgs>(NAME, args)
+                        .is_ok_and(|a| a.retryable == Some(true));
                 Ok(output)
             }
             Err(e) => {

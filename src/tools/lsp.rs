@@ -13,10 +13,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::command::{seconds, stream_artifact, tail};
-use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, arg_str};
+use schemars::JsonSchema;
+
+use super::args::{parse, schema_for};
+use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
 use crate::sandbox::env::child_env;
 use crate::sandbox::guard::ProtectedGuard;
@@ -25,6 +28,15 @@ use crate::sandbox::{SandboxViolation, Workspace};
 
 /// The tool's registered name.
 pub const NAME: &str = "lsp_check";
+
+/// The arguments of `lsp_check`: one struct gives both its schema and its parsing.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LspArgs {
+    /// The crate directory (containing Cargo.toml) or its Cargo.toml, relative to the workspace.
+    #[schemars(length(min = 1))]
+    pub path: String,
+}
 
 /// Diagnostics listed in the driver-visible `content` (all are in the artifact).
 const CONTENT_DIAGNOSTICS: usize = 20;
@@ -195,18 +207,7 @@ impl Tool for LspCheck {
     }
 
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "The crate directory (containing Cargo.toml) or its Cargo.toml, relative to the workspace."
-                }
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        })
+        schema_for::<LspArgs>()
     }
 
     fn idempotent(&self) -> bool {
@@ -214,19 +215,19 @@ impl Tool for LspCheck {
     }
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        let path = arg_str(NAME, args, "path")?;
+        let LspArgs { path } = parse(NAME, args)?;
         if !ctx.policy.command_allowed("cargo") {
             return Err(
                 SandboxViolation::new("cargo", "cargo is not on the command allowlist").into(),
             );
         }
-        manifest_for(ctx.workspace, path, false).map(|_| ())
+        manifest_for(ctx.workspace, &path, false).map(|_| ())
     }
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         self.check(args, ctx)?;
-        let path = arg_str(NAME, args, "path")?;
-        let Some(manifest) = manifest_for(ctx.workspace, path, true)? else {
+        let LspArgs { path } = parse(NAME, args)?;
+        let Some(manifest) = manifest_for(ctx.workspace, &path, true)? else {
             return Err(ToolError::invalid(
                 NAME,
                 format!("path: {path} does not exist"),
@@ -244,8 +245,9 @@ impl Tool for LspCheck {
             manifest.to_string_lossy().into_owned(),
         ];
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
-        // Inside the OS sandbox there is no network: cargo would spend many seconds retrying a
-        // download before failing, so it runs offline there and fails at once.
+        // Inside the OS sandbox there is no network (bwrap's namespace, Landlock's TCP rules):
+        // cargo would spend many seconds retrying a download before failing, so it runs offline
+        // there and fails at once.
         let offline = ctx.sandbox.mode() != crate::sandbox::SandboxMode::None;
         let mut extra_env = vec![("CARGO_TERM_COLOR".to_string(), "never".to_string())];
         if offline {
@@ -445,7 +447,7 @@ mod tests {
             cancel: &cancel,
             heartbeat: &|_| {},
         };
-        LspCheck.run(&json!({ "path": path }), &ctx)
+        LspCheck.run(&serde_json::json!({ "path": path }), &ctx)
     }
 
     fn diagnostics(out: &ToolOutput) -> Vec<Diagnostic> {

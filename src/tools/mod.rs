@@ -57,6 +57,8 @@ pub struct Artifact {
     pub bytes: u64,
     /// Whether `content` is shorter than the full output.
     pub truncated: bool,
+    /// Whether the output was not valid UTF-8 and `content` is a lossy rendering of it.
+    pub lossy: bool,
 }
 
 impl Artifact {
@@ -68,6 +70,7 @@ impl Artifact {
             content,
             bytes,
             truncated: false,
+            lossy: false,
         }
     }
 }
@@ -232,28 +235,4 @@ pub trait Tool: Send + Sync {
     }
     /// Runs the call.
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
-}
-
-/// Reads a required string argument; the schema has already checked presence and type, so a
-/// failure here is reported, not panicked on. For tools not yet on a typed argument struct
-/// ([`args::parse`] is the way to read arguments).
-pub fn arg_str<'v>(tool: &str, args: &'v Value, name: &str) -> Result<&'v str, ToolError> {
-    args.get(name)
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::invalid(tool, format!("missing string argument '{name}'")))
-}
-
-/// Reads an optional string argument.
-pub fn arg_opt_str<'v>(args: &'v Value, name: &str) -> Option<&'v str> {
-    args.get(name).and_then(Value::as_str)
-}
-
-/// Reads an optional non-negative integer argument.
-pub fn arg_opt_u64(args: &Value, name: &str) -> Option<u64> {
-    args.get(name).and_then(Value::as_u64)
-}
-
-/// Reads an optional boolean argument.
-pub fn arg_opt_bool(args: &Value, name: &str) -> Option<bool> {
-    args.get(name).and_then(Value::as_bool)
 }

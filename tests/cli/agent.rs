@@ -164,8 +164,14 @@ fn arguments_as_object_and_missing_ids_are_accepted() {
 fn turn_limit_exits_31_with_the_transcript_recorded() {
     let t = TestDir::new();
     t.file("src/lib.rs", LIB);
+    // Different arguments each turn, so this is not a repeat (stuck detection) but a slow agent.
     let script: Vec<_> = (0..3)
-        .map(|_| ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "src/lib.rs"}))]))
+        .map(|i| {
+            ScriptedResponse::chat_tool_calls(&[(
+                "file_read",
+                json!({"path": "src/lib.rs", "offset": i + 1}),
+            )])
+        })
         .collect();
     let server = ScriptedServer::start(script);
     let plan = agent_plan(&t, &["file_read"], 3);

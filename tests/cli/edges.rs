@@ -816,3 +816,46 @@ fn a_full_disk_ends_the_run_non_zero_and_the_next_start_marks_it_interrupted() {
         "interrupted"
     );
 }
+
+#[test]
+fn binary_command_output_is_marked_lossy_in_the_record_and_in_show() {
+    let t = TestDir::new();
+    std::fs::write(t.ws.join("blob.bin"), [b'o', b'k', 0xff, 0xfe, b'\n']).unwrap();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "bin", "tool": "run_command", "arguments": {"command": "cat blob.bin"}},
+            {"step_id": "txt", "tool": "run_command", "arguments": {"command": "echo fine"}}]}),
+    );
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let db = t.db();
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT a.lossy FROM artifacts a JOIN executions e USING (execution_id) WHERE e.step_id='bin' AND a.artifact_type='stdout'"
+        ),
+        1
+    );
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT a.lossy FROM artifacts a JOIN executions e USING (execution_id) WHERE e.step_id='txt' AND a.artifact_type='stdout'"
+        ),
+        0
+    );
+    let run_id: String = q(&db, "SELECT run_id FROM runs");
+    let show = t.run(&["show", &run_id]);
+    let shown = stdout(&show);
+    assert_eq!(
+        shown.matches("not UTF-8: shown lossily").count(),
+        1,
+        "{shown}"
+    );
+    let json = t.run(&["show", &run_id, "--json"]);
+    assert!(
+        stdout(&json).contains("\"lossy\": true"),
+        "{}",
+        stdout(&json)
+    );
+}

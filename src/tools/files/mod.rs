@@ -119,6 +119,7 @@ pub(crate) fn capped_artifact(kind: &str, content: String, cap: usize) -> Artifa
         content: cut_at_char_boundary(&content, cap).to_string(),
         bytes,
         truncated: true,
+        lossy: false,
     }
 }
 

@@ -219,6 +219,7 @@ impl Tool for FileRead {
                 content: text,
                 bytes: size,
                 truncated: partial,
+                lossy,
             })
             .with_artifact(Artifact::new("file_info", info.to_string())))
     }

@@ -38,6 +38,7 @@ pub(crate) fn json_result(data: Value, truncated: bool, note: Option<String>) ->
         content: text,
         bytes,
         truncated,
+        lossy: false,
     })
 }
 
