@@ -36,6 +36,7 @@ pub mod llm;
 pub mod plan;
 pub mod preview;
 pub mod report;
+pub mod runner;
 pub mod sandbox;
 pub mod stages;
 pub mod store;

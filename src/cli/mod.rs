@@ -50,10 +50,11 @@ use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
 use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind, RefusalProblem};
 use crate::executor::{
-    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, Executor, Fanout,
-    ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, Fanout, ProgressCallback,
+    TerminalPrompt,
 };
-use crate::plan::{self, ApprovedPlan, AuthStatus, Plan, PlanAuthorization, ValidationContext};
+use crate::plan::{self, AuthStatus, Plan, PlanAuthorization, ValidationContext};
+use crate::runner::{PlanRunner, RunOptions, RunnerError};
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{Policy, Workspace};
 use crate::store::{DecisionRow, Store, Verdict};
@@ -282,11 +283,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(code) => code,
         Err(e) => {
             // The runner's own message: known secrets and token formats go, its words stay.
-            let _ = writeln!(
-                std::io::stderr(),
-                "acode-run: {}",
-                redactor.redact_message(&e.message)
-            );
+            errln!("acode-run: {}", redactor.redact_message(&e.message));
             // The plan file or the run id the command was about.
             let location = args
                 .positionals
@@ -765,6 +762,7 @@ fn cmd_decide(
         status,
     };
     let mut store = decision_store(args)?;
+    store.set_redactor(Arc::new(redactor.clone()));
     record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     Ok(exit::OK)
 }
@@ -874,13 +872,11 @@ fn execute_plan(
     target: Target,
 ) -> Result<i32, CliError> {
     let (ws, db) = sandboxed_workspace(args, Some(plan_path))?;
-    prepare_state_dir(&ws)?;
-    let policy = load_policy(args, &ws)?;
-    let registry = ToolRegistry::builtin();
-    let plan = load_plan(args, plan_path, &ws, &policy, &registry)?;
-    learn_plan_secrets(&plan, &ws, redactor);
-
-    let authorization = if args.approve {
+    if args.approve {
+        prepare_state_dir(&ws)?;
+        let policy = load_policy(args, &ws)?;
+        let plan = load_plan(args, plan_path, &ws, &policy, &ToolRegistry::builtin())?;
+        learn_plan_secrets(&plan, &ws, redactor);
         let mut store = open_store(&db)?;
         store.set_redactor(redactor.clone());
         // `run --approve` is a convenience, not a review: it never overrides a rejection.
@@ -905,53 +901,26 @@ fn execute_plan(
             policy: &policy,
             status: AuthStatus::Approved,
         };
-        record_decision(args, redactor, secrets, plan_path, decision, &mut store)?
-    } else {
-        plan::auth::load(plan_path, &plan).map_err(|e| {
-            let code = match e {
-                plan::AuthError::Input { .. } => exit::USAGE,
-                _ => exit::UNAUTHORIZED,
-            };
-            CliError::new(code, e.to_string())
-        })?
-    };
-    let key = secrets.approval_key.as_deref();
-    let approved = ApprovedPlan::new_verified(plan, authorization, key)
-        .and_then(|a| a.check_policy(&policy).map(|()| a))
-        .map_err(|e| {
-        CliError::new(
-            exit::UNAUTHORIZED,
-            format!(
-                "{}: not authorized: {e}\n  review the plan, then approve it with: acode-run approve {}",
-                plan_path.display(),
-                plan_path.display()
-            ),
-        )
-    })?;
-    // The skills the plan uses are part of what was approved (docs/agents.md).
-    if let Err(why) = approved.check_skills(&ws) {
-        return Err(CliError::new(
-            exit::UNAUTHORIZED,
-            format!(
-                "{}: not authorized: {why}\n  approve it again with: acode-run approve {}",
-                plan_path.display(),
-                plan_path.display()
-            ),
-        ));
+        record_decision(args, redactor, secrets, plan_path, decision, &mut store)?;
     }
 
-    // Resolved once, before anything runs: a requested sandbox that cannot run fails closed here,
-    // and `auto` says on stderr when it had to fall back.
-    let sandbox_mode = args.sandbox.unwrap_or(policy.sandbox);
-    let sandbox = crate::sandbox::OsSandbox::resolve(sandbox_mode, &ws, &policy.limits)
-        .map_err(|e| {
-            CliError::new(
-                exit::USAGE,
-                format!("the OS sandbox was requested but cannot be used: {e}"),
-            )
-        })?
-        .with_read_paths(&policy.read_paths);
-    if let Some(warning) = sandbox.warning() {
+    // Everything a run needs, with the library's front door: the same rules for every embedder.
+    let mut options = RunOptions::default();
+    options.db = Some(db.clone());
+    options.policy = args.policy.clone();
+    options.vars = args.vars.clone();
+    options.sandbox = args.sandbox;
+    options.redactor = Some(redactor.clone());
+    if args.sandbox == Some(crate::sandbox::SandboxMode::None) {
+        // `--sandbox none` on the command line is the explicit request.
+        options.sandbox = None;
+        options = options.without_os_sandbox();
+    }
+    let runner = PlanRunner::prepare(ws.root(), plan_path, options).map_err(|e| match e {
+        RunnerError::Plan(e) => CliError::plan(&e),
+        other => CliError::new(other.exit_code(), other.to_string()),
+    })?;
+    if let Some(warning) = runner.sandbox().warning() {
         eprintln!("acode-run: warning: {}", redactor.redact(warning));
     }
 
@@ -976,18 +945,14 @@ fn execute_plan(
     let outputs = progress_outputs(args, redactor);
     install_signal_handlers(cancel.clone());
 
-    let (llm, agent) = llm_setup(args, secrets, approved.plan(), &policy)?;
-    let mut store = open_store(&db)?;
-    store.set_redactor(redactor.clone());
-    let mut executor = Executor::new(ws, store)
-        .with_registry(registry)
-        .with_policy(policy)
+    let (llm, agent) = llm_setup(args, secrets, runner.plan(), runner.policy())?;
+    let (executor, approved) = runner
         .with_confirmation(confirm)
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
-        .with_sandbox(sandbox)
-        .with_redactor(redactor.clone())
-        .with_agent_settings(agent);
+        .into_executor()
+        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+    let mut executor = executor.with_agent_settings(agent);
     if let Some(llm) = llm {
         executor = executor.with_llm(llm);
     }

@@ -705,20 +705,11 @@ struct Resume {
 }
 
 impl Executor {
-    /// Marks runs left `running` by a process that no longer exists as `interrupted`.
+    /// Marks runs left `running` by a process that no longer exists (same pid and start time, see
+    /// `Store::runner_alive`) as `interrupted`.
     fn mark_abandoned_runs(&mut self) -> Result<(), ExecutionError> {
-        let me = std::process::id() as i64;
-        for (run_id, pid) in self.store.running_runs()? {
-            let alive = pid.is_some_and(|pid| {
-                pid == me
-                    || i32::try_from(pid).is_ok_and(|p| {
-                        // SAFETY: signal 0 only asks whether the process exists.
-                        let rc = unsafe { libc::kill(p, 0) };
-                        rc == 0
-                            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-                    })
-            });
-            if !alive {
+        for (run_id, _) in self.store.running_runs()? {
+            if !self.store.runner_alive(&run_id)? {
                 self.store.mark_interrupted(&run_id)?;
             }
         }

@@ -19,7 +19,7 @@ fn token(pid: i64) -> Option<String> {
 }
 
 /// Whether the process recorded as `pid` with identity `recorded` still runs. Without a recorded
-/// token (rows from before schema 3, or no `/proc`), falls back to "a live process named
+/// token (rows from before schema 4, or no `/proc`), falls back to "a live process named
 /// acode-run has that pid".
 pub fn alive(pid: Option<i64>, recorded: Option<&str>) -> bool {
     let Some(pid) = pid.filter(|p| *p > 0) else {

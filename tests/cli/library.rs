@@ -118,3 +118,78 @@ fn executor_rechecks_authorization_and_plan_bytes() {
     p.sha256 = "0".repeat(64);
     assert!(ApprovedPlan::new(p, plan.authorization().clone()).is_err());
 }
+
+/// `examples/embed.rs` (built by `cargo test`) runs a plan through the library's front door with a
+/// confirmation and a progress callback.
+#[test]
+fn the_embedding_example_runs_a_plan_through_the_front_door() {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_acode-run"))
+        .parent()
+        .unwrap()
+        .join("examples/embed");
+    if !bin.exists() {
+        eprintln!(
+            "skipped: {} not built (cargo test builds examples)",
+            bin.display()
+        );
+        return;
+    }
+    let t = crate::harness::TestDir::new();
+    let root = t.root.join("embed");
+    let mut c = std::process::Command::new(&bin);
+    crate::harness::clean_env(&mut c);
+    let out = c.arg(&root).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("confirm: delete file_delete -> approve"),
+        "{text}"
+    );
+    assert!(text.contains("event: run_finished"), "{text}");
+    assert!(text.contains(" completed (exit 0)"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("ws/hello.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(!root.join("ws/old.txt").exists());
+    // Recorded like a CLI run, in the workspace's database.
+    assert!(root.join("ws/.acode/executions.db").exists());
+}
+
+/// Safety is the default: an unapproved plan is refused, and a plan cannot be run without the OS
+/// sandbox through the plain option.
+#[test]
+fn the_front_door_refuses_what_the_command_line_refuses() {
+    use acode_run::runner::{PlanRunner, RunOptions, RunnerError};
+    let t = crate::harness::TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &serde_json::json!({"plan_id": "p", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
+    );
+    let err = PlanRunner::prepare(&t.ws, &plan, RunOptions::default())
+        .err()
+        .expect("refused");
+    assert_eq!(err.exit_code(), 3, "{err}");
+    t.approve(&plan);
+    let mut weak = RunOptions::default();
+    weak.sandbox = Some(acode_run::sandbox::SandboxMode::None);
+    assert!(matches!(
+        PlanRunner::prepare(&t.ws, &plan, weak).err(),
+        Some(RunnerError::WeakeningNotExplicit)
+    ));
+    let runner =
+        PlanRunner::prepare(&t.ws, &plan, RunOptions::default().without_os_sandbox()).unwrap();
+    assert_eq!(
+        runner.sandbox().mode(),
+        acode_run::sandbox::SandboxMode::None
+    );
+    let result = runner.run().unwrap();
+    assert_eq!(result.exit_code, 0);
+    assert_eq!(t.read("a.txt"), "1");
+}

@@ -1,0 +1,71 @@
+//! Embedding acode-run: run an approved plan from Rust with the command line's safety by default.
+//!
+//! `cargo run --example embed [WORKSPACE]` writes a small plan next to a fresh workspace (or the
+//! one given), approves it, and runs it through [`PlanRunner`] with a confirmation callback that
+//! approves and a progress callback that prints each event type.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use acode_run::events::Event;
+use acode_run::executor::{ConfirmationCallback, ConfirmationRequest, Decision, ProgressCallback};
+use acode_run::plan::{self, AuthStatus, PlanAuthorization};
+use acode_run::runner::{PlanRunner, RunOptions};
+
+/// Says yes to every confirmation, printing what it approved.
+struct ApproveAndSay;
+
+impl ConfirmationCallback for ApproveAndSay {
+    fn request_confirmation(&self, request: &ConfirmationRequest) -> Decision {
+        println!("confirm: {} {} -> approve", request.step_id, request.tool);
+        Decision::Approve
+    }
+}
+
+/// Counts and prints events.
+#[derive(Default)]
+struct Events(AtomicUsize);
+
+impl ProgressCallback for Events {
+    fn on_event(&self, event: &Event) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        println!("event: {}", event.kind.type_name());
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = match std::env::args().nth(1) {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::env::temp_dir().join(format!("acode-embed-{}", std::process::id())),
+    };
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws)?;
+    std::fs::write(ws.join("old.txt"), "to be removed\n")?;
+    let plan_path = root.join("embed.json");
+    std::fs::write(
+        &plan_path,
+        r#"{ "plan_id": "embed",
+  "steps": [
+    { "step_id": "write", "tool": "file_write", "arguments": { "path": "hello.txt", "contents": "hello\n" } },
+    { "step_id": "delete", "tool": "file_delete", "arguments": { "path": "old.txt" } } ] }
+"#,
+    )?;
+    // A reviewer approves these exact bytes (what `acode-run approve` does).
+    let reviewed = plan::read(&plan_path, &Default::default())?;
+    let approval = PlanAuthorization::decide(&reviewed, AuthStatus::Approved, "embed-example");
+    plan::auth::store(&plan_path, &approval)?;
+
+    let events = Arc::new(Events::default());
+    let result = PlanRunner::prepare(&ws, &plan_path, RunOptions::default())?
+        .with_confirmation(Arc::new(ApproveAndSay))
+        .with_progress(events.clone())
+        .run()?;
+    println!(
+        "run {} {} (exit {}), {} events",
+        result.run_id,
+        result.status,
+        result.exit_code,
+        events.0.load(Ordering::SeqCst)
+    );
+    std::process::exit(result.exit_code);
+}
