@@ -144,8 +144,20 @@ impl Attack {
     /// The report the attack wrote; panics (with the run's output) when the attack did not run.
     fn report(&self, out: &Output) -> String {
         let report = std::fs::read_to_string(self.t.ws.join("report.txt")).unwrap_or_else(|e| {
+            // What the command itself said, from the record: the reason it did not start.
+            let said: String = rusqlite::Connection::open(self.t.ws.join(".acode/executions.db"))
+                .and_then(|db| {
+                    db.query_row(
+                        "SELECT group_concat(content, '\n') FROM artifacts WHERE artifact_type = 'stderr'",
+                        [],
+                        |r| r.get::<_, Option<String>>(0),
+                    )
+                })
+                .ok()
+                .flatten()
+                .unwrap_or_default();
             panic!(
-                "{:?}: the attack did not run ({e}): exit {}\n{}\n{}",
+                "{:?}: the attack did not run ({e}): exit {}\n{}\n{}\ncommand stderr: {said}",
                 self.user,
                 code_of(out),
                 stderr(out),
@@ -428,6 +440,7 @@ fn host_unix_sockets_accept_no_connection() {
         ];
         if is_root() {
             paths.push(PathBuf::from(format!("/run/acode-attack-{id}.sock")));
+            sweep_stale_etc_sockets();
             paths.push(PathBuf::from(format!("/etc/acode-attack-{id}.sock")));
         }
         let listeners: Vec<UnixListener> = paths
@@ -473,7 +486,31 @@ rep('abstract', attempt(lambda: connect('\0{abstract_name}')))
             std::os::unix::net::UnixStream::connect(p).unwrap();
             l.set_nonblocking(false).unwrap();
             l.accept().unwrap();
-            let _ = std::fs::remove_file(p);
+            // A socket in /etc stays until a later run sweeps it: every acode-run started while
+            // it existed hides it behind a bind mount, and removing it now would make such a
+            // concurrent test's bwrap fail on the vanished mount point.
+            if !p.starts_with("/etc") {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+/// Removes `/etc/acode-attack-*.sock` files left by runs of this test more than ten minutes ago.
+fn sweep_stale_etc_sockets() {
+    let Ok(entries) = std::fs::read_dir("/etc") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(600));
+        if name.starts_with("acode-attack-") && name.ends_with(".sock") && old {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }
