@@ -21,7 +21,7 @@ use thiserror::Error;
 pub const SCHEMA: &str = include_str!("../../docs/plan.schema.json");
 
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
-pub use model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};
+pub use model::{Arguments, Defaults, OnFailure, Plan, Precondition, Step, Verify};
 pub use validate::ValidationContext;
 
 /// Whether a problem is a plain mistake or an attempt to leave the sandbox (exit 2 vs 32).

@@ -122,7 +122,7 @@ pub struct Step {
     /// The tool's registered name.
     pub tool: String,
     /// Arguments, with `${...}` placeholders not yet substituted.
-    pub arguments: Map<String, Value>,
+    pub arguments: Arguments,
     /// Checked before the tool is called.
     pub precondition: Option<Precondition>,
     /// Whether the confirmation callback must approve this step.
@@ -137,4 +137,96 @@ pub struct Step {
     pub on_failure: OnFailure,
     /// Optional verification command.
     pub verify: Option<Verify>,
+}
+
+/// A step's arguments, held as their compact JSON text and parsed when a step is validated or run.
+///
+/// Why not a `serde_json::Map`: a map's first B-tree node takes ~640 bytes even for one argument,
+/// which made the steps of a 100 000-step plan most of the runner's memory (SPEC §11: ≤ 64 MB).
+/// The text is written from a parsed map, so its keys are sorted exactly as the map's were and
+/// everything that reads it back (substitution, validation, serialisation) sees the same object.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Arguments(Box<str>);
+
+impl Arguments {
+    /// The arguments of `map`, stored compactly.
+    pub fn from_map(map: &Map<String, Value>) -> Self {
+        // Serialising a map of JSON values cannot fail (all keys are strings).
+        Arguments(
+            serde_json::to_string(map)
+                .unwrap_or_default()
+                .into_boxed_str(),
+        )
+    }
+
+    /// The arguments as a map (a fresh copy each call).
+    pub fn to_map(&self) -> Map<String, Value> {
+        // The text was written by `from_map`: it is always a JSON object.
+        serde_json::from_str(&self.0).unwrap_or_default()
+    }
+
+    /// The arguments as a JSON object value.
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.to_map())
+    }
+
+    /// One argument's value (a copy), if the step gives it.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        self.to_map().remove(key)
+    }
+
+    /// Whether the step gives the argument `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.to_map().contains_key(key)
+    }
+
+    /// The compact JSON text, keys sorted.
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Arguments {
+    fn default() -> Self {
+        Arguments::from_map(&Map::new())
+    }
+}
+
+impl From<Map<String, Value>> for Arguments {
+    fn from(map: Map<String, Value>) -> Self {
+        Arguments::from_map(&map)
+    }
+}
+
+impl std::fmt::Debug for Arguments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_map().fmt(f)
+    }
+}
+
+impl Serialize for Arguments {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(serializer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_read_back_as_the_map_they_were_made_from() {
+        let v = json!({"z": 1.5, "a": {"b": [1, "x", null]}, "env": {"K": "v"}, "n": 18446744073709551615u64});
+        let map = v.as_object().unwrap().clone();
+        let args = Arguments::from_map(&map);
+        assert_eq!(args.to_map(), map);
+        assert_eq!(args.to_value(), v);
+        assert_eq!(args.get("env"), Some(json!({"K": "v"})));
+        assert_eq!(args.get("missing"), None);
+        assert!(args.contains_key("z") && !args.contains_key("y"));
+        assert_eq!(serde_json::to_value(&args).unwrap(), v);
+        assert_eq!(format!("{args:?}"), format!("{map:?}"));
+        assert_eq!(Arguments::default().to_map(), Map::new());
+    }
 }

@@ -10,7 +10,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::model::{Defaults, OnFailure, Plan, Precondition, Step, Verify};
+use super::model::{Arguments, Defaults, OnFailure, Plan, Precondition, Step, Verify};
 use super::{Problem, ProblemKind};
 
 /// The largest plan file accepted; larger input is refused before parsing.
@@ -341,14 +341,14 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         }
     };
     let arguments = match raw_arguments {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => Arguments::default(),
+        Some(Value::Object(m)) => Arguments::from_map(&m),
         Some(other) => {
             c.err(
                 format!("{at}.arguments"),
                 format!("expected an object, got {}", kind(&other)),
             );
-            Map::new()
+            Arguments::default()
         }
     };
     let precondition = obj

@@ -531,7 +531,7 @@ pub fn referenced_hashes(plan: &super::Plan, ws: &Workspace) -> BTreeMap<String,
             continue;
         }
         if let Some(Value::String(name)) = step.arguments.get("skill")
-            && let Ok(skill) = find(ws, name)
+            && let Ok(skill) = find(ws, &name)
         {
             out.insert(skill.path, skill.sha256);
         }

@@ -143,7 +143,7 @@ pub fn builtins(plan: &Plan, workspace: &Workspace, run_id: &str) -> Vec<(&'stat
 pub fn substitute_arguments(step: &Step, vars: &Variables) -> Result<Value, Vec<Problem>> {
     let mut raw = Vec::new();
     let args = vars.substitute_value(
-        &Value::Object(step.arguments.clone()),
+        &step.arguments.to_value(),
         &format!("steps[{}].arguments", step.position),
         &mut raw,
     );

@@ -126,7 +126,7 @@ pub fn secret_values(plan: &Plan, vars: &Variables) -> Vec<String> {
             continue;
         }
         if let Some(Value::Object(env)) = step.arguments.get("env") {
-            for (k, v) in env {
+            for (k, v) in &env {
                 if let (true, Value::String(v)) = (is_secret_name(k), v)
                     && let Ok(v) = vars.substitute(v)
                 {
