@@ -952,7 +952,9 @@ fn execute_plan(
         .with_cancel_flag(cancel)
         .into_executor()
         .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
-    let mut executor = executor.with_agent_settings(agent);
+    let mut executor = executor
+        .with_agent_settings(agent)
+        .with_step_results(reports::needs_step_results(args));
     if let Some(llm) = llm {
         executor = executor.with_llm(llm);
     }

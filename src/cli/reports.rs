@@ -18,6 +18,13 @@ fn wants_github(args: &Args) -> bool {
     }
 }
 
+/// Whether this command needs every step's result after the run (`--json`, a JUnit file, GitHub
+/// annotations); without them the executor drops each result once it is recorded, so a long
+/// plan's memory stays flat.
+pub(super) fn needs_step_results(args: &Args) -> bool {
+    args.json || args.junit.is_some() || wants_github(args)
+}
+
 /// Writes every report the flags and environment ask for.
 pub(super) fn write(
     args: &Args,

@@ -243,6 +243,7 @@ pub struct Executor {
     llm: Option<Arc<dyn LlmClient>>,
     agent: AgentSettings,
     redactor: Arc<Redactor>,
+    keep_step_results: bool,
 }
 
 impl Executor {
@@ -266,7 +267,17 @@ impl Executor {
             llm: None,
             agent: AgentSettings::default(),
             redactor,
+            keep_step_results: true,
         }
+    }
+
+    /// Whether [`ExecutionResult::steps`] lists every step (the default). A caller that only needs
+    /// the run's outcome turns it off: each step's result is then dropped once it is recorded and
+    /// reported, so memory does not grow with the plan (SPEC §11: ≤ 64 MB at 100 000 steps). The
+    /// database and the progress callbacks see every step either way.
+    pub fn with_step_results(mut self, keep: bool) -> Self {
+        self.keep_step_results = keep;
+        self
     }
 
     /// Uses `registry` instead of the built-in tools.
@@ -588,7 +599,14 @@ impl Executor {
             tokens: resume.as_ref().map(|r| r.tokens).unwrap_or_default(),
         };
 
-        let mut results: Vec<Option<StepResult>> = vec![None; plan.steps.len()];
+        let keep = self.keep_step_results;
+        let mut results: Vec<Option<StepResult>> = Vec::new();
+        if keep {
+            results.resize(plan.steps.len(), None);
+        }
+        // Counted as steps end, so the totals do not need the results kept.
+        let mut counts = [0usize; 4];
+        let mut tolerated = 0usize;
         // For each failed or blocked step: the failed step at the root of it.
         let mut failed_root: Vec<Option<String>> = vec![None; plan.steps.len()];
         let index: std::collections::HashMap<&str, usize> = plan
@@ -648,7 +666,11 @@ impl Executor {
                 }
                 result
             };
-            results[i] = Some(result);
+            counts[result.status as usize] += 1;
+            tolerated += usize::from(result.tolerated);
+            if keep {
+                results[i] = Some(result);
+            }
         }
 
         let steps: Vec<StepResult> = results.into_iter().flatten().collect();
@@ -664,7 +686,7 @@ impl Executor {
         } else {
             (RunStatus::Completed, exit::OK)
         };
-        let count = |s: StepStatus| steps.iter().filter(|r| r.status == s).count();
+        let count = |s: StepStatus| counts[s as usize];
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = run.tokens;
         run.store
@@ -678,7 +700,7 @@ impl Executor {
             duration_ms,
             completed: count(StepStatus::Completed),
             failed: count(StepStatus::Failed),
-            tolerated: steps.iter().filter(|r| r.tolerated).count(),
+            tolerated,
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
             violations,
         });

@@ -123,8 +123,9 @@ pub struct Step {
     pub tool: String,
     /// Arguments, with `${...}` placeholders not yet substituted.
     pub arguments: Arguments,
-    /// Checked before the tool is called.
-    pub precondition: Option<Precondition>,
+    /// Checked before the tool is called (boxed: most steps have none, and a step is kept per
+    /// plan entry for the whole run).
+    pub precondition: Option<Box<Precondition>>,
     /// Whether the confirmation callback must approve this step.
     pub requires_confirmation: bool,
     /// Steps that must complete first (default: the previous step).
@@ -135,8 +136,8 @@ pub struct Step {
     pub retries: Option<u32>,
     /// What a failure does to the run.
     pub on_failure: OnFailure,
-    /// Optional verification command.
-    pub verify: Option<Verify>,
+    /// Optional verification command (boxed, like `precondition`).
+    pub verify: Option<Box<Verify>>,
 }
 
 /// A step's arguments, held as their compact JSON text and parsed when a step is validated or run.

@@ -4,7 +4,8 @@
 //! walked by hand so that one bad step does not hide the problems of the next, and so that unknown
 //! fields — usually typos such as `depend_on` — are errors instead of being silently ignored.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -353,7 +354,8 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
     };
     let precondition = obj
         .get("precondition")
-        .and_then(|p| parse_precondition(c, p, &format!("{at}.precondition")));
+        .and_then(|p| parse_precondition(c, p, &format!("{at}.precondition")))
+        .map(Box::new);
     let requires_confirmation = match obj.get("requires_confirmation") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -416,9 +418,11 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             if max_cycles == 0 {
                 c.err(format!("{vat}.max_cycles"), "must be at least 1");
             }
-            command.map(|command| Verify {
-                command,
-                max_cycles,
+            command.map(|command| {
+                Box::new(Verify {
+                    command,
+                    max_cycles,
+                })
             })
         }
         Some(other) => {
@@ -635,12 +639,27 @@ impl<'de> Visitor<'de> for StepsSeed<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut steps: Vec<Step> = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-        let mut seen = HashSet::new();
+        // Hashes of the ids seen, each with the index of its first step: a copy of every id
+        // would cost more than the steps' own ids. Equal hashes are confirmed on the ids.
+        let hasher = std::collections::hash_map::RandomState::new();
+        let mut seen: HashMap<u64, usize> = HashMap::new();
         let mut i = 0;
         while let Some(item) = seq.next_element::<Value>()? {
             let prev = steps.last().map(|s| s.step_id.clone());
             if let Some(step) = parse_step(self.c, item, i, prev) {
-                if !step.step_id.is_empty() && !seen.insert(step.step_id.clone()) {
+                let duplicate = !step.step_id.is_empty() && {
+                    let hash = hasher.hash_one(&step.step_id);
+                    match seen.get(&hash) {
+                        Some(&j) if steps[j].step_id == step.step_id => true,
+                        // Another id with the same hash: compare with every step.
+                        Some(_) => steps.iter().any(|s| s.step_id == step.step_id),
+                        None => {
+                            seen.insert(hash, steps.len());
+                            false
+                        }
+                    }
+                };
+                if duplicate {
                     self.c.err(
                         format!("steps[{i}].step_id"),
                         format!("duplicate step_id {:?}", step.step_id),
@@ -650,6 +669,7 @@ impl<'de> Visitor<'de> for StepsSeed<'_> {
             }
             i += 1;
         }
+        steps.shrink_to_fit();
         Ok(steps)
     }
 }
