@@ -193,3 +193,72 @@ fn the_front_door_refuses_what_the_command_line_refuses() {
     assert_eq!(result.exit_code, 0);
     assert_eq!(t.read("a.txt"), "1");
 }
+
+/// The `run_finished` event of a run, as JSON.
+#[derive(Default)]
+struct Finished(Mutex<Option<serde_json::Value>>);
+
+impl ProgressCallback for Finished {
+    fn on_event(&self, event: &acode_run::events::Event) {
+        if event.kind.type_name() == "run_finished" {
+            *self.0.lock().unwrap() = serde_json::to_value(event).ok();
+        }
+    }
+}
+
+/// Without step results (what the CLI does unless `--json` or a report needs them) the run is the
+/// same: same outcome, same totals in `run_finished`, every step recorded; only the in-memory list
+/// is left empty, so a 100 000-step run does not hold 100 000 results.
+#[test]
+fn a_run_without_step_results_has_the_same_outcome_and_totals() {
+    let t = TestDir::new();
+    t.file("a.txt", "a");
+    let plan = approved(
+        &t,
+        json!({"plan_id": "lib", "steps": [
+        {"step_id": "ok", "tool": "file_read", "arguments": {"path": "a.txt"}},
+        {"step_id": "bad", "tool": "file_read", "arguments": {"path": "missing.txt"},
+         "on_failure": "continue"},
+        {"step_id": "after", "tool": "file_read", "arguments": {"path": "a.txt"}},
+        {"step_id": "stop", "tool": "file_read", "arguments": {"path": "missing.txt"}},
+        {"step_id": "never", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    let mut outcomes = Vec::new();
+    for keep in [true, false] {
+        let finished = Arc::new(Finished::default());
+        let mut exec = Executor::new(
+            Workspace::new(&t.ws).unwrap(),
+            Store::open_in_memory().unwrap(),
+        )
+        .with_progress(finished.clone())
+        .with_step_results(keep);
+        let result = exec.execute(&plan).unwrap();
+        assert_eq!(result.steps.len(), if keep { 5 } else { 0 });
+        let states: Vec<(String, String)> = exec
+            .store()
+            .steps(&result.run_id)
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.step_id, s.status.as_str().to_string()))
+            .collect();
+        assert_eq!(states.len(), 5, "{states:?}");
+        let mut ev = finished.0.lock().unwrap().take().expect("run_finished");
+        for volatile in ["duration_ms", "ts_ms", "run_id", "seq"] {
+            ev.as_object_mut().unwrap().remove(volatile);
+        }
+        outcomes.push((result.exit_code, result.status, states, ev));
+    }
+    let ev = &outcomes[0].3;
+    assert_eq!(
+        (
+            &ev["completed"],
+            &ev["failed"],
+            &ev["tolerated"],
+            &ev["blocked"]
+        ),
+        (&json!(2), &json!(2), &json!(1), &json!(1)),
+        "{ev}"
+    );
+    assert_eq!(outcomes[0].0, 30);
+    assert_eq!(outcomes[0], outcomes[1]);
+}
