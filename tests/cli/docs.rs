@@ -800,3 +800,60 @@ fn edge_cases_get_the_same_verdict() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every plan printed in docs/ runs, approved, in a fresh copy of `fixtures/hello` (the README's
+/// tour plan runs in [`the_readme_tour_runs`]). The secrets example gets the Makefile it calls and
+/// values for its variables, and must keep them out of everything acode-run prints.
+#[test]
+fn every_documented_plan_runs() {
+    let mut ran = Vec::new();
+    for b in all_blocks().iter().filter(|b| b.lang == "json") {
+        let Ok(plan) = serde_json::from_str::<Value>(&b.text) else {
+            continue;
+        };
+        if !is_plan(&plan) || b.at.starts_with("README.md") {
+            continue;
+        }
+        let t = TestDir::new();
+        copy_tree(&repo().join("fixtures/hello"), &t.ws);
+        let path = t.plan_text("plan.json", &b.text);
+        let mut args = vec!["run", "--approve", path.to_str().unwrap()];
+        let secrets = ["tok-5f2a9c81e7", "production-eu-1"];
+        if plan["plan_id"] == "deploy" {
+            t.file(
+                "Makefile",
+                "deploy:\n\t@echo \"deploying to $$DEPLOY_TOKEN\"\n",
+            );
+            args.extend([
+                "--var",
+                "deploy_token=tok-5f2a9c81e7",
+                "--var",
+                "target=production-eu-1",
+            ]);
+        }
+        let out = t.run(&args);
+        assert_eq!(code(&out), 0, "{}: {}", b.at, stderr(&out));
+        let printed = format!("{}{}", stdout(&out), stderr(&out));
+        for s in secrets {
+            assert!(!printed.contains(s), "{}: {s} printed: {printed}", b.at);
+        }
+        if plan["plan_id"] == "deploy" {
+            // The recipe ran with the real token; the record holds it redacted.
+            let mut bytes = std::fs::read(t.ws.join(".acode/executions.db")).unwrap();
+            bytes.extend(std::fs::read(t.ws.join(".acode/executions.db-wal")).unwrap_or_default());
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                text.contains("deploying to [REDACTED]"),
+                "{}: recipe output not recorded",
+                b.at
+            );
+            assert!(
+                !text.contains(secrets[0]),
+                "{}: the token is in the database",
+                b.at
+            );
+        }
+        ran.push(b.at.clone());
+    }
+    assert!(ran.len() >= 2, "documented plans run: {ran:?}");
+}
