@@ -380,3 +380,53 @@ fn e2e_draft_for_the_agent_demo_against_a_real_model_server() {
         assert!(!out_path.exists(), "no invalid plan is written");
     }
 }
+
+#[test]
+fn do_on_a_terminal_drafts_asks_runs_and_reviews() {
+    let t = TestDir::new();
+    let verdict = json!({"verdict": "approve", "summary": "the greeting is there", "findings": []});
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text(&fenced(good_plan())),
+        ScriptedResponse::chat_text(&verdict.to_string()),
+    ]);
+    let out_path = t.root.join("do-tty.json");
+    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tty/drive.py");
+    let mut c = std::process::Command::new("python3");
+    clean_env(&mut c);
+    let url = server.url();
+    let out = c
+        .arg(driver)
+        .arg("y")
+        .arg(&t.ws)
+        .arg(env!("CARGO_BIN_EXE_acode-run"))
+        .args([
+            "do",
+            "Write a greeting file",
+            "-o",
+            out_path.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "test-model",
+        ])
+        .env("NO_COLOR", "1")
+        .env("TTY_PROMPT", "[e]dit")
+        .output()
+        .unwrap();
+    let screen = stdout(&out);
+    assert_eq!(code(&out), 0, "{screen}");
+    for stage in ["[planner]", "[executor]", "[reviewer]"] {
+        assert!(screen.contains(stage), "{stage} announced: {screen}");
+    }
+    // Approved by the person at the terminal, run, and judged.
+    assert_eq!(t.read("hello.txt"), "hi\n");
+    assert!(
+        screen.contains("approve: the greeting is there"),
+        "{screen}"
+    );
+    let approval: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}.approval", out_path.display())).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(approval["status"], "approved");
+}
