@@ -224,7 +224,8 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(n, 5);
+        // runs, steps, executions, artifacts, decisions, reviews.
+        assert_eq!(n, 6);
     }
 
     #[test]
