@@ -44,21 +44,26 @@ fn doc_files() -> Vec<PathBuf> {
     files
 }
 
+/// The info string of a code fence line (CommonMark: three or more backticks, and an info string
+/// without a backtick, so inline ```` ```json ```` in a list item is not one); `None` if the line is
+/// not a fence.
+fn fence_info(line: &str) -> Option<&str> {
+    let trimmed = line.trim_start();
+    let ticks = trimmed.len() - trimmed.trim_start_matches('`').len();
+    let info = trimmed[ticks..].trim();
+    (ticks >= 3 && !info.contains('`')).then_some(info)
+}
+
 fn blocks(file: &Path) -> Vec<Block> {
     let rel = file.strip_prefix(repo()).unwrap().display().to_string();
     let text = std::fs::read_to_string(file).unwrap();
     let mut out = Vec::new();
     let mut open: Option<Block> = None;
     for (i, line) in text.lines().enumerate() {
-        // A fence (CommonMark): three or more backticks; an opening fence's info string has no
-        // backtick (so inline ```` ```json ```` in a list item is not one).
-        let trimmed = line.trim_start();
-        let ticks = trimmed.len() - trimmed.trim_start_matches('`').len();
-        let info = trimmed[ticks..].trim();
-        let fence = ticks >= 3 && !info.contains('`');
-        if fence && open.is_some() && info.is_empty() {
+        let info = fence_info(line);
+        if open.is_some() && info == Some("") {
             out.extend(open.take());
-        } else if fence && open.is_none() {
+        } else if let (Some(info), None) = (info, &open) {
             open = Some(Block {
                 at: format!("{rel}:{}", i + 1),
                 lang: info.to_string(),
@@ -856,4 +861,47 @@ fn every_documented_plan_runs() {
         ran.push(b.at.clone());
     }
     assert!(ran.len() >= 2, "documented plans run: {ran:?}");
+}
+
+/// Commands quoted inline in prose (`` `acode-run validate plan.json` ``) parse too. A bare
+/// `` `acode-run NAME` `` names a command rather than invoking it and is skipped; a synopsis's
+/// `[optional]` parts are opened and of `A \| B` alternatives the first is taken.
+#[test]
+fn every_command_quoted_in_prose_parses() {
+    let span = regex::Regex::new(r"`(acode-run [^`]+)`").unwrap();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for file in doc_files() {
+        let rel = file.strip_prefix(repo()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut in_block = false;
+        for (i, line) in text.lines().enumerate() {
+            if fence_info(line).is_some() {
+                in_block = !in_block;
+                continue;
+            }
+            if in_block {
+                continue;
+            }
+            for m in span.captures_iter(line) {
+                let quoted = m[1].split(r" \|").next().unwrap().replace('…', "x");
+                let Some(words) = command_words(&quoted) else {
+                    continue;
+                };
+                if words.len() < 2 {
+                    continue;
+                }
+                let words: Vec<String> = words
+                    .into_iter()
+                    .map(|w| if w == "N" { "10".to_string() } else { w })
+                    .collect();
+                checked += 1;
+                if let Err(e) = acode_run::cli::flags::parse(words.clone()) {
+                    failures.push(format!("{rel}:{}: `{}`: {e}", i + 1, &m[1]));
+                }
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} inline commands found");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
