@@ -190,16 +190,30 @@ impl SchemaValidator {
 /// plan the schema accepts. Anything else is a shape problem, on which both must agree.
 fn beyond_schema(problem: &Value) -> Option<&'static str> {
     let message = problem["message"].as_str().unwrap_or_default();
+    let location = problem["location"].as_str().unwrap_or_default();
     if problem["kind"] == "sandbox" {
         return Some("sandbox (a path outside the workspace or a command the policy forbids)");
     }
+    if location.ends_with(".arguments.skill") {
+        return Some("skill not found or unusable in the workspace");
+    }
+    // Each needle is a whole phrase of `validate`'s message, so a field named `cycles` is not a
+    // cycle.
     let kinds = [
-        ("cycle", "dependency cycle"),
-        ("unknown step", "dependency on an unknown step"),
-        ("unknown variable", "undeclared variable"),
-        ("duplicate step", "duplicate step id"),
-        ("skill", "skill not found in the workspace"),
-        ("regex", "invalid regular expression"),
+        ("forms a cycle", "dependency cycle"),
+        ("cannot depend on itself", "dependency cycle"),
+        ("depends on unknown step", "dependency on an unknown step"),
+        ("unknown variable '${", "undeclared variable"),
+        ("duplicate step_id", "duplicate step id"),
+        (
+            "duplicate key",
+            "duplicate JSON key (a parsed document keeps one)",
+        ),
+        ("invalid pattern", "invalid regular expression"),
+        (
+            "is not a declared variable",
+            "secret naming an undeclared variable",
+        ),
     ];
     kinds
         .iter()
@@ -239,7 +253,17 @@ fn compare(
         ));
     }
     match (&by_schema, &by_validate) {
-        (None, Ok(())) | (Some(_), Err(_)) => None,
+        (None, Ok(())) => None,
+        // Both reject, and for a shape problem on both sides: a plan the schema rejects while
+        // validate only objects to, say, its cycle would hide a disagreement.
+        (Some(e), Err(problems)) => problems.iter().all(|p| beyond_schema(p).is_some()).then(
+            || {
+                format!(
+                    "{name}: the schema rejects ({e}) where validate finds only problems beyond \
+                     a schema: {problems:?}"
+                )
+            },
+        ),
         (Some(e), Ok(())) => Some(format!(
             "{name}: the schema rejects what validate accepts: {e}"
         )),
@@ -392,20 +416,76 @@ fn malformed_plans_are_rejected_by_both() {
 
 #[test]
 fn problems_beyond_a_schema_are_named_not_ignored() {
-    // A cycle and an undeclared variable: shape-valid, so the schema accepts and validate rejects,
-    // and the test must know why.
+    // Shape-valid plans: the schema accepts them, validate rejects them, and the test must know
+    // why — each problem is of a kind a JSON Schema cannot express.
     let schema = SchemaValidator::new();
     let t = TestDir::new();
+    let read = |id: &str, path: &str| json!({"step_id": id, "tool": "file_read", "arguments": {"path": path}});
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "dependency cycle",
+            json!({"plan_id": "p", "steps": [
+                {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["b"]},
+                {"step_id": "b", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["a"]}]})
+            .to_string(),
+        ),
+        (
+            "dependency on an unknown step",
+            json!({"plan_id": "p", "steps": [
+                {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["zz"]}]})
+            .to_string(),
+        ),
+        (
+            "undeclared variable",
+            json!({"plan_id": "p", "steps": [read("a", "${nope}")]}).to_string(),
+        ),
+        (
+            "duplicate step id",
+            json!({"plan_id": "p", "steps": [read("a", "x"), read("a", "y")]}).to_string(),
+        ),
+        (
+            "duplicate JSON key (a parsed document keeps one)",
+            r#"{"plan_id": "p", "plan_id": "q", "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}}]}"#
+                .to_string(),
+        ),
+        (
+            "invalid regular expression",
+            json!({"plan_id": "p", "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "x"},
+                "precondition": {"file_contains": {"path": "x", "pattern": "(unclosed"}}}]})
+            .to_string(),
+        ),
+        (
+            "secret naming an undeclared variable",
+            json!({"plan_id": "p", "secrets": ["token"], "steps": [read("a", "x")]}).to_string(),
+        ),
+        (
+            "sandbox (a path outside the workspace or a command the policy forbids)",
+            json!({"plan_id": "p", "steps": [read("a", "../outside/sentinel.txt")]}).to_string(),
+        ),
+    ];
+    for (kind, text) in &cases {
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert!(
+            schema.errors(&value).is_none(),
+            "{kind}: the schema rejects it"
+        );
+        let path = t.plan_text("beyond.json", text);
+        let problems = validate_verdict(&t, &path).unwrap_err();
+        let kinds: Vec<&str> = problems.iter().filter_map(beyond_schema).collect();
+        assert!(kinds.contains(kind), "{kind}: {problems:?}");
+        assert_eq!(kinds.len(), problems.len(), "{kind}: {problems:?}");
+    }
+    // Validation reports every problem in one pass: a cycle beside an unknown dependency.
     let plan = json!({"plan_id": "p", "steps": [
-        {"step_id": "a", "tool": "file_read", "arguments": {"path": "${nope}"}, "depends_on": ["b"]},
+        {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["b", "zz"]},
         {"step_id": "b", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["a"]}]});
-    assert!(schema.errors(&plan).is_none());
-    let path = t.plan("cycle.json", &plan);
-    let problems = validate_verdict(&t, &path).unwrap_err();
+    let problems = validate_verdict(&t, &t.plan("both.json", &plan)).unwrap_err();
     let kinds: Vec<&str> = problems.iter().filter_map(beyond_schema).collect();
     assert!(kinds.contains(&"dependency cycle"), "{problems:?}");
-    assert!(kinds.contains(&"undeclared variable"), "{problems:?}");
-    assert_eq!(kinds.len(), problems.len(), "{problems:?}");
+    assert!(
+        kinds.contains(&"dependency on an unknown step"),
+        "{problems:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
