@@ -20,6 +20,25 @@ use thiserror::Error;
 /// it to the model.
 pub const SCHEMA: &str = include_str!("../../docs/plan.schema.json");
 
+/// [`SCHEMA`] for a model's prompt: compact, and without `$defs.tool_arguments` (every tool's
+/// argument schema, which the planner is shown once already, with the tools' descriptions), so the
+/// prompt does not carry the same schemas twice.
+pub fn schema_for_prompt() -> String {
+    match serde_json::from_str::<serde_json::Value>(SCHEMA) {
+        Ok(mut schema) => {
+            if let Some(defs) = schema.get_mut("$defs").and_then(|d| d.as_object_mut()) {
+                defs.insert(
+                    "tool_arguments".into(),
+                    serde_json::json!({"description": "The arguments of the step's tool: see the tools' schemas below."}),
+                );
+            }
+            schema.to_string()
+        }
+        // The schema is compiled in and checked by the tests; should it not parse, show it as is.
+        Err(_) => SCHEMA.to_string(),
+    }
+}
+
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
 pub use model::{Arguments, Defaults, OnFailure, Plan, Precondition, Step, Verify};
 pub use validate::ValidationContext;
@@ -231,5 +250,21 @@ pub fn load(
             path: path.display().to_string(),
             problems,
         }),
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_schema_keeps_the_plan_shape_and_drops_the_repeated_tool_schemas() {
+        let full: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
+        let prompt: serde_json::Value = serde_json::from_str(&schema_for_prompt()).unwrap();
+        assert!(full["$defs"]["tool_arguments"]["allOf"].is_array());
+        assert!(prompt["$defs"]["tool_arguments"].get("allOf").is_none());
+        assert_eq!(prompt["$defs"]["tool"], full["$defs"]["tool"]);
+        assert_eq!(prompt["$defs"]["step"], full["$defs"]["step"]);
+        assert!(schema_for_prompt().len() < SCHEMA.len() / 2);
     }
 }

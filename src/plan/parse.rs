@@ -69,7 +69,12 @@ impl Collector {
     fn uint(&mut self, obj: &Map<String, Value>, key: &str, at: &str, max: u64) -> Option<u64> {
         match obj.get(key) {
             None | Some(Value::Null) => None,
-            Some(v) => match v.as_u64() {
+            // JSON Schema's `integer` is any number with no fractional part, so `2.0` is 2 here too.
+            Some(v) => match v.as_u64().or_else(|| {
+                v.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= max as f64)
+                    .map(|f| f as u64)
+            }) {
                 Some(n) if n <= max => Some(n),
                 _ => {
                     self.err(
@@ -164,7 +169,8 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             String::new()
         }
         None => {
-            if !obj.contains_key("plan_id") {
+            // Absent or null; a wrong type was reported by `string`.
+            if obj.get("plan_id").is_none_or(Value::is_null) {
                 c.err(
                     "plan.plan_id",
                     "missing (every plan needs a non-empty plan_id)",
@@ -334,6 +340,8 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             String::new()
         }
     };
+    // Not kept, but a step's description is text like the plan's.
+    let _ = c.string(obj, "description", &at);
     let tool = match c.string(obj, "tool", &at) {
         Some(t) => t,
         None => {

@@ -86,7 +86,7 @@ fn instruction(req: &DraftRequest, registry_json: &str, feedback: Option<&str>) 
         "GOAL:\n{}\n\n{RULES}\n\nThe plan file's JSON Schema:\n{}\n\nThe tools a step can use, \
          with the JSON Schema of their arguments:\n{registry_json}\n",
         req.goal,
-        crate::plan::SCHEMA
+        crate::plan::schema_for_prompt()
     );
     if let Some(prev) = &req.previous {
         s.push_str(&format!(

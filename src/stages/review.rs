@@ -5,7 +5,7 @@
 //! read workspace files with the read-only tools, and must answer
 //! `{"verdict": "approve" | "request_changes", "summary": …, "findings": [{file, line, severity,
 //! message}]}`. A malformed answer is sent back with the problem, like a draft. The verdict is kept
-//! in `.acode/reviews/RUN_ID.json`, where `draft --revise --from-review RUN_ID` finds it.
+//! in the database (`reviews`), where `draft --revise --from-review RUN_ID` finds it.
 
 use serde::{Deserialize, Serialize};
 
@@ -92,22 +92,13 @@ impl Review {
     }
 }
 
-/// Where a run's review is kept.
-pub fn review_path(executor: &Executor, run_id: &str) -> std::path::PathBuf {
-    executor
-        .workspace()
-        .root()
-        .join(".acode/reviews")
-        .join(format!("{run_id}.json"))
-}
-
-/// Loads the review kept for `run_id`.
+/// Loads the latest review recorded for `run_id`.
 pub fn load(executor: &Executor, run_id: &str) -> Result<Review, StageError> {
-    let path = review_path(executor, run_id);
-    let bytes = crate::sandbox::input::read_bounded(&path, 4 * 1024 * 1024, "review")
+    let json = executor
+        .store()
+        .latest_review(run_id)
         .map_err(|e| StageError::Input(format!("no review of run {run_id}: {e}")))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| StageError::Input(format!("{}: {e}", path.display())))
+    serde_json::from_str(&json).map_err(|e| StageError::Input(format!("review of {run_id}: {e}")))
 }
 
 /// What the reviewer is shown about the run.
@@ -183,8 +174,7 @@ fn context(executor: &Executor, run_id: &str, goal: Option<&str>) -> Result<Stri
     Ok(s)
 }
 
-/// Reviews run `run_id`; see the module docs. The review is also written to
-/// [`review_path`].
+/// Reviews run `run_id`; see the module docs. The review is also recorded in the database.
 pub fn review(
     executor: &mut Executor,
     run_id: &str,
@@ -218,22 +208,16 @@ pub fn review(
         });
         match parsed {
             Ok(review) => {
-                let path = review_path(executor, run_id);
-                let written = path
-                    .parent()
-                    .map_or(Ok(()), std::fs::create_dir_all)
-                    .and_then(|()| {
-                        std::fs::write(
-                            &path,
-                            serde_json::to_string_pretty(&review).unwrap_or_default(),
-                        )
-                    });
-                if let Err(e) = written {
-                    return Err(StageError::Input(format!(
-                        "cannot keep the review in {}: {e}",
-                        path.display()
-                    )));
-                }
+                let verdict = match review.verdict {
+                    Verdict::Approve => "approve",
+                    Verdict::RequestChanges => "request_changes",
+                };
+                let json = serde_json::to_string(&review).unwrap_or_default();
+                let review_run = run_ids.last().cloned().unwrap_or_default();
+                executor
+                    .store_mut()
+                    .record_review(run_id, &review_run, verdict, &json)
+                    .map_err(crate::executor::ExecutionError::from)?;
                 return Ok(ReviewOutcome { review, run_ids });
             }
             Err(e) => {

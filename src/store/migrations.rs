@@ -114,6 +114,18 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'run';
     ALTER TABLE runs ADD COLUMN subject TEXT;
     "#,
+    // 8 (issue 9): the reviewer's verdicts, so `draft --revise --from-review RUN` reads them from
+    // the record rather than from a file a plan could have planted.
+    r#"
+    CREATE TABLE reviews (
+        judged_run_id  TEXT NOT NULL,
+        review_run_id  TEXT NOT NULL,
+        verdict        TEXT NOT NULL,
+        review_json    TEXT NOT NULL,
+        created_at     INTEGER NOT NULL
+    );
+    CREATE INDEX reviews_judged ON reviews(judged_run_id, created_at);
+    "#,
 ];
 
 /// The newest schema this binary knows.
@@ -212,7 +224,8 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(n, 5);
+        // runs, steps, executions, artifacts, decisions, reviews.
+        assert_eq!(n, 6);
     }
 
     #[test]

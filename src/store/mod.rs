@@ -595,6 +595,43 @@ impl Store {
             .optional()?)
     }
 
+    /// Records a reviewer's verdict on `judged_run_id` (the review as JSON, redacted like
+    /// everything stored).
+    pub fn record_review(
+        &mut self,
+        judged_run_id: &str,
+        review_run_id: &str,
+        verdict: &str,
+        review_json: &str,
+    ) -> Result<(), StoreError> {
+        let review_json = self.redactor.redact_json_text(review_json);
+        self.conn.execute(
+            "INSERT INTO reviews (judged_run_id, review_run_id, verdict, review_json, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                judged_run_id,
+                review_run_id,
+                verdict,
+                review_json,
+                crate::error::now_ms()
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The latest review of `judged_run_id`, as recorded by [`Store::record_review`].
+    pub fn latest_review(&self, judged_run_id: &str) -> Result<String, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT review_json FROM reviews WHERE judged_run_id = ?1
+                 ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                [judged_run_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("a review of run {judged_run_id}")))
+    }
+
     /// Marks a run as a stage's conversation (`draft`, `review`) and records what it is about, so
     /// `runs` and `show` tell drafts and reviews from plan runs.
     pub fn mark_stage(

@@ -181,3 +181,17 @@ pub fn assert_events_match_schema(events: &[serde_json::Value]) {
         assert!(errors.is_empty(), "{e}: {errors:?}");
     }
 }
+
+/// Copies a directory tree (the fixture workspaces are tiny).
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -8,6 +8,7 @@ mod bwrap_attacks;
 mod commands;
 mod database;
 mod decisions;
+mod docs;
 mod edges;
 mod escape;
 mod git_attacks;

@@ -469,20 +469,6 @@ fn jsonl_covers_confirmations_failures_and_blocked_steps() {
     assert_eq!(decided["decision"], "deny");
 }
 
-/// Copies a directory tree (the fixture workspaces are tiny).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn the_readme_hello_plan_runs_with_its_committed_approval() {
     let t = TestDir::new();

@@ -329,3 +329,104 @@ fn jsonl_frames_a_draft_with_stage_events() {
     let run_id = evs.iter().find(|e| e["type"] == "run_started").unwrap()["run_id"].clone();
     assert_eq!(last["run_ids"], json!([run_id]));
 }
+
+/// Opt-in: the planner drafts a plan for the agent-demo fixture with a real model server, when
+/// `ACODE_E2E_LLM_URL` is set (and `ACODE_E2E_MODEL` or `ACODE_MODEL` names the model). A model may
+/// fail to produce a valid plan within the attempts (exit 2); what must never happen is a crash, a
+/// file written in the workspace, or an invalid plan written out.
+#[test]
+fn e2e_draft_for_the_agent_demo_against_a_real_model_server() {
+    let Ok(url) = std::env::var("ACODE_E2E_LLM_URL") else {
+        eprintln!(
+            "skipped: set ACODE_E2E_LLM_URL (and ACODE_E2E_MODEL) to run against a real server"
+        );
+        return;
+    };
+    let model = std::env::var("ACODE_E2E_MODEL")
+        .or_else(|_| std::env::var("ACODE_MODEL"))
+        .expect("ACODE_E2E_MODEL or ACODE_MODEL must name the model");
+    let t = TestDir::new();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agent-demo");
+    for entry in walkdir::WalkDir::new(&fixture) {
+        let entry = entry.unwrap();
+        let rel = entry.path().strip_prefix(&fixture).unwrap();
+        if entry.file_type().is_file() {
+            t.file(
+                rel.to_str().unwrap(),
+                &std::fs::read_to_string(entry.path()).unwrap(),
+            );
+        }
+    }
+    let out_path = t.root.join("e2e-draft.json");
+    let out = t
+        .cmd()
+        .args([
+            "draft",
+            "Fix the bug in add() in src/lib.rs so that cargo test passes",
+            "-o",
+            out_path.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            &model,
+        ])
+        .output()
+        .unwrap();
+    assert!([0, 2].contains(&code(&out)), "{}", stderr(&out));
+    if code(&out) == 0 {
+        let v = t.run(&["validate", out_path.to_str().unwrap()]);
+        assert_eq!(code(&v), 0, "the written draft validates: {}", stderr(&v));
+    } else {
+        assert!(!out_path.exists(), "no invalid plan is written");
+    }
+}
+
+#[test]
+fn do_on_a_terminal_drafts_asks_runs_and_reviews() {
+    let t = TestDir::new();
+    let verdict = json!({"verdict": "approve", "summary": "the greeting is there", "findings": []});
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text(&fenced(good_plan())),
+        ScriptedResponse::chat_text(&verdict.to_string()),
+    ]);
+    let out_path = t.root.join("do-tty.json");
+    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tty/drive.py");
+    let mut c = std::process::Command::new("python3");
+    clean_env(&mut c);
+    let url = server.url();
+    let out = c
+        .arg(driver)
+        .arg("y")
+        .arg(&t.ws)
+        .arg(env!("CARGO_BIN_EXE_acode-run"))
+        .args([
+            "do",
+            "Write a greeting file",
+            "-o",
+            out_path.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "test-model",
+        ])
+        .env("NO_COLOR", "1")
+        .env("TTY_PROMPT", "[e]dit")
+        .output()
+        .unwrap();
+    let screen = stdout(&out);
+    assert_eq!(code(&out), 0, "{screen}");
+    for stage in ["[planner]", "[executor]", "[reviewer]"] {
+        assert!(screen.contains(stage), "{stage} announced: {screen}");
+    }
+    // Approved by the person at the terminal, run, and judged.
+    assert_eq!(t.read("hello.txt"), "hi\n");
+    assert!(
+        screen.contains("approve: the greeting is there"),
+        "{screen}"
+    );
+    let approval: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}.approval", out_path.display())).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(approval["status"], "approved");
+}
