@@ -95,33 +95,93 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
-/// Process exit codes, named once so the CLI, the executor and the tests agree (SPEC §10).
-pub mod exit {
-    /// Every step completed.
-    pub const OK: i32 = 0;
+/// Every exit code acode-run uses (SPEC §10), defined once: the binary maps each error to one of
+/// these, and the [`exit`] constants are these values for code that works with raw `i32`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum ExitCode {
+    /// Every step completed (or every failure was tolerated); a review approved.
+    Ok = 0,
     /// Internal error (database, I/O).
-    pub const INTERNAL: i32 = 1;
+    Internal = 1,
     /// Usage error or invalid plan.
-    pub const USAGE: i32 = 2;
-    /// Plan not authorized.
-    pub const UNAUTHORIZED: i32 = 3;
+    Usage = 2,
+    /// Plan not authorized (pending, rejected, changed since approval, policy or skill changed).
+    Unauthorized = 3,
     /// `resume` stopped before running anything: a step cut off mid-way is not safe to run twice;
     /// the run stays interrupted and `--rerun-interrupted` continues it.
-    pub const RERUN_NEEDED: i32 = 4;
+    RerunNeeded = 4,
     /// A step failed.
-    pub const STEP_FAILED: i32 = 30;
-    /// Agent turn limit reached.
-    pub const TURN_LIMIT: i32 = 31;
+    StepFailed = 30,
+    /// Agent turn limit reached (or the agent was stuck).
+    TurnLimit = 31,
     /// Sandbox violation.
-    pub const SANDBOX: i32 = 32;
+    Sandbox = 32,
     /// Confirmation denied.
-    pub const DENIED: i32 = 33;
+    Denied = 33,
     /// Step timed out.
-    pub const TIMEOUT: i32 = 34;
-    /// Interrupted by a signal.
-    pub const INTERRUPTED: i32 = 130;
+    Timeout = 34,
     /// The reviewer stage asked for changes (`acode-run review`).
-    pub const REVIEW_CHANGES: i32 = 35;
+    ReviewChanges = 35,
+    /// Interrupted by a signal.
+    Interrupted = 130,
+}
+
+impl ExitCode {
+    /// Every code, for documentation and tests.
+    pub const ALL: [ExitCode; 12] = [
+        ExitCode::Ok,
+        ExitCode::Internal,
+        ExitCode::Usage,
+        ExitCode::Unauthorized,
+        ExitCode::RerunNeeded,
+        ExitCode::StepFailed,
+        ExitCode::TurnLimit,
+        ExitCode::Sandbox,
+        ExitCode::Denied,
+        ExitCode::Timeout,
+        ExitCode::ReviewChanges,
+        ExitCode::Interrupted,
+    ];
+
+    /// The process exit status.
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The code for a process exit status, if it is one of acode-run's.
+    pub fn from_code(code: i32) -> Option<ExitCode> {
+        Self::ALL.into_iter().find(|c| c.code() == code)
+    }
+}
+
+/// The [`ExitCode`] values as plain `i32`s (what `std::process::exit` and the result types carry).
+pub mod exit {
+    use super::ExitCode;
+    /// Every step completed.
+    pub const OK: i32 = ExitCode::Ok.code();
+    /// Internal error (database, I/O).
+    pub const INTERNAL: i32 = ExitCode::Internal.code();
+    /// Usage error or invalid plan.
+    pub const USAGE: i32 = ExitCode::Usage.code();
+    /// Plan not authorized.
+    pub const UNAUTHORIZED: i32 = ExitCode::Unauthorized.code();
+    /// `resume` needs `--rerun-interrupted`.
+    pub const RERUN_NEEDED: i32 = ExitCode::RerunNeeded.code();
+    /// A step failed.
+    pub const STEP_FAILED: i32 = ExitCode::StepFailed.code();
+    /// Agent turn limit reached.
+    pub const TURN_LIMIT: i32 = ExitCode::TurnLimit.code();
+    /// Sandbox violation.
+    pub const SANDBOX: i32 = ExitCode::Sandbox.code();
+    /// Confirmation denied.
+    pub const DENIED: i32 = ExitCode::Denied.code();
+    /// Step timed out.
+    pub const TIMEOUT: i32 = ExitCode::Timeout.code();
+    /// Interrupted by a signal.
+    pub const INTERRUPTED: i32 = ExitCode::Interrupted.code();
+    /// The reviewer stage asked for changes.
+    pub const REVIEW_CHANGES: i32 = ExitCode::ReviewChanges.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.
@@ -130,4 +190,30 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod exit_code_tests {
+    use super::ExitCode;
+
+    /// The README's exit-code line and the SPEC table name every code the binary can return.
+    #[test]
+    fn every_exit_code_is_documented_and_round_trips() {
+        let readme = include_str!("../README.md");
+        let line = readme
+            .lines()
+            .skip_while(|l| !l.starts_with("Exit codes:"))
+            .take(4)
+            .collect::<Vec<_>>()
+            .join(" ");
+        for c in ExitCode::ALL {
+            assert_eq!(ExitCode::from_code(c.code()), Some(c));
+            assert!(
+                line.contains(&format!(" {} ", c.code())),
+                "{c:?} ({}) missing from the README's exit codes: {line}",
+                c.code()
+            );
+        }
+        assert_eq!(ExitCode::from_code(7), None);
+    }
 }

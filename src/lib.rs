@@ -43,6 +43,6 @@ pub mod store;
 pub mod terminal;
 pub mod tools;
 
-pub use error::{ErrorKind, exit};
+pub use error::{ErrorKind, ExitCode, exit};
 pub use executor::{ExecutionError, ExecutionResult, Executor};
 pub use plan::{ApprovedPlan, Plan, PlanAuthorization};
