@@ -324,3 +324,41 @@ fn no_command_outlives_a_killed_runner() {
         assert!(gone, "{mode}: command {pid} outlived the killed runner");
     }
 }
+
+/// The README's demo plan (`cargo check` of a crate at the workspace root, which creates
+/// `target/` and `Cargo.lock` there) runs under Landlock, as on a machine without bubblewrap, while
+/// a command still cannot create a new entry in the workspace root.
+#[test]
+fn the_hello_demo_runs_under_landlock_and_the_root_stays_closed_to_commands() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_tree(&root.join("fixtures/hello"), &t.ws);
+    let out = t
+        .cmd()
+        .args([
+            "run",
+            root.join("plans/hello.json").to_str().unwrap(),
+            "--sandbox",
+            "landlock",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.ws.join("target").is_dir() && t.ws.join("Cargo.lock").is_file());
+    assert!(
+        t.read("Cargo.lock").contains("version"),
+        "cargo filled the lock file"
+    );
+
+    let plan = t.plan(
+        "root.json",
+        &json!({"plan_id": "root", "steps": [
+            py(&t, "newfile", "open('new-at-root.txt', 'w').write('x')")]}),
+    );
+    let out = t.approve_and_run(&plan, &["--sandbox", "landlock"]);
+    assert_eq!(code(&out), 0, "the failure is tolerated: {}", stderr(&out));
+    assert!(!t.ws.join("new-at-root.txt").exists());
+}
