@@ -263,8 +263,13 @@ fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> E
                 _ => Effect::Agent { instruction, tools },
             }
         }
-        "lsp_check" => Effect::ReadOnly {
-            summary: format!("cargo check --message-format=json in {}", or_dot(path)),
+        // cargo runs build scripts and writes its build directory: a command like any other.
+        "lsp_check" => Effect::Command {
+            argv: ["cargo", "check", "--message-format=json"]
+                .map(String::from)
+                .to_vec(),
+            cwd: or_dot(path).to_string(),
+            env: Vec::new(),
         },
         other => Effect::ReadOnly {
             summary: match path {
