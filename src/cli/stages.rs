@@ -120,7 +120,7 @@ fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliEr
                 (None, Some(run)) => review::load(executor, run)
                     .map_err(|e| usage(e.to_string()))?
                     .as_feedback(),
-                (None, None) => rejection_reason(path).ok_or_else(|| {
+                (None, None) => rejection_reason(executor, &bytes).ok_or_else(|| {
                     usage(format!(
                         "--revise {}: say why it must change: reject it with --reason, or give \
                          --feedback TEXT or --from-review RUN_ID",
@@ -159,18 +159,17 @@ fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliEr
     })
 }
 
-/// The reason recorded with a rejection in `PLAN.approval`, if the plan was rejected.
-fn rejection_reason(plan: &Path) -> Option<String> {
-    let path = crate::plan::auth::approval_path(plan);
-    let bytes = crate::sandbox::input::read_bounded(&path, 1024 * 1024, "approval file").ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    if v.get("status").and_then(|s| s.as_str()) != Some("rejected") {
-        return None;
-    }
-    v.get("reason")
-        .and_then(|r| r.as_str())
+/// The reason `acode-run reject PLAN --reason` recorded for exactly these plan bytes, if their
+/// latest decision is that rejection (read from the decisions table, where `reject` appends it).
+fn rejection_reason(executor: &Executor, plan_bytes: &[u8]) -> Option<String> {
+    let sha = crate::plan::parse::sha256_hex(plan_bytes);
+    executor
+        .store()
+        .standing_rejection(&sha)
+        .ok()
+        .flatten()
+        .and_then(|d| d.reason)
         .filter(|r| !r.trim().is_empty())
-        .map(String::from)
 }
 
 /// Where a draft goes: `-o`, else `plan.json`, else for a revision `OLD-vN.json` beside the old one.

@@ -160,15 +160,16 @@ fn a_draft_cannot_write_files() {
 fn a_rejection_reason_drives_the_revision() {
     let t = TestDir::new();
     let v1 = t.plan("greet.json", &good_plan());
-    // A rejection with a reason (written the way `reject --reason` records it).
-    std::fs::write(
-        t.root.join("greet.json.approval"),
-        serde_json::to_string(&json!({"plan_id": "greet", "status": "rejected",
-            "plan_sha256": "x", "decided_by": "alice", "decided_at": 0,
-            "reason": "also greet in French"}))
-        .unwrap(),
-    )
-    .unwrap();
+    // The reviewer sends the plan back with a reason, the way a person would.
+    let rejected = t.run(&[
+        "reject",
+        v1.to_str().unwrap(),
+        "--reason",
+        "also greet in French",
+        "--by",
+        "alice",
+    ]);
+    assert_eq!(code(&rejected), 0, "{}", stderr(&rejected));
     let mut v2 = good_plan();
     v2["steps"].as_array_mut().unwrap().push(json!(
         {"step_id": "french", "tool": "file_write", "arguments": {"path": "bonjour.txt", "contents": "salut\n"}}));
