@@ -48,7 +48,7 @@ use flags::{Args, Command, ConfirmMode, Parsed};
 use crate::error::exit;
 use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
-use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind, RefusalProblem};
+use crate::events::{Event, EventKind, RefusalProblem};
 use crate::executor::{
     AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, Fanout, ProgressCallback,
     TerminalPrompt,
@@ -152,13 +152,7 @@ fn report_refusal(
         problems,
     };
     let value = match machine {
-        Machine::Jsonl => serde_json::to_value(Event {
-            v: EVENT_SCHEMA_VERSION,
-            seq: 1,
-            ts_ms: crate::error::now_ms(),
-            run_id: run_id.to_string(),
-            kind,
-        }),
+        Machine::Jsonl => serde_json::to_value(Event::standalone(run_id, kind)),
         _ => serde_json::to_value(&kind).map(|mut v| {
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("status".into(), "refused".into());

@@ -60,14 +60,7 @@ fn emit_stage(args: &Args, redactor: &Redactor, kind: crate::events::EventKind) 
     if !args.jsonl {
         return;
     }
-    let event = crate::events::Event {
-        v: crate::events::EVENT_SCHEMA_VERSION,
-        seq: 1,
-        ts_ms: crate::error::now_ms(),
-        run_id: String::new(),
-        kind,
-    };
-    if let Ok(v) = serde_json::to_value(&event) {
+    if let Ok(v) = serde_json::to_value(crate::events::Event::standalone("", kind)) {
         outln!("{}", redactor.redact_value(&v));
     }
 }

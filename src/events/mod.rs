@@ -29,6 +29,20 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+impl Event {
+    /// An event written outside a run's own sequence (`run_refused`, stage events): the first and
+    /// only of its stream position, about `run_id` (empty when no run is concerned).
+    pub fn standalone(run_id: &str, kind: EventKind) -> Event {
+        Event {
+            v: EVENT_SCHEMA_VERSION,
+            seq: 1,
+            ts_ms: crate::error::now_ms(),
+            run_id: run_id.to_string(),
+            kind,
+        }
+    }
+}
+
 /// The OS sandbox of a run, as announced in `run_started` (SPEC §6: the mode used is printed,
 /// recorded and carried by the event, so a reader never has to guess what contained the commands).
 #[derive(Debug, Clone, Serialize, PartialEq)]
