@@ -20,8 +20,11 @@ use crate::plan::validate::{builtins, dependency_order, substitute_arguments};
 use crate::plan::variables::Variables;
 use crate::plan::{Plan, Problem};
 use crate::sandbox::Workspace;
-use crate::sandbox::commands::split_command;
-use crate::tools::files::unified_diff;
+use crate::tools::agent::AgentArgs;
+use crate::tools::args::parse;
+use crate::tools::command::{CommandArgs, argv_of};
+use crate::tools::files::{DeleteArgs, EditArgs, WriteArgs, unified_diff};
+use crate::tools::lsp::LspArgs;
 
 /// Files larger than this are not loaded for a diff (the preview says so).
 const MAX_PREVIEW_FILE: u64 = 4 * 1024 * 1024;
@@ -100,6 +103,22 @@ struct Simulation<'w> {
 }
 
 impl Simulation<'_> {
+    /// Records `new` as the content of `path` and returns the diff from what it was.
+    fn change(&mut self, path: &str, new: Option<String>, assumed: bool) -> Effect {
+        match self.content(path) {
+            Err(reason) => Effect::WillFail { reason },
+            Ok(old) => {
+                let diff = unified_diff(path, old.as_deref(), new.as_deref());
+                self.files.insert(path.to_string(), new);
+                Effect::FileChange {
+                    path: path.to_string(),
+                    diff,
+                    assumed,
+                }
+            }
+        }
+    }
+
     /// The current content of `rel`, reading the workspace the first time.
     fn content(&mut self, rel: &str) -> Result<Option<String>, String> {
         if let Some(c) = self.files.get(rel) {
@@ -162,156 +181,131 @@ pub fn preview(plan: &Plan, workspace: &Workspace) -> Result<Preview, Vec<Proble
     })
 }
 
-fn str_arg<'a>(args: &'a Value, name: &str) -> &'a str {
-    args.get(name).and_then(Value::as_str).unwrap_or("")
+/// Parses `args` with the tool's own argument struct, so a name is read here exactly as the tool
+/// reads it; an argument the tool would refuse makes the step one that will fail.
+fn typed<T: serde::de::DeserializeOwned>(tool: &str, args: &Value) -> Result<T, Effect> {
+    parse::<T>(tool, args).map_err(|e| Effect::WillFail {
+        reason: e.to_string(),
+    })
 }
 
 /// The effect of one step with substituted `args`.
 fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> Effect {
-    let path = str_arg(args, "path");
-    let change = |sim: &mut Simulation, new: Option<String>| -> Effect {
-        match sim.content(path) {
-            Err(reason) => Effect::WillFail { reason },
-            Ok(old) => {
-                let diff = unified_diff(path, old.as_deref(), new.as_deref());
-                sim.files.insert(path.to_string(), new);
-                Effect::FileChange {
-                    path: path.to_string(),
-                    diff,
-                    assumed,
-                }
-            }
-        }
-    };
-    match tool {
-        "file_write" => change(sim, Some(str_arg(args, "contents").to_string())),
-        "file_create" => match sim.content(path) {
-            Ok(Some(_)) => Effect::WillFail {
-                reason: format!("{path} already exists (file_create never overwrites)"),
-            },
-            Err(reason) => Effect::WillFail { reason },
-            Ok(None) => change(sim, Some(str_arg(args, "contents").to_string())),
-        },
-        "file_edit" => {
-            let (old, new) = (str_arg(args, "old"), str_arg(args, "new"));
-            let all = args.get("replace_all").and_then(Value::as_bool) == Some(true);
-            match sim.content(path) {
-                Err(reason) => Effect::WillFail { reason },
-                Ok(None) => Effect::WillFail {
-                    reason: format!("{path} does not exist"),
-                },
-                Ok(Some(text)) => match text.matches(old).count() {
-                    0 => Effect::WillFail {
-                        reason: format!("the text to replace is not in {path}"),
-                    },
-                    n if n > 1 && !all => Effect::WillFail {
-                        reason: format!(
-                            "the text to replace occurs {n} times in {path} (replace_all is not set)"
-                        ),
-                    },
-                    _ => change(sim, Some(text.replace(old, new))),
-                },
-            }
-        }
-        "file_delete" => match sim.content(path) {
+    let effect = match tool {
+        "file_write" | "file_create" => typed::<WriteArgs>(tool, args)
+            .map(|a| write_effect(sim, a, tool == "file_create", assumed)),
+        "file_edit" => typed::<EditArgs>(tool, args).map(|a| edit_effect(sim, a, assumed)),
+        "file_delete" => typed::<DeleteArgs>(tool, args).map(|a| match sim.content(&a.path) {
             Ok(None) => Effect::WillFail {
-                reason: format!("{path} does not exist"),
+                reason: format!("{} does not exist", a.path),
             },
-            _ => change(sim, None),
-        },
-        "run_command" => command_effect(args),
-        "agent" => {
-            let tools = args
-                .get("tools")
-                .and_then(Value::as_array)
-                .map(|t| {
-                    t.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let instruction = match (args.get("instruction"), args.get("skill")) {
-                (Some(Value::String(i)), _) => i.clone(),
-                (None, Some(Value::String(s))) => format!("skill {s}"),
-                _ => String::new(),
-            };
-            // A skill: what the model will be told and offered (docs/agents.md).
-            match crate::plan::skills::resolve_step(sim.workspace, args) {
-                Ok(Some(r)) => {
-                    let body: String = r
-                        .pieces
-                        .iter()
-                        .map(|p| match p {
-                            crate::plan::skills::Piece::Text { text } => text.clone(),
-                            crate::plan::skills::Piece::Command { command, .. } => {
-                                format!("[output of run_command `{command}`]\n")
-                            }
-                        })
-                        .collect();
-                    Effect::Agent {
-                        instruction: format!(
-                            "skill {} ({}, sha256 {}…): {}",
-                            r.skill.name,
-                            r.skill.path,
-                            r.skill.sha256.get(..12).unwrap_or_default(),
-                            body.trim()
-                        ),
-                        tools: r.tools,
-                    }
-                }
-                _ => Effect::Agent { instruction, tools },
-            }
-        }
+            _ => sim.change(&a.path, None, assumed),
+        }),
+        "run_command" => typed::<CommandArgs>(tool, args).and_then(|a| {
+            let argv = argv_of(&a).map_err(|e| Effect::WillFail {
+                reason: e.to_string(),
+            })?;
+            let mut env: Vec<String> = a.env.unwrap_or_default().into_keys().collect();
+            env.sort();
+            Ok(Effect::Command {
+                argv,
+                cwd: or_dot(a.cwd.as_deref().unwrap_or("")).to_string(),
+                env,
+            })
+        }),
+        "agent" => typed::<AgentArgs>(tool, args).map(|a| agent_effect(sim, args, a)),
         // cargo runs build scripts and writes its build directory: a command like any other.
-        "lsp_check" => Effect::Command {
+        "lsp_check" => typed::<LspArgs>(tool, args).map(|a| Effect::Command {
             argv: ["cargo", "check", "--message-format=json"]
                 .map(String::from)
                 .to_vec(),
-            cwd: or_dot(path).to_string(),
+            cwd: a.path,
             env: Vec::new(),
-        },
-        other => Effect::ReadOnly {
-            summary: match path {
-                "" => other.to_string(),
-                p => format!("{other} {p}"),
+        }),
+        other => Ok(Effect::ReadOnly {
+            summary: match args.get("path").and_then(Value::as_str) {
+                None | Some("") => other.to_string(),
+                Some(p) => format!("{other} {p}"),
             },
+        }),
+    };
+    effect.unwrap_or_else(|failed| failed)
+}
+
+/// `file_write` (or `file_create`, which never overwrites).
+fn write_effect(sim: &mut Simulation, a: WriteArgs, create: bool, assumed: bool) -> Effect {
+    match sim.content(&a.path) {
+        Ok(Some(_)) if create => Effect::WillFail {
+            reason: format!("{} already exists (file_create never overwrites)", a.path),
         },
+        Err(reason) => Effect::WillFail { reason },
+        Ok(_) => sim.change(&a.path, Some(a.contents), assumed),
+    }
+}
+
+/// `file_edit`: `old` must occur exactly once unless `replace_all`.
+fn edit_effect(sim: &mut Simulation, a: EditArgs, assumed: bool) -> Effect {
+    let path = a.path.as_str();
+    match sim.content(path) {
+        Err(reason) => Effect::WillFail { reason },
+        Ok(None) => Effect::WillFail {
+            reason: format!("{path} does not exist"),
+        },
+        Ok(Some(text)) => match text.matches(a.old.as_str()).count() {
+            0 => Effect::WillFail {
+                reason: format!("the text to replace is not in {path}"),
+            },
+            n if n > 1 && !a.replace_all => Effect::WillFail {
+                reason: format!(
+                    "the text to replace occurs {n} times in {path} (replace_all is not set)"
+                ),
+            },
+            _ => {
+                let new = text.replace(a.old.as_str(), &a.new);
+                sim.change(path, Some(new), assumed)
+            }
+        },
+    }
+}
+
+/// An agent step: the tools it may use and what it is told; for a skill, the resolved skill.
+fn agent_effect(sim: &Simulation, args: &Value, a: AgentArgs) -> Effect {
+    // A skill: what the model will be told and offered (docs/agents.md).
+    if let Ok(Some(r)) = crate::plan::skills::resolve_step(sim.workspace, args) {
+        let body: String = r
+            .pieces
+            .iter()
+            .map(|p| match p {
+                crate::plan::skills::Piece::Text { text } => text.clone(),
+                crate::plan::skills::Piece::Command { command, .. } => {
+                    format!("[output of run_command `{command}`]\n")
+                }
+            })
+            .collect();
+        return Effect::Agent {
+            instruction: format!(
+                "skill {} ({}, sha256 {}…): {}",
+                r.skill.name,
+                r.skill.path,
+                r.skill.sha256.get(..12).unwrap_or_default(),
+                body.trim()
+            ),
+            tools: r.tools,
+        };
+    }
+    let instruction = match (a.instruction, a.skill) {
+        (Some(i), _) => i,
+        (None, Some(s)) => format!("skill {s}"),
+        (None, None) => String::new(),
+    };
+    Effect::Agent {
+        instruction,
+        tools: a.tools,
     }
 }
 
 fn or_dot(p: &str) -> &str {
     if p.is_empty() { "." } else { p }
-}
-
-/// The exact argv, cwd and environment names of a `run_command` step.
-fn command_effect(args: &Value) -> Effect {
-    let argv = match (args.get("command"), args.get("argv")) {
-        (Some(Value::String(cmd)), _) => match split_command(cmd) {
-            Ok(argv) => argv,
-            Err(e) => {
-                return Effect::WillFail {
-                    reason: format!("command: {e}"),
-                };
-            }
-        },
-        (_, Some(Value::Array(items))) => items
-            .iter()
-            .map(|v| v.as_str().unwrap_or_default().to_string())
-            .collect(),
-        _ => Vec::new(),
-    };
-    let mut env: Vec<String> = args
-        .get("env")
-        .and_then(Value::as_object)
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
-    env.sort();
-    Effect::Command {
-        argv,
-        cwd: or_dot(str_arg(args, "cwd")).to_string(),
-        env,
-    }
 }
 
 /// The preview for a person: one block per step, diffs indented under it. Text from the plan and

@@ -86,8 +86,8 @@ fn parse_argv(args: &Value) -> Result<Vec<String>, ToolError> {
     argv_of(&args_parse::<CommandArgs>(NAME, args)?)
 }
 
-/// The argv of parsed arguments (see [`parse_argv`]).
-fn argv_of(a: &CommandArgs) -> Result<Vec<String>, ToolError> {
+/// The argv of parsed arguments (see [`parse_argv`]); `preview` shows the same argv.
+pub(crate) fn argv_of(a: &CommandArgs) -> Result<Vec<String>, ToolError> {
     match (&a.command, &a.argv) {
         (Some(cmd), None) => {
             check_command_line(cmd)?;

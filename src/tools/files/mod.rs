@@ -44,11 +44,11 @@ use crate::error::ErrorKind;
 use crate::sandbox::fs::{self as kfs, FsError, Parent};
 use crate::sandbox::{Access, SandboxViolation, Workspace};
 
-pub use delete::FileDelete;
-pub use edit::FileEdit;
+pub use delete::{DeleteArgs, FileDelete};
+pub use edit::{EditArgs, FileEdit};
 pub use list::ListDirectory;
 pub use read::FileRead;
-pub use write::{FileCreate, FileWrite};
+pub use write::{FileCreate, FileWrite, WriteArgs};
 
 /// Largest existing file `file_edit` loads, and the largest old content shown in a diff; bigger
 /// files are refused (edit) or summarised (diff) rather than pulled into memory.
