@@ -13,6 +13,7 @@ pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod redact;
+pub mod spawn;
 pub mod state;
 
 pub use os::{CommandLimits, OsSandbox, SandboxSetupError};

@@ -22,17 +22,17 @@
 //!   multi-threaded, and a child of a multi-threaded process must not allocate before `exec`.
 
 use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 
 use super::bwrap::BwrapSpec;
+use super::spawn;
+pub use super::spawn::{ChildSetup, Resource, Rlimit};
 
 /// How often the cancel flag is looked at while a child runs.
 const POLL: Duration = Duration::from_millis(20);
@@ -62,79 +62,6 @@ pub struct CommandSpec {
     pub heartbeat_every: Duration,
     /// What the child applies to itself before `exec` (limits, Landlock).
     pub setup: ChildSetup,
-}
-
-/// A resource limit the child sets on itself before `exec`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resource {
-    /// `RLIMIT_AS`: bytes of address space.
-    AddressSpace,
-    /// `RLIMIT_FSIZE`: bytes of the largest file the process may write.
-    FileSize,
-    /// `RLIMIT_CPU`: seconds of CPU time.
-    Cpu,
-    /// `RLIMIT_NOFILE`: open file descriptors.
-    OpenFiles,
-    /// `RLIMIT_CORE`: bytes of a core dump.
-    Core,
-}
-
-impl Resource {
-    fn raw(self) -> libc::__rlimit_resource_t {
-        match self {
-            Resource::AddressSpace => libc::RLIMIT_AS,
-            Resource::FileSize => libc::RLIMIT_FSIZE,
-            Resource::Cpu => libc::RLIMIT_CPU,
-            Resource::OpenFiles => libc::RLIMIT_NOFILE,
-            Resource::Core => libc::RLIMIT_CORE,
-        }
-    }
-}
-
-/// One limit: the soft value the process is stopped or refused at, and the hard ceiling it cannot
-/// raise the soft value above (both already capped by the runner's own hard limit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rlimit {
-    /// Which resource.
-    pub resource: Resource,
-    /// The soft limit.
-    pub soft: u64,
-    /// The hard limit.
-    pub hard: u64,
-}
-
-impl Rlimit {
-    /// `soft`/`hard` for `resource`, lowered to the runner's own hard limit so that an unprivileged
-    /// runner never asks for more than it has (which `setrlimit` would refuse).
-    pub fn capped(resource: Resource, soft: u64, hard: u64) -> Self {
-        let mut cur = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: libc::RLIM_INFINITY,
-        };
-        // SAFETY: getrlimit writes only into `cur`.
-        if unsafe { libc::getrlimit(resource.raw(), &mut cur) } != 0 {
-            cur.rlim_max = libc::RLIM_INFINITY;
-        }
-        let max = cur.rlim_max;
-        Rlimit {
-            resource,
-            soft: soft.min(max),
-            hard: hard.min(max),
-        }
-    }
-}
-
-/// The most limits a child sets (one per [`Resource`]).
-const MAX_LIMITS: usize = 5;
-
-/// What the child does to itself between `fork` and `exec`. Built in the parent; see the module
-/// docs for why nothing in the child may allocate.
-#[derive(Debug, Clone, Default)]
-pub struct ChildSetup {
-    /// Resource limits (at most one per resource; extras are ignored).
-    pub rlimits: Vec<Rlimit>,
-    /// A Landlock ruleset to restrict the child with (see [`super::landlock`]).
-    pub landlock: Option<Arc<OwnedFd>>,
 }
 
 impl CommandSpec {
@@ -342,12 +269,14 @@ fn wait_exit_for(pid: libc::pid_t, limit: Duration) -> bool {
     }
 }
 
-/// `program` as an absolute path found on the `PATH` of `env`, or unchanged when it already has a
-/// `/` or is not found (spawning then reports "not found" as usual).
-fn resolve_program(program: &str, env: &[(String, String)]) -> std::path::PathBuf {
+/// `program` as an absolute path found on the `PATH` of `env` (absolute entries only), or unchanged
+/// when it has a `/` (then it is relative to the command's working directory, as for a shell).
+/// A bare name that is not on that `PATH` is `NotFound`: it is never looked up in the working
+/// directory.
+fn resolve_program(program: &str, env: &[(String, String)]) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.contains('/') {
-        return program.into();
+        return Ok(program.into());
     }
     let path = env
         .iter()
@@ -361,7 +290,12 @@ fn resolve_program(program: &str, env: &[(String, String)]) -> std::path::PathBu
             std::fs::metadata(candidate)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-        .unwrap_or_else(|| program.into())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{program}: not found on the command's PATH"),
+            )
+        })
 }
 
 /// Protects the runner's own secrets (SPEC §6 "The runner's own secrets"); call first thing in
@@ -425,52 +359,6 @@ fn env_block() -> Option<(usize, usize)> {
     Some((start, end))
 }
 
-/// Installs the `pre_exec` hook that applies `setup` in the child (see [`ChildSetup`]).
-fn install_child_setup(cmd: &mut Command, setup: &ChildSetup) {
-    // Everything the child needs, as plain integers captured by value: the hook itself only
-    // makes system calls.
-    let mut limits = [(0 as libc::__rlimit_resource_t, 0u64, 0u64); MAX_LIMITS];
-    let mut n = 0;
-    for l in setup.rlimits.iter().take(MAX_LIMITS) {
-        limits[n] = (l.resource.raw(), l.soft, l.hard);
-        n += 1;
-    }
-    let landlock = setup.landlock.as_ref().map(|fd| super::landlock::raw(fd));
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let hook = move || -> std::io::Result<()> {
-        // SAFETY: every call below is async-signal-safe, takes integers or a pointer to a local,
-        // and nothing allocates; `landlock` is a descriptor the parent keeps open (the `Arc` in
-        // the spec outlives the spawn), inherited by the fork.
-        unsafe {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The runner may have died before the line above took effect.
-            if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            for &(resource, soft, hard) in &limits[..n] {
-                let lim = libc::rlimit {
-                    rlim_cur: soft,
-                    rlim_max: hard,
-                };
-                if libc::setrlimit(resource, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            if let Some(fd) = landlock {
-                super::landlock::restrict_self(fd)?;
-            }
-        }
-        Ok(())
-    };
-    // SAFETY: the hook only makes async-signal-safe system calls (see above).
-    unsafe {
-        cmd.pre_exec(hook);
-    }
-}
-
 /// Runs `spec` to completion (see the module docs). `Err` only when the child could not be started
 /// (program not found, bad cwd) or reaped; a non-zero exit, a timeout or a cancel is an `Ok` whose
 /// fields say so.
@@ -483,47 +371,30 @@ pub fn run(
         Some(w) => w.wrap(&spec.cwd, &spec.argv),
         None => spec.argv.clone(),
     };
-    let Some((program, args)) = argv.split_first() else {
+    let Some(program) = argv.first() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "empty command",
         ));
     };
-    // An absolute program path: std cannot search a PATH from a replaced environment itself.
-    let mut cmd = Command::new(resolve_program(program, &spec.env));
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    install_child_setup(&mut cmd, &spec.setup);
+    let program = resolve_program(program, &spec.env)?;
 
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
-    let pid = child.id() as libc::pid_t;
+    let child = spawn::spawn(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;
+    let pid = child.pid;
 
     let (done_tx, done_rx) = mpsc::channel();
-    let mut readers = Vec::new();
-    let mut setup = || -> std::io::Result<()> {
-        if let Some(out) = child.stdout.take() {
-            readers.push(spawn_reader(out, spec.output_cap, done_tx.clone())?);
+    let readers = spawn_reader(child.stdout, spec.output_cap, done_tx.clone())
+        .and_then(|out| Ok([out, spawn_reader(child.stderr, spec.output_cap, done_tx)?]));
+    let readers = match readers {
+        Ok(readers) => readers,
+        Err(e) => {
+            // Could not start a reader thread: do not leave the child running unobserved.
+            signal_group(pid, libc::SIGKILL);
+            let _ = spawn::wait(pid);
+            return Err(e);
         }
-        if let Some(err) = child.stderr.take() {
-            readers.push(spawn_reader(err, spec.output_cap, done_tx.clone())?);
-        }
-        Ok(())
     };
-    let setup_result = setup();
-    drop(done_tx);
-    if let Err(e) = setup_result {
-        // Could not start a reader thread: do not leave the child running unobserved.
-        signal_group(pid, libc::SIGKILL);
-        let _ = child.wait();
-        return Err(e);
-    }
 
     // Main loop. Normally the pipes reach EOF when the child exits, which wakes us at once; the
     // exit itself is then confirmed with a short back-off. If the child exits while something else
@@ -576,7 +447,7 @@ pub fn run(
     if !exited {
         wait_exit_for(pid, KILL_WAIT);
     }
-    let status = child.wait()?;
+    let status = spawn::wait(pid)?;
     let duration = start.elapsed();
 
     let drain_deadline = Instant::now() + DRAIN_BOUND;
