@@ -305,7 +305,12 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 .redactor()
                 .add_values(crate::plan::variables::secret_env_values(&call.arguments));
         }
-        let Some(tool) = self.run.registry.get(&call.tool).cloned() else {
+        let Some((tool, schema)) = self
+            .run
+            .registry
+            .lookup(&call.tool)
+            .map(|(t, s)| (Arc::clone(t), s))
+        else {
             self.attempts += 1;
             let known: Vec<&str> = self.run.registry.names().collect();
             let msg = format!(
@@ -315,8 +320,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             );
             return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);
         };
-        let schema_errors =
-            crate::tools::schema::validate(&tool.schema(), &call.arguments, "arguments");
+        let schema_errors = crate::tools::schema::validate(schema, &call.arguments, "arguments");
         if !schema_errors.is_empty() {
             self.attempts += 1;
             let msg = format!(

@@ -208,7 +208,7 @@ pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> 
             None
         }
     };
-    match ctx.registry.get(&step.tool) {
+    match ctx.registry.lookup(&step.tool) {
         // A missing or mistyped `tool` field was already reported by the parser.
         None if step.tool.is_empty() => {}
         None => {
@@ -222,13 +222,10 @@ pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> 
                 ),
             ));
         }
-        Some(tool) => {
+        Some((tool, schema)) => {
             if let Some(args) = &args {
-                let schema_errors = crate::tools::schema::validate(
-                    &tool.schema(),
-                    args,
-                    &format!("{at}.arguments"),
-                );
+                let schema_errors =
+                    crate::tools::schema::validate(schema, args, &format!("{at}.arguments"));
                 if schema_errors.is_empty() {
                     if let Err(e) = ctx.with_tool_context(|tc| tool.check(args, tc)) {
                         problems.push(tool_problem(format!("{at}.arguments"), e));

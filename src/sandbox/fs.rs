@@ -710,61 +710,75 @@ pub struct DirEntry {
     pub kind: EntryKind,
 }
 
-/// The entries of the directory `dir` (without `.` and `..`), unsorted.
+/// The entries of the directory `dir` (without `.` and `..`), unsorted. Reads with `getdents64`
+/// on a fresh descriptor of `dir` (so the caller's offset is untouched): one `openat`, the reads
+/// and a `close`, which matters because the protected-path guard lists directories around every
+/// command.
 pub fn read_dir(dir: BorrowedFd) -> io::Result<Vec<DirEntry>> {
-    // fdopendir takes ownership of its fd: give it a fresh one positioned at the start.
     let own = openat(dir, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
     let raw = own.as_raw_fd();
-    // SAFETY: a valid directory fd; on success the DIR owns it.
-    let d = unsafe { libc::fdopendir(raw) };
-    if d.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    std::mem::forget(own);
+    // u64 elements: linux_dirent64 records are 8-byte aligned within the buffer.
+    let mut buf = vec![0u64; 1024];
     let mut out = Vec::new();
     loop {
-        // SAFETY: `d` is a valid DIR stream until closedir.
-        let ent = unsafe { libc::readdir(d) };
-        if ent.is_null() {
-            break;
-        }
-        // SAFETY: readdir returned a valid dirent whose d_name is NUL-terminated.
-        let (name, d_type) = unsafe {
-            (
-                CStr::from_ptr((*ent).d_name.as_ptr()).to_bytes().to_vec(),
-                (*ent).d_type,
+        // SAFETY: a valid directory fd and a writable buffer of the given size in bytes.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                raw,
+                buf.as_mut_ptr(),
+                buf.len() * std::mem::size_of::<u64>(),
             )
         };
-        if name == b"." || name == b".." {
-            continue;
-        }
-        let kind = match d_type {
-            libc::DT_DIR => EntryKind::Dir,
-            libc::DT_REG => EntryKind::File,
-            libc::DT_LNK => EntryKind::Symlink,
-            libc::DT_UNKNOWN => {
-                let c = CString::new(name.clone()).unwrap_or_default();
-                // SAFETY: zeroed stat is valid to be overwritten.
-                let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                // SAFETY: valid fd (the DIR's), NUL-terminated name, valid buffer.
-                let r =
-                    unsafe { libc::fstatat(raw, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-                match (r, st.st_mode & libc::S_IFMT) {
-                    (0, libc::S_IFDIR) => EntryKind::Dir,
-                    (0, libc::S_IFREG) => EntryKind::File,
-                    (0, libc::S_IFLNK) => EntryKind::Symlink,
-                    _ => EntryKind::Other,
-                }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
             }
-            _ => EntryKind::Other,
-        };
-        out.push(DirEntry {
-            name: OsString::from_vec(name),
-            kind,
-        });
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        // SAFETY: the kernel wrote `n` bytes into `buf`.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
+        let mut at = 0;
+        // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, then the NUL-ended name.
+        while at + 19 <= bytes.len() {
+            let reclen = u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]) as usize;
+            if reclen < 19 || at + reclen > bytes.len() {
+                break;
+            }
+            let d_type = bytes[at + 18];
+            let name_bytes = &bytes[at + 19..at + reclen];
+            let name = &name_bytes[..name_bytes
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(name_bytes.len())];
+            at += reclen;
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let kind = match d_type {
+                libc::DT_DIR => EntryKind::Dir,
+                libc::DT_REG => EntryKind::File,
+                libc::DT_LNK => EntryKind::Symlink,
+                libc::DT_UNKNOWN => match lstat_at(own.as_fd(), OsStr::from_bytes(name))
+                    .map(|st| st.st_mode & libc::S_IFMT)
+                {
+                    Ok(libc::S_IFDIR) => EntryKind::Dir,
+                    Ok(libc::S_IFREG) => EntryKind::File,
+                    Ok(libc::S_IFLNK) => EntryKind::Symlink,
+                    _ => EntryKind::Other,
+                },
+                _ => EntryKind::Other,
+            };
+            out.push(DirEntry {
+                name: OsString::from_vec(name.to_vec()),
+                kind,
+            });
+        }
     }
-    // SAFETY: `d` is valid and closed exactly once.
-    unsafe { libc::closedir(d) };
     Ok(out)
 }
 
@@ -790,8 +804,8 @@ pub fn open_file_in(dir: BorrowedFd, name: &OsStr) -> io::Result<File> {
     .map(File::from)
 }
 
-/// The size of the entry `name` in `dir`, not following a symlink.
-pub fn size_at(dir: BorrowedFd, name: &OsStr) -> io::Result<u64> {
+/// `lstat` of the entry `name` in `dir` (a symlink is described, not followed).
+pub fn lstat_at(dir: BorrowedFd, name: &OsStr) -> io::Result<libc::stat> {
     let c = cstr(name)?;
     // SAFETY: zeroed stat is valid to be overwritten.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -804,7 +818,24 @@ pub fn size_at(dir: BorrowedFd, name: &OsStr) -> io::Result<u64> {
             libc::AT_SYMLINK_NOFOLLOW,
         )
     })?;
-    Ok(st.st_size as u64)
+    Ok(st)
+}
+
+/// The size of the entry `name` in `dir`, not following a symlink.
+pub fn size_at(dir: BorrowedFd, name: &OsStr) -> io::Result<u64> {
+    Ok(lstat_at(dir, name)?.st_size as u64)
+}
+
+/// Creates the regular file `name` in `dir` with `mode`, failing if anything is there already
+/// (so never through a symlink).
+pub fn create_new_in(dir: BorrowedFd, name: &OsStr, mode: u32) -> io::Result<File> {
+    openat(
+        dir,
+        &cstr(name)?,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+        mode,
+    )
+    .map(File::from)
 }
 
 /// Removes `name` in `dir` and, if it is a directory, everything below it, through handles only

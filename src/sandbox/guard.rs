@@ -14,8 +14,10 @@
 //!    and the step fails with a [`SandboxViolation`] naming them.
 //!
 //! Each watched directory is held open from the start and every later operation goes through
-//! that handle (`/proc/self/fd/N/name`), so a command that swaps a directory for a symlink to
-//! somewhere else cannot make the runner delete or write outside the workspace.
+//! that handle (`fstatat`, `openat`, `unlinkat` relative to it, see [`super::fs`]), so a command
+//! that swaps a directory for a symlink to somewhere else cannot make the runner delete or write
+//! outside the workspace. It runs around every command, so it costs a handful of system calls
+//! per watched directory and reads no `/proc` paths.
 //!
 //! What it does not cover: a process that outlives its command (possible only without bwrap, by
 //! leaving the process group) can recreate a path after the check; and a `*.approval` file in a
@@ -23,12 +25,13 @@
 //! worthless without the key).
 
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::fs;
 use super::paths::{SandboxViolation, Workspace};
 
 /// File names ending like this are plan approvals (`<plan>.approval`), protected by name.
@@ -49,7 +52,7 @@ struct Watched {
     /// Where it was (for messages and for bwrap).
     path: PathBuf,
     /// The directory itself, so a later rename or symlink swap does not redirect us.
-    dir: File,
+    dir: OwnedFd,
     /// Protected names in it that did not exist.
     absent: Vec<OsString>,
     /// The approval files in it.
@@ -75,21 +78,24 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(m: &std::fs::Metadata) -> Stamp {
+    fn of(st: &libc::stat) -> Stamp {
         Stamp {
-            ino: m.ino(),
-            mode: m.mode(),
-            len: m.len(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
+            ino: st.st_ino,
+            mode: st.st_mode,
+            len: st.st_size as u64,
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
         }
+    }
+
+    fn is_file(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
     }
 }
 
 impl Watched {
-    /// `name` inside this directory, reached through the open handle.
-    fn at(&self, name: &OsStr) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd())).join(name)
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
     }
 
     fn open(path: &Path) -> Option<Watched> {
@@ -100,30 +106,37 @@ impl Watched {
             .ok()?;
         Some(Watched {
             path: path.to_path_buf(),
-            dir,
+            dir: dir.into(),
             absent: Vec::new(),
             approvals: Vec::new(),
         })
     }
 
+    /// The names of the approval files in the directory now.
+    fn approval_names(&self) -> Vec<OsString> {
+        fs::read_dir(self.fd())
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|e| e.name)
+                    .filter(|n| is_approval(n))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn scan_approvals(&mut self) {
-        let Ok(entries) = std::fs::read_dir(self.at(OsStr::new(""))) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if !is_approval(&name) {
-                continue;
-            }
-            let Ok(meta) = std::fs::symlink_metadata(self.at(&name)) else {
+        for name in self.approval_names() {
+            let Ok(st) = fs::lstat_at(self.fd(), &name) else {
                 continue;
             };
-            let content = (meta.is_file() && meta.len() <= MAX_RESTORE_BYTES)
-                .then(|| read_no_follow(&self.at(&name)))
+            let stamp = Stamp::of(&st);
+            let content = (stamp.is_file() && stamp.len <= MAX_RESTORE_BYTES)
+                .then(|| read_no_follow(self.fd(), &name))
                 .flatten();
             self.approvals.push(Approval {
                 name,
-                stamp: Stamp::of(&meta),
+                stamp,
                 content,
             });
         }
@@ -131,30 +144,22 @@ impl Watched {
 }
 
 fn is_approval(name: &OsStr) -> bool {
-    name.to_string_lossy().ends_with(APPROVAL_SUFFIX)
+    name.as_bytes().ends_with(APPROVAL_SUFFIX.as_bytes())
 }
 
-fn read_no_follow(path: &Path) -> Option<Vec<u8>> {
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+fn read_no_follow(dir: BorrowedFd, name: &OsStr) -> Option<Vec<u8>> {
+    let f = fs::open_file_in(dir, name).ok()?;
     let mut buf = Vec::new();
-    Read::by_ref(&mut f)
-        .take(MAX_RESTORE_BYTES)
-        .read_to_end(&mut buf)
-        .ok()?;
+    f.take(MAX_RESTORE_BYTES).read_to_end(&mut buf).ok()?;
     Some(buf)
 }
 
-/// Removes whatever is at `path` (a file, a symlink, a whole directory) without following links.
-fn remove(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
+/// Removes whatever is at `name` in `dir` (a file, a symlink, a whole directory) without following
+/// links; nothing there is not an error.
+fn remove(dir: BorrowedFd, name: &OsStr) -> std::io::Result<()> {
+    match fs::remove_tree_at(dir, name) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
+        other => other,
     }
 }
 
@@ -179,12 +184,21 @@ impl ProtectedGuard {
             if !parent.starts_with(ws.root()) {
                 continue;
             }
+            // Inside a protected directory (the database in `.acode/`) there is nothing to add:
+            // the directory is protected as a whole (read-only under bwrap, never granted under
+            // Landlock), and this guard does not look inside it.
+            if ws
+                .protected()
+                .iter()
+                .any(|q| q != p && parent.starts_with(q))
+            {
+                continue;
+            }
             let Some(i) = watch(&mut dirs, parent) else {
                 continue;
             };
             let w = &mut dirs[i];
-            if std::fs::symlink_metadata(w.at(name)).is_err() && !w.absent.iter().any(|a| a == name)
-            {
+            if fs::lstat_at(w.fd(), name).is_err() && !w.absent.iter().any(|a| a == name) {
                 w.absent.push(name.to_os_string());
             }
         }
@@ -205,34 +219,26 @@ impl ProtectedGuard {
         for w in &self.dirs {
             let shown = |name: &OsStr| w.path.join(name).display().to_string();
             for name in &w.absent {
-                if std::fs::symlink_metadata(w.at(name)).is_ok() {
+                if fs::lstat_at(w.fd(), name).is_ok() {
                     touched.push(shown(name));
-                    if let Err(e) = remove(&w.at(name)) {
+                    if let Err(e) = remove(w.fd(), name) {
                         failures.push(format!("{}: {e}", shown(name)));
                     }
                 }
             }
             // Approvals: new ones go, changed or deleted ones come back.
-            let now: Vec<OsString> = match std::fs::read_dir(w.at(OsStr::new(""))) {
-                Ok(entries) => entries
-                    .flatten()
-                    .map(|e| e.file_name())
-                    .filter(|n| is_approval(n))
-                    .collect(),
-                Err(_) => Vec::new(),
-            };
-            for name in now
+            for name in w
+                .approval_names()
                 .iter()
                 .filter(|n| !w.approvals.iter().any(|a| &a.name == *n))
             {
                 touched.push(shown(name));
-                if let Err(e) = remove(&w.at(name)) {
+                if let Err(e) = remove(w.fd(), name) {
                     failures.push(format!("{}: {e}", shown(name)));
                 }
             }
             for a in &w.approvals {
-                let same = std::fs::symlink_metadata(w.at(&a.name))
-                    .is_ok_and(|m| Stamp::of(&m) == a.stamp);
+                let same = fs::lstat_at(w.fd(), &a.name).is_ok_and(|st| Stamp::of(&st) == a.stamp);
                 if same {
                     continue;
                 }
@@ -241,13 +247,8 @@ impl ProtectedGuard {
                     failures.push(format!("{}: cannot be restored", shown(&a.name)));
                     continue;
                 };
-                let restored = remove(&w.at(&a.name)).and_then(|()| {
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .mode(a.stamp.mode & 0o7777)
-                        .open(w.at(&a.name))?
-                        .write_all(content)
+                let restored = remove(w.fd(), &a.name).and_then(|()| {
+                    fs::create_new_in(w.fd(), &a.name, a.stamp.mode & 0o7777)?.write_all(content)
                 });
                 if let Err(e) = restored {
                     failures.push(format!("{}: {e}", shown(&a.name)));

@@ -3,29 +3,28 @@
 //!
 //! - The child is started with `process_group(0)`, so it and everything it forks (unless they
 //!   deliberately leave with `setsid`) share one process group that can be signalled at once.
-//! - stdin is `/dev/null`; stdout and stderr are each drained by a thread into a buffer that keeps
-//!   at most `output_cap` bytes; the rest is counted and dropped, so a command printing 1 GiB uses
-//!   constant memory and never blocks on a full pipe.
-//! - The calling thread waits for the pipes to close (which normally happens when the child exits)
-//!   with a short timeout, so it can poll the cancel flag, send heartbeats and enforce the deadline;
-//!   the exit is observed with `waitid(WNOHANG | WNOWAIT)`, which does not reap the child. Because
+//! - stdin is `/dev/null`; stdout and stderr are read by the calling thread itself, with `poll`,
+//!   into buffers that keep at most `output_cap` bytes each; the rest is counted and dropped, so a
+//!   command printing 1 GiB uses constant memory and never blocks on a full pipe. The same `poll`
+//!   watches a pidfd of the child, so its exit wakes the runner at once, and times out in short
+//!   ticks so the cancel flag, heartbeats and the deadline are looked at. No reader or waiter
+//!   threads: starting threads per command was a measurable part of the cost of a short command.
+//! - The exit is observed with `waitid(WNOHANG | WNOWAIT)`, which does not reap the child. Because
 //!   the leader is not reaped until the end, its pid (which is the group id) cannot be reused, so
-//!   signalling the group is never signalling a stranger. (No waiter thread: one fewer thread
-//!   start and hand-off per command matters when a plan runs hundreds of short commands.)
-//! - On timeout or cancel: SIGTERM to the group, a grace period, then SIGKILL to the group. After
-//!   the leader exits on its own, the group still gets SIGKILL so no background process survives
-//!   the step. Reader threads are then joined with a bound, in case a process that escaped the group
-//!   still holds a pipe open.
-//! - Between `fork` and `exec` the child applies [`ChildSetup`]: `PR_SET_PDEATHSIG` (so no command
-//!   outlives a killed runner), the resource limits, and the run's Landlock ruleset. Only
-//!   async-signal-safe system calls run there, on values prepared in the parent: the runner is
-//!   multi-threaded, and a child of a multi-threaded process must not allocate before `exec`.
+//!   signalling the group is never signalling a stranger.
+//! - On timeout or cancel: SIGTERM to the group, a grace period (output is still read), then
+//!   SIGKILL to the group. After the leader exits on its own, the group still gets SIGKILL so no
+//!   background process survives the step. The pipes are then read to their end within a bound,
+//!   in case a process that escaped the group still holds one open.
+//! - Between the clone and `exec` the child applies [`ChildSetup`]: `PR_SET_PDEATHSIG` (so no
+//!   command outlives a killed runner), the resource limits, and the run's Landlock ruleset; see
+//!   [`super::spawn`] for how it is started and why only async-signal-safe calls run there.
 
+use std::fs::File;
 use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use std::os::unix::process::ExitStatusExt;
@@ -121,49 +120,134 @@ impl CommandOutput {
     }
 }
 
-/// The buffer a reader thread fills.
-#[derive(Default)]
+/// One output pipe of the child and what was read from it.
 struct Capture {
+    /// The read end, until it reaches end-of-file.
+    pipe: Option<File>,
     kept: Vec<u8>,
     total: u64,
+    cap: usize,
 }
 
-fn spawn_reader(
-    mut stream: impl Read + Send + 'static,
-    cap: usize,
-    done: mpsc::Sender<()>,
-) -> std::io::Result<Arc<Mutex<Capture>>> {
-    let buf = Arc::new(Mutex::new(Capture::default()));
-    let shared = Arc::clone(&buf);
-    std::thread::Builder::new()
-        .name("acode-pipe".into())
-        .spawn(move || {
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                match stream.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        let Ok(mut c) = shared.lock() else { break };
-                        let room = cap.saturating_sub(c.kept.len());
-                        let keep = room.min(n);
-                        // Grow by doubling but never past the cap, so a capped stream holds at
-                        // most `cap` bytes (plain doubling could reserve almost twice that).
-                        let need = c.kept.len() + keep;
-                        if need > c.kept.capacity() {
-                            let target = (c.kept.capacity() * 2).max(need).min(cap);
-                            let len = c.kept.len();
-                            c.kept.reserve_exact(target - len);
-                        }
-                        c.kept.extend_from_slice(&chunk[..keep]);
-                        c.total += n as u64;
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
+impl Capture {
+    fn new(pipe: File, cap: usize) -> Self {
+        Capture {
+            pipe: Some(pipe),
+            kept: Vec::new(),
+            total: 0,
+            cap,
+        }
+    }
+
+    /// One `read` (the caller saw the pipe ready, so it does not block): keeps what fits under the
+    /// cap and counts the rest; end-of-file or an error closes the pipe.
+    fn read_once(&mut self, chunk: &mut [u8]) {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return;
+        };
+        match pipe.read(chunk) {
+            Ok(0) => self.pipe = None,
+            Ok(n) => {
+                let room = self.cap.saturating_sub(self.kept.len());
+                let keep = room.min(n);
+                // Grow by doubling but never past the cap, so a capped stream holds at most `cap`
+                // bytes (plain doubling could reserve almost twice that).
+                let need = self.kept.len() + keep;
+                if need > self.kept.capacity() {
+                    let target = (self.kept.capacity() * 2).max(need).min(self.cap);
+                    let len = self.kept.len();
+                    self.kept.reserve_exact(target - len);
                 }
+                self.kept.extend_from_slice(&chunk[..keep]);
+                self.total += n as u64;
             }
-            let _ = done.send(());
-        })?;
-    Ok(buf)
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => self.pipe = None,
+        }
+    }
+}
+
+/// The child's two output pipes and its pidfd, read and watched from the calling thread.
+struct Watch {
+    out: [Capture; 2],
+    /// Readable once the child has exited; `None` on kernels without `pidfd_open` (< 5.3), where
+    /// an exit is noticed at the next tick instead.
+    pidfd: Option<OwnedFd>,
+    chunk: Vec<u8>,
+}
+
+impl Watch {
+    fn pipes_open(&self) -> bool {
+        self.out.iter().any(|c| c.pipe.is_some())
+    }
+
+    /// Waits at most `wait` for output (read at once) or the child's exit.
+    fn pump(&mut self, wait: Duration) {
+        let mut fds = [libc::pollfd {
+            fd: -1,
+            events: libc::POLLIN,
+            revents: 0,
+        }; 3];
+        for (slot, c) in fds.iter_mut().zip(&self.out) {
+            slot.fd = c.pipe.as_ref().map_or(-1, |p| p.as_raw_fd());
+        }
+        fds[2].fd = self.pidfd.as_ref().map_or(-1, |p| p.as_raw_fd());
+        if fds.iter().all(|f| f.fd < 0) {
+            std::thread::sleep(wait);
+            return;
+        }
+        let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `fds` is a live array of three pollfd; negative fds are ignored by poll.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
+        if n <= 0 {
+            return; // timeout, or EINTR: the caller looks at the clock and loops
+        }
+        for (slot, c) in fds.iter().zip(self.out.iter_mut()) {
+            if slot.fd >= 0 && slot.revents != 0 {
+                c.read_once(&mut self.chunk);
+            }
+        }
+    }
+
+    /// Pumps until child `pid` has exited or `limit` passes; whether it exited. Without a pidfd
+    /// and with the pipes closed, backs off from 50 µs so an exit happening now is seen quickly.
+    fn until_exit(&mut self, pid: libc::pid_t, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            if has_exited(pid) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            self.pump(pause.min(until - now));
+            pause = (pause * 2).min(POLL);
+        }
+    }
+
+    /// Reads the pipes until both reach end-of-file or `limit` passes (a process outside the group
+    /// may hold one open); what was read so far is kept either way.
+    fn drain(&mut self, limit: Duration) {
+        self.pidfd = None; // the child is reaped: only the pipes matter now
+        let until = Instant::now() + limit;
+        while self.pipes_open() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            self.pump(until - now);
+        }
+    }
+}
+
+/// `pidfd_open(pid)`, or `None` where the kernel lacks it.
+fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes integers; on success it returns a new descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
 /// Drops an incomplete UTF-8 sequence at the end of `bytes` (one the cap cut in half).
@@ -190,14 +274,8 @@ fn trim_partial_char(bytes: &[u8]) -> &[u8] {
     bytes
 }
 
-fn finish(buf: &Arc<Mutex<Capture>>) -> Captured {
-    let (mut kept, total) = match buf.lock() {
-        Ok(mut c) => (std::mem::take(&mut c.kept), c.total),
-        Err(poisoned) => {
-            let mut c = poisoned.into_inner();
-            (std::mem::take(&mut c.kept), c.total)
-        }
-    };
+fn finish(capture: Capture) -> Captured {
+    let (mut kept, total) = (capture.kept, capture.total);
     let truncated = total > kept.len() as u64;
     if truncated {
         let len = trim_partial_char(&kept).len();
@@ -248,24 +326,6 @@ fn has_exited(pid: libc::pid_t) -> bool {
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return true; // ECHILD: nothing left to wait for
         }
-    }
-}
-
-/// Polls [`has_exited`] until it is true or `limit` passes, with a short back-off so a process
-/// that is exiting right now is noticed within microseconds.
-fn wait_exit_for(pid: libc::pid_t, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    let mut pause = Duration::from_micros(50);
-    loop {
-        if has_exited(pid) {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= until {
-            return false;
-        }
-        std::thread::sleep(pause.min(until - now));
-        pause = (pause * 2).min(POLL);
     }
 }
 
@@ -383,29 +443,23 @@ pub fn run(
     let child = spawn::spawn(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;
     let pid = child.pid;
 
-    let (done_tx, done_rx) = mpsc::channel();
-    let readers = spawn_reader(child.stdout, spec.output_cap, done_tx.clone())
-        .and_then(|out| Ok([out, spawn_reader(child.stderr, spec.output_cap, done_tx)?]));
-    let readers = match readers {
-        Ok(readers) => readers,
-        Err(e) => {
-            // Could not start a reader thread: do not leave the child running unobserved.
-            signal_group(pid, libc::SIGKILL);
-            let _ = spawn::wait(pid);
-            return Err(e);
-        }
+    let mut watch = Watch {
+        out: [
+            Capture::new(child.stdout, spec.output_cap),
+            Capture::new(child.stderr, spec.output_cap),
+        ],
+        pidfd: pidfd_open(pid),
+        chunk: vec![0u8; 64 * 1024],
     };
 
-    // Main loop. Normally the pipes reach EOF when the child exits, which wakes us at once; the
-    // exit itself is then confirmed with a short back-off. If the child exits while something else
-    // holds its pipes, the POLL tick notices the exit.
-    let mut open_pipes = readers.len();
+    // Main loop: output is read as it comes; the child's exit (pidfd) or a tick wakes the loop.
     let mut timed_out = false;
     let mut interrupted = false;
     let mut exited = false;
     let deadline = start + spec.timeout;
     let beat = spec.heartbeat_every.max(Duration::from_millis(1));
     let mut next_beat = start + beat;
+    let mut pause = Duration::from_micros(50);
     loop {
         if has_exited(pid) {
             exited = true;
@@ -425,41 +479,28 @@ pub fn run(
             next_beat += beat;
             continue;
         }
-        let wait = POLL.min(deadline - now).min(next_beat - now);
-        if open_pipes > 0 {
-            match done_rx.recv_timeout(wait) {
-                Ok(()) => open_pipes -= 1,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => open_pipes = 0,
-            }
-        } else if wait_exit_for(pid, wait) {
-            exited = true;
-            break;
+        let mut wait = POLL.min(deadline - now).min(next_beat - now);
+        if watch.pidfd.is_none() && !watch.pipes_open() {
+            // Nothing can wake us on the exit: back off from 50 µs.
+            wait = wait.min(pause);
+            pause = (pause * 2).min(POLL);
         }
+        watch.pump(wait);
     }
     if !exited {
         signal_group(pid, libc::SIGTERM);
-        exited = wait_exit_for(pid, spec.kill_grace);
+        exited = watch.until_exit(pid, spec.kill_grace);
     }
     // Whatever is left of the group (grandchildren, or a leader that ignored SIGTERM) goes now.
     // The leader is not reaped yet, so the group id still belongs to it.
     signal_group(pid, libc::SIGKILL);
     if !exited {
-        wait_exit_for(pid, KILL_WAIT);
+        watch.until_exit(pid, KILL_WAIT);
     }
     let status = spawn::wait(pid)?;
     let duration = start.elapsed();
-
-    let drain_deadline = Instant::now() + DRAIN_BOUND;
-    for _ in 0..open_pipes {
-        let left = drain_deadline.saturating_duration_since(Instant::now());
-        if done_rx.recv_timeout(left).is_err() {
-            break; // a process outside the group holds a pipe; keep what we have
-        }
-    }
-    let mut captured = readers.iter().map(finish);
-    let stdout = captured.next().unwrap_or_default();
-    let stderr = captured.next().unwrap_or_default();
+    watch.drain(DRAIN_BOUND);
+    let [stdout, stderr] = watch.out.map(finish);
 
     Ok(CommandOutput {
         exit_code: status.code(),

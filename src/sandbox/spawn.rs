@@ -74,21 +74,42 @@ impl Rlimit {
     /// `soft`/`hard` for `resource`, lowered to the runner's own hard limit so that an unprivileged
     /// runner never asks for more than it has (which `setrlimit` would refuse).
     pub fn capped(resource: Resource, soft: u64, hard: u64) -> Self {
-        let mut cur = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: libc::RLIM_INFINITY,
-        };
-        // SAFETY: getrlimit writes only into `cur`.
-        if unsafe { libc::getrlimit(resource.raw(), &mut cur) } != 0 {
-            cur.rlim_max = libc::RLIM_INFINITY;
-        }
-        let max = cur.rlim_max;
+        let max = runner_hard_limit(resource);
         Rlimit {
             resource,
             soft: soft.min(max),
             hard: hard.min(max),
         }
     }
+}
+
+/// The runner's own hard limit of `resource`, read once per process (the runner never changes
+/// its limits; they are looked at for every command).
+fn runner_hard_limit(resource: Resource) -> u64 {
+    static HARD: std::sync::OnceLock<[u64; MAX_LIMITS]> = std::sync::OnceLock::new();
+    let all = [
+        Resource::AddressSpace,
+        Resource::FileSize,
+        Resource::Cpu,
+        Resource::OpenFiles,
+        Resource::Core,
+    ];
+    let hard = HARD.get_or_init(|| {
+        all.map(|r| {
+            let mut cur = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: getrlimit writes only into `cur`.
+            if unsafe { libc::getrlimit(r.raw(), &mut cur) } != 0 {
+                return libc::RLIM_INFINITY;
+            }
+            cur.rlim_max
+        })
+    });
+    all.iter()
+        .position(|r| *r == resource)
+        .map_or(libc::RLIM_INFINITY, |i| hard[i])
 }
 
 /// The most limits a child sets (one per [`Resource`]).
@@ -230,6 +251,12 @@ impl Drop for Stack {
     }
 }
 
+thread_local! {
+    /// One stack per thread, kept between spawns (mapping and unmapping one per command was
+    /// measurable); unmapped when the thread ends.
+    static SPARE_STACK: std::cell::Cell<Option<Stack>> = const { std::cell::Cell::new(None) };
+}
+
 /// Blocks every signal in the calling thread until dropped, then restores the previous mask.
 struct SignalsBlocked(libc::sigset_t);
 
@@ -310,7 +337,10 @@ pub fn spawn(
         error: 0,
     };
 
-    let stack = Stack::new()?;
+    let stack = match SPARE_STACK.take() {
+        Some(stack) => stack,
+        None => Stack::new()?,
+    };
     let pid = {
         let _blocked = SignalsBlocked::new();
         // SAFETY: `child_main` only makes async-signal-safe system calls on `args`, whose pointers
@@ -326,7 +356,8 @@ pub fn spawn(
             )
         }
     };
-    drop(stack);
+    // The child has exec'd or exited: the stack is free for this thread's next spawn.
+    SPARE_STACK.set(Some(stack));
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -11,7 +11,15 @@ use super::Tool;
 /// Every tool available to a run, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    tools: BTreeMap<&'static str, Registered>,
+}
+
+/// A tool and its argument schema, generated once when it is registered: every call and every
+/// plan step is checked against it, and generating it is far from free.
+#[derive(Clone)]
+struct Registered {
+    tool: Arc<dyn Tool>,
+    schema: Arc<Value>,
 }
 
 impl ToolRegistry {
@@ -33,12 +41,18 @@ impl ToolRegistry {
 
     /// Adds or replaces a tool.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.name(), tool);
+        let schema = Arc::new(tool.schema());
+        self.tools.insert(tool.name(), Registered { tool, schema });
     }
 
     /// Looks a tool up by name.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools.get(name).map(|r| &r.tool)
+    }
+
+    /// Tool `name` with its argument schema (what [`Tool::schema`] returned at registration).
+    pub fn lookup(&self, name: &str) -> Option<(&Arc<dyn Tool>, &Value)> {
+        self.tools.get(name).map(|r| (&r.tool, &*r.schema))
     }
 
     /// The registered names, sorted.
@@ -48,7 +62,7 @@ impl ToolRegistry {
 
     /// All tools, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.tools.values().map(|r| &r.tool)
     }
 
     /// `{name, description, parameters}` for each tool, as `acode-run tools` prints and LLMs see.
@@ -56,12 +70,12 @@ impl ToolRegistry {
         Value::Array(
             self.tools
                 .values()
-                .map(|t| {
+                .map(|Registered { tool: t, schema }| {
                     json!({
                         "name": t.name(),
                         "description": t.description(),
                         "idempotent": t.idempotent(),
-                        "parameters": t.schema(),
+                        "parameters": &**schema,
                     })
                 })
                 .collect(),
