@@ -1161,4 +1161,34 @@ mod tests {
             assert!(open_subdir(dir.as_fd(), OsStr::new("out")).is_err());
         });
     }
+
+    #[test]
+    fn read_dir_lists_a_directory_larger_than_one_read_buffer() {
+        both(|t| {
+            // 700 entries with long names: well over the 8 KiB read buffer, so several getdents64
+            // calls, and a record straddling none of them.
+            let big = t.p("big");
+            std::fs::create_dir(&big).unwrap();
+            let mut want = Vec::new();
+            for i in 0..700 {
+                let name = format!("entry-{i:04}-{}", "x".repeat(i % 90));
+                if i % 7 == 0 {
+                    std::fs::create_dir(big.join(&name)).unwrap();
+                    want.push((name, EntryKind::Dir));
+                } else {
+                    std::fs::write(big.join(&name), "").unwrap();
+                    want.push((name, EntryKind::File));
+                }
+            }
+            let dir = open_dir(&t.ws, &big).unwrap();
+            let mut got: Vec<_> = read_dir(dir.as_fd())
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.name.into_string().unwrap(), e.kind))
+                .collect();
+            got.sort_by(|a, b| a.0.cmp(&b.0));
+            want.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(got, want);
+        });
+    }
 }

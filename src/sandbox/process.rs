@@ -616,6 +616,25 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_name_is_never_taken_from_the_working_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("proc");
+        let prog = dir.join("acode-cwd-prog");
+        std::fs::write(&prog, "#!/bin/sh\necho ran\n").unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = run(
+            &spec(&["acode-cwd-prog"], &dir),
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+        // With a slash it is a path, relative to the working directory, as in a shell.
+        let out = run_ok(&spec(&["./acode-cwd-prog"], &dir));
+        assert_eq!(out.stdout.text, "ran\n");
+    }
+
+    #[test]
     fn timeout_kills_the_whole_group_including_grandchildren() {
         let dir = temp_dir("proc");
         let pidfile = dir.join("grandchild.pid");

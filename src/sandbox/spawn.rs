@@ -190,6 +190,16 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
+/// `/dev/null` for the children's stdin, opened once per process (close-on-exec, read-only).
+fn dev_null() -> io::Result<RawFd> {
+    static DEV_NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+    if let Some(fd) = DEV_NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let fd: OwnedFd = File::open("/dev/null")?.into();
+    Ok(DEV_NULL.get_or_init(|| fd).as_raw_fd())
+}
+
 /// `pipe2(O_CLOEXEC)`: (read end, write end).
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
@@ -306,7 +316,7 @@ pub fn spawn(
     let argv_ptrs = pointers(&argv);
     let envp_ptrs = pointers(&envp);
 
-    let devnull: OwnedFd = File::open("/dev/null")?.into();
+    let devnull = dev_null()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
 
@@ -321,11 +331,7 @@ pub fn spawn(
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdio: [
-            (0, devnull.as_raw_fd()),
-            (1, out_w.as_raw_fd()),
-            (2, err_w.as_raw_fd()),
-        ],
+        stdio: [(0, devnull), (1, out_w.as_raw_fd()), (2, err_w.as_raw_fd())],
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         limits,
@@ -367,7 +373,7 @@ pub fn spawn(
         let _ = wait(pid);
         return Err(io::Error::from_raw_os_error(error));
     }
-    drop((devnull, out_w, err_w));
+    drop((out_w, err_w));
     Ok(Spawned {
         pid,
         stdout: File::from(out_r),
