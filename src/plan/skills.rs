@@ -504,16 +504,43 @@ impl Skill {
 
     /// The tools offered to the model: the step's, narrowed to `allowed-tools` when the skill
     /// has it (in the step's order). A tool the skill allows but the step does not is not offered.
+    ///
+    /// Claude Code's tool names (`Read`, `Grep`, … as `.claude/skills` files use them) allow the
+    /// matching tools here (see [`CLAUDE_CODE_TOOLS`]). A pattern-limited `Bash(git diff:*)`
+    /// allows nothing: the pattern cannot be enforced here, and offering all of `run_command`
+    /// instead would widen what the skill's author allowed.
     pub fn narrow_tools(&self, step_tools: &[String]) -> Vec<String> {
         match &self.front.allowed_tools {
             None => step_tools.to_vec(),
             Some(allowed) => step_tools
                 .iter()
-                .filter(|t| allowed.iter().any(|a| a == *t))
+                .filter(|t| allowed.iter().any(|a| allows(a, t)))
                 .cloned()
                 .collect(),
         }
     }
+}
+
+/// Claude Code's tool names and the tools they stand for here, for skills written for Claude
+/// Code. Names without an equivalent (`WebFetch`, `Task`, …) allow nothing.
+pub const CLAUDE_CODE_TOOLS: [(&str, &[&str]); 8] = [
+    ("Read", &["file_read"]),
+    ("Write", &["file_write", "file_create"]),
+    ("Edit", &["file_edit"]),
+    ("MultiEdit", &["file_edit"]),
+    ("Grep", &["file_search"]),
+    ("Glob", &["file_glob"]),
+    ("LS", &["list_directory"]),
+    ("Bash", &["run_command"]),
+];
+
+/// Whether the `allowed-tools` entry `entry` allows our tool `tool`: its own name, or a Claude
+/// Code name standing for it.
+fn allows(entry: &str, tool: &str) -> bool {
+    entry == tool
+        || CLAUDE_CODE_TOOLS
+            .iter()
+            .any(|(name, ours)| *name == entry && ours.contains(&tool))
 }
 
 /// The skill names an agent step's arguments reference (`skill`), for approval binding.
@@ -784,6 +811,39 @@ mod tests {
         assert_eq!(s.narrow_tools(&step), vec!["file_read", "file_search"]);
         let s = skill("body");
         assert_eq!(s.narrow_tools(&step), step);
+    }
+
+    #[test]
+    fn claude_code_tool_names_allow_their_equivalents_and_patterns_allow_nothing() {
+        let step: Vec<String> = [
+            "file_read",
+            "file_search",
+            "file_glob",
+            "file_edit",
+            "file_write",
+            "run_command",
+            "list_directory",
+        ]
+        .map(String::from)
+        .to_vec();
+        let s =
+            skill("---\nallowed-tools: Read, Grep, Glob, LS, Bash(git diff:*), WebFetch\n---\n");
+        assert_eq!(
+            s.narrow_tools(&step),
+            ["file_read", "file_search", "file_glob", "list_directory"]
+        );
+        let s = skill("---\nallowed-tools: [Edit, Write, Bash]\n---\n");
+        assert_eq!(
+            s.narrow_tools(&step),
+            ["file_edit", "file_write", "run_command"]
+        );
+        // Every equivalent is a real tool.
+        let registry = crate::tools::ToolRegistry::builtin();
+        for (_, ours) in CLAUDE_CODE_TOOLS {
+            for t in ours {
+                assert!(registry.get(t).is_some(), "{t}");
+            }
+        }
     }
 
     #[test]
