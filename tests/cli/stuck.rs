@@ -6,6 +6,15 @@ use serde_json::json;
 use crate::harness::*;
 
 fn run_with(t: &TestDir, server: &ScriptedServer, max_turns: u64) -> std::process::Output {
+    run_with_args(t, server, max_turns, &[])
+}
+
+fn run_with_args(
+    t: &TestDir,
+    server: &ScriptedServer,
+    max_turns: u64,
+    extra: &[&str],
+) -> std::process::Output {
     let plan = t.plan(
         "agent.json",
         &json!({"plan_id": "agent", "steps": [
@@ -13,7 +22,9 @@ fn run_with(t: &TestDir, server: &ScriptedServer, max_turns: u64) -> std::proces
             "instruction": "Read it.", "tools": ["file_read"], "max_turns": max_turns}}]}),
     );
     let url = server.url();
-    t.approve_and_run(&plan, &["--llm-url", &url, "--model", "m", "--jsonl"])
+    let mut args = vec!["--llm-url", &url, "--model", "m", "--jsonl"];
+    args.extend_from_slice(extra);
+    t.approve_and_run(&plan, &args)
 }
 
 #[test]
@@ -128,4 +139,50 @@ fn repeats_that_are_not_three_in_a_row_only_get_the_note() {
         })
         .count();
     assert_eq!(notes, 2, "the 2nd and 5th reads were repeats");
+}
+
+#[test]
+fn the_react_protocol_is_stuck_on_the_same_action_too() {
+    let t = TestDir::new();
+    t.file("a.txt", "hello\n");
+    // The same action three times, worded differently around the JSON: still the same call.
+    let action = |prose: &str| {
+        ScriptedResponse::chat_text(&format!(
+            "{prose}\n```json\n{{\"thought\": \"read\", \"action\": \"file_read\", \
+             \"action_input\": {{\"path\": \"a.txt\"}}}}\n```"
+        ))
+    };
+    let server = ScriptedServer::start(vec![
+        action("Let me read it."),
+        action("Reading again."),
+        action("Once more."),
+        action("And again."),
+        ScriptedResponse::chat_text("{\"final_answer\": \"never reached\"}"),
+    ]);
+    let out = run_with_args(&t, &server, 10, &["--tool-protocol", "react"]);
+    assert_eq!(code(&out), 31, "{}", stderr(&out));
+    assert_eq!(server.requests().len(), 3, "three turns, then stuck");
+    let requests = server.requests();
+    assert!(
+        requests[0].body.get("tools").is_none(),
+        "react: no native tools"
+    );
+    let last = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("you already called file_read"), "{last}");
+    let db = t.db();
+    assert_eq!(q::<String>(&db, "SELECT error_code FROM steps"), "stuck");
+    assert_eq!(
+        q::<i64>(
+            &db,
+            "SELECT count(*) FROM executions WHERE tool_name='file_read'"
+        ),
+        3
+    );
 }
