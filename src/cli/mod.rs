@@ -982,8 +982,8 @@ fn execute_plan(
     .map_err(|e| CliError::execution(&e))?;
     reports::write(args, &result, executor.store(), redactor);
     if args.json {
-        let value = redactor.redact_value(&serde_json::to_value(&result).unwrap_or_default());
-        outln!("{}", pretty(&value));
+        // A closed stdout is ignored, as for every other output.
+        let _ = reports::write_json(&mut std::io::stdout().lock(), &result, redactor);
     }
     Ok(result.exit_code)
 }

@@ -62,9 +62,130 @@ pub(super) fn write(
     }
 }
 
+/// `run --json`: the run's result as pretty JSON on `out`, every string through the redactor.
+///
+/// Written step by step instead of as one redacted `Value` tree: a tree of a 100 000-step result
+/// (plus its redacted copy and the text) took hundreds of MB, while a step at a time keeps the
+/// output's cost at one step. The bytes are the same as `to_string_pretty` of the whole redacted
+/// value: keys in the sorted order a `serde_json::Map` has, `steps` at its place among them.
+pub(super) fn write_json(
+    out: &mut dyn Write,
+    result: &ExecutionResult,
+    redactor: &Redactor,
+) -> std::io::Result<()> {
+    use serde::ser::{SerializeMap, SerializeSeq};
+
+    struct Steps<'a>(&'a [crate::executor::StepResult], &'a Redactor);
+    impl serde::Serialize for Steps<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(self.0.len()))?;
+            for step in self.0 {
+                let value = serde_json::to_value(step).map_err(serde::ser::Error::custom)?;
+                seq.serialize_element(&self.1.redact_value(&value))?;
+            }
+            seq.end()
+        }
+    }
+    struct Whole<'a> {
+        top: serde_json::Map<String, serde_json::Value>,
+        steps: Steps<'a>,
+    }
+    impl serde::Serialize for Whole<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut map = s.serialize_map(Some(self.top.len() + 1))?;
+            let mut steps_written = false;
+            for (k, v) in &self.top {
+                if !steps_written && k.as_str() > "steps" {
+                    map.serialize_entry("steps", &self.steps)?;
+                    steps_written = true;
+                }
+                map.serialize_entry(k, v)?;
+            }
+            if !steps_written {
+                map.serialize_entry("steps", &self.steps)?;
+            }
+            map.end()
+        }
+    }
+
+    // Everything but the steps is a handful of fields: redacted as a value, like the steps.
+    let mut top = match serde_json::to_value(result.without_steps())? {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    top.remove("steps");
+    let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let whole = Whole {
+        top,
+        steps: Steps(&result.steps, redactor),
+    };
+    let mut buffered = std::io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut buffered, &whole)?;
+    buffered.write_all(b"\n")?;
+    buffered.flush()
+}
+
 #[cfg(test)]
 mod tests {
     use crate::cli::flags::{Parsed, parse};
+    use crate::error::ErrorKind;
+    use crate::executor::{ExecutionResult, RunStatus, StepResult, StepStatus};
+    use crate::sandbox::Redactor;
+
+    /// The streamed `--json` output is byte for byte what serialising the whole redacted value
+    /// gives, secrets redacted in every field (an id, an error, an output).
+    #[test]
+    fn streamed_json_is_the_whole_redacted_value() {
+        let redactor = Redactor::new();
+        redactor.add_values(["hunter2-secret-value"]);
+        let step = |id: &str, error: Option<&str>| StepResult {
+            step_id: id.into(),
+            tool: "run_command".into(),
+            status: if error.is_some() {
+                StepStatus::Failed
+            } else {
+                StepStatus::Completed
+            },
+            error_kind: error.map(|_| ErrorKind::ToolFailed),
+            error: error.map(String::from),
+            attempts: 1,
+            duration_ms: 3,
+            output: Some("said \"hunter2-secret-value\"".into()),
+            execution_ids: vec!["e1".into(), "e2".into()],
+            tolerated: false,
+        };
+        for steps in [
+            vec![],
+            vec![
+                step("a", None),
+                step(
+                    "b-hunter2-secret-value",
+                    Some("exit 1: hunter2-secret-value"),
+                ),
+            ],
+        ] {
+            let result = ExecutionResult {
+                run_id: "r".into(),
+                plan_id: "plan hunter2-secret-value".into(),
+                status: RunStatus::Failed,
+                exit_code: 1,
+                duration_ms: 9,
+                steps,
+                prompt_tokens: 5,
+                completion_tokens: 6,
+            };
+            let mut streamed = Vec::new();
+            super::write_json(&mut streamed, &result, &redactor).unwrap();
+            let whole = redactor.redact_value(&serde_json::to_value(&result).unwrap());
+            let expected = serde_json::to_string_pretty(&whole).unwrap() + "\n";
+            let streamed = String::from_utf8(streamed).unwrap();
+            assert_eq!(streamed, expected);
+            assert!(!streamed.contains("hunter2"), "{streamed}");
+        }
+    }
 
     /// Every `acode-run` command line in the CI recipes of `docs/ci.md` parses with the real flag
     /// parser, so the recipes cannot drift from the binary.

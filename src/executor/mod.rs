@@ -177,6 +177,34 @@ pub struct ExecutionResult {
     pub completion_tokens: u64,
 }
 
+impl ExecutionResult {
+    /// This result without its steps: cheap to copy, for a report that writes the steps one at a
+    /// time (`run --json` on a long plan). Every other field is listed, so a new field cannot be
+    /// forgotten here.
+    pub fn without_steps(&self) -> ExecutionResult {
+        let ExecutionResult {
+            run_id,
+            plan_id,
+            status,
+            exit_code,
+            duration_ms,
+            steps: _,
+            prompt_tokens,
+            completion_tokens,
+        } = self;
+        ExecutionResult {
+            run_id: run_id.clone(),
+            plan_id: plan_id.clone(),
+            status: *status,
+            exit_code: *exit_code,
+            duration_ms: *duration_ms,
+            steps: Vec::new(),
+            prompt_tokens: *prompt_tokens,
+            completion_tokens: *completion_tokens,
+        }
+    }
+}
+
 /// Why a run could not take place or could not be recorded.
 #[derive(Debug, Error)]
 pub enum ExecutionError {
