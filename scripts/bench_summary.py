@@ -110,14 +110,29 @@ def main(argv):
     if cm:
         b = statistics.median(cm["bash"])
         a = statistics.median(cm["acode-run"])
-        rows.append(
-            (
-                "c. 500 × run_command `true` vs bash running /bin/true 500 times",
-                "≤ 1.25 × bash",
-                f"{a / b:.2f} × bash  (acode-run {ms(a)}, bash {ms(b)})",
-                verdict(a <= 1.25 * b),
+        # The default mode is `auto`: bubblewrap where it works (bench.sh measured `--sandbox
+        # bwrap` only then), else Landlock. Issue #7 sets the 1.25 × target for Landlock and for
+        # auto without bwrap; under bwrap its own start-up (~5 ms a command, a fixed cost of the
+        # tool) is reported, not judged.
+        if "acode-run-sandbox-bwrap" in cm:
+            rows.append(
+                (
+                    "c. 500 × run_command `true`, default mode (auto → bwrap here)",
+                    "reported (target is for Landlock / auto without bwrap)",
+                    f"{a / b:.2f} × bash  (acode-run {ms(a)}, bash {ms(b)})",
+                    "—",
+                )
             )
-        )
+        else:
+            rows.append(
+                (
+                    "c. 500 × run_command `true` vs bash running /bin/true 500 times "
+                    "(default mode: auto, no bwrap here)",
+                    "≤ 1.25 × bash",
+                    f"{a / b:.2f} × bash  (acode-run {ms(a)}, bash {ms(b)})",
+                    verdict(a <= 1.25 * b),
+                )
+            )
         for name, label, target in [
             ("acode-run-sandbox-none", "--sandbox none", None),
             ("acode-run-sandbox-landlock", "--sandbox landlock", 1.25),
@@ -130,7 +145,7 @@ def main(argv):
             if target is None:
                 notes.append(
                     f"run_command with {label}: {ms(n)} = {n / b:.2f} × bash "
-                    "(the c row uses the default sandbox mode)."
+                    "(for comparison; no target)."
                 )
             else:
                 rows.append(

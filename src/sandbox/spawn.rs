@@ -347,25 +347,27 @@ pub fn spawn(
         Some(stack) => stack,
         None => Stack::new()?,
     };
-    let pid = {
+    let (pid, clone_error) = {
         let _blocked = SignalsBlocked::new();
         // SAFETY: `child_main` only makes async-signal-safe system calls on `args`, whose pointers
         // (and the strings, descriptors and ruleset they name) outlive the call: with CLONE_VFORK
         // this thread is suspended until the child has exec'd or exited. The stack is ours alone
         // for that time.
-        unsafe {
+        let pid = unsafe {
             libc::clone(
                 child_main,
                 stack.top(),
                 libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
                 std::ptr::addr_of_mut!(args).cast(),
             )
-        }
+        };
+        // Read at once: restoring the signal mask must not be able to change it.
+        (pid, io::Error::last_os_error())
     };
     // The child has exec'd or exited: the stack is free for this thread's next spawn.
     SPARE_STACK.set(Some(stack));
     if pid < 0 {
-        return Err(io::Error::last_os_error());
+        return Err(clone_error);
     }
     // SAFETY: the child has exec'd or exited, so it no longer writes `error`.
     let error = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(args.error)) };
