@@ -308,7 +308,11 @@ pub fn spawn(
         .iter()
         .map(|a| c_string(a.as_bytes(), "command's arguments"))
         .collect::<io::Result<_>>()?;
-    let envp: Vec<CString> = env
+    // A name given twice takes its last value, as with std's `Command::env` (a hardened value
+    // appended after an inherited one must win; `getenv` would find the first).
+    let unique: std::collections::BTreeMap<&str, &str> =
+        env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let envp: Vec<CString> = unique
         .iter()
         .map(|(k, v)| c_string(format!("{k}={v}").as_bytes(), "command's environment"))
         .collect::<io::Result<_>>()?;
@@ -522,6 +526,26 @@ mod tests {
         assert_eq!(status.code(), Some(7));
         assert_eq!(out, "me /\nstdin:1\n", "stdin is /dev/null (read hits EOF)");
         assert_eq!(err, "err\n");
+    }
+
+    #[test]
+    fn a_name_given_twice_takes_its_last_value() {
+        let env = vec![
+            ("A".to_string(), "first".to_string()),
+            ("B".to_string(), "b".to_string()),
+            ("A".to_string(), "last".to_string()),
+        ];
+        let child = spawn(
+            Path::new("/usr/bin/env"),
+            &["env".into()],
+            &env,
+            Path::new("/"),
+            &ChildSetup::default(),
+        )
+        .unwrap();
+        let (status, out, _) = finish(child);
+        assert!(status.success());
+        assert_eq!(out, "A=last\nB=b\n");
     }
 
     #[test]
