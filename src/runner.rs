@@ -21,10 +21,11 @@ use crate::executor::{
     AutoDeny, ConfirmationCallback, ExecutionError, ExecutionResult, Executor, NoopProgress,
     ProgressCallback,
 };
+use crate::plan::auth::{AuthStatus, PlanAuthorization};
 use crate::plan::{self, ApprovedPlan, AuthError, Plan, PlanError, ValidationContext};
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{OsSandbox, Policy, SandboxMode, Workspace};
-use crate::store::{Store, StoreError};
+use crate::store::{DecisionRow, Store, StoreError, Verdict};
 use crate::tools::ToolRegistry;
 
 /// What a run is prepared with. `RunOptions::default()` is the command line's defaults: the
@@ -86,6 +87,32 @@ pub enum RunnerError {
         /// Why.
         source: AuthError,
     },
+    /// Approving was asked without overriding, and these exact plan bytes were rejected: a
+    /// rejection stands until someone approves explicitly (`acode-run approve`), which is
+    /// recorded as an override.
+    #[error(
+        "{path}: not authorized: these exact bytes (sha256 {}) were rejected by {} at {} UTC{}\n  \
+         `run --approve` does not override a rejection; to override it, review the plan, then: \
+         acode-run approve {path}",
+        .rejection.plan_sha256,
+        .rejection.decided_by,
+        crate::error::format_ms(.rejection.decided_at),
+        .rejection.reason.as_deref().map(|why| format!(": {why}")).unwrap_or_default()
+    )]
+    Rejected {
+        /// The plan file.
+        path: String,
+        /// The rejection that stands.
+        rejection: Box<DecisionRow>,
+    },
+    /// The approval file cannot be written.
+    #[error("cannot write {path}: {source}")]
+    ApprovalWrite {
+        /// The approval file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The approval file itself cannot be used (unreadable, malformed).
     #[error("{0}")]
     ApprovalInput(AuthError),
@@ -116,7 +143,8 @@ impl RunnerError {
             RunnerError::State(crate::sandbox::state::StateDirError::Refused { .. }) => exit::USAGE,
             RunnerError::State(_) => exit::INTERNAL,
             RunnerError::Plan(e) => e.exit_code(),
-            RunnerError::Unauthorized { .. } => exit::UNAUTHORIZED,
+            RunnerError::Unauthorized { .. } | RunnerError::Rejected { .. } => exit::UNAUTHORIZED,
+            RunnerError::ApprovalWrite { .. } => exit::INTERNAL,
             RunnerError::Store(_) => exit::INTERNAL,
             RunnerError::Execution(e) => e.exit_code(),
         }
@@ -292,4 +320,120 @@ fn learn_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
         &plan::validate::builtins(plan, ws, "validation"),
     );
     redactor.add_values(plan::variables::secret_values(plan, &vars));
+}
+
+/// A decision on a plan's exact bytes, as `acode-run approve`, `reject` and `run --approve`
+/// record it: the same rules for every caller.
+#[derive(Debug, Clone)]
+pub struct DecisionRequest {
+    /// Approve or reject.
+    pub status: AuthStatus,
+    /// Who decides; `None` takes it from the environment ([`plan::auth::decided_by`]).
+    pub by: Option<String>,
+    /// Why (kept in the database, shown by `show`).
+    pub reason: Option<String>,
+    /// Whether an approval may override a standing rejection of the same bytes: `true` for an
+    /// explicit approval (recorded as an override), `false` for a convenience such as
+    /// `run --approve`, which is then refused with [`RunnerError::Rejected`].
+    pub may_override: bool,
+    /// The key the approval file is signed with (`ACODE_APPROVAL_KEY`), if any.
+    pub key: Option<Vec<u8>>,
+}
+
+/// What [`record_decision`] recorded.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The authorization written to `PLAN.approval`.
+    pub authorization: PlanAuthorization,
+    /// Where it was written.
+    pub written: PathBuf,
+    /// The rejection this approval overrode, if it did.
+    pub overridden: Option<DecisionRow>,
+}
+
+/// The rejection that stands for these exact plan bytes: the latest decision in the database, or
+/// a rejection in `PLAN.approval` (which may have been committed from elsewhere).
+pub fn standing_rejection(
+    plan_path: &Path,
+    plan: &Plan,
+    store: &Store,
+) -> Result<Option<DecisionRow>, RunnerError> {
+    let in_db = store.standing_rejection(&plan.sha256)?;
+    Ok(in_db.or_else(|| {
+        plan::auth::rejection_in_file(plan_path, plan).map(|a| DecisionRow {
+            plan_id: a.plan_id,
+            plan_sha256: a.plan_sha256,
+            plan_path: Some(plan_path.display().to_string()),
+            verdict: Verdict::Rejected,
+            decided_by: a.decided_by,
+            decided_at: a.decided_at,
+            reason: None,
+            overrides_rejection: false,
+        })
+    }))
+}
+
+/// Records a decision on `plan` (read from `plan_path`, valid if it is an approval): refuses an
+/// approval over a standing rejection unless `request.may_override`, appends the decision to the
+/// database, then writes it, bound to `policy` (and, for an approval, to the skill files the plan
+/// uses) and signed with `request.key`, as the latest one to `PLAN.approval`.
+pub fn record_decision(
+    plan: &Plan,
+    plan_path: &Path,
+    workspace: &Workspace,
+    policy: &Policy,
+    store: &mut Store,
+    request: &DecisionRequest,
+) -> Result<Decided, RunnerError> {
+    let approving = request.status == AuthStatus::Approved;
+    let overridden = if approving {
+        standing_rejection(plan_path, plan, store)?
+    } else {
+        None
+    };
+    if let (Some(rejection), false) = (&overridden, request.may_override) {
+        return Err(RunnerError::Rejected {
+            path: plan_path.display().to_string(),
+            rejection: Box::new(rejection.clone()),
+        });
+    }
+    let mut auth = PlanAuthorization::decide(
+        plan,
+        request.status,
+        &plan::auth::decided_by(request.by.as_deref()),
+    )
+    .under_policy(policy);
+    if approving {
+        auth.skills = plan::skills::referenced_hashes(plan, workspace);
+    }
+    let shown_path = std::env::current_dir()
+        .map(|d| d.join(plan_path))
+        .unwrap_or_else(|_| plan_path.to_path_buf());
+    store.record_decision(&DecisionRow {
+        plan_id: plan.plan_id.clone(),
+        plan_sha256: plan.sha256.clone(),
+        plan_path: Some(shown_path.display().to_string()),
+        verdict: if approving {
+            Verdict::Approved
+        } else {
+            Verdict::Rejected
+        },
+        decided_by: auth.decided_by.clone(),
+        decided_at: auth.decided_at,
+        reason: request.reason.clone(),
+        overrides_rejection: overridden.is_some(),
+    })?;
+    if let Some(key) = &request.key {
+        auth = auth.signed(key);
+    }
+    let written =
+        plan::auth::store(plan_path, &auth).map_err(|source| RunnerError::ApprovalWrite {
+            path: plan::auth::approval_path(plan_path).display().to_string(),
+            source,
+        })?;
+    Ok(Decided {
+        authorization: auth,
+        written,
+        overridden,
+    })
 }

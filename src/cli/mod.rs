@@ -57,7 +57,7 @@ use crate::plan::{self, AuthStatus, Plan, PlanAuthorization, ValidationContext};
 use crate::runner::{PlanRunner, RunOptions, RunnerError};
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{Policy, Workspace};
-use crate::store::{DecisionRow, Store, Verdict};
+use crate::store::Store;
 use crate::tools::ToolRegistry;
 
 /// A failure the CLI reports: a message for stderr and the exit code.
@@ -580,11 +580,15 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
 /// What `record_decision` binds a decision to.
 struct Decision<'a> {
     plan: &'a Plan,
+    workspace: &'a Workspace,
     policy: &'a Policy,
     status: AuthStatus,
+    /// An explicit `approve` may override a standing rejection; `run --approve` may not.
+    may_override: bool,
 }
 
-/// Appends the decision to the database, then writes it as the latest one to `PLAN.approval`.
+/// Records the decision with the library's rules ([`crate::runner::record_decision`]: a standing
+/// rejection is overridden only by an explicit `approve`) and says what was written.
 fn record_decision(
     args: &Args,
     redactor: &Redactor,
@@ -593,102 +597,39 @@ fn record_decision(
     d: Decision,
     store: &mut Store,
 ) -> Result<PlanAuthorization, CliError> {
-    let Decision {
-        plan,
-        policy,
-        status,
-    } = d;
-    let mut auth =
-        PlanAuthorization::decide(plan, status, &plan::auth::decided_by(args.by.as_deref()))
-            .under_policy(policy);
-    // An approval also binds the skill files the plan uses (docs/agents.md).
-    if status == AuthStatus::Approved {
-        let (ws, _) = sandboxed_workspace(args, Some(path))?;
-        auth.skills = plan::skills::referenced_hashes(plan, &ws);
-    }
-    let overridden = match status {
-        AuthStatus::Approved => standing_rejection(path, plan, store)?,
-        _ => None,
+    let request = crate::runner::DecisionRequest {
+        status: d.status,
+        by: args.by.clone(),
+        reason: args.reason.clone(),
+        may_override: d.may_override,
+        key: secrets.approval_key.clone(),
     };
-    store
-        .record_decision(&DecisionRow {
-            plan_id: plan.plan_id.clone(),
-            plan_sha256: plan.sha256.clone(),
-            plan_path: Some(absolute(path).display().to_string()),
-            verdict: if status == AuthStatus::Approved {
-                Verdict::Approved
-            } else {
-                Verdict::Rejected
-            },
-            decided_by: auth.decided_by.clone(),
-            decided_at: auth.decided_at,
-            reason: args.reason.clone(),
-            overrides_rejection: overridden.is_some(),
-        })
-        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
-    if let Some(key) = &secrets.approval_key {
-        auth = auth.signed(key);
-    }
-    let written = plan::auth::store(path, &auth).map_err(|e| {
-        CliError::new(
-            exit::INTERNAL,
-            format!(
-                "cannot write {}: {e}",
-                plan::auth::approval_path(path).display()
-            ),
-        )
-    })?;
+    let decided =
+        crate::runner::record_decision(d.plan, path, d.workspace, d.policy, store, &request)
+            .map_err(|e| {
+                CliError::new(e.exit_code(), redactor.redact(&e.to_string()).into_owned())
+            })?;
+    let auth = decided.authorization;
     errln!(
         "{} plan {} (sha256 {}) by {}{} → {}",
-        if status == AuthStatus::Approved {
+        if d.status == AuthStatus::Approved {
             "approved"
         } else {
             "rejected"
         },
-        redactor.redact(&plan.plan_id),
-        plan.sha256,
+        redactor.redact(&d.plan.plan_id),
+        d.plan.sha256,
         redactor.redact(&auth.decided_by),
-        match &overridden {
+        match &decided.overridden {
             Some(r) => format!(
                 ", overriding the rejection by {}",
                 redactor.redact(&r.decided_by)
             ),
             None => String::new(),
         },
-        written.display()
+        decided.written.display()
     );
     Ok(auth)
-}
-
-/// `path` made absolute against the current directory (as the plan argument is read).
-fn absolute(path: &Path) -> PathBuf {
-    std::env::current_dir()
-        .map(|d| d.join(path))
-        .unwrap_or_else(|_| path.to_path_buf())
-}
-
-/// The rejection that stands for these exact plan bytes: the latest decision in the database, or a
-/// rejection in `PLAN.approval` (which may have been committed from elsewhere).
-fn standing_rejection(
-    path: &Path,
-    plan: &Plan,
-    store: &Store,
-) -> Result<Option<DecisionRow>, CliError> {
-    let in_db = store
-        .standing_rejection(&plan.sha256)
-        .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
-    Ok(in_db.or_else(|| {
-        plan::auth::rejection_in_file(path, plan).map(|a| DecisionRow {
-            plan_id: a.plan_id,
-            plan_sha256: a.plan_sha256,
-            plan_path: Some(path.display().to_string()),
-            verdict: Verdict::Rejected,
-            decided_by: a.decided_by,
-            decided_at: a.decided_at,
-            reason: None,
-            overrides_rejection: false,
-        })
-    }))
 }
 
 /// The database for recording decisions (the workspace's execution database; its `.acode/` is
@@ -752,8 +693,10 @@ fn cmd_decide(
     }
     let decision = Decision {
         plan: &plan,
+        workspace: &ws,
         policy: &policy,
         status,
+        may_override: true,
     };
     let mut store = decision_store(args)?;
     store.set_redactor(Arc::new(redactor.clone()));
@@ -874,26 +817,12 @@ fn execute_plan(
         let mut store = open_store(&db)?;
         store.set_redactor(redactor.clone());
         // `run --approve` is a convenience, not a review: it never overrides a rejection.
-        if let Some(r) = standing_rejection(plan_path, &plan, &store)? {
-            return Err(CliError::new(
-                exit::UNAUTHORIZED,
-                format!(
-                    "{}: not authorized: these exact bytes (sha256 {}) were rejected by {} at {} UTC{}\n  \
-                     `run --approve` does not override a rejection; to override it, review the plan, \
-                     then: acode-run approve {}",
-                    plan_path.display(),
-                    plan.sha256,
-                    r.decided_by,
-                    format_ms(r.decided_at),
-                    r.reason.map(|why| format!(": {why}")).unwrap_or_default(),
-                    plan_path.display()
-                ),
-            ));
-        }
         let decision = Decision {
             plan: &plan,
+            workspace: &ws,
             policy: &policy,
             status: AuthStatus::Approved,
+            may_override: false,
         };
         record_decision(args, redactor, secrets, plan_path, decision, &mut store)?;
     }
@@ -1071,28 +1000,7 @@ fn llm_setup(
     Ok((Some(Arc::from(crate::llm::client(config))), agent))
 }
 
-/// Formats Unix milliseconds as UTC `YYYY-MM-DD HH:MM:SS`.
-pub fn format_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
+pub use crate::error::format_ms;
 
 /// Checks `.acode/` and the runner's files in it without following links (creating it, its `tmp`
 /// and its `.gitignore` on first use): a linked one is refused with exit 2, naming the link.

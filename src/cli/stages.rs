@@ -392,8 +392,11 @@ pub(super) fn cmd_do(
     let plan = super::load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
     let decision = Decision {
         plan: &plan,
+        workspace: &ws,
         policy: &policy,
         status: AuthStatus::Approved,
+        // The person answered "y" to these bytes: an explicit approval.
+        may_override: true,
     };
     let mut store = super::decision_store(args)?;
     record_decision(args, redactor, secrets, &path, decision, &mut store)?;

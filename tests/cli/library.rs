@@ -262,3 +262,95 @@ fn a_run_without_step_results_has_the_same_outcome_and_totals() {
     assert_eq!(outcomes[0].0, 30);
     assert_eq!(outcomes[0], outcomes[1]);
 }
+
+/// Decisions through the library follow the command line's rules: a rejection of these exact
+/// bytes stands against a convenience approval, an explicit approval overrides it and is recorded
+/// as an override, and the plan then runs through the front door.
+#[test]
+fn a_rejection_stands_in_the_library_until_an_explicit_approval() {
+    use acode_run::runner::{
+        DecisionRequest, PlanRunner, RunOptions, RunnerError, record_decision,
+    };
+    let t = TestDir::new();
+    let path = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
+    );
+    let ws = Workspace::new(&t.ws).unwrap();
+    let policy = Policy::default();
+    let registry = ToolRegistry::builtin();
+    let ctx = ValidationContext {
+        registry: &registry,
+        workspace: &ws,
+        policy: &policy,
+    };
+    let plan = plan::load(&path, &Default::default(), &ctx).unwrap();
+    std::fs::create_dir_all(t.ws.join(".acode")).unwrap();
+    let mut store = Store::open(&t.ws.join(".acode/executions.db")).unwrap();
+    let request = |status, may_override| DecisionRequest {
+        status,
+        by: Some("alice".into()),
+        reason: Some("deletes too much".into()),
+        may_override,
+        key: None,
+    };
+
+    record_decision(
+        &plan,
+        &path,
+        &ws,
+        &policy,
+        &mut store,
+        &request(AuthStatus::Rejected, false),
+    )
+    .unwrap();
+    let err = record_decision(
+        &plan,
+        &path,
+        &ws,
+        &policy,
+        &mut store,
+        &request(AuthStatus::Approved, false),
+    )
+    .unwrap_err();
+    assert!(matches!(err, RunnerError::Rejected { .. }), "{err}");
+    assert_eq!(err.exit_code(), 3);
+    let message = err.to_string();
+    assert!(
+        message.contains("rejected by alice") && message.contains("deletes too much"),
+        "{message}"
+    );
+    assert!(
+        PlanRunner::prepare(&t.ws, &path, RunOptions::default().without_os_sandbox()).is_err(),
+        "still rejected"
+    );
+
+    let decided = record_decision(
+        &plan,
+        &path,
+        &ws,
+        &policy,
+        &mut store,
+        &request(AuthStatus::Approved, true),
+    )
+    .unwrap();
+    assert_eq!(
+        decided.overridden.map(|r| r.decided_by),
+        Some("alice".to_string())
+    );
+    let rows = store.decisions(&plan.sha256).unwrap();
+    assert_eq!(
+        rows.len(),
+        2,
+        "the refused convenience approval recorded nothing"
+    );
+    assert!(rows.iter().any(|r| r.overrides_rejection));
+    drop(store);
+    let result = PlanRunner::prepare(&t.ws, &path, RunOptions::default().without_os_sandbox())
+        .unwrap()
+        .run()
+        .unwrap();
+    assert_eq!(result.exit_code, 0);
+    assert_eq!(t.read("a.txt"), "1");
+}
