@@ -1519,7 +1519,7 @@ pub mod git {
     };
 
     /// The only configuration keys a plan may set: identity. Everything else in `git config` is
-    /// read-only (see [`CONFIG`]).
+    /// read-only (see `CONFIG`).
     pub const CONFIG_WRITABLE: &[&str] = &["user.name", "user.email"];
 
     const CONFIG_WRITE_WHY: &str = "git config may only read configuration, or set user.name/user.email: other keys can name programs or change where git reads configuration";

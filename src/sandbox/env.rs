@@ -259,7 +259,7 @@ pub fn git_env(workspace_root: &Path) -> Vec<(String, String)> {
 
 /// Adds what a program always needs on top of [`child_env`]; today only git has anything: every
 /// inherited `GIT_*` variable except identity ([`ALLOWED_GIT_ENV`]) is dropped and [`git_env`] is
-/// added. `program` is the argv[0] given to the child (its basename is compared).
+/// added. `program` is the `argv[0]` given to the child (its basename is compared).
 ///
 /// Why here and not in the command rules: the environment is the one place that also covers the
 /// git processes git itself starts (hooks, submodules) and configuration the plan cannot see.

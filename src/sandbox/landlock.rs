@@ -2,7 +2,7 @@
 //! private temp directory (Linux ≥ 5.13), with no extra process.
 //!
 //! The ruleset is built in the runner (the parent) with the `landlock` crate and kept as a file
-//! descriptor; [`crate::sandbox::process::run`] applies it in the child between `fork` and `exec`
+//! descriptor; [`crate::sandbox::spawn`] applies it in the child between the clone and `exec`
 //! with two raw system calls (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`), which are
 //! async-signal-safe and allocate nothing — the runner is multi-threaded.
 //!
@@ -301,7 +301,7 @@ fn split(dir: &Path, protected: &[&[OsString]], out: &mut Vec<Grant>) {
     }
 }
 
-/// Applies the ruleset `fd` to the calling process. Called in the child between fork and exec:
+/// Applies the ruleset `fd` to the calling process. Called in the child between the clone and `exec`:
 /// only two system calls, no allocation.
 ///
 /// # Safety

@@ -1,8 +1,9 @@
 //! Running one child process: its own process group, captured and capped output, a timeout that
 //! kills the whole group, cancellation and heartbeats. Modelled on how cargo-nextest runs tests.
 //!
-//! - The child is started with `process_group(0)`, so it and everything it forks (unless they
-//!   deliberately leave with `setsid`) share one process group that can be signalled at once.
+//! - The child is started in a new process group (see [`super::spawn`]), so it and everything it
+//!   forks (unless they deliberately leave with `setsid`) share one process group that can be
+//!   signalled at once.
 //! - stdin is `/dev/null`; stdout and stderr are read by the calling thread itself, with `poll`,
 //!   into buffers that keep at most `output_cap` bytes each; the rest is counted and dropped, so a
 //!   command printing 1 GiB uses constant memory and never blocks on a full pipe. The same `poll`

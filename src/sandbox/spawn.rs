@@ -10,10 +10,10 @@
 //! thread until the `exec`; glibc's `posix_spawn` cannot apply rlimits or Landlock, so this module
 //! does the same clone itself.
 //!
-//! What sharing the address space demands of the child (all of it is in [`child_main`]):
+//! What sharing the address space demands of the child (all of it is in `child_main`):
 //! - Only async-signal-safe system calls on values prepared here in the parent (C strings, pointer
 //!   arrays, integers): no allocation, no locks, no unwinding. The child writes nothing shared
-//!   except [`ChildArgs::error`], which the parent reads after `clone` returns.
+//!   except `ChildArgs::error`, which the parent reads after `clone` returns.
 //! - It runs on its own small stack (mapped here, with a guard page below it).
 //! - Every signal is blocked in the parent thread across the `clone`, and the child sets every
 //!   disposition back to the default before unblocking, so no runner signal handler ever runs on
