@@ -529,6 +529,42 @@ mod tests {
     }
 
     #[test]
+    fn many_threads_spawn_at_once_and_each_child_gets_its_own_arguments() {
+        // The child shares the spawning thread's memory until exec: concurrent spawns from
+        // several threads (each with its own reused stack) must not mix up their arguments,
+        // environments or pipes.
+        std::thread::scope(|scope| {
+            for t in 0..6 {
+                scope.spawn(move || {
+                    for i in 0..40 {
+                        let want = format!("{t}-{i}");
+                        let child = spawn(
+                            Path::new("/bin/sh"),
+                            &[
+                                "sh".into(),
+                                "-c".into(),
+                                "echo \"$1 $V\"".into(),
+                                "sh".into(),
+                                want.clone(),
+                            ],
+                            &[("V".into(), want.clone())],
+                            Path::new("/"),
+                            &ChildSetup {
+                                rlimits: vec![Rlimit::capped(Resource::Core, 0, 0)],
+                                landlock: None,
+                            },
+                        )
+                        .unwrap();
+                        let (status, out, err) = finish(child);
+                        assert!(status.success(), "{err}");
+                        assert_eq!(out, format!("{want} {want}\n"));
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
     fn a_name_given_twice_takes_its_last_value() {
         let env = vec![
             ("A".to_string(), "first".to_string()),
