@@ -486,30 +486,54 @@ rep('abstract', attempt(lambda: connect('\0{abstract_name}')))
             std::os::unix::net::UnixStream::connect(p).unwrap();
             l.set_nonblocking(false).unwrap();
             l.accept().unwrap();
-            // A socket in /etc stays until a later run sweeps it: every acode-run started while
-            // it existed hides it behind a bind mount, and removing it now would make such a
-            // concurrent test's bwrap fail on the vanished mount point.
-            if !p.starts_with("/etc") {
+            // A socket in /etc is not removed: every acode-run started while it existed may hide
+            // it behind a bind mount, and a concurrent test's bwrap would fail on the vanished
+            // mount point. It is replaced, atomically, by a regular file (which nothing masks),
+            // and a later run sweeps that.
+            if p.starts_with("/etc") {
+                retire_etc_socket(p);
+            } else {
                 let _ = std::fs::remove_file(p);
             }
         }
     }
 }
 
-/// Removes `/etc/acode-attack-*.sock` files left by runs of this test more than ten minutes ago.
+/// Replaces the socket at `path` by an empty regular file in one `rename`, so the path never
+/// stops existing (see the comment at the call).
+fn retire_etc_socket(path: &Path) {
+    let tmp = path.with_extension(format!("retired-{}", uuid::Uuid::new_v4().simple()));
+    if std::fs::write(&tmp, "").is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// Tidies `/etc/acode-attack-*.sock` left by earlier runs of this test: a socket older than ten
+/// minutes is retired ([`retire_etc_socket`], which makes its age start again), and a regular
+/// file older than ten minutes is removed. Neither can break a concurrent run: only sockets are
+/// masked, and a run re-checks each one before every bwrap start.
 fn sweep_stale_etc_sockets() {
+    use std::os::unix::fs::FileTypeExt;
     let Ok(entries) = std::fs::read_dir("/etc") else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
+        if !(name.starts_with("acode-attack-") && name.ends_with(".sock")) {
+            continue;
+        }
+        let Ok(meta) = e.metadata() else { continue };
+        let old = meta
+            .modified()
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > std::time::Duration::from_secs(600));
-        if name.starts_with("acode-attack-") && name.ends_with(".sock") && old {
+        if !old {
+            continue;
+        }
+        if meta.file_type().is_socket() {
+            retire_etc_socket(&e.path());
+        } else if meta.is_file() {
             let _ = std::fs::remove_file(e.path());
         }
     }
