@@ -12,7 +12,7 @@
 //! A command that runs and exits non-zero is a failed `ToolOutput` with its artifacts, not an
 //! `Err`: its output is exactly what the user needs to see.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -335,6 +335,15 @@ impl Tool for RunCommand {
         harden_for_program(&program, ctx.workspace.root(), &mut spec.env);
         spec.timeout = limit;
         spec.output_cap = ctx.policy.limits.output_bytes;
+        if ctx.sandbox.mode() == crate::sandbox::SandboxMode::Landlock
+            && std::path::Path::new(&program)
+                .file_name()
+                .is_some_and(|n| n == "cargo")
+            && std::fs::symlink_metadata(ctx.workspace.root().join("Cargo.toml"))
+                .is_ok_and(|m| m.is_file())
+        {
+            prepare_cargo_outputs(ctx.workspace, ctx.workspace.root())?;
+        }
         if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
             return Ok(ToolOutput::failed(
                 ErrorKind::ToolFailed,
@@ -383,6 +392,40 @@ impl Tool for RunCommand {
             }
         }
     }
+}
+
+/// Under Landlock a command may not create entries in the workspace root (a grant there would
+/// reach into `.git/` too; see docs/security.md), but cargo creates `target/` and `Cargo.lock` next
+/// to the manifest. The runner creates them first, through the kernel-checked file layer — the
+/// directory, and an empty lock file, which cargo fills in — so the ruleset built for the command
+/// grants writes beneath them. Used by `lsp_check`, and by `run_command` for `cargo` when the
+/// workspace root holds a `Cargo.toml` (a crate or a cargo workspace at the root).
+pub(super) fn prepare_cargo_outputs(ws: &Workspace, crate_dir: &Path) -> Result<(), ToolError> {
+    use crate::sandbox::fs::{FsError, parent_for_write};
+    let fail = |path: &Path| {
+        let path = ws.display(path);
+        move |e: FsError| match e {
+            FsError::Violation(v) => ToolError::Sandbox(v),
+            FsError::Io(source) => ToolError::Io {
+                op: "prepare for cargo",
+                path,
+                source,
+            },
+        }
+    };
+    let target = crate_dir.join("target");
+    if std::fs::symlink_metadata(&target).is_err() {
+        // Resolving a name inside `target/` for writing creates `target/` itself.
+        parent_for_write(ws, &target.join(".keep"), true).map_err(fail(&target))?;
+    }
+    let lock = crate_dir.join("Cargo.lock");
+    if std::fs::symlink_metadata(&lock).is_err() {
+        let parent = parent_for_write(ws, &lock, false).map_err(fail(&lock))?;
+        parent
+            .write_atomic(ws, b"", false, None)
+            .map_err(|e| fail(&lock)(FsError::Io(e)))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::command::{seconds, stream_artifact, tail};
+use super::command::{prepare_cargo_outputs, seconds, stream_artifact, tail};
 use schemars::JsonSchema;
 
 use super::args::{parse, schema_for};
@@ -245,7 +245,7 @@ impl Tool for LspCheck {
             manifest.to_string_lossy().into_owned(),
         ];
         if ctx.sandbox.mode() == crate::sandbox::SandboxMode::Landlock {
-            prepare_for_landlock(ctx.workspace, &crate_dir)?;
+            prepare_cargo_outputs(ctx.workspace, &crate_dir)?;
         }
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
         // Inside the OS sandbox there is no network (bwrap's namespace, Landlock's TCP rules):
@@ -358,39 +358,6 @@ impl Tool for LspCheck {
             })
             .with_artifact(stream_artifact("stderr", &mut out.stderr)))
     }
-}
-
-/// Under Landlock a command may not create entries in the workspace root (a grant there would
-/// reach into `.git/` too; see docs/security.md), but cargo creates `target/` and `Cargo.lock` next
-/// to the manifest. The runner creates them first, through the kernel-checked file layer — the
-/// directory, and an empty lock file, which cargo fills in — so the ruleset built for the command
-/// grants writes beneath them.
-fn prepare_for_landlock(ws: &Workspace, crate_dir: &Path) -> Result<(), ToolError> {
-    use crate::sandbox::fs::{FsError, parent_for_write};
-    let fail = |path: &Path| {
-        let path = ws.display(path);
-        move |e: FsError| match e {
-            FsError::Violation(v) => ToolError::Sandbox(v),
-            FsError::Io(source) => ToolError::Io {
-                op: "prepare for cargo",
-                path,
-                source,
-            },
-        }
-    };
-    let target = crate_dir.join("target");
-    if std::fs::symlink_metadata(&target).is_err() {
-        // Resolving a name inside `target/` for writing creates `target/` itself.
-        parent_for_write(ws, &target.join(".keep"), true).map_err(fail(&target))?;
-    }
-    let lock = crate_dir.join("Cargo.lock");
-    if std::fs::symlink_metadata(&lock).is_err() {
-        let parent = parent_for_write(ws, &lock, false).map_err(fail(&lock))?;
-        parent
-            .write_atomic(ws, b"", false, None)
-            .map_err(|e| fail(&lock)(FsError::Io(e)))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

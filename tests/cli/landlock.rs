@@ -362,3 +362,48 @@ fn the_hello_demo_runs_under_landlock_and_the_root_stays_closed_to_commands() {
     assert_eq!(code(&out), 0, "the failure is tolerated: {}", stderr(&out));
     assert!(!t.ws.join("new-at-root.txt").exists());
 }
+
+/// `cargo build` as a plain `run_command` in a fresh crate at the workspace root works under
+/// Landlock too: the runner creates `target/` and `Cargo.lock` first, as for `lsp_check`, and
+/// nothing else appears at the root.
+#[test]
+fn cargo_build_as_a_command_runs_under_landlock_in_a_fresh_root_crate() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_tree(&root.join("fixtures/hello"), &t.ws);
+    let _ = std::fs::remove_dir_all(t.ws.join("target"));
+    let _ = std::fs::remove_file(t.ws.join("Cargo.lock"));
+    let before: std::collections::BTreeSet<_> = std::fs::read_dir(&t.ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let plan = t.plan(
+        "build.json",
+        &json!({"plan_id": "build", "steps": [
+            {"step_id": "build", "tool": "run_command",
+             "arguments": {"argv": ["cargo", "build", "--offline"], "timeout_s": 300}}]}),
+    );
+    let out = t.approve_and_run(&plan, &["--sandbox", "landlock"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.ws.join("target/debug").is_dir());
+    assert!(
+        t.read("Cargo.lock").contains("hello_acode"),
+        "cargo filled the lock file"
+    );
+    let after: std::collections::BTreeSet<_> = std::fs::read_dir(&t.ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let added: Vec<String> = after
+        .difference(&before)
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        added,
+        [".acode", "Cargo.lock", "target"],
+        "nothing else at the root"
+    );
+}
