@@ -36,7 +36,9 @@ pub use super::spawn::{ChildSetup, Resource, Rlimit};
 
 /// How often the cancel flag is looked at while a child runs.
 const POLL: Duration = Duration::from_millis(20);
-/// How long reader threads may take to finish after the process group is gone.
+/// The first back-off step when no pidfd can announce the child's exit (see `Watch::pause`).
+const FIRST_PAUSE: Duration = Duration::from_micros(50);
+/// How long the pipes may take to reach end-of-file once the process group is gone.
 const DRAIN_BOUND: Duration = Duration::from_secs(2);
 /// How long to wait for the leader to die after SIGKILL before reaping it anyway.
 const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -175,6 +177,9 @@ struct Watch {
     /// an exit is noticed at the next tick instead.
     pidfd: Option<OwnedFd>,
     chunk: Vec<u8>,
+    /// Without a pidfd nothing wakes a wait when the child exits: waits are then cut to this
+    /// back-off, from 50 µs doubling to [`POLL`], so an exit happening now is seen quickly.
+    pause: Duration,
 }
 
 impl Watch {
@@ -182,8 +187,12 @@ impl Watch {
         self.out.iter().any(|c| c.pipe.is_some())
     }
 
-    /// Waits at most `wait` for output (read at once) or the child's exit.
-    fn pump(&mut self, wait: Duration) {
+    /// Waits at most `wait` for output (read at once) or the child's exit (see `pause`).
+    fn pump(&mut self, mut wait: Duration) {
+        if self.pidfd.is_none() {
+            wait = wait.min(self.pause);
+            self.pause = (self.pause * 2).min(POLL);
+        }
         let mut fds = [libc::pollfd {
             fd: -1,
             events: libc::POLLIN,
@@ -210,11 +219,10 @@ impl Watch {
         }
     }
 
-    /// Pumps until child `pid` has exited or `limit` passes; whether it exited. Without a pidfd
-    /// and with the pipes closed, backs off from 50 µs so an exit happening now is seen quickly.
+    /// Pumps until child `pid` has exited or `limit` passes; whether it exited.
     fn until_exit(&mut self, pid: libc::pid_t, limit: Duration) -> bool {
         let until = Instant::now() + limit;
-        let mut pause = Duration::from_micros(50);
+        self.pause = FIRST_PAUSE;
         loop {
             if has_exited(pid) {
                 return true;
@@ -223,8 +231,7 @@ impl Watch {
             if now >= until {
                 return false;
             }
-            self.pump(pause.min(until - now));
-            pause = (pause * 2).min(POLL);
+            self.pump((until - now).min(POLL));
         }
     }
 
@@ -243,8 +250,18 @@ impl Watch {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Test-only switch: behave as on a kernel without `pidfd_open`, on this thread.
+    static NO_PIDFD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// `pidfd_open(pid)`, or `None` where the kernel lacks it.
 fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+    #[cfg(test)]
+    if NO_PIDFD.with(|f| f.get()) {
+        return None;
+    }
     // SAFETY: pidfd_open takes integers; on success it returns a new descriptor we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
@@ -451,6 +468,7 @@ pub fn run(
         ],
         pidfd: pidfd_open(pid),
         chunk: vec![0u8; 64 * 1024],
+        pause: FIRST_PAUSE,
     };
 
     // Main loop: output is read as it comes; the child's exit (pidfd) or a tick wakes the loop.
@@ -460,7 +478,6 @@ pub fn run(
     let deadline = start + spec.timeout;
     let beat = spec.heartbeat_every.max(Duration::from_millis(1));
     let mut next_beat = start + beat;
-    let mut pause = Duration::from_micros(50);
     loop {
         if has_exited(pid) {
             exited = true;
@@ -480,13 +497,7 @@ pub fn run(
             next_beat += beat;
             continue;
         }
-        let mut wait = POLL.min(deadline - now).min(next_beat - now);
-        if watch.pidfd.is_none() && !watch.pipes_open() {
-            // Nothing can wake us on the exit: back off from 50 µs.
-            wait = wait.min(pause);
-            pause = (pause * 2).min(POLL);
-        }
-        watch.pump(wait);
+        watch.pump(POLL.min(deadline - now).min(next_beat - now));
     }
     if !exited {
         signal_group(pid, libc::SIGTERM);
@@ -614,6 +625,32 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
         assert!(run(&spec(&[], &dir), &AtomicBool::new(false), &|_| {}).is_err());
+    }
+
+    #[test]
+    fn without_a_pidfd_exits_timeouts_and_output_are_still_seen() {
+        // As on a kernel older than 5.3: nothing announces the exit, the back-off finds it.
+        NO_PIDFD.with(|f| f.set(true));
+        let dir = temp_dir("proc");
+        let started = Instant::now();
+        let out = run_ok(&spec(&["sh", "-c", "echo out; echo err >&2; exit 4"], &dir));
+        assert_eq!(out.exit_code, Some(4));
+        assert_eq!(
+            (out.stdout.text.as_str(), out.stderr.text.as_str()),
+            ("out\n", "err\n")
+        );
+        // Pipes closed early, exit later: only the back-off can notice it.
+        let out = run_ok(&spec(
+            &["sh", "-c", "exec >&- 2>&-; sleep 0.3; exit 5"],
+            &dir,
+        ));
+        assert_eq!(out.exit_code, Some(5));
+        let mut s = spec(&["sleep", "600"], &dir);
+        s.timeout = Duration::from_millis(300);
+        let out = run_ok(&s);
+        assert!(out.timed_out, "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        NO_PIDFD.with(|f| f.set(false));
     }
 
     #[test]
