@@ -305,12 +305,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 .redactor()
                 .add_values(crate::plan::variables::secret_env_values(&call.arguments));
         }
-        let Some((tool, schema)) = self
-            .run
-            .registry
-            .lookup(&call.tool)
-            .map(|(t, s)| (Arc::clone(t), s))
-        else {
+        let Some((tool, schema)) = self.run.registry.lookup(&call.tool) else {
             self.attempts += 1;
             let known: Vec<&str> = self.run.registry.names().collect();
             let msg = format!(

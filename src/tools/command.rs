@@ -335,14 +335,13 @@ impl Tool for RunCommand {
         harden_for_program(&program, ctx.workspace.root(), &mut spec.env);
         spec.timeout = limit;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        if ctx.sandbox.mode() == crate::sandbox::SandboxMode::Landlock
-            && std::path::Path::new(&program)
-                .file_name()
-                .is_some_and(|n| n == "cargo")
+        if Path::new(&program)
+            .file_name()
+            .is_some_and(|n| n == "cargo")
             && std::fs::symlink_metadata(ctx.workspace.root().join("Cargo.toml"))
                 .is_ok_and(|m| m.is_file())
         {
-            prepare_cargo_outputs(ctx.workspace, ctx.workspace.root())?;
+            prepare_cargo_outputs(ctx, ctx.workspace.root())?;
         }
         if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
             return Ok(ToolOutput::failed(
@@ -399,9 +398,14 @@ impl Tool for RunCommand {
 /// to the manifest. The runner creates them first, through the kernel-checked file layer — the
 /// directory, and an empty lock file, which cargo fills in — so the ruleset built for the command
 /// grants writes beneath them. Used by `lsp_check`, and by `run_command` for `cargo` when the
-/// workspace root holds a `Cargo.toml` (a crate or a cargo workspace at the root).
-pub(super) fn prepare_cargo_outputs(ws: &Workspace, crate_dir: &Path) -> Result<(), ToolError> {
+/// workspace root holds a `Cargo.toml` (a crate or a cargo workspace at the root). In the other
+/// sandbox modes cargo creates them itself, and nothing is done here.
+pub(super) fn prepare_cargo_outputs(ctx: &ToolContext, crate_dir: &Path) -> Result<(), ToolError> {
     use crate::sandbox::fs::{FsError, parent_for_write};
+    if ctx.sandbox.mode() != crate::sandbox::SandboxMode::Landlock {
+        return Ok(());
+    }
+    let ws = ctx.workspace;
     let fail = |path: &Path| {
         let path = ws.display(path);
         move |e: FsError| match e {

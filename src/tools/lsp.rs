@@ -244,9 +244,7 @@ impl Tool for LspCheck {
             "--manifest-path".to_string(),
             manifest.to_string_lossy().into_owned(),
         ];
-        if ctx.sandbox.mode() == crate::sandbox::SandboxMode::Landlock {
-            prepare_cargo_outputs(ctx.workspace, &crate_dir)?;
-        }
+        prepare_cargo_outputs(ctx, &crate_dir)?;
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
         // Inside the OS sandbox there is no network (bwrap's namespace, Landlock's TCP rules):
         // cargo would spend many seconds retrying a download before failing, so it runs offline
