@@ -23,6 +23,7 @@ use crate::executor::{
 };
 use crate::plan::auth::{AuthStatus, PlanAuthorization};
 use crate::plan::{self, ApprovedPlan, AuthError, Plan, PlanError, ValidationContext};
+use crate::sandbox::paths::absolute;
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{OsSandbox, Policy, SandboxMode, Workspace};
 use crate::store::{DecisionRow, Store, StoreError, Verdict};
@@ -178,18 +179,12 @@ impl PlanRunner {
         let mut ws = Workspace::new(workspace)
             .map_err(|e| setup(&format!("workspace {}", workspace.display()), &e))?;
         let db = match &options.db {
-            Some(p) if p.is_absolute() => p.clone(),
-            Some(p) => std::env::current_dir()
-                .map(|d| d.join(p))
-                .unwrap_or_else(|_| p.clone()),
+            Some(p) => absolute(p),
             None => ws.root().join(Store::DEFAULT_PATH),
         };
         ws.protect(&db);
         ws.protect(Path::new(crate::sandbox::state::STATE_DIR));
-        let abs_plan = std::env::current_dir()
-            .map(|d| d.join(plan_path))
-            .unwrap_or_else(|_| plan_path.to_path_buf());
-        ws.protect(&abs_plan);
+        ws.protect(&absolute(plan_path));
         crate::sandbox::state::prepare(ws.root())?;
         let policy = Policy::load(options.policy.as_deref(), ws.root())
             .map_err(|e| RunnerError::Setup(e.to_string()))?;
@@ -406,13 +401,10 @@ pub fn record_decision(
     if approving {
         auth.skills = plan::skills::referenced_hashes(plan, workspace);
     }
-    let shown_path = std::env::current_dir()
-        .map(|d| d.join(plan_path))
-        .unwrap_or_else(|_| plan_path.to_path_buf());
     store.record_decision(&DecisionRow {
         plan_id: plan.plan_id.clone(),
         plan_sha256: plan.sha256.clone(),
-        plan_path: Some(shown_path.display().to_string()),
+        plan_path: Some(absolute(plan_path).display().to_string()),
         verdict: if approving {
             Verdict::Approved
         } else {

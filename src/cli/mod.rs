@@ -360,13 +360,7 @@ fn db_path(args: &Args, ws: &Workspace) -> PathBuf {
     args.db
         .clone()
         .or_else(|| std::env::var_os("ACODE_DB").map(PathBuf::from))
-        .map(|p| {
-            if p.is_absolute() {
-                p
-            } else {
-                std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p)
-            }
-        })
+        .map(|p| crate::sandbox::paths::absolute(&p))
         .unwrap_or_else(|| ws.root().join(Store::DEFAULT_PATH))
 }
 
@@ -379,10 +373,7 @@ fn sandboxed_workspace(args: &Args, plan: Option<&Path>) -> Result<(Workspace, P
     ws.protect(Path::new(".acode"));
     if let Some(plan) = plan {
         // Relative to the caller's directory, like the plan argument itself.
-        let abs = std::env::current_dir()
-            .map(|d| d.join(plan))
-            .unwrap_or_else(|_| plan.to_path_buf());
-        ws.protect(&abs);
+        ws.protect(&crate::sandbox::paths::absolute(plan));
     }
     Ok((ws, db))
 }

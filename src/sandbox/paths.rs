@@ -285,6 +285,14 @@ impl Workspace {
     }
 }
 
+/// `path` made absolute against the current directory, as a path given on the command line is
+/// meant (an absolute one is returned as it is; nothing is resolved).
+pub fn absolute(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .map(|d| d.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Removes `.` and `..` lexically from an absolute path; `None` if `..` would go above `/`.
 fn lexical_normalize(path: &Path) -> Option<PathBuf> {
     let mut out = PathBuf::new();
