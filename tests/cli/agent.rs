@@ -413,8 +413,7 @@ fn token_budget_is_enforced() {
     let server = ScriptedServer::start(fixture("read_then_edit.json"));
     let plan = agent_plan(&t, &["file_read", "file_edit"], 10);
     let out = run_agent(&t, &plan, &server, &["--token-budget", "500"]);
-    assert_eq!(code(&out), 30, "{}", stderr(&out));
-    assert!(stderr(&out).contains("token budget"), "{}", stderr(&out));
+    assert_exit_with(&out, 30, "token budget");
     assert_eq!(
         q::<String>(&t.db(), "SELECT error_code FROM steps"),
         "token_budget"
@@ -427,8 +426,7 @@ fn agent_step_without_a_model_is_a_usage_error() {
     let plan = agent_plan(&t, &["file_read"], 3);
     t.approve(&plan);
     let out = t.run(&[plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("--model"), "{}", stderr(&out));
+    assert_exit_with(&out, 2, "--model");
 }
 
 #[test]

@@ -16,8 +16,7 @@ fn pending_plan_is_refused_with_exit_3_and_how_to_approve() {
     t.file("a.txt", "hi");
     let plan = t.plan("p.json", &simple_plan());
     let out = t.run(&[plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
-    assert!(stderr(&out).contains("not approved"), "{}", stderr(&out));
+    assert_exit_with(&out, 3, "not approved");
     assert!(
         stderr(&out).contains("acode-run approve"),
         "{}",

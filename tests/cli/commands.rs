@@ -108,8 +108,7 @@ fn a_policy_commands_list_replaces_the_default_allowlist() {
         json!({ "argv": ["python3", "-c", "print(1)"] }),
     );
     let out = t.run(&["validate", plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 32, "{}", stderr(&out));
-    assert!(stderr(&out).contains("allowlist"), "{}", stderr(&out));
+    assert_exit_with(&out, 32, "allowlist");
     let plan = command_plan(&t, "e.json", json!({ "argv": ["echo", "ok"] }));
     let out = t.run(&["validate", plan.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));

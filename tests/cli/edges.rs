@@ -77,16 +77,14 @@ fn a_fifo_with_a_writer_that_never_stops_is_refused_unread() {
     );
     let _ = writer.kill();
     let _ = writer.wait();
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("is a FIFO"), "{}", stderr(&out));
+    assert_exit_with(&out, 2, "is a FIFO");
 }
 
 #[test]
 fn a_directory_as_the_plan_is_refused() {
     let t = TestDir::new();
     let out = t.run(&["validate", t.outside.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+    assert_exit_with(&out, 2, "is a directory");
 }
 
 #[test]
@@ -101,11 +99,10 @@ fn an_oversized_plan_is_refused_unread() {
         &["validate", plan.to_str().unwrap()],
         Duration::from_secs(10),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("plan file is larger than the limit of 67108864 bytes"),
-        "{}",
-        stderr(&out)
+    assert_exit_with(
+        &out,
+        2,
+        "plan file is larger than the limit of 67108864 bytes",
     );
 }
 
@@ -132,12 +129,7 @@ fn approval_and_policy_files_are_refused_unread_when_not_regular_or_too_large() 
         .set_len(1024 * 1024 + 1)
         .unwrap();
     let out = t.run(&["run", plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("approval file is larger than the limit"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 2, "approval file is larger than the limit");
     std::fs::remove_file(&approval).unwrap();
 
     // The policy in the workspace as a directory, then as an explicit device.
@@ -155,12 +147,7 @@ fn approval_and_policy_files_are_refused_unread_when_not_regular_or_too_large() 
         &["validate", "--policy", "/dev/zero", plan.to_str().unwrap()],
         Duration::from_secs(10),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("is a character device"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 2, "is a character device");
 }
 
 #[test]
@@ -188,12 +175,7 @@ fn a_duplicate_key_inside_a_step_is_refused_with_its_position() {
         r#"{"plan_id": "q", "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "x", "\u0070ath": "y"}}]}"#,
     );
     let out = t.run(&["validate", plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("duplicate key \"path\""),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 2, "duplicate key \"path\"");
 }
 
 #[test]
@@ -206,12 +188,7 @@ fn duplicate_keys_in_approvals_and_policies_are_refused() {
     let doubled = text.replacen("{", "{\n  \"status\": \"rejected\",", 1);
     std::fs::write(&approval, doubled).unwrap();
     let out = t.run(&["run", plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("duplicate key \"status\""),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 2, "duplicate key \"status\"");
     std::fs::write(&approval, text).unwrap();
 
     t.file(
@@ -219,12 +196,7 @@ fn duplicate_keys_in_approvals_and_policies_are_refused() {
         "{\"sandbox\": \"none\",\n \"sandbox\": \"bwrap\"}",
     );
     let out = t.run(&["validate", plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("line 2, column 2: duplicate key \"sandbox\""),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 2, "line 2, column 2: duplicate key \"sandbox\"");
 }
 
 #[test]
@@ -240,8 +212,7 @@ fn a_workspace_that_is_a_regular_file_is_a_usage_error() {
         file.to_str().unwrap(),
         plan.to_str().unwrap(),
     ]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
+    assert_exit_with(&out, 2, "not a directory");
 }
 
 /// No raw control character (other than newline) in text meant for a terminal.
@@ -551,12 +522,7 @@ fn refused_violations_are_counted_and_strict_fails_the_step() {
             "auto-approve",
         ],
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("3 sandbox violations refused"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 0, "3 sandbox violations refused");
     let out = t.run(&[
         "run",
         plan.to_str().unwrap(),
@@ -588,12 +554,7 @@ fn a_linked_state_directory_is_refused_and_nothing_is_created_where_it_points() 
     // A repository shipping `.acode` as a link to elsewhere.
     std::os::unix::fs::symlink(&t.outside, t.ws.join(".acode")).unwrap();
     let out = t.run(&["run", plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(".acode is a symbolic link"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 2, ".acode is a symbolic link");
     t.assert_outside_untouched();
     std::fs::remove_file(t.ws.join(".acode")).unwrap();
 
@@ -703,11 +664,10 @@ fn a_database_deleted_during_the_run_does_not_end_silently_with_exit_0() {
     }
     std::fs::write(t.ws.join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("was deleted or replaced during the run; this run's record is lost"),
-        "{}",
-        stderr(&out)
+    assert_exit_with(
+        &out,
+        1,
+        "was deleted or replaced during the run; this run's record is lost",
     );
 }
 
@@ -785,8 +745,7 @@ fn a_full_disk_ends_the_run_non_zero_and_the_next_start_marks_it_interrupted() {
         ws_arg,
         plan.to_str().unwrap(),
     ]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert!(stderr(&out).contains("disk is full"), "{}", stderr(&out));
+    assert_exit_with(&out, 1, "disk is full");
     let db = rusqlite::Connection::open(ws.join(".acode/executions.db")).unwrap();
     assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "running");
     drop(db);

@@ -146,6 +146,15 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Asserts that `out` exited with `expected` and that its stderr contains `needle`, showing the
+/// stderr when either is not so.
+#[track_caller]
+pub fn assert_exit_with(out: &Output, expected: i32, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(code(out), expected, "{err}");
+    assert!(err.contains(needle), "{err}");
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -410,10 +410,5 @@ fn resume_refuses_a_changed_plan() {
     std::fs::write(&plan, text).unwrap();
     t.approve(&plan);
     let out = t.run(&["resume", &run_id]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("only the same plan can be resumed"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 2, "only the same plan can be resumed");
 }

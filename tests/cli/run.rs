@@ -11,12 +11,7 @@ fn single_read_is_recorded_with_its_stdout_artifact() {
     let plan = t.plan("p.json", &json!({"plan_id": "one", "steps": [
         {"step_id": "read", "tool": "file_read", "arguments": {"path": "hello.txt"}, "precondition": "file exists"}]}));
     let out = t.approve_and_run(&plan, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("[1/1] read file_read hello.txt … ok"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 0, "[1/1] read file_read hello.txt … ok");
     let db = t.db();
     assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "completed");
     assert_eq!(q::<i64>(&db, "SELECT exit_code FROM runs"), 0);

@@ -30,12 +30,7 @@ fn a_run_under_another_policy_is_refused_until_re_approved() {
     // A policy file appears (as a command could write one): the approval no longer holds.
     t.file("acode-policy.json", r#"{"allow_commands": ["curl"]}"#);
     let out = t.run(&[ps]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("policy changed since approval: re-approve"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit_with(&out, 3, "policy changed since approval: re-approve");
     // Re-approved under it, the plan runs; the approval records the policy's hash.
     t.approve(&p);
     let a = approval(&t);

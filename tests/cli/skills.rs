@@ -166,8 +166,7 @@ fn an_unknown_input_or_missing_skill_is_a_validation_error() {
     t.file(".acode/skills/s/SKILL.md", "Use ${inputs.nope}.\n");
     let plan = skill_plan(&t, "s", json!({}));
     let out = t.run(&["validate", plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("${inputs.nope}"), "{}", stderr(&out));
+    assert_exit_with(&out, 2, "${inputs.nope}");
 
     let plan = skill_plan(&t, "missing", json!({}));
     let out = t.run(&["validate", plan.to_str().unwrap()]);
@@ -364,8 +363,7 @@ fn a_signed_approval_covers_the_skill_hashes() {
         ])
         .output()
         .unwrap();
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
-    assert!(stderr(&out).contains("signature"), "{}", stderr(&out));
+    assert_exit_with(&out, 3, "signature");
     assert!(server.requests().is_empty());
 }
 

@@ -125,8 +125,7 @@ fn exhausted_attempts_exit_2_with_the_last_problems() {
         ],
         &server,
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("no JSON object"), "{}", stderr(&out));
+    assert_exit_with(&out, 2, "no JSON object");
     assert!(!out_path.exists());
 }
 
