@@ -151,16 +151,7 @@ pub const COMMANDS: &[CommandDef] = &[
     },
 ];
 
-/// How confirmations are answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfirmMode {
-    /// Ask on the terminal.
-    Prompt,
-    /// Say yes to everything.
-    AutoApprove,
-    /// Say no to everything.
-    AutoDeny,
-}
+pub use crate::executor::callbacks::ConfirmMode;
 
 /// Everything the command line said.
 #[derive(Debug, Clone)]

@@ -43,18 +43,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use flags::{Args, Command, ConfirmMode, Parsed};
+use flags::{Args, Command, Parsed};
 
 use crate::error::exit;
 use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
 use crate::events::{Event, EventKind, RefusalProblem};
-use crate::executor::{
-    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, Fanout, ProgressCallback,
-    TerminalPrompt,
-};
+use crate::executor::{ConfirmMode, Fanout, ProgressCallback};
 use crate::plan::{self, AuthStatus, Plan, PlanAuthorization, ValidationContext};
-use crate::runner::{PlanRunner, RunOptions, RunnerError};
+use crate::runner::{PlanRunner, RunOptions, RunSettings, RunnerError, Target};
 use crate::sandbox::redact::Redactor;
 use crate::sandbox::{Policy, Workspace};
 use crate::store::Store;
@@ -719,21 +716,13 @@ fn install_signal_handlers(cancel: Arc<AtomicBool>) {
     });
 }
 
-/// Which run `execute_plan` starts or continues.
-enum Target {
-    /// A new run.
-    New,
-    /// Continue this run id, or the newest unfinished run of the plan when `None`.
-    Resume(Option<String>),
-}
-
 fn cmd_run(
     args: &Args,
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
     let target = if args.resume {
-        Target::Resume(None)
+        Target::Latest
     } else {
         Target::New
     };
@@ -741,7 +730,7 @@ fn cmd_run(
         args,
         redactor,
         secrets,
-        &PathBuf::from(&args.positionals[0]),
+        Some(&PathBuf::from(&args.positionals[0])),
         target,
     )
 }
@@ -751,24 +740,12 @@ fn cmd_resume(
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
-    let run = query_store(args)?
-        .run(&args.positionals[0])
-        .map_err(not_found)?;
-    let plan_path = run.plan_path.ok_or_else(|| {
-        CliError::new(
-            exit::USAGE,
-            format!(
-                "run {} has no plan file recorded; use `acode-run run PLAN --resume`",
-                run.run_id
-            ),
-        )
-    })?;
     execute_plan(
         args,
         redactor,
         secrets,
-        Path::new(&plan_path),
-        Target::Resume(Some(run.run_id)),
+        None,
+        Target::Run(args.positionals[0].clone()),
     )
 }
 
@@ -792,114 +769,92 @@ fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn Progre
     outputs
 }
 
+/// The options the flags give that shape a run (recorded on it, checked again by `resume`).
+fn run_settings(args: &Args) -> RunSettings {
+    RunSettings {
+        confirm: args.confirm,
+        sandbox: args.sandbox,
+        llm_provider: args.llm_provider,
+        llm_url: args.llm_url.clone(),
+        model: args.model.clone(),
+        llm_ca_cert: args.llm_ca_cert.clone(),
+        tool_protocol: args.tool_protocol,
+        token_budget: args.token_budget,
+        llm_retries: args.llm_retries,
+        max_calls_per_answer: args.max_calls_per_answer,
+        strict: args.strict.then_some(true),
+        jobs: None,
+    }
+}
+
+/// `run`, `run --approve`, `run --resume` and `resume`: the flags become [`RunOptions`], the
+/// library prepares and runs, and this prints.
 fn execute_plan(
     args: &Args,
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
-    plan_path: &Path,
+    plan_path: Option<&Path>,
     target: Target,
 ) -> Result<i32, CliError> {
-    let (ws, db) = sandboxed_workspace(args, Some(plan_path))?;
-    if args.approve {
-        prepare_state_dir(&ws)?;
-        let policy = load_policy(args, &ws)?;
-        let plan = load_plan(args, plan_path, &ws, &policy, &ToolRegistry::builtin())?;
-        learn_plan_secrets(&plan, &ws, redactor);
-        let mut store = open_store(&db)?;
-        store.set_redactor(redactor.clone());
-        // `run --approve` is a convenience, not a review: it never overrides a rejection.
-        let decision = Decision {
-            plan: &plan,
-            workspace: &ws,
-            policy: &policy,
-            status: AuthStatus::Approved,
-            may_override: false,
-        };
-        record_decision(args, redactor, secrets, plan_path, decision, &mut store)?;
-    }
-
-    // Everything a run needs, with the library's front door: the same rules for every embedder.
+    let (ws, db) = sandboxed_workspace(args, plan_path)?;
     let mut options = RunOptions::default();
-    options.db = Some(db.clone());
+    options.db = Some(db);
     options.policy = args.policy.clone();
     options.vars = args.vars.clone();
-    options.sandbox = args.sandbox;
-    options.redactor = Some(redactor.clone());
-    if args.sandbox == Some(crate::sandbox::SandboxMode::None) {
-        // `--sandbox none` on the command line is the explicit request.
-        options.sandbox = None;
-        options = options.without_os_sandbox();
-    }
-    let runner = PlanRunner::prepare(ws.root(), plan_path, options).map_err(|e| match e {
-        RunnerError::Plan(e) => CliError::plan(&e),
-        other => CliError::new(other.exit_code(), other.to_string()),
-    })?;
-    if let Some(warning) = runner.sandbox().warning() {
-        eprintln!("acode-run: warning: {}", redactor.redact(warning));
-    }
-
-    let confirm_mode = args.confirm.unwrap_or(if std::io::stdin().is_terminal() {
+    options.settings = run_settings(args);
+    options.default_confirm = Some(if std::io::stdin().is_terminal() {
         ConfirmMode::Prompt
     } else {
         ConfirmMode::AutoDeny
     });
-    let cancel = Arc::new(AtomicBool::new(false));
-    let confirm: Arc<dyn ConfirmationCallback> = match confirm_mode {
-        ConfirmMode::AutoApprove => Arc::new(AutoApprove),
-        ConfirmMode::AutoDeny => Arc::new(AutoDeny),
-        // Ctrl-C while the prompt waits stops the run; Ctrl-D denies.
-        ConfirmMode::Prompt => Arc::new(
-            TerminalPrompt::new(
-                std::io::BufReader::new(CancellableStdin::new(cancel.clone())),
-                std::io::stderr(),
-            )
-            .with_cancel(cancel.clone()),
+    options.redactor = Some(redactor.clone());
+    // `run --approve` is a convenience, not a review: it never overrides a rejection.
+    options.approve = args.approve.then(|| crate::runner::DecisionRequest {
+        status: AuthStatus::Approved,
+        by: args.by.clone(),
+        reason: args.reason.clone(),
+        may_override: false,
+        key: secrets.approval_key.clone(),
+    });
+    options.target = target;
+    options.rerun_interrupted = args.rerun_interrupted;
+    options.llm_api_key = secrets.llm_api_key.clone();
+    options.drop_step_results = !reports::needs_step_results(args);
+    if args.sandbox == Some(crate::sandbox::SandboxMode::None) {
+        // `--sandbox none` on the command line is the explicit request.
+        options = options.without_os_sandbox();
+    }
+    let runner = match plan_path {
+        Some(plan) => PlanRunner::prepare(ws.root(), plan, options),
+        None => PlanRunner::prepare_resume(ws.root(), &args.positionals[0], options),
+    }
+    .map_err(|e| match e {
+        RunnerError::Plan(e) => CliError::plan(&e),
+        other => CliError::new(
+            other.exit_code(),
+            redactor.redact(&other.to_string()).into_owned(),
         ),
-    };
-    let outputs = progress_outputs(args, redactor);
+    })?;
+    if args.approve {
+        errln!(
+            "approved plan {} (sha256 {})",
+            redactor.redact(&runner.plan().plan_id),
+            runner.plan().sha256
+        );
+    }
+    if let Some(warning) = runner.sandbox().warning() {
+        eprintln!("acode-run: warning: {}", redactor.redact(warning));
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
-
-    let (llm, agent) = llm_setup(args, secrets, runner.plan(), runner.policy())?;
-    let (executor, approved) = runner
-        .with_confirmation(confirm)
-        .with_progress(Arc::new(Fanout(outputs)))
+    let (result, executor) = runner
+        .with_progress(Arc::new(Fanout(progress_outputs(args, redactor))))
         .with_cancel_flag(cancel)
-        .into_executor()
-        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
-    let mut executor = executor
-        .with_agent_settings(agent)
-        .with_step_results(reports::needs_step_results(args));
-    if let Some(llm) = llm {
-        executor = executor.with_llm(llm);
-    }
-    let result = match target {
-        Target::New => executor.execute(&approved),
-        Target::Resume(id) => {
-            let id = match id {
-                Some(id) => id,
-                None => executor
-                    .store()
-                    .find_resumable(
-                        &approved.plan().sha256,
-                        &executor.workspace().root().display().to_string(),
-                    )
-                    .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?
-                    .ok_or_else(|| {
-                        CliError::new(
-                            exit::USAGE,
-                            format!(
-                                "no interrupted run of {} (sha256 {}) to resume in {}",
-                                plan_path.display(),
-                                approved.plan().sha256,
-                                db.display()
-                            ),
-                        )
-                    })?,
-            };
-            executor.resume(&approved, &id, args.rerun_interrupted)
-        }
-    }
-    .map_err(|e| CliError::execution(&e))?;
+        .run_keeping_executor()
+        .map_err(|e| match e {
+            RunnerError::Execution(e) => CliError::execution(&e),
+            other => CliError::new(other.exit_code(), other.to_string()),
+        })?;
     reports::write(args, &result, executor.store(), redactor);
     if args.json {
         // A closed stdout is ignored, as for every other output.
@@ -908,87 +863,19 @@ fn execute_plan(
     Ok(result.exit_code)
 }
 
-/// The LLM configuration and agent settings from flags and environment, unchecked.
+/// The LLM configuration and agent settings from flags and environment, unchecked (for the
+/// draft and review stages; a run's are the library's).
 fn llm_config(
     args: &Args,
     secrets: &RunnerSecrets,
     policy: &Policy,
 ) -> Result<(crate::llm::LlmConfig, crate::executor::AgentSettings), CliError> {
-    let usage = |e: String| CliError::new(exit::USAGE, e);
-    let mut config = crate::llm::LlmConfig::from_env().map_err(|e| usage(e.to_string()))?;
-    // Read once at start, from ACODE_LLM_API_KEY_FILE or the variable.
-    config.api_key = secrets
-        .llm_api_key
-        .as_deref()
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(String::from);
-    if let Some(url) = &args.llm_url {
-        config.base_url = url.clone();
-    }
-    if let Some(model) = &args.model {
-        config.model = model.clone();
-    }
-    if let Some(provider) = args.llm_provider {
-        config.provider = provider;
-    }
-    if let Some(ca) = &args.llm_ca_cert {
-        config.ca_cert = Some(ca.clone());
-    }
-    let url_given = args.llm_url.is_some()
-        || std::env::var("ACODE_LLM_URL").is_ok_and(|u| !u.trim().is_empty());
-    config.provider_defaults(url_given, |name| std::env::var(name).ok());
-    let agent = crate::executor::AgentSettings {
-        model: config.model.clone(),
-        protocol: args.tool_protocol.unwrap_or_default(),
-        token_budget: args.token_budget,
-        tool_result_chars: policy.limits.tool_result_chars,
-        backoff: crate::executor::retry::Backoff::default()
-            .with_retries(args.llm_retries.unwrap_or(3)),
-        max_calls_per_answer: args
-            .max_calls_per_answer
-            .unwrap_or(crate::executor::agent::DEFAULT_MAX_CALLS_PER_ANSWER),
-        strict: args.strict,
-        ..Default::default()
-    };
+    let (config, agent, _) = run_settings(args)
+        .llm(secrets.llm_api_key.as_deref(), policy, |name| {
+            std::env::var(name).ok()
+        })
+        .map_err(|e| CliError::new(exit::USAGE, e))?;
     Ok((config, agent))
-}
-
-/// The LLM client and agent settings from flags and environment; checked up front (exit 2) when the
-/// plan has agent steps, so a missing model is reported before anything runs.
-fn llm_setup(
-    args: &Args,
-    secrets: &RunnerSecrets,
-    plan: &Plan,
-    policy: &Policy,
-) -> Result<
-    (
-        Option<Arc<dyn crate::llm::LlmClient>>,
-        crate::executor::AgentSettings,
-    ),
-    CliError,
-> {
-    let usage = |e: String| CliError::new(exit::USAGE, e);
-    let (config, agent) = llm_config(args, secrets, policy)?;
-    let agent_steps: Vec<&crate::plan::Step> = plan
-        .steps
-        .iter()
-        .filter(|s| s.tool == crate::tools::agent::NAME)
-        .collect();
-    if agent_steps.is_empty() {
-        return Ok((None, agent));
-    }
-    // Every agent step must end up with a model: its own, or the default.
-    let mut check = config.clone();
-    if check.model.trim().is_empty()
-        && agent_steps
-            .iter()
-            .all(|s| s.arguments.contains_key("model"))
-    {
-        check.model = "per-step".to_string();
-    }
-    check.validate().map_err(|e| usage(e.to_string()))?;
-    Ok((Some(Arc::from(crate::llm::client(config))), agent))
 }
 
 pub use crate::error::format_ms;

@@ -401,7 +401,7 @@ pub(super) fn cmd_do(
     let mut store = super::decision_store(args)?;
     record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     announce("executor", &format!("running {}", path.display()));
-    let code = execute_plan(args, redactor, secrets, &path, Target::New)?;
+    let code = execute_plan(args, redactor, secrets, Some(&path), Target::New)?;
     let run_id = executor
         .store()
         .list_runs(1)

@@ -15,6 +15,46 @@ use crate::events::Event;
 use crate::plan::Step;
 use crate::tools::ToolCall;
 
+/// How confirmations are answered, as `--confirm` says: one of the shipped callbacks. Recorded on
+/// a run (see [`crate::runner::RunSettings`]) so that a resumed run answers the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConfirmMode {
+    /// Ask on the terminal ([`TerminalPrompt`]).
+    Prompt,
+    /// Say yes to everything ([`AutoApprove`]).
+    AutoApprove,
+    /// Say no to everything ([`AutoDeny`]).
+    AutoDeny,
+}
+
+impl ConfirmMode {
+    /// The mode's name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfirmMode::Prompt => "prompt",
+            ConfirmMode::AutoApprove => "auto-approve",
+            ConfirmMode::AutoDeny => "auto-deny",
+        }
+    }
+
+    /// The callback answering this way; a prompt reads the terminal's stdin and stops the run when
+    /// `cancel` is set (Ctrl-C while it waits), and Ctrl-D denies.
+    pub fn callback(self, cancel: Arc<AtomicBool>) -> Arc<dyn ConfirmationCallback> {
+        match self {
+            ConfirmMode::AutoApprove => Arc::new(AutoApprove),
+            ConfirmMode::AutoDeny => Arc::new(AutoDeny),
+            ConfirmMode::Prompt => Arc::new(
+                TerminalPrompt::new(
+                    std::io::BufReader::new(CancellableStdin::new(cancel.clone())),
+                    std::io::stderr(),
+                )
+                .with_cancel(cancel),
+            ),
+        }
+    }
+}
+
 /// What the confirmation gate is asked about.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConfirmationRequest {

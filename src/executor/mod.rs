@@ -26,8 +26,8 @@ use thiserror::Error;
 pub use agent::AgentSettings;
 pub use call::{CallOptions, Emitter, RunContext, StepContext};
 pub use callbacks::{
-    AutoApprove, AutoDeny, CancellableStdin, ConfirmationCallback, ConfirmationRequest, Decision,
-    Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, CancellableStdin, ConfirmMode, ConfirmationCallback,
+    ConfirmationRequest, Decision, Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
 };
 
 use crate::error::{ErrorKind, exit, now_ms};
@@ -222,7 +222,9 @@ pub enum ExecutionError {
     /// checking the workspace) continues it.
     #[error(
         "run {run_id} was interrupted while {} ran, which {} not safe to run twice; nothing was \
-         run. Check the workspace, then continue with: acode-run resume {run_id} --rerun-interrupted",
+         run. Check the workspace, then continue with: acode-run resume {run_id} --rerun-interrupted \
+         (the run keeps the options it was started with — --confirm, --sandbox, the LLM settings \
+         — so they need not be repeated; see docs/recovery.md)",
         .steps.iter().map(|(s, t)| format!("step {s:?} ({t})")).collect::<Vec<_>>().join(", "),
         if .steps.len() == 1 { "is" } else { "are" }
     )]
@@ -272,6 +274,7 @@ pub struct Executor {
     agent: AgentSettings,
     redactor: Arc<Redactor>,
     keep_step_results: bool,
+    settings_json: String,
 }
 
 impl Executor {
@@ -296,7 +299,15 @@ impl Executor {
             agent: AgentSettings::default(),
             redactor,
             keep_step_results: true,
+            settings_json: "{}".to_string(),
         }
+    }
+
+    /// The options the run is started with, as JSON (see [`crate::runner::RunSettings`]),
+    /// recorded on the run so that `resume` can continue it the same way. Keys never belong here.
+    pub fn with_settings_record(mut self, settings_json: String) -> Self {
+        self.settings_json = settings_json;
+        self
     }
 
     /// Whether [`ExecutionResult::steps`] lists every step (the default). A caller that only needs
@@ -578,6 +589,7 @@ impl Executor {
                     subject: None,
                 },
                 &variables,
+                &self.settings_json,
                 &step_rows,
             )?;
         }

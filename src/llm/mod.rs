@@ -529,11 +529,12 @@ pub fn is_retryable_status(status: u16) -> bool {
 }
 
 /// Which wire protocol a server speaks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Provider {
     /// OpenAI-compatible `POST {base}/chat/completions` (Ollama, LM Studio, llama.cpp, vLLM).
     #[default]
+    #[serde(rename = "openai")]
     OpenAi,
     /// Ollama's native `POST {base}/api/chat`.
     Ollama,

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::ToolSpec;
 
 /// How an agent step exchanges tool calls with the model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolProtocol {
     /// The server's own tool calling (`tools` in the request, `tool_calls` in the answer).

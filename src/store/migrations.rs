@@ -126,6 +126,11 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX reviews_judged ON reviews(judged_run_id, created_at);
     "#,
+    // 9 (issue 21): the options a run was started with (confirmation mode, requested sandbox, LLM
+    // settings; never keys), so `resume` continues it as it was started.
+    r#"
+    ALTER TABLE runs ADD COLUMN settings_json TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

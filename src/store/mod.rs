@@ -354,9 +354,11 @@ impl Store {
         &mut self,
         run: &RunRow,
         variables_json: &str,
+        settings_json: &str,
         steps: &[(&str, usize, &str)],
     ) -> Result<(), StoreError> {
         let variables_json = self.scrub(variables_json).into_owned();
+        let settings_json = self.scrub(settings_json).into_owned();
         let plan_id = self.scrub(&run.plan_id).into_owned();
         let steps: Vec<(String, usize, &str)> = steps
             .iter()
@@ -365,8 +367,8 @@ impl Store {
         let tx = self.immediate()?;
         tx.execute(
             "INSERT INTO runs (run_id, plan_id, plan_sha256, plan_path, workspace, started_at, status,
-             runner_pid, variables_json, runner_token)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             runner_pid, variables_json, runner_token, settings_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 run.run_id,
                 plan_id,
@@ -377,7 +379,8 @@ impl Store {
                 run.status,
                 std::process::id(),
                 variables_json,
-                runner::own_token()
+                runner::own_token(),
+                settings_json
             ],
         )?;
         {
@@ -703,6 +706,16 @@ impl Store {
             params![run_id, std::process::id(), runner::own_token()],
         )?;
         Ok(())
+    }
+
+    /// The options the run was started with (`runs.settings_json`; `None` for runs recorded before
+    /// they were kept), for `resume`.
+    pub fn run_settings(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT settings_json FROM runs WHERE run_id = ?1",
+            params![run_id],
+            |r| r.get(0),
+        )?)
     }
 
     /// Records the OS sandbox a run's commands use (at its start, and again when it is resumed,

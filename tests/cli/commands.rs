@@ -544,3 +544,40 @@ fn a_retryable_command_is_retried_with_backoff_and_every_attempt_recorded() {
     assert_eq!(retry["delay_ms"], 1000);
     assert_eq!(retry["attempt"], 1);
 }
+
+/// Issue #21: an option cannot weaken what the approved policy asks for; a stronger one is fine.
+#[test]
+fn a_sandbox_flag_weaker_than_the_approved_policy_is_refused_with_exit_3() {
+    let t = TestDir::new();
+    t.file("acode-policy.json", r#"{"sandbox": "bwrap"}"#);
+    let plan = t.plan("p.json", &json!({"plan_id": "strong", "steps": [
+        {"step_id": "w", "tool": "run_command", "arguments": {"argv": ["python3", "-c", "open('ran.txt','w').write('1')"]}}]}));
+    t.approve(&plan);
+    for weaker in ["none", "landlock"] {
+        let out = t.run(&[plan.to_str().unwrap(), "--sandbox", weaker]);
+        assert_exit_with(
+            &out,
+            3,
+            &format!(
+                "the approved policy asks for the bwrap sandbox; --sandbox {weaker} would weaken it"
+            ),
+        );
+        assert!(
+            !t.ws.join("ran.txt").exists(),
+            "--sandbox {weaker} ran the command"
+        );
+    }
+    // The policy's own mode, asked for or by `auto`, runs.
+    for same in [&["--sandbox", "bwrap"][..], &["--sandbox", "auto"], &[]] {
+        let mut args = vec![plan.to_str().unwrap()];
+        args.extend_from_slice(same);
+        let out = t.run(&args);
+        assert_eq!(code(&out), 0, "{same:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("sandbox: bwrap"), "{}", stderr(&out));
+    }
+    // Stronger than the policy: fine.
+    t.file("acode-policy.json", r#"{"sandbox": "landlock"}"#);
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "bwrap"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}

@@ -178,7 +178,7 @@ fn the_front_door_refuses_what_the_command_line_refuses() {
     assert_eq!(err.exit_code(), 3, "{err}");
     t.approve(&plan);
     let mut weak = RunOptions::default();
-    weak.sandbox = Some(acode_run::sandbox::SandboxMode::None);
+    weak.settings.sandbox = Some(acode_run::sandbox::SandboxMode::None);
     assert!(matches!(
         PlanRunner::prepare(&t.ws, &plan, weak).err(),
         Some(RunnerError::WeakeningNotExplicit)

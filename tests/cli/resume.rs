@@ -412,3 +412,83 @@ fn resume_refuses_a_changed_plan() {
     let out = t.run(&["resume", &run_id]);
     assert_exit_with(&out, 2, "only the same plan can be resumed");
 }
+
+/// Issue #21: a resumed run keeps the options it was started with — a bare `resume` of an
+/// interrupted `--confirm auto-approve` run still approves, and a differing option is refused.
+#[test]
+fn a_resumed_run_keeps_its_confirmation_mode_and_refuses_other_options() {
+    let t = TestDir::new();
+    t.file(
+        "slow.py",
+        "import os, time\nopen('started-' + str(os.getpid()), 'w').write('1')\ntime.sleep(30)\n",
+    );
+    t.file("doomed.txt", "x");
+    let plan = t.plan(
+        "r.json",
+        &json!({"plan_id": "keep-options", "steps": [
+        {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}},
+        {"step_id": "delete", "tool": "file_delete", "arguments": {"path": "doomed.txt"}}]}),
+    );
+    t.approve(&plan);
+    let mut child = t
+        .cmd()
+        .args([
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "none",
+            "--confirm",
+            "auto-approve",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !walk(&t.ws).iter().any(|p| {
+        p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("started-")
+    }) {
+        assert!(Instant::now() < deadline, "the slow step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill9(&mut child);
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let recorded: String = q(&t.db(), "SELECT settings_json FROM runs");
+    assert!(
+        recorded.contains("\"confirm\":\"auto-approve\""),
+        "{recorded}"
+    );
+    assert!(recorded.contains("\"sandbox\":\"none\""), "{recorded}");
+
+    // Another option than the run's: refused, naming it and both values, nothing changed.
+    let out = t.run(&[
+        "resume",
+        &run_id,
+        "--sandbox",
+        "landlock",
+        "--rerun-interrupted",
+    ]);
+    assert_exit_with(&out, 2, "--sandbox landlock: the run was started with none");
+    let out = t.run(&[
+        "resume",
+        &run_id,
+        "--confirm",
+        "auto-deny",
+        "--rerun-interrupted",
+    ]);
+    assert_exit_with(
+        &out,
+        2,
+        "--confirm auto-deny: the run was started with auto-approve",
+    );
+    assert!(t.ws.join("doomed.txt").exists());
+
+    // Bare (no --confirm, no terminal, which alone would deny): the recorded auto-approve holds.
+    t.file("slow.py", "print('quick this time')\n");
+    let out = t.run(&["resume", &run_id, "--rerun-interrupted"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!t.ws.join("doomed.txt").exists());
+    assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "completed");
+    integrity_ok(&t);
+}

@@ -1,6 +1,11 @@
 //! The library's front door: one type that takes a workspace, a plan path and options and does
 //! everything a run needs, with the command line's safety by default.
 //!
+//! The command line is a thin layer over it: `run`, `run --approve` and `resume` each parse their
+//! flags into [`RunOptions`], call [`PlanRunner::prepare`] (or [`PlanRunner::prepare_resume`]) and
+//! [`PlanRunner::run`], and print. Everything between — loading, approving, checking, choosing
+//! the sandbox and the LLM, recording the options for `resume` — happens here, once.
+//!
 //! [`PlanRunner::prepare`] protects the runner's own files (`.acode/`, the database, the plan) from
 //! tool writes and opens `.acode/` without following links, loads the policy, loads and validates
 //! the plan, verifies its approval (hash, signature under the runner's key, policy binding, skills) and
@@ -16,11 +21,16 @@ use std::sync::atomic::AtomicBool;
 
 use thiserror::Error;
 
+pub mod settings;
+
+pub use settings::{RunSettings, SettingConflict};
+
 use crate::error::exit;
 use crate::executor::{
-    AutoDeny, ConfirmationCallback, ExecutionError, ExecutionResult, Executor, NoopProgress,
-    ProgressCallback,
+    AgentSettings, ConfirmMode, ConfirmationCallback, ExecutionError, ExecutionResult, Executor,
+    NoopProgress, ProgressCallback,
 };
+use crate::llm::LlmClient;
 use crate::plan::auth::{AuthStatus, PlanAuthorization};
 use crate::plan::{self, ApprovedPlan, AuthError, Plan, PlanError, ValidationContext};
 use crate::sandbox::paths::absolute;
@@ -31,7 +41,8 @@ use crate::tools::ToolRegistry;
 
 /// What a run is prepared with. `RunOptions::default()` is the command line's defaults: the
 /// workspace's database, its `acode-policy.json`, the OS sandbox the policy names (`auto` by
-/// default) and the approval key from `ACODE_APPROVAL_KEY` / `ACODE_APPROVAL_KEY_FILE`.
+/// default), confirmations denied, and the approval key from `ACODE_APPROVAL_KEY` /
+/// `ACODE_APPROVAL_KEY_FILE`.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// The execution database (default `WORKSPACE/.acode/executions.db`).
@@ -40,15 +51,44 @@ pub struct RunOptions {
     pub policy: Option<PathBuf>,
     /// `--var` values: only variables the plan declares.
     pub vars: BTreeMap<String, String>,
-    /// The OS sandbox (default: the policy's, `auto`). `SandboxMode::None` here is refused: use
-    /// [`RunOptions::without_os_sandbox`], so weakening is visible in the code.
-    pub sandbox: Option<SandboxMode>,
+    /// The options that shape the run (recorded on it; see [`RunSettings`]). A `sandbox` of
+    /// `SandboxMode::None` here is refused: use [`RunOptions::without_os_sandbox`], so weakening
+    /// is visible in the code.
+    pub settings: RunSettings,
+    /// How confirmations are answered when `settings.confirm` is not given and the run (if
+    /// resumed) recorded none: [`ConfirmMode::AutoDeny`] unless set (the command line sets
+    /// `Prompt` on a terminal).
+    pub default_confirm: Option<ConfirmMode>,
     /// The redactor every record and output goes through (default: one from the environment); the
     /// runner teaches it the plan's secret values.
     pub redactor: Option<Arc<Redactor>>,
+    /// Approve the plan before running it (`run --approve`): the decision is recorded with the
+    /// library's rules ([`record_decision`]; a standing rejection is not overridden).
+    pub approve: Option<DecisionRequest>,
+    /// A new run, or which interrupted run to continue.
+    pub target: Target,
+    /// Resuming may run again a step cut off mid-way whose tool is not idempotent.
+    pub rerun_interrupted: bool,
+    /// The LLM key, read once by the caller (`ACODE_LLM_API_KEY[_FILE]`); never recorded.
+    pub llm_api_key: Option<String>,
+    /// Drop each step's result once it is recorded and reported (memory stays flat on huge plans;
+    /// [`ExecutionResult::steps`] is then empty).
+    pub drop_step_results: bool,
     /// Set only by the named weakening calls.
     no_os_sandbox: bool,
     no_signature_check: bool,
+}
+
+/// Which run [`PlanRunner::run`] carries out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Target {
+    /// A new run.
+    #[default]
+    New,
+    /// The newest interrupted run of the same plan in the same workspace (`run --resume`).
+    Latest,
+    /// This run (a full id, or a prefix `show` would accept).
+    Run(String),
 }
 
 impl RunOptions {
@@ -120,6 +160,29 @@ pub enum RunnerError {
     /// The requested OS sandbox cannot be used here (fails closed).
     #[error("the OS sandbox was requested but cannot be used: {0}")]
     Sandbox(String),
+    /// An option asks for a weaker OS sandbox than the approved policy names: the approval covers
+    /// the policy, and a flag must not weaken it (SPEC §6).
+    #[error(
+        "the approved policy asks for the {policy} sandbox; --sandbox {given} would weaken it. \
+         Run without --sandbox (or with a stronger mode), or change the policy and approve the plan again"
+    )]
+    SandboxWeakened {
+        /// The policy's mode.
+        policy: SandboxMode,
+        /// The mode asked for.
+        given: SandboxMode,
+    },
+    /// `resume` was given options that differ from the ones the run was started with.
+    #[error(
+        "run {run_id} was started with other options:\n{}\n  resume continues a run as it was started: omit these options (docs/recovery.md)",
+        .conflicts.iter().map(|c| format!("  - {c}")).collect::<Vec<_>>().join("\n")
+    )]
+    ResumeSettings {
+        /// The run.
+        run_id: String,
+        /// Each differing option.
+        conflicts: Vec<SettingConflict>,
+    },
     /// `SandboxMode::None` was asked for through the plain option.
     #[error(
         "no OS sandbox was requested through RunOptions::sandbox; call RunOptions::without_os_sandbox to run without one"
@@ -138,13 +201,16 @@ impl RunnerError {
     pub fn exit_code(&self) -> i32 {
         match self {
             RunnerError::Setup(_)
+            | RunnerError::ResumeSettings { .. }
             | RunnerError::ApprovalInput(_)
             | RunnerError::Sandbox(_)
             | RunnerError::WeakeningNotExplicit => exit::USAGE,
             RunnerError::State(crate::sandbox::state::StateDirError::Refused { .. }) => exit::USAGE,
             RunnerError::State(_) => exit::INTERNAL,
             RunnerError::Plan(e) => e.exit_code(),
-            RunnerError::Unauthorized { .. } | RunnerError::Rejected { .. } => exit::UNAUTHORIZED,
+            RunnerError::Unauthorized { .. }
+            | RunnerError::Rejected { .. }
+            | RunnerError::SandboxWeakened { .. } => exit::UNAUTHORIZED,
             RunnerError::ApprovalWrite { .. } => exit::INTERNAL,
             RunnerError::Store(_) => exit::INTERNAL,
             RunnerError::Execution(e) => e.exit_code(),
@@ -164,11 +230,33 @@ pub struct PlanRunner {
     confirm: Arc<dyn ConfirmationCallback>,
     progress: Arc<dyn ProgressCallback>,
     cancel: Arc<AtomicBool>,
+    /// The confirmation mode the settings chose (until [`PlanRunner::with_confirmation`]).
+    confirm_mode: ConfirmMode,
+    settings: RunSettings,
+    llm: Option<Arc<dyn LlmClient>>,
+    agent: AgentSettings,
+    target: Target,
+    rerun_interrupted: bool,
+    drop_step_results: bool,
+}
+
+/// How strong a sandbox mode is against another, for [`RunnerError::SandboxWeakened`]: none <
+/// Landlock (writes confined) < bwrap (reads and the network namespace too). `auto` is a choice,
+/// not a demand: as a request it takes the policy's mode (see `prepare`), and a policy that says
+/// `auto` (the default) demands nothing.
+fn strength(mode: SandboxMode) -> u8 {
+    match mode {
+        SandboxMode::None | SandboxMode::Auto => 0,
+        SandboxMode::Landlock => 1,
+        SandboxMode::Bwrap => 2,
+    }
 }
 
 impl PlanRunner {
     /// Loads, validates and verifies the plan at `plan_path` for `workspace` (see the module docs).
-    /// Confirmations are denied until [`PlanRunner::with_confirmation`] says otherwise.
+    /// With `options.approve`, records the approval first; with a resume target, finds the run and
+    /// takes the options it was started with. Confirmations are denied unless the settings or
+    /// [`PlanRunner::with_confirmation`] say otherwise.
     pub fn prepare(
         workspace: &Path,
         plan_path: &Path,
@@ -202,6 +290,50 @@ impl PlanRunner {
             .clone()
             .unwrap_or_else(|| Arc::new(Redactor::from_env()));
         learn_secrets(&plan, &ws, &redactor);
+
+        // `run --approve` and a resume read the database before anything runs.
+        let mut target = options.target.clone();
+        let mut settings = options.settings.clone();
+        let mut explicit_none = options.no_os_sandbox;
+        if explicit_none {
+            settings.sandbox = Some(SandboxMode::None);
+        }
+        if options.approve.is_some() || target != Target::New {
+            let mut store = Store::open(&db)?;
+            store.set_redactor(redactor.clone());
+            if let Some(request) = &options.approve {
+                record_decision(&plan, plan_path, &ws, &policy, &mut store, request)?;
+            }
+            let run_id = match &target {
+                Target::New => None,
+                Target::Run(id) => Some(store.run(id)?.run_id),
+                Target::Latest => Some(
+                    store
+                        .find_resumable(&plan.sha256, &ws.root().display().to_string())?
+                        .ok_or_else(|| {
+                            RunnerError::Setup(format!(
+                                "no interrupted run of {} (sha256 {}) to resume in {}",
+                                plan_path.display(),
+                                plan.sha256,
+                                db.display()
+                            ))
+                        })?,
+                ),
+            };
+            if let Some(run_id) = run_id {
+                let recorded = RunSettings::from_json(store.run_settings(&run_id)?.as_deref());
+                // The run's own `--sandbox none` was explicit when it was given.
+                explicit_none |= recorded.sandbox == Some(SandboxMode::None);
+                settings = RunSettings::for_resume(&recorded, &settings).map_err(|conflicts| {
+                    RunnerError::ResumeSettings {
+                        run_id: run_id.clone(),
+                        conflicts,
+                    }
+                })?;
+                target = Target::Run(run_id);
+            }
+        }
+
         let unauthorized = |source: AuthError| RunnerError::Unauthorized {
             path: plan_path.display().to_string(),
             source,
@@ -220,19 +352,61 @@ impl PlanRunner {
             .and_then(|a| a.check_policy(&policy).map(|()| a))
             .and_then(|a| a.check_skills(&ws).map(|()| a))
             .map_err(unauthorized)?;
-        let mode = if options.no_os_sandbox {
-            SandboxMode::None
-        } else {
-            match options.sandbox.unwrap_or(policy.sandbox) {
-                SandboxMode::None if options.sandbox.is_some() => {
-                    return Err(RunnerError::WeakeningNotExplicit);
-                }
-                mode => mode,
+
+        let requested = match settings.sandbox {
+            Some(SandboxMode::None) if !explicit_none => {
+                return Err(RunnerError::WeakeningNotExplicit);
             }
+            Some(SandboxMode::Auto) | None => policy.sandbox,
+            Some(mode) => mode,
         };
-        let sandbox = OsSandbox::resolve(mode, &ws, &policy.limits)
+        if requested != SandboxMode::Auto && strength(requested) < strength(policy.sandbox) {
+            return Err(RunnerError::SandboxWeakened {
+                policy: policy.sandbox,
+                given: requested,
+            });
+        }
+        let sandbox = OsSandbox::resolve(requested, &ws, &policy.limits)
             .map_err(|e| RunnerError::Sandbox(e.to_string()))?
             .with_read_paths(&policy.read_paths);
+
+        // The LLM: checked up front when the plan has agent steps, so a missing model is
+        // reported before anything runs.
+        let (config, agent, used) = settings
+            .llm(options.llm_api_key.as_deref(), &policy, |name| {
+                std::env::var(name).ok()
+            })
+            .map_err(RunnerError::Setup)?;
+        let agent_steps: Vec<&crate::plan::Step> = approved
+            .plan()
+            .steps
+            .iter()
+            .filter(|s| s.tool == crate::tools::agent::NAME)
+            .collect();
+        let llm = if agent_steps.is_empty() {
+            None
+        } else {
+            // Every agent step must end up with a model: its own, or the default.
+            let mut check = config.clone();
+            if check.model.trim().is_empty()
+                && agent_steps
+                    .iter()
+                    .all(|s| s.arguments.contains_key("model"))
+            {
+                check.model = "per-step".to_string();
+            }
+            check
+                .validate()
+                .map_err(|e| RunnerError::Setup(e.to_string()))?;
+            Some(Arc::from(crate::llm::client(config)))
+        };
+        let mut settings = used;
+        let confirm_mode = settings
+            .confirm
+            .or(options.default_confirm)
+            .unwrap_or(ConfirmMode::AutoDeny);
+        settings.confirm = Some(confirm_mode);
+        let cancel = Arc::new(AtomicBool::new(false));
         Ok(PlanRunner {
             workspace: ws,
             db,
@@ -241,13 +415,51 @@ impl PlanRunner {
             approved,
             sandbox,
             redactor,
-            confirm: Arc::new(AutoDeny),
+            confirm: confirm_mode.callback(cancel.clone()),
             progress: Arc::new(NoopProgress),
-            cancel: Arc::new(AtomicBool::new(false)),
+            cancel,
+            confirm_mode,
+            settings,
+            llm,
+            agent,
+            target,
+            rerun_interrupted: options.rerun_interrupted,
+            drop_step_results: options.drop_step_results,
         })
     }
 
-    /// Who says yes to calls that need confirmation (default: nobody, every such call is denied).
+    /// Prepares to continue run `run_id` (an id or a unique prefix) of the plan it recorded, with
+    /// the options it was started with (`options.settings` may only repeat them).
+    pub fn prepare_resume(
+        workspace: &Path,
+        run_id: &str,
+        mut options: RunOptions,
+    ) -> Result<PlanRunner, RunnerError> {
+        let ws = Workspace::new(workspace)
+            .map_err(|e| RunnerError::Setup(format!("workspace {}: {e}", workspace.display())))?;
+        let db = match &options.db {
+            Some(p) => absolute(p),
+            None => ws.root().join(Store::DEFAULT_PATH),
+        };
+        if !db.exists() {
+            return Err(RunnerError::Setup(format!(
+                "no execution database at {}, so no run {run_id} to resume",
+                db.display()
+            )));
+        }
+        let run = Store::open(&db)?.run(run_id)?;
+        let plan_path = run.plan_path.ok_or_else(|| {
+            RunnerError::Setup(format!(
+                "run {} has no plan file recorded; use `acode-run run PLAN --resume`",
+                run.run_id
+            ))
+        })?;
+        options.db = Some(db);
+        options.target = Target::Run(run.run_id);
+        PlanRunner::prepare(workspace, Path::new(&plan_path), options)
+    }
+
+    /// Who says yes to calls that need confirmation, instead of the settings' mode.
     pub fn with_confirmation(mut self, confirm: Arc<dyn ConfirmationCallback>) -> Self {
         self.confirm = confirm;
         self
@@ -259,8 +471,11 @@ impl PlanRunner {
         self
     }
 
-    /// A flag that, once set, stops the run (as Ctrl-C does).
+    /// A flag that, once set, stops the run (as Ctrl-C does); a terminal prompt watches it too.
     pub fn with_cancel_flag(mut self, cancel: Arc<AtomicBool>) -> Self {
+        if self.confirm_mode == ConfirmMode::Prompt {
+            self.confirm = self.confirm_mode.callback(cancel.clone());
+        }
         self.cancel = cancel;
         self
     }
@@ -285,26 +500,49 @@ impl PlanRunner {
         &self.db
     }
 
-    /// The executor with everything prepared (for callers that add an LLM client or resume), and
-    /// the approved plan to give it.
+    /// The options the run is carried out with (what is recorded on it).
+    pub fn settings(&self) -> &RunSettings {
+        &self.settings
+    }
+
+    /// The executor with everything prepared (for callers that drive it themselves), and the
+    /// approved plan to give it.
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
-        let executor = Executor::new(self.workspace, store)
+        let mut executor = Executor::new(self.workspace, store)
             .with_registry(self.registry)
             .with_policy(self.policy)
             .with_confirmation(self.confirm)
             .with_progress(self.progress)
             .with_cancel_flag(self.cancel)
             .with_sandbox(self.sandbox)
-            .with_redactor(self.redactor);
+            .with_redactor(self.redactor)
+            .with_agent_settings(self.agent)
+            .with_step_results(!self.drop_step_results)
+            .with_settings_record(self.settings.to_json());
+        if let Some(llm) = self.llm {
+            executor = executor.with_llm(llm);
+        }
         Ok((executor, self.approved))
     }
 
-    /// Runs the plan and records it; `Ok` for any run that took place, failed steps included.
+    /// Runs the plan (or continues the run it was prepared to resume) and records it; `Ok` for
+    /// any run that took place, failed steps included.
     pub fn run(self) -> Result<ExecutionResult, RunnerError> {
+        self.run_keeping_executor().map(|(result, _)| result)
+    }
+
+    /// Like [`PlanRunner::run`], also handing back the executor (its store, for reports).
+    pub fn run_keeping_executor(self) -> Result<(ExecutionResult, Executor), RunnerError> {
+        let target = self.target.clone();
+        let rerun = self.rerun_interrupted;
         let (mut executor, approved) = self.into_executor()?;
-        Ok(executor.execute(&approved)?)
+        let result = match target {
+            Target::Run(id) => executor.resume(&approved, &id, rerun)?,
+            Target::New | Target::Latest => executor.execute(&approved)?,
+        };
+        Ok((result, executor))
     }
 }
 
