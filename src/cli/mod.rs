@@ -749,17 +749,17 @@ fn cmd_resume(
     )
 }
 
-/// The progress outputs the flags ask for: human lines on stderr unless `--quiet`, JSONL events
+/// The progress outputs the flags ask for: human lines on stderr (failures only with `--quiet`), JSONL events
 /// on stdout with `--jsonl`; both through the run's redactor.
 fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn ProgressCallback>> {
     let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
-    if !args.quiet {
-        outputs.push(Box::new(HumanPrinter::new(
-            std::io::stderr(),
-            stderr_wants_color(),
-            redactor.clone(),
-        )));
-    }
+    let human = HumanPrinter::new(std::io::stderr(), stderr_wants_color(), redactor.clone());
+    // `--quiet` still says which steps failed and what they printed.
+    outputs.push(Box::new(if args.quiet {
+        human.failures_only()
+    } else {
+        human
+    }));
     if args.jsonl {
         outputs.push(Box::new(JsonlWriter::new(
             std::io::stdout(),
@@ -957,6 +957,21 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
         .map_err(not_found)?;
     if args.json {
         let mut value = serde_json::to_value(&detail).unwrap_or_default();
+        // Each step's result: the artifacts of its last execution, bounded.
+        let mut outputs = store
+            .step_outputs(&detail.run.run_id, crate::executor::STEP_OUTPUT_BYTES)
+            .map_err(not_found)?;
+        if let Some(steps) = value.get_mut("steps").and_then(|s| s.as_array_mut()) {
+            for step in steps {
+                let id = step["step_id"].as_str().unwrap_or_default().to_string();
+                if let (Some(obj), Some(result)) = (step.as_object_mut(), outputs.remove(&id)) {
+                    obj.insert(
+                        "result".into(),
+                        serde_json::to_value(result).unwrap_or_default(),
+                    );
+                }
+            }
+        }
         if let Some(obj) = value.as_object_mut() {
             obj.insert(
                 "decisions".into(),

@@ -154,6 +154,8 @@ mod tests {
             attempts: 1,
             duration_ms: 3,
             output: Some("said \"hunter2-secret-value\"".into()),
+            output_truncated: false,
+            failure_output: error.map(|_| "--- stdout ---\nhunter2-secret-value".into()),
             execution_ids: vec!["e1".into(), "e2".into()],
             tolerated: false,
         };

@@ -25,6 +25,7 @@ pub struct HumanPrinter<W: Write + Send> {
     out: Mutex<(W, Current)>,
     color: bool,
     redactor: Arc<Redactor>,
+    failures_only: bool,
 }
 
 /// Whether stderr should get colour: a terminal, and `NO_COLOR` not set.
@@ -45,7 +46,15 @@ impl<W: Write + Send> HumanPrinter<W> {
             out: Mutex::new((out, Current::default())),
             color,
             redactor,
+            failures_only: false,
         }
+    }
+
+    /// Prints only failed steps (with what their command printed last) and refusals: `--quiet`,
+    /// which must still say what went wrong.
+    pub fn failures_only(mut self) -> Self {
+        self.failures_only = true;
+        self
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -185,6 +194,7 @@ impl<W: Write + Send> HumanPrinter<W> {
             EventKind::StepFailed {
                 error_code,
                 error,
+                output,
                 duration_ms,
                 tolerated,
                 ..
@@ -200,6 +210,13 @@ impl<W: Write + Send> HumanPrinter<W> {
                     secs(*duration_ms),
                     tx(&self.ext(error))
                 );
+                if let Some(output) = output {
+                    // What the command printed last: the failing test's name, the compiler error.
+                    for text_line in self.ext(output).lines() {
+                        line.push_str("\n      | ");
+                        line.push_str(&l(text_line));
+                    }
+                }
                 if error_code == "confirmation_denied" {
                     line.push_str(
                         "\n      (when no one can be asked, confirmations are denied: run on a \
@@ -265,7 +282,12 @@ impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
             Err(poisoned) => poisoned.into_inner(),
         };
         let (out, cur) = &mut *guard;
-        if let Some(line) = self.render(event, cur) {
+        let shown = !self.failures_only
+            || matches!(
+                event.kind,
+                EventKind::StepFailed { .. } | EventKind::RunRefused { .. }
+            );
+        if let Some(line) = self.render(event, cur).filter(|_| shown) {
             // Outside text was redacted field by field; the whole line once more for known values
             // and token formats only, so the runner's words stay readable.
             let line = self.redactor.redact_message(&line);
@@ -304,6 +326,7 @@ mod tests {
             step_id: "db_password".into(),
             error_code: "tool_failed".into(),
             error: "password: hunter33 and known-secret-1".into(),
+            output: Some("--- stdout (last 2 lines) ---\ntest it_works ... FAILED\nkey known-secret-1\x1b[2J".into()),
             duration_ms: 5,
             tolerated: false,
         }));
@@ -316,6 +339,9 @@ mod tests {
         for s in ["hunter22", "hunter33", "known-secret-1"] {
             assert!(!text.contains(s), "{s} in {text}");
         }
+        // What the command printed is shown under the failure, redacted and sanitised.
+        assert!(text.contains("      | test it_works ... FAILED"), "{text}");
+        assert!(!text.contains('\x1b'), "{text}");
         // The ids are shown, and the runner's own words around them are whole.
         assert!(text.contains("[1/1] db_password run_command"), "{text}");
         assert!(

@@ -230,6 +230,9 @@ pub enum EventKind {
         error_code: String,
         /// Message.
         error: String,
+        /// The last lines its command printed on stdout and stderr (bounded), when it ran one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
         /// Wall time.
         duration_ms: u64,
         /// The plan allowed this failure (`on_failure: "continue"`): dependents still run.

@@ -830,6 +830,7 @@ fn done(answer: String) -> StepOutcome {
     StepOutcome {
         failure: None,
         output: Some(answer),
+        excerpt: None,
     }
 }
 

@@ -232,6 +232,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             content: output.content,
             duration_ms: elapsed.as_millis() as u64,
             attempt: record.attempt,
+            excerpt: output.excerpt,
         };
         self.run.emitter.emit(EventKind::ToolResult {
             step_id: result.step_id.clone(),
@@ -439,18 +440,27 @@ pub fn sleep_unless_cancelled(d: Duration, cancel: &AtomicBool) {
 }
 
 /// Truncates `s` to at most `max` bytes on a char boundary, saying how much was cut.
-pub fn truncate_with_note(s: &str, max: usize) -> String {
+/// The first `max` bytes of `s`, cut on a character boundary.
+pub fn bounded(s: &str, max: usize) -> &str {
     if s.len() <= max {
-        return s.to_string();
+        return s;
     }
     let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
+    &s[..end]
+}
+
+/// `s` cut to `max` bytes with a note saying how much was shown.
+pub fn truncate_with_note(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let shown = bounded(s, max);
     format!(
-        "{}\n[truncated: {} of {} bytes shown]",
-        &s[..end],
-        end,
+        "{shown}\n[truncated: {} of {} bytes shown]",
+        shown.len(),
         s.len()
     )
 }

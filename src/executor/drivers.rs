@@ -47,15 +47,20 @@ fn direct(
     if !result.success {
         let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
         let msg = result.error.unwrap_or_else(|| "tool failed".to_string());
-        return Ok(StepOutcome::failed(kind, msg));
+        return Ok(StepOutcome {
+            excerpt: result.excerpt,
+            output: Some(result.content),
+            ..StepOutcome::failed(kind, msg)
+        });
     }
     if let Some(failure) = verify(ctx, plan, vars)? {
         return Ok(StepOutcome::failed(ErrorKind::VerificationFailed, failure));
     }
-    // The tool's output is in the database (its artifacts); keeping it in the result too would
-    // grow memory with every step of a long plan.
+    // The result as the tool returned it; the executor bounds it (and drops it at once when the
+    // caller keeps no step results, so a long plan's memory stays flat).
     Ok(StepOutcome {
         failure: None,
-        output: None,
+        output: Some(result.content),
+        excerpt: None,
     })
 }

@@ -67,6 +67,9 @@ pub struct ToolResult {
     pub duration_ms: u64,
     /// 1-based attempt that produced this result.
     pub attempt: u32,
+    /// When it failed: the lines a reader needs (a command's last lines of stdout and stderr).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
 }
 
 /// The run status lives with the database that stores it; re-exported here for embedders, who meet
@@ -123,9 +126,18 @@ pub struct StepResult {
     pub attempts: u32,
     /// Wall time.
     pub duration_ms: u64,
-    /// An agent step's final answer, cut to a few KiB. Direct steps leave it empty: their output is
-    /// in the database (`acode-run artifact`), so a long plan's result stays small.
+    /// What the step produced, bounded: an agent step's final answer (cut to a few KiB), a direct
+    /// step's result as its tool returned it (what `file_read` read, a command's exit status and
+    /// output tails, a search's matches), cut to [`STEP_OUTPUT_BYTES`]. The whole of it is in the
+    /// database (`acode-run artifact`).
     pub output: Option<String>,
+    /// Whether `output` was cut.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub output_truncated: bool,
+    /// For a failed step: the last lines its command printed on stdout and stderr, so a failing
+    /// test is named on the console, in JUnit, annotations and `--json` without the database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_output: Option<String>,
     /// Executions recorded for the step.
     pub execution_ids: Vec<String>,
     /// A failure the plan allowed (`on_failure: "continue"`): recorded as failed, but its
@@ -150,11 +162,16 @@ impl StepResult {
             attempts: 0,
             duration_ms: 0,
             output: None,
+            output_truncated: false,
+            failure_output: None,
             execution_ids: Vec::new(),
             tolerated: false,
         }
     }
 }
+
+/// Bytes of a direct step's result kept in its [`StepResult::output`] (`--json`).
+pub const STEP_OUTPUT_BYTES: usize = 16 * 1024;
 
 /// What `Executor::execute` returns for a run that took place (even a failed one).
 #[derive(Debug, Clone, Serialize)]
@@ -832,8 +849,10 @@ fn record_not_run(
 pub struct StepOutcome {
     /// `None` on success, else why it failed.
     pub failure: Option<(ErrorKind, String)>,
-    /// The final output worth keeping in memory (an agent's answer).
+    /// The final output worth keeping in memory (an agent's answer, a direct step's result).
     pub output: Option<String>,
+    /// A failed call's excerpt ([`ToolResult::excerpt`]).
+    pub excerpt: Option<String>,
 }
 
 impl StepOutcome {
@@ -842,6 +861,7 @@ impl StepOutcome {
         StepOutcome {
             failure: Some((kind, message.into())),
             output: None,
+            excerpt: None,
         }
     }
 }
@@ -941,9 +961,19 @@ fn run_step(
         error: message.clone(),
         attempts,
         duration_ms,
-        output: outcome
-            .output
-            .map(|o| call::truncate_with_note(&o, run.agent.answer_chars)),
+        output: outcome.output.as_deref().map(|o| {
+            if step.tool == crate::tools::agent::NAME {
+                call::truncate_with_note(o, run.agent.answer_chars)
+            } else {
+                call::bounded(o, STEP_OUTPUT_BYTES).to_string()
+            }
+        }),
+        output_truncated: step.tool != crate::tools::agent::NAME
+            && outcome
+                .output
+                .as_ref()
+                .is_some_and(|o| o.len() > STEP_OUTPUT_BYTES),
+        failure_output: outcome.excerpt.clone(),
         execution_ids,
         tolerated: status == StepStatus::Failed
             && step.on_failure == OnFailure::Continue
@@ -964,6 +994,7 @@ fn run_step(
                 step_id: step.step_id.clone(),
                 error_code: k.as_str().to_string(),
                 error: message.unwrap_or_default(),
+                output: outcome.excerpt,
                 duration_ms,
                 tolerated: result.tolerated,
             });

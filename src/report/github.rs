@@ -46,12 +46,16 @@ pub fn annotations(
             let level = if step.tolerated { "warning" } else { "error" };
             let kind = step.error_kind.map(|k| k.as_str()).unwrap_or("tool_failed");
             let title = format!("acode-run step {} failed ({kind})", step.step_id);
-            let message = step.error.as_deref().unwrap_or("failed");
+            let mut message = step.error.as_deref().unwrap_or("failed").to_string();
+            if let Some(excerpt) = &step.failure_output {
+                message.push('\n');
+                message.push_str(excerpt);
+            }
             let _ = writeln!(
                 out,
                 "::{level} title={}::{}",
                 escape_property(&redactor.redact(&title)),
-                escape_data(&redactor.redact(message))
+                escape_data(&redactor.redact(&message))
             );
         }
         if step.tool == "lsp_check" {
@@ -149,6 +153,22 @@ pub fn summary(result: &ExecutionResult, redactor: &Redactor) -> String {
         );
     }
     out.push('\n');
+    // What each failed step's command printed last, where a table cell has no room for it.
+    for s in result
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Failed)
+    {
+        if let Some(excerpt) = &s.failure_output {
+            let text = redactor.redact(excerpt).replace("```", "` ` `");
+            let _ = write!(
+                out,
+                "<details><summary>output of <code>{}</code></summary>\n\n```\n{}\n```\n\n</details>\n\n",
+                cell(&redactor.redact(&s.step_id)).replace('<', "&lt;"),
+                text.trim_end()
+            );
+        }
+    }
     out
 }
 

@@ -3,18 +3,17 @@
 //! The shape is the common subset every CI server reads (Jenkins, GitLab, GitHub's test-report
 //! actions, Azure): `<testsuites>` → one `<testsuite>` named after the plan → `<testcase
 //! classname="PLAN_ID" name="STEP_ID" time="…">`, with `<failure message type>` holding the error
-//! and the tail of the command's stderr, and `<skipped>` for steps that did not run. A tolerated
+//! and the last lines the command printed on stdout and stderr (cargo and pytest name their
+//! failing tests on stdout), the full captured output in `<system-out>`/`<system-err>`, and
+//! `<skipped>` for steps that did not run. A tolerated
 //! failure (`on_failure: "continue"`) is reported as a failure too: CI shows it, the exit code says
 //! the run passed.
 
 use std::fmt::Write as _;
 
-use super::{ArtifactSource, Counts, last_artifact, tail_lines};
+use super::{ArtifactSource, Counts, last_artifact};
 use crate::executor::{ExecutionResult, StepStatus};
 use crate::sandbox::Redactor;
-
-/// Lines of stderr kept in a `<failure>` element.
-const STDERR_TAIL_LINES: usize = 40;
 
 /// Renders `result` as a JUnit XML document. Every text from the plan, a model or a command passes
 /// `redactor` first.
@@ -65,19 +64,28 @@ pub fn render(
                 }
                 body.push('\n');
                 body.push_str(&error);
-                if let Some(stderr) = last_artifact(step, source, "stderr") {
-                    let tail = tail_lines(&stderr, STDERR_TAIL_LINES);
-                    if !tail.is_empty() {
-                        body.push_str("\n--- stderr (tail) ---\n");
-                        body.push_str(&redactor.redact(tail));
-                    }
+                if let Some(excerpt) = &step.failure_output {
+                    body.push('\n');
+                    body.push_str(&redactor.redact(excerpt));
                 }
                 let _ = write!(
                     out,
-                    ">\n      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n    </testcase>\n",
+                    ">\n      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n",
                     escape(first_line(&error)),
                     escape(&body)
                 );
+                for (element, stream) in [("system-out", "stdout"), ("system-err", "stderr")] {
+                    if let Some(text) =
+                        last_artifact(step, source, stream).filter(|t| !t.is_empty())
+                    {
+                        let _ = writeln!(
+                            out,
+                            "      <{element}>{}</{element}>",
+                            escape(&redactor.redact(&text))
+                        );
+                    }
+                }
+                out.push_str("    </testcase>\n");
             }
             StepStatus::Blocked | StepStatus::Skipped => {
                 let why = if error.is_empty() {

@@ -40,19 +40,6 @@ pub(crate) fn last_artifact(
         .find_map(|id| source.artifact(id, artifact_type))
 }
 
-/// The last `max_lines` lines of `text`, for a failure message that shows what matters without
-/// flooding the report.
-pub(crate) fn tail_lines(text: &str, max_lines: usize) -> &str {
-    let trimmed = text.trim_end();
-    match trimmed
-        .rmatch_indices('\n')
-        .nth(max_lines.saturating_sub(1))
-    {
-        Some((i, _)) if max_lines > 0 => &trimmed[i + 1..],
-        _ => trimmed,
-    }
-}
-
 /// Counts of a run's steps by outcome, shared by the JUnit totals and the job summary.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
@@ -80,18 +67,5 @@ impl Counts {
             }
         }
         c
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail_lines("a\nb\nc\nd\n", 2), "c\nd");
-        assert_eq!(tail_lines("a\nb", 5), "a\nb");
-        assert_eq!(tail_lines("", 3), "");
-        assert_eq!(tail_lines("one", 1), "one");
     }
 }

@@ -14,6 +14,7 @@ mod runner;
 pub use decisions::{DecisionRow, Verdict};
 pub use status::{RunStatus, StepState};
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -198,6 +199,17 @@ pub struct RunDetail {
     pub steps: Vec<StepRow>,
     /// Its executions in time order.
     pub executions: Vec<ExecutionRow>,
+}
+
+/// The beginning of an artifact, as `show --json` gives a step's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactExcerpt {
+    /// The text kept (the start of the artifact).
+    pub content: String,
+    /// Bytes the tool produced in all.
+    pub bytes: u64,
+    /// Whether `content` is less than that (cut here, or when it was recorded).
+    pub truncated: bool,
 }
 
 /// What a finished step writes back.
@@ -731,6 +743,42 @@ impl Store {
             params![run_id, mode, landlock_abi],
         )?;
         Ok(())
+    }
+
+    /// What each step of a run produced, for `show --json`: the artifacts of its last tool
+    /// execution (model turns left out), each cut to `max_chars` characters. Step id → (artifact
+    /// type → excerpt).
+    pub fn step_outputs(
+        &self,
+        run_id: &str,
+        max_chars: usize,
+    ) -> Result<BTreeMap<String, BTreeMap<String, ArtifactExcerpt>>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT e.step_id, a.artifact_type, substr(a.content, 1, ?2), a.bytes, a.truncated,
+                    length(a.content) > ?2
+             FROM executions e JOIN artifacts a ON a.execution_id = e.execution_id
+             WHERE e.run_id = ?1 AND e.rowid = (
+                 SELECT e2.rowid FROM executions e2
+                 WHERE e2.run_id = e.run_id AND e2.step_id = e.step_id AND e2.tool_name != 'llm'
+                 ORDER BY e2.started_at DESC, e2.rowid DESC LIMIT 1)",
+        )?;
+        let mut out: BTreeMap<String, BTreeMap<String, ArtifactExcerpt>> = BTreeMap::new();
+        let rows = stmt.query_map(params![run_id, max_chars as i64], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                ArtifactExcerpt {
+                    content: r.get(2)?,
+                    bytes: r.get::<_, i64>(3)?.max(0) as u64,
+                    truncated: r.get::<_, bool>(4)? || r.get::<_, bool>(5)?,
+                },
+            ))
+        })?;
+        for row in rows {
+            let (step, kind, excerpt) = row?;
+            out.entry(step).or_default().insert(kind, excerpt);
+        }
+        Ok(out)
     }
 
     /// A run with its steps, executions and artifact metadata.

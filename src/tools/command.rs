@@ -38,6 +38,11 @@ pub const NAME: &str = "run_command";
 /// Characters of each stream's tail put into the driver-visible `content`.
 const CONTENT_TAIL: usize = 3000;
 
+/// Lines, and bytes, of each stream a failure excerpt keeps ([`excerpt`]).
+pub const EXCERPT_LINES: usize = 20;
+/// See [`EXCERPT_LINES`].
+pub const EXCERPT_BYTES: usize = 4096;
+
 /// Registers `run_command`.
 pub fn register(r: &mut ToolRegistry) {
     r.register(Arc::new(RunCommand));
@@ -182,6 +187,38 @@ pub(crate) fn tail(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
+/// The last `max_lines` lines of `text`, for a failure message that shows what matters without
+/// flooding the report.
+pub fn tail_lines(text: &str, max_lines: usize) -> &str {
+    let trimmed = text.trim_end();
+    match trimmed
+        .rmatch_indices('\n')
+        .nth(max_lines.saturating_sub(1))
+    {
+        Some((i, _)) if max_lines > 0 => &trimmed[i + 1..],
+        _ => trimmed,
+    }
+}
+
+/// What a failed command printed last, stream by stream (at most [`EXCERPT_LINES`] lines and
+/// [`EXCERPT_BYTES`] bytes of each; empty streams left out): what names the failing test when
+/// cargo or pytest fail, which print their failures on stdout. `None` when both are empty.
+pub fn excerpt(stdout: &str, stderr: &str) -> Option<String> {
+    let mut out = String::new();
+    for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
+        let lines = tail(tail_lines(text, EXCERPT_LINES), EXCERPT_BYTES);
+        if lines.trim().is_empty() {
+            continue;
+        }
+        let shown = lines.lines().count();
+        out.push_str(&format!(
+            "--- {name} (last {shown} line{}) ---\n{lines}\n",
+            if shown == 1 { "" } else { "s" }
+        ));
+    }
+    (!out.is_empty()).then(|| out.trim_end().to_string())
+}
+
 /// The artifact for one captured stream; takes the text out of `c` so up to `output_bytes` of
 /// output is never held twice.
 pub(crate) fn stream_artifact(kind: &str, c: &mut Captured) -> Artifact {
@@ -269,6 +306,9 @@ fn to_output(
     content.push_str(&stream_section("stdout", &out.stdout));
     content.push_str(&stream_section("stderr", &out.stderr));
     result.content = content;
+    if !result.success {
+        result.excerpt = excerpt(&out.stdout.text, &out.stderr.text);
+    }
     result
         .with_artifact(stream_artifact("stdout", &mut out.stdout))
         .with_artifact(stream_artifact("stderr", &mut out.stderr))
@@ -435,6 +475,32 @@ pub(super) fn prepare_cargo_outputs(ctx: &ToolContext, crate_dir: &Path) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        assert_eq!(tail_lines("a\nb\nc\nd\n", 2), "c\nd");
+        assert_eq!(tail_lines("a\nb", 5), "a\nb");
+        assert_eq!(tail_lines("", 3), "");
+        assert_eq!(tail_lines("one", 1), "one");
+    }
+
+    #[test]
+    fn an_excerpt_shows_the_end_of_each_stream_that_printed() {
+        let stdout: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        let e = excerpt(&stdout, "").unwrap();
+        assert!(
+            e.starts_with("--- stdout (last 20 lines) ---\nline 31\n"),
+            "{e}"
+        );
+        assert!(e.ends_with("line 50"), "{e}");
+        assert!(!e.contains("stderr"));
+        let e = excerpt("", "boom\n").unwrap();
+        assert_eq!(e, "--- stderr (last 1 line) ---\nboom");
+        assert_eq!(excerpt("", "  \n"), None);
+        // One huge line is cut to the byte bound.
+        let e = excerpt(&"x".repeat(100_000), "").unwrap();
+        assert!(e.len() < EXCERPT_BYTES + 100);
+    }
     use crate::sandbox::Redactor;
     use crate::sandbox::bwrap::bwrap_for_tests;
     use crate::tools::schema::validate;

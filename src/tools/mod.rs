@@ -94,6 +94,9 @@ pub struct ToolOutput {
     /// Whether another attempt could succeed (a command the plan marked `retryable`); the executor
     /// then retries with backoff up to the step's `retries`.
     pub transient: bool,
+    /// When the call failed: the few lines a reader needs to see why (a command's last lines of
+    /// stdout and stderr), shown on the console and in CI reports without opening the database.
+    pub excerpt: Option<String>,
 }
 
 impl ToolOutput {

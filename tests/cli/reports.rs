@@ -100,7 +100,8 @@ fn github_annotations_and_summary_are_exact_and_escaped() {
     );
     assert_eq!(
         lines[1],
-        "::error title=acode-run step fails failed (tool_failed)::command exited with code 1"
+        "::error title=acode-run step fails failed (tool_failed)::command exited with code 1%0A\
+         --- stderr (last 1 line) ---%0Acat: no-such-file: No such file or directory"
     );
     // Stdout stays free of workflow commands (it belongs to --jsonl/--json).
     assert!(!String::from_utf8_lossy(&out.stdout).contains("::"));
@@ -148,5 +149,147 @@ fn lsp_check_diagnostics_become_file_annotations() {
     assert!(
         diag.starts_with("::error file=src/main.rs,line=2,title=error E0308::"),
         "{diag}"
+    );
+}
+
+/// Issue #21: a failing `cargo test` names the failing test — printed by cargo on stdout — on the
+/// console, in the JUnit failure and its `<system-out>`, in the annotation, the job summary and
+/// `--json`; `--quiet` still shows it.
+#[test]
+fn a_failing_cargo_test_is_named_everywhere_without_opening_the_database() {
+    let t = TestDir::new();
+    t.file(
+        "Cargo.toml",
+        "[package]\nname = \"sums\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    );
+    t.file(
+        "src/lib.rs",
+        "pub fn add(a: u32, b: u32) -> u32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    \
+         fn adds_small_numbers() { assert_eq!(super::add(2, 2), 4); }\n    #[test]\n    \
+         fn the_answer_is_forty_two() { assert_eq!(super::add(40, 1), 42); }\n}\n",
+    );
+    let plan = t.plan(
+        "test.json",
+        &json!({"plan_id": "cargo-test", "steps": [
+        {"step_id": "test", "tool": "run_command",
+         "arguments": {"argv": ["cargo", "test", "--offline", "--quiet"], "timeout_s": 600}}]}),
+    );
+    t.approve(&plan);
+    let report = t.root.join("report.xml");
+    let summary = t.root.join("summary.md");
+    let out = t
+        .cmd()
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args(["run", plan.to_str().unwrap(), "--json", "--junit"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    let name = "the_answer_is_forty_two";
+    let err = stderr(&out);
+    // The console: under the failed step line.
+    let console: Vec<&str> = err.lines().filter(|l| l.starts_with("      | ")).collect();
+    assert!(console.iter().any(|l| l.contains(name)), "{err}");
+    // The annotation.
+    let annotation = err.lines().find(|l| l.starts_with("::error")).unwrap();
+    assert!(annotation.contains(name), "{annotation}");
+    // The job summary.
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.contains(name), "{md}");
+    // JUnit: in the failure body, and the whole stdout in <system-out>.
+    let xml = std::fs::read_to_string(&report).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase"))
+        .unwrap();
+    let text_of = |tag: &str| {
+        case.children()
+            .find(|n| n.has_tag_name(tag))
+            .and_then(|n| n.text())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(text_of("failure").contains(name), "{xml}");
+    assert!(text_of("system-out").contains("running 2 tests"), "{xml}");
+    // --json: the step's failure output and result.
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &result["steps"][0];
+    assert!(
+        step["failure_output"].as_str().unwrap().contains(name),
+        "{step}"
+    );
+    assert!(
+        step["output"].as_str().unwrap().contains("exit code: 101"),
+        "{step}"
+    );
+
+    // --quiet: nothing but the failure, which still names the test.
+    let out = t
+        .cmd()
+        .env_remove("GITHUB_ACTIONS")
+        .args(["run", plan.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 30);
+    let err = stderr(&out);
+    assert!(err.contains("FAILED") && err.contains(name), "{err}");
+    assert!(
+        !err.contains("workspace:"),
+        "the header is not failure: {err}"
+    );
+}
+
+/// Issue #21: a read-only plan's results are in `--json`, bounded and flagged when cut.
+#[test]
+fn json_carries_each_steps_result() {
+    let t = TestDir::new();
+    t.file("small.txt", "hello from the file\n");
+    t.file("big.txt", &"0123456789abcdef\n".repeat(4096));
+    let plan = t.plan("read.json", &json!({"plan_id": "reads", "steps": [
+        {"step_id": "small", "tool": "file_read", "arguments": {"path": "small.txt"}},
+        {"step_id": "big", "tool": "file_read", "arguments": {"path": "big.txt"}},
+        {"step_id": "count", "tool": "run_command", "arguments": {"argv": ["wc", "-l", "small.txt"]}}]}));
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps = result["steps"].as_array().unwrap();
+    assert!(
+        steps[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the file")
+    );
+    assert!(steps[0].get("output_truncated").is_none());
+    assert_eq!(steps[1]["output_truncated"], true);
+    assert!(steps[1]["output"].as_str().unwrap().len() <= 16 * 1024);
+    assert!(
+        steps[2]["output"].as_str().unwrap().contains("1 small.txt"),
+        "{}",
+        steps[2]
+    );
+
+    // `show --json` carries them too, from the database.
+    let run_id = result["run_id"].as_str().unwrap();
+    let out = t.cmd().args(["show", run_id, "--json"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps = shown["steps"].as_array().unwrap();
+    let stdout_of = |i: usize| steps[i]["result"]["stdout"].clone();
+    assert_eq!(stdout_of(0)["content"], "hello from the file\n");
+    assert_eq!(stdout_of(0)["truncated"], false);
+    assert_eq!(stdout_of(1)["truncated"], true);
+    assert_eq!(stdout_of(1)["bytes"], 17 * 4096);
+    assert!(
+        stdout_of(2)["content"]
+            .as_str()
+            .unwrap()
+            .contains("1 small.txt")
     );
 }
