@@ -1080,8 +1080,26 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .map(|m| format!("\n      {m}"))
                 .unwrap_or_default()
         );
+        for r in &e.network {
+            humanln!("      network: {}", describe_request(r));
+        }
     }
     Ok(exit::OK)
+}
+
+/// One network request as `show` and the progress lines print it.
+fn describe_request(r: &crate::sandbox::network::NetworkRequest) -> String {
+    format!(
+        "{} {}:{} {} ({}) {} B up, {} B down, {} ms",
+        r.method,
+        crate::terminal::line(&r.host),
+        r.port,
+        if r.allowed { "allowed" } else { "DENIED" },
+        r.status,
+        r.bytes_up,
+        r.bytes_down,
+        r.duration_ms
+    )
 }
 
 fn cmd_artifact(args: &Args) -> Result<i32, CliError> {

@@ -185,6 +185,15 @@ impl<W: Write + Send> HumanPrinter<W> {
                 }
                 Some(s)
             }
+            // A denied request explains a failure to come; allowed ones are in `show`.
+            EventKind::NetworkRequest { request, .. } if !request.allowed => Some(format!(
+                "{} … network: {} {}:{} denied ({})",
+                head(cur),
+                l(&request.method),
+                l(&self.ext(&request.host)),
+                request.port,
+                l(&request.reason)
+            )),
             EventKind::StepCompleted { duration_ms, .. } => Some(format!(
                 "{} … {} {}",
                 head(cur),

@@ -155,6 +155,17 @@ pub enum EventKind {
         /// Milliseconds since the call started.
         elapsed_ms: u64,
     },
+    /// A command's request through the run's network proxy (SPEC §6), as recorded on its
+    /// execution: emitted when the command has finished, before its `tool_result`.
+    NetworkRequest {
+        /// The step.
+        step_id: String,
+        /// The execution it is recorded on.
+        execution_id: String,
+        /// Host, port, verdict, bytes each way, duration.
+        #[serde(flatten)]
+        request: crate::sandbox::network::NetworkRequest,
+    },
     /// A tool call finished (or was refused) and was recorded.
     ToolResult {
         /// The step.
@@ -328,6 +339,7 @@ impl EventKind {
             EventKind::ToolCall { .. } => "tool_call",
             EventKind::ToolHeartbeat { .. } => "tool_heartbeat",
             EventKind::ToolResult { .. } => "tool_result",
+            EventKind::NetworkRequest { .. } => "network_request",
             EventKind::LlmTurn { .. } => "llm_turn",
             EventKind::RetryScheduled { .. } => "retry_scheduled",
             EventKind::StepCompleted { .. } => "step_completed",

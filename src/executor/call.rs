@@ -151,7 +151,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         if record.execution_id.is_empty() {
             record.execution_id = uuid::Uuid::new_v4().to_string();
         }
-        self.run.store.record_execution(&record, artifacts)?;
+        self.run.store.record_execution(&record, artifacts, &[])?;
         self.execution_ids.push(record.execution_id.clone());
         Ok(record.execution_id)
     }
@@ -218,7 +218,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         record.error_message = output.error.clone();
         self.run
             .store
-            .record_execution(&record, &output.artifacts)?;
+            .record_execution(&record, &output.artifacts, &output.network)?;
         self.execution_ids.push(record.execution_id.clone());
         let result = ToolResult {
             call_id: call.call_id.clone(),
@@ -234,6 +234,13 @@ impl<'s, 'r> StepContext<'s, 'r> {
             attempt: record.attempt,
             excerpt: output.excerpt,
         };
+        for r in &output.network {
+            self.run.emitter.emit(EventKind::NetworkRequest {
+                step_id: call.step_id.clone(),
+                execution_id: result.execution_id.clone(),
+                request: r.clone(),
+            });
+        }
         self.run.emitter.emit(EventKind::ToolResult {
             step_id: result.step_id.clone(),
             call_id: result.call_id.clone(),

@@ -746,6 +746,10 @@ impl Executor {
         let count = |s: StepStatus| counts[s as usize];
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = run.tokens;
+        if let Some(proxy) = run.sandbox.proxy() {
+            run.store
+                .record_unattributed_network(&run_id, &proxy.take_unattributed())?;
+        }
         run.store
             .finish_run(&run_id, status, exit_code, tokens.stored())?;
         // SQLite writes on into a deleted file without complaint: say so instead of exit 0.

@@ -367,6 +367,7 @@ impl PlanRunner {
             });
         }
         let sandbox = OsSandbox::resolve(requested, &ws, &policy.limits)
+            .and_then(|s| s.with_network(&policy.network, &ws))
             .map_err(|e| RunnerError::Sandbox(e.to_string()))?
             .with_read_paths(&policy.read_paths);
 

@@ -178,6 +178,19 @@ pub struct BwrapSpec {
     pub read_only: Vec<PathBuf>,
     /// Extra host paths mounted read-only (the policy's `read_paths`), skipped when absent.
     pub read_paths: Vec<PathBuf>,
+    /// The way out to the run's proxy, when the policy allows hosts: the forwarder runs first.
+    pub forward: Option<Forward>,
+    /// Host directories mounted writable at the same path (the run's downloads directory).
+    pub write_paths: Vec<PathBuf>,
+}
+
+/// What the network forwarder inside the sandbox needs (see [`super::network::forward`]).
+#[derive(Debug, Clone)]
+pub struct Forward {
+    /// The runner binary on the host, bound read-only into the sandbox.
+    pub exe: PathBuf,
+    /// The proxy's UNIX socket on the host, bound into the sandbox.
+    pub socket: PathBuf,
 }
 
 impl BwrapSpec {
@@ -190,6 +203,8 @@ impl BwrapSpec {
             workspace: workspace.root().to_path_buf(),
             read_only,
             read_paths: Vec::new(),
+            forward: None,
+            write_paths: Vec::new(),
         }
     }
 
@@ -210,6 +225,9 @@ impl BwrapSpec {
         for p in &self.read_paths {
             out.extend(["--ro-bind-try".into(), s(p), s(p)]);
         }
+        for p in &self.write_paths {
+            out.extend(["--bind".into(), s(p), s(p)]);
+        }
         let ws = s(&self.workspace);
         out.extend(["--bind".into(), ws.clone(), ws]);
         for p in &self.read_only {
@@ -226,7 +244,21 @@ impl BwrapSpec {
                 out.extend(["--ro-bind".into(), s(c), s(c)]);
             }
         }
-        out.extend(["--chdir".into(), s(cwd), "--".into()]);
+        if let Some(f) = &self.forward {
+            use super::network::forward::{INSIDE_EXE, INSIDE_PORT, INSIDE_SOCKET, SUBCOMMAND};
+            out.extend(["--ro-bind".into(), s(&f.exe), INSIDE_EXE.into()]);
+            out.extend(["--bind".into(), s(&f.socket), INSIDE_SOCKET.into()]);
+            out.extend(["--chdir".into(), s(cwd), "--".into()]);
+            out.extend([
+                INSIDE_EXE.to_string(),
+                SUBCOMMAND.to_string(),
+                INSIDE_PORT.to_string(),
+                INSIDE_SOCKET.to_string(),
+                "--".to_string(),
+            ]);
+        } else {
+            out.extend(["--chdir".into(), s(cwd), "--".into()]);
+        }
         out.extend(argv.iter().cloned());
         out
     }

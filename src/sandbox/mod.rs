@@ -8,11 +8,13 @@ pub mod fs;
 pub mod guard;
 pub mod input;
 pub mod landlock;
+pub mod network;
 pub mod os;
 pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod redact;
+pub mod seccomp;
 pub mod spawn;
 pub mod state;
 

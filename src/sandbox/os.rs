@@ -20,11 +20,14 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::bwrap::{self, BwrapSpec};
+use super::bwrap::{self, BwrapSpec, Forward};
 use super::landlock::{self, LandlockRules};
+use super::network::proxy::Proxy;
+use super::network::{Entry, NetworkPolicy, NetworkRequest, forward};
 use super::paths::Workspace;
 use super::policy::{Limits, SandboxMode};
 use super::process::{CommandOutput, CommandSpec, Resource, Rlimit};
+use super::seccomp;
 
 /// A requested sandbox that cannot be set up (the run does not start).
 #[derive(Debug, Error)]
@@ -37,6 +40,10 @@ pub enum SandboxSetupError {
         /// Why it cannot run, and what to do.
         why: String,
     },
+    /// The network the policy allows cannot be set up (a `registry:` entry that resolves to
+    /// nothing, a proxy that cannot listen, a binary that cannot forward under bwrap).
+    #[error("network: {0}")]
+    Network(String),
     /// The private temp directory could not be created.
     #[error("cannot create the run's private temp directory {path}: {source}")]
     TempDir {
@@ -194,6 +201,15 @@ pub struct OsSandbox {
     warning: Option<String>,
     /// Extra read-only paths bwrap shows commands (the policy's `read_paths`).
     read_paths: Vec<PathBuf>,
+    /// The run's proxy, when the policy allows hosts.
+    proxy: Option<std::sync::Arc<Proxy>>,
+    /// Under bwrap with a proxy: the forwarder's binary and the proxy's socket.
+    forward: Option<Forward>,
+    /// The private directory holding the proxy's socket under bwrap (removed with the sandbox).
+    net_dir: Option<PathBuf>,
+    /// Where package clients keep what they download when the network is allowed: `CARGO_HOME`,
+    /// npm's and pip's caches (see [`OsSandbox::with_network`]).
+    downloads: Option<PathBuf>,
 }
 
 impl OsSandbox {
@@ -212,6 +228,96 @@ impl OsSandbox {
             notes: Vec::new(),
             warning: None,
             read_paths: Vec::new(),
+            proxy: None,
+            forward: None,
+            net_dir: None,
+            downloads: None,
+        }
+    }
+
+    /// Starts the run's proxy when `network` allows hosts (resolving `registry:` entries from the
+    /// clients' configuration), and lets commands reach it: under Landlock by a TCP connect rule
+    /// for its port, under bwrap through the forwarder and the proxy's UNIX socket. No host allowed
+    /// → nothing changes (no proxy, no variables, the network stays off).
+    pub fn with_network(
+        mut self,
+        network: &NetworkPolicy,
+        workspace: &Workspace,
+    ) -> Result<OsSandbox, SandboxSetupError> {
+        if network.is_empty() {
+            return Ok(self);
+        }
+        let failed = |why: String| SandboxSetupError::Network(why);
+        let mut rules = Vec::new();
+        for entry in network.entries().map_err(failed)? {
+            match entry {
+                Entry::Host(rule) => rules.push(rule),
+                Entry::Registry(r) => rules.extend(r.resolve().map_err(failed)?),
+            }
+        }
+        let dir = match &self.temp {
+            Some(t) => t.clone(),
+            None => {
+                let d = make_temp_dir()?;
+                self.net_dir = Some(d.clone());
+                d
+            }
+        };
+        let proxy = Proxy::start(rules, &dir)
+            .map_err(|e| failed(format!("cannot start the network proxy: {e}")))?;
+        self.downloads = Some(
+            downloads_dir(&dir)
+                .map_err(|e| failed(format!("cannot create the downloads directory: {e}")))?,
+        );
+        let port = proxy.port();
+        match self.mode {
+            SandboxMode::Landlock => {
+                if let Some(rules) = self.landlock.take() {
+                    self.landlock = Some(
+                        LandlockRules::new(rules.abi(), self.temp.iter().cloned().collect())
+                            .with_tcp_ports(&[port], &[]),
+                    );
+                }
+            }
+            SandboxMode::Bwrap => {
+                let exe = std::env::current_exe()
+                    .map_err(|e| failed(format!("cannot find the runner's own binary: {e}")))?;
+                forward::probe(&exe).map_err(failed)?;
+                if let (Some(abi), Some(b)) = (self.landlock_abi, self.bwrap.clone()) {
+                    let inside = [forward::INSIDE_PORT];
+                    let rules =
+                        LandlockRules::new(abi, Vec::new()).with_tcp_ports(&inside, &inside);
+                    self.bwrap_landlock = landlock_inside_bwrap(&rules, &b, workspace);
+                    if self.bwrap_landlock.is_none() {
+                        return Err(failed(
+                            "the Landlock ruleset with the forwarder's port does not start under bwrap"
+                                .to_string(),
+                        ));
+                    }
+                }
+                self.forward = Some(Forward {
+                    exe,
+                    socket: proxy.socket_path().to_path_buf(),
+                });
+            }
+            SandboxMode::None | SandboxMode::Auto => {}
+        }
+        self.proxy = Some(std::sync::Arc::new(proxy));
+        self.notes = self.describe_notes();
+        Ok(self)
+    }
+
+    /// The run's proxy, when the policy allows hosts.
+    pub fn proxy(&self) -> Option<&Proxy> {
+        self.proxy.as_deref()
+    }
+
+    /// The requests the command of `spec` made through the proxy (it has exited), to be recorded
+    /// on its execution.
+    pub fn collect_network(&self, spec: &CommandSpec) -> Vec<NetworkRequest> {
+        match (&self.proxy, &spec.network_token) {
+            (Some(p), Some(t)) => p.finish(t),
+            _ => Vec::new(),
         }
     }
 
@@ -295,7 +401,8 @@ impl OsSandbox {
         if sb.mode == SandboxMode::Bwrap
             && let (Some(abi), Some(b)) = (abi, sb.bwrap.clone())
         {
-            sb.bwrap_landlock = landlock_inside_bwrap(abi, &b, workspace);
+            sb.bwrap_landlock =
+                landlock_inside_bwrap(&LandlockRules::new(abi, Vec::new()), &b, workspace);
             sb.landlock_abi = sb.bwrap_landlock.as_ref().map(|_| abi);
         }
         if sb.mode != SandboxMode::Bwrap && sb.temp.is_none() {
@@ -409,8 +516,53 @@ impl OsSandbox {
             },
             SandboxMode::Auto => {}
         }
+        notes.push(self.describe_network());
         notes.push(format!("limits per command: {}", self.limits.describe()));
         notes
+    }
+
+    /// The network line of the run header and `preview`: which hosts, and what the mode enforces.
+    pub fn describe_network(&self) -> String {
+        let Some(proxy) = &self.proxy else {
+            return match self.mode {
+                SandboxMode::None => {
+                    "network: no host allowed, but without an OS sandbox nothing stops a command"
+                        .to_string()
+                }
+                _ => "network: off (no host allowed; UDP and raw sockets refused)".to_string(),
+            };
+        };
+        let mut hosts: Vec<String> = Vec::new();
+        for r in proxy.rules() {
+            let host = match &r.pattern {
+                super::network::Pattern::Name(n) => n.clone(),
+                super::network::Pattern::Subdomains(n) => format!("*.{n}"),
+                super::network::Pattern::Ip(ip) => ip.to_string(),
+            };
+            let mut shown = match r.port {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            };
+            if r.source.starts_with("registry:") {
+                shown.push_str(&format!(" ({})", r.source));
+            }
+            hosts.push(shown);
+        }
+        let how = match self.mode {
+            SandboxMode::Bwrap => {
+                "only through the run's proxy (bwrap: no other address is reachable)".to_string()
+            }
+            SandboxMode::Landlock => format!(
+                "through the run's proxy; Landlock cannot name hosts, so a command may also open \
+                 TCP connections to port {} of any host (--sandbox bwrap is exact); UDP and raw \
+                 sockets refused",
+                proxy.port()
+            ),
+            _ => "through the run's proxy for clients that honour it; without an OS sandbox a \
+                  command can connect anywhere"
+                .to_string(),
+        };
+        format!("network: {} — {how}", hosts.join(", "))
     }
 
     /// For a failed command whose output shows a refused write or connection under Landlock: a
@@ -440,34 +592,129 @@ impl OsSandbox {
         match self.mode {
             SandboxMode::Bwrap => {
                 if let Some(b) = &self.bwrap {
-                    spec.wrap = Some(BwrapSpec::new(b, workspace).read_paths(&self.read_paths));
+                    let mut wrap = BwrapSpec::new(b, workspace).read_paths(&self.read_paths);
+                    wrap.forward = self.forward.clone();
+                    wrap.write_paths.extend(self.downloads.iter().cloned());
+                    spec.wrap = Some(wrap);
                 }
                 spec.setup.landlock = self.bwrap_landlock.clone();
+                // Where the Landlock domain starts under this bwrap, so does a filter (both need
+                // no_new_privs, which a setuid bwrap would not survive).
+                if self.bwrap_landlock.is_some() {
+                    spec.setup.seccomp = Some(seccomp::filter());
+                }
             }
             SandboxMode::Landlock => {
                 if let Some(rules) = &self.landlock {
                     spec.setup.landlock = Some(rules.ruleset_for(workspace)?);
                 }
+                spec.setup.seccomp = Some(seccomp::filter());
             }
             SandboxMode::None | SandboxMode::Auto => {}
+        }
+        if let Some(proxy) = &self.proxy {
+            let token = proxy.new_token();
+            let port = if self.forward.is_some() {
+                forward::INSIDE_PORT
+            } else {
+                proxy.port()
+            };
+            set_env(&mut spec.env, &proxy_env(&Proxy::url(&token, port)));
+            spec.network_token = Some(token);
+        }
+        if let Some(d) = &self.downloads {
+            set_env(&mut spec.env, &downloads_env(d));
         }
         if self.mode != SandboxMode::Bwrap
             && let Some(temp) = &self.temp
         {
-            let value = temp.to_string_lossy().into_owned();
-            match spec.env.iter_mut().find(|(k, _)| k == "TMPDIR") {
-                Some(entry) => entry.1 = value,
-                None => spec.env.push(("TMPDIR".to_string(), value)),
-            }
+            set_env(
+                &mut spec.env,
+                &[("TMPDIR".to_string(), temp.to_string_lossy().into_owned())],
+            );
         }
         Ok(())
     }
 }
 
+/// The run's downloads directory in `dir`: what package clients fetch goes there, never into the
+/// host's caches (a sandboxed command must not plant a crate or a package that later builds on
+/// the host would use), and the host's caches are read-only or invisible in the sandbox anyway.
+/// `cargo/` is seeded with the host's cargo configuration (its `config.toml`: a source
+/// replacement, a mirror), never its credentials.
+fn downloads_dir(dir: &Path) -> std::io::Result<PathBuf> {
+    let downloads = dir.join("downloads");
+    for sub in ["cargo", "npm", "pip", "cache"] {
+        std::fs::create_dir_all(downloads.join(sub))?;
+    }
+    let host_cargo = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    if let Some(home) = host_cargo {
+        for name in ["config.toml", "config"] {
+            let from = home.join(name);
+            if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
+                std::fs::copy(&from, downloads.join("cargo").join(name))?;
+            }
+        }
+    }
+    Ok(downloads)
+}
+
+/// The variables that send package clients' downloads to `downloads` ([`downloads_dir`]).
+fn downloads_env(downloads: &Path) -> Vec<(String, String)> {
+    let at = |sub: &str| downloads.join(sub).to_string_lossy().into_owned();
+    vec![
+        ("CARGO_HOME".to_string(), at("cargo")),
+        ("npm_config_cache".to_string(), at("npm")),
+        ("PIP_CACHE_DIR".to_string(), at("pip")),
+        ("XDG_CACHE_HOME".to_string(), at("cache")),
+    ]
+}
+
+/// Sets each `(name, value)` in `env`, replacing a value already there.
+fn set_env(env: &mut Vec<(String, String)>, values: &[(String, String)]) {
+    for (k, v) in values {
+        match env.iter_mut().find(|(name, _)| name == k) {
+            Some(entry) => entry.1 = v.clone(),
+            None => env.push((k.clone(), v.clone())),
+        }
+    }
+}
+
+/// The variables that point the ordinary clients at the proxy `url`: curl, pip, requests, git
+/// and npm read the generic ones (either case); cargo, npm and pip have their own too. `NO_PROXY`
+/// is empty, so nothing goes around it.
+pub fn proxy_env(url: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "CARGO_HTTP_PROXY",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "PIP_PROXY",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), url.to_string()))
+    .collect();
+    out.extend(
+        ["NO_PROXY", "no_proxy", "npm_config_noproxy"]
+            .iter()
+            .map(|k| (k.to_string(), String::new())),
+    );
+    out
+}
+
 impl Drop for OsSandbox {
     fn drop(&mut self) {
-        if let Some(temp) = &self.temp {
-            let _ = std::fs::remove_dir_all(temp);
+        // The proxy first: its socket lives in the directories removed below.
+        self.proxy = None;
+        for dir in self.temp.iter().chain(self.net_dir.iter()) {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -475,15 +722,11 @@ impl Drop for OsSandbox {
 /// The network-and-scopes ruleset for commands under bwrap, if the kernel has one and bwrap still
 /// starts with it applied (a setuid bwrap would not, under `no_new_privs`).
 fn landlock_inside_bwrap(
-    abi: u32,
+    rules: &LandlockRules,
     bwrap: &Path,
     workspace: &Workspace,
 ) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
-    let fd = std::sync::Arc::new(
-        LandlockRules::new(abi, Vec::new())
-            .network_and_scopes_only()
-            .ok()??,
-    );
+    let fd = std::sync::Arc::new(rules.network_and_scopes_only().ok()??);
     let mut probe = CommandSpec::new(vec!["true".to_string()], workspace.root().to_path_buf());
     probe.env = std::env::var("PATH")
         .map(|p| vec![("PATH".to_string(), p)])

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::network::NetworkPolicy;
+
 /// Executables a plan may run without any policy file (SPEC §6).
 pub const DEFAULT_ALLOWLIST: &[&str] = &[
     "cargo", "rustc", "git", "npm", "node", "python3", "make", "go", "ls", "cat", "echo", "true",
@@ -144,6 +146,10 @@ pub struct Policy {
     /// what programs need, so a toolchain elsewhere (`/opt/node`, `/nix/store`) must be named.
     /// Never name a directory holding a UNIX socket: a read-only mount does not stop `connect`.
     pub read_paths: Vec<PathBuf>,
+    /// Hosts commands may reach through the run's proxy (`{"allow": [...]}`); none by default.
+    /// Left out of the serialised form when empty, so policies written before it keep their hash.
+    #[serde(skip_serializing_if = "NetworkPolicy::is_empty")]
+    pub network: NetworkPolicy,
 }
 
 impl Default for Policy {
@@ -160,6 +166,7 @@ impl Default for Policy {
             sandbox: SandboxMode::default(),
             limits: Limits::default(),
             read_paths: Vec::new(),
+            network: NetworkPolicy::default(),
         }
     }
 }
@@ -216,9 +223,11 @@ impl Policy {
         })
     }
 
-    /// Parses policy JSON; the error names line and column.
+    /// Parses policy JSON; the error names line and column, or the `network.allow` entry.
     pub fn parse(text: &str) -> Result<Policy, String> {
-        serde_json::from_str(text).map_err(|e| e.to_string())
+        let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        policy.network.entries()?;
+        Ok(policy)
     }
 
     /// Whether `program` (a bare command name) may run at all.
@@ -273,6 +282,20 @@ mod tests {
         assert!(!p.command_allowed("python3"));
         assert!(!p.command_allowed("node"));
         assert!(Policy::default().command_allowed("python3"));
+    }
+
+    #[test]
+    fn network_entries_are_checked_and_an_empty_network_keeps_the_old_form() {
+        let p =
+            Policy::parse(r#"{"network": {"allow": ["registry.example.org", "registry:npm"]}}"#)
+                .unwrap();
+        assert_eq!(p.network.allow.len(), 2);
+        let err = Policy::parse(r#"{"network": {"allow": ["a b"]}}"#).unwrap_err();
+        assert!(err.contains("network.allow[0]"), "{err}");
+        assert!(Policy::parse(r#"{"network": true}"#).is_err());
+        assert!(Policy::parse(r#"{"network": {"hosts": []}}"#).is_err());
+        let text = serde_json::to_string(&Policy::default()).unwrap();
+        assert!(!text.contains("network"), "{text}");
     }
 
     #[test]

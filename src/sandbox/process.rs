@@ -62,8 +62,11 @@ pub struct CommandSpec {
     pub kill_grace: Duration,
     /// Time between heartbeat calls (10 s by default).
     pub heartbeat_every: Duration,
-    /// What the child applies to itself before `exec` (limits, Landlock).
+    /// What the child applies to itself before `exec` (limits, Landlock, seccomp).
     pub setup: ChildSetup,
+    /// The child's credentials at the run's proxy, when the policy allows hosts: its requests are
+    /// collected under them ([`super::OsSandbox::collect_network`]).
+    pub network_token: Option<String>,
 }
 
 impl CommandSpec {
@@ -80,6 +83,7 @@ impl CommandSpec {
             kill_grace: Duration::from_secs(2),
             heartbeat_every: Duration::from_secs(10),
             setup: ChildSetup::default(),
+            network_token: None,
         }
     }
 }

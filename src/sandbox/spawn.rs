@@ -123,6 +123,8 @@ pub struct ChildSetup {
     pub rlimits: Vec<Rlimit>,
     /// A Landlock ruleset to restrict the child with (see [`super::landlock`]).
     pub landlock: Option<Arc<OwnedFd>>,
+    /// The seccomp filter refusing UDP and raw sockets (see [`super::seccomp`]).
+    pub seccomp: Option<&'static super::seccomp::Filter>,
 }
 
 /// A started child: its pid (also its process group id) and the read ends of its output pipes.
@@ -166,6 +168,8 @@ struct ChildArgs {
     n_limits: usize,
     /// The Landlock ruleset descriptor, or -1.
     landlock: RawFd,
+    /// The seccomp program, or null.
+    seccomp: *const libc::sock_fprog,
     /// Written by the child when a step fails: the `errno`. 0 while everything succeeded (which,
     /// once `clone` has returned, means the `exec` succeeded).
     error: libc::c_int,
@@ -344,6 +348,7 @@ pub fn spawn(
             .landlock
             .as_ref()
             .map_or(-1, |fd| super::landlock::raw(fd)),
+        seccomp: setup.seccomp.map_or(std::ptr::null(), |f| f.as_ptr()),
         error: 0,
     };
 
@@ -467,6 +472,10 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if args.landlock >= 0 && super::landlock::restrict_self(args.landlock).is_err() {
             return fail(args);
         }
+        // Last: the filter may refuse calls the steps above make.
+        if !args.seccomp.is_null() && super::seccomp::install(args.seccomp).is_err() {
+            return fail(args);
+        }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -551,7 +560,7 @@ mod tests {
                             Path::new("/"),
                             &ChildSetup {
                                 rlimits: vec![Rlimit::capped(Resource::Core, 0, 0)],
-                                landlock: None,
+                                ..ChildSetup::default()
                             },
                         )
                         .unwrap();
@@ -617,7 +626,7 @@ mod tests {
     fn limits_are_applied_and_failures_are_errors_not_children() {
         let setup = ChildSetup {
             rlimits: vec![Rlimit::capped(Resource::OpenFiles, 37, 37)],
-            landlock: None,
+            ..ChildSetup::default()
         };
         let (status, out, _) = finish(sh("ulimit -n", &[], &setup).unwrap());
         assert!(status.success());
@@ -648,7 +657,7 @@ mod tests {
                 soft: 64,
                 hard: 32,
             }],
-            landlock: None,
+            ..ChildSetup::default()
         };
         let err = sh("true", &[], &inverted).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EINVAL));

@@ -131,6 +131,26 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN settings_json TEXT;
     "#,
+    // 10 (issue 21): every request a command made through the run's network proxy, on the
+    // execution that made it (NULL when no command could be named for it).
+    r#"
+    CREATE TABLE network_requests (
+        run_id        TEXT NOT NULL,
+        execution_id  TEXT REFERENCES executions(execution_id) ON DELETE CASCADE,
+        method        TEXT NOT NULL,
+        host          TEXT NOT NULL,
+        port          INTEGER NOT NULL,
+        allowed       INTEGER NOT NULL,
+        status        INTEGER NOT NULL,
+        reason        TEXT NOT NULL,
+        bytes_up      INTEGER NOT NULL,
+        bytes_down    INTEGER NOT NULL,
+        started_at    INTEGER NOT NULL,
+        duration_ms   INTEGER NOT NULL
+    );
+    CREATE INDEX network_requests_execution ON network_requests(execution_id);
+    CREATE INDEX network_requests_run ON network_requests(run_id, started_at);
+    "#,
 ];
 
 /// The newest schema this binary knows.
@@ -229,8 +249,8 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        // runs, steps, executions, artifacts, decisions, reviews.
-        assert_eq!(n, 6);
+        // runs, steps, executions, artifacts, decisions, reviews, network_requests.
+        assert_eq!(n, 7);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::sandbox::network::NetworkRequest;
 use crate::sandbox::redact::Redactor;
 use crate::tools::Artifact;
 
@@ -188,6 +189,9 @@ pub struct ExecutionRow {
     pub record: ExecutionRecord,
     /// Its artifacts.
     pub artifacts: Vec<ArtifactMeta>,
+    /// The requests its command made through the run's network proxy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<NetworkRequest>,
 }
 
 /// Everything about one run.
@@ -199,6 +203,35 @@ pub struct RunDetail {
     pub steps: Vec<StepRow>,
     /// Its executions in time order.
     pub executions: Vec<ExecutionRow>,
+}
+
+/// Inserts one network request row (already redacted).
+fn insert_network(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: &str,
+    execution_id: Option<&str>,
+    r: &NetworkRequest,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO network_requests (run_id, execution_id, method, host, port, allowed, status,
+         reason, bytes_up, bytes_down, started_at, duration_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?
+    .execute(params![
+        run_id,
+        execution_id,
+        r.method,
+        r.host,
+        r.port,
+        r.allowed,
+        r.status,
+        r.reason,
+        r.bytes_up as i64,
+        r.bytes_down as i64,
+        r.started_at,
+        r.duration_ms as i64
+    ])?;
+    Ok(())
 }
 
 /// The beginning of an artifact, as `show --json` gives a step's result.
@@ -455,6 +488,7 @@ impl Store {
         &mut self,
         e: &ExecutionRecord,
         artifacts: &[Artifact],
+        network: &[NetworkRequest],
     ) -> Result<(), StoreError> {
         // Redacted value by value, then serialised: a secret holding `"` or `\` is escaped in the
         // JSON text and would no longer match itself there.
@@ -464,6 +498,7 @@ impl Store {
         let step_id = self.scrub(&e.step_id);
         let contents: Vec<std::borrow::Cow<str>> =
             artifacts.iter().map(|a| self.scrub(&a.content)).collect();
+        let network = self.scrub_network(network);
         let tx = self.immediate()?;
         tx.prepare_cached(
             "INSERT INTO executions (execution_id, run_id, step_id, tool_name, arguments_json, started_at,
@@ -503,8 +538,66 @@ impl Store {
                 a.lossy
             ])?;
         }
+        for r in &network {
+            insert_network(&tx, &e.run_id, Some(&e.execution_id), r)?;
+        }
         tx.commit()?;
         Ok(())
+    }
+
+    /// Records requests no command could be named for (see [`crate::sandbox::network::proxy`]).
+    pub fn record_unattributed_network(
+        &mut self,
+        run_id: &str,
+        network: &[NetworkRequest],
+    ) -> Result<(), StoreError> {
+        if network.is_empty() {
+            return Ok(());
+        }
+        let network = self.scrub_network(network);
+        let tx = self.immediate()?;
+        for r in &network {
+            insert_network(&tx, run_id, None, r)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Requests with host and reason through the redactor, like every text recorded.
+    fn scrub_network(&self, network: &[NetworkRequest]) -> Vec<NetworkRequest> {
+        network
+            .iter()
+            .map(|r| NetworkRequest {
+                host: self.scrub(&r.host).into_owned(),
+                reason: self.scrub(&r.reason).into_owned(),
+                ..r.clone()
+            })
+            .collect()
+    }
+
+    /// The network requests recorded on an execution, in time order.
+    pub fn network_requests(&self, execution_id: &str) -> Result<Vec<NetworkRequest>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT method, host, port, allowed, status, reason, bytes_up, bytes_down, started_at,
+             duration_ms FROM network_requests WHERE execution_id = ?1 ORDER BY started_at, rowid",
+        )?;
+        let rows = stmt
+            .query_map([execution_id], |r| {
+                Ok(NetworkRequest {
+                    method: r.get(0)?,
+                    host: r.get(1)?,
+                    port: r.get::<_, i64>(2)?.clamp(0, 65535) as u16,
+                    allowed: r.get(3)?,
+                    status: r.get::<_, i64>(4)?.clamp(0, 999) as u16,
+                    reason: r.get(5)?,
+                    bytes_up: r.get::<_, i64>(6)?.max(0) as u64,
+                    bytes_down: r.get::<_, i64>(7)?.max(0) as u64,
+                    started_at: r.get(8)?,
+                    duration_ms: r.get::<_, i64>(9)?.max(0) as u64,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
     }
 
     /// Writes a run's final status.
@@ -829,7 +922,12 @@ impl Store {
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
-            executions.push(ExecutionRow { record, artifacts });
+            let network = self.network_requests(&record.execution_id)?;
+            executions.push(ExecutionRow {
+                record,
+                artifacts,
+                network,
+            });
         }
         Ok(RunDetail {
             run,

@@ -395,6 +395,7 @@ impl Tool for RunCommand {
         let bwrap = ctx.sandbox.bwrap();
         let guard = ProtectedGuard::before(ctx.workspace);
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
+        let network = ctx.sandbox.collect_network(&spec);
         guard.after()?;
         match result {
             Ok(mut out) => {
@@ -414,7 +415,7 @@ impl Tool for RunCommand {
                     && !out.interrupted
                     && args_parse::<CommandArgs>(NAME, args)
                         .is_ok_and(|a| a.retryable == Some(true));
-                Ok(output)
+                Ok(output.with_network(network))
             }
             Err(e) => {
                 let what = match (bwrap, e.kind()) {

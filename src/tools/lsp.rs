@@ -246,10 +246,11 @@ impl Tool for LspCheck {
         ];
         prepare_cargo_outputs(ctx, &crate_dir)?;
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
-        // Inside the OS sandbox there is no network (bwrap's namespace, Landlock's TCP rules):
-        // cargo would spend many seconds retrying a download before failing, so it runs offline
-        // there and fails at once.
-        let offline = ctx.sandbox.mode() != crate::sandbox::SandboxMode::None;
+        // Inside the OS sandbox without allowed hosts there is no network (bwrap's namespace,
+        // Landlock's TCP rules): cargo would spend many seconds retrying a download before
+        // failing, so it runs offline there and fails at once.
+        let offline = ctx.sandbox.mode() != crate::sandbox::SandboxMode::None
+            && ctx.sandbox.proxy().is_none();
         let mut extra_env = vec![("CARGO_TERM_COLOR".to_string(), "never".to_string())];
         if offline {
             extra_env.push(("CARGO_NET_OFFLINE".to_string(), "true".to_string()));
@@ -269,6 +270,7 @@ impl Tool for LspCheck {
         // cargo runs build scripts: arbitrary code, guarded like any command.
         let guard = ProtectedGuard::before(ctx.workspace);
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
+        let network = ctx.sandbox.collect_network(&spec);
         guard.after()?;
         let mut out = match result {
             Ok(out) => out,
@@ -314,7 +316,8 @@ impl Tool for LspCheck {
                 .unwrap_or_else(|| "killed".to_string());
             let hint = if offline && stderr_tail.contains("offline") {
                 "; the sandbox has no network, so cargo ran offline and needed something not in \
-                 its local cache: run `cargo fetch` before the plan, or allow network in the policy"
+                 its local cache: run `cargo fetch` before the plan, or allow the registry in the policy \
+                 (\"network\": {\"allow\": [\"registry:cargo\"]})"
             } else {
                 ""
             };
@@ -350,6 +353,7 @@ impl Tool for LspCheck {
         // Serialising plain strings and numbers cannot fail; an empty array is the honest fallback.
         let json = serde_json::to_string(&diagnostics).unwrap_or_else(|_| "[]".to_string());
         Ok(result
+            .with_network(network)
             .with_artifact(Artifact {
                 truncated: out.stdout.truncated,
                 ..Artifact::new("diagnostics", json)
@@ -561,7 +565,10 @@ mod tests {
         assert!(!out.success);
         let msg = out.error.unwrap();
         assert!(
-            msg.contains("run `cargo fetch` before the plan, or allow network in the policy"),
+            msg.contains(
+                "run `cargo fetch` before the plan, or allow the registry in the policy \
+                 (\"network\": {\"allow\": [\"registry:cargo\"]})"
+            ),
             "{msg}"
         );
         assert!(

@@ -97,6 +97,9 @@ pub struct ToolOutput {
     /// When the call failed: the few lines a reader needs to see why (a command's last lines of
     /// stdout and stderr), shown on the console and in CI reports without opening the database.
     pub excerpt: Option<String>,
+    /// The requests the command made through the run's network proxy, recorded with the
+    /// execution.
+    pub network: Vec<crate::sandbox::network::NetworkRequest>,
 }
 
 impl ToolOutput {
@@ -119,6 +122,23 @@ impl ToolOutput {
             error: Some(error),
             ..Default::default()
         }
+    }
+
+    /// Attaches the network requests a command made; when the call failed and the proxy denied a
+    /// host, the error names it and the policy line that would allow it (a denied download is the
+    /// likely cause, and the command's own message rarely says so).
+    pub fn with_network(mut self, requests: Vec<crate::sandbox::network::NetworkRequest>) -> Self {
+        if !self.success
+            && let Some(denied) = requests.iter().find(|r| !r.allowed && r.status == 403)
+            && let Some(error) = self.error.as_mut()
+        {
+            let why = crate::sandbox::network::proxy::denial_body(&denied.host, denied.port);
+            let why = why.trim_end().trim_start_matches("acode-run: ");
+            error.push_str(&format!("; the network proxy refused a request: {why}"));
+            self.content = format!("{error}\n{}", self.content);
+        }
+        self.network = requests;
+        self
     }
 
     /// Adds an artifact (builder style).

@@ -14,6 +14,7 @@ mod escape;
 mod git_attacks;
 mod landlock;
 mod library;
+mod network;
 mod preconditions;
 mod preview;
 mod race;
