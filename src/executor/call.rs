@@ -355,6 +355,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             sandbox: self.run.sandbox,
             cancel: self.run.cancel,
             heartbeat: &heartbeat,
+            creates: &self.step.creates,
         };
         if let Err(e) = tool.check(&call.arguments, &ctx) {
             self.attempts += 1;

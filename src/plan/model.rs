@@ -138,6 +138,8 @@ pub struct Step {
     pub on_failure: OnFailure,
     /// Optional verification command (boxed, like `precondition`).
     pub verify: Option<Box<Verify>>,
+    /// Workspace-root entries its commands create (`creates`), made ready under Landlock.
+    pub creates: Box<[String]>,
 }
 
 /// A step's arguments, held as their compact JSON text and parsed when a step is validated or run.

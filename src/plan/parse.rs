@@ -309,6 +309,7 @@ const STEP_FIELDS: &[&str] = &[
     "on_failure",
     "verify",
     "description",
+    "creates",
 ];
 
 fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) -> Option<Step> {
@@ -441,6 +442,27 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             None
         }
     };
+    let creates: Box<[String]> = match obj.get("creates") {
+        None | Some(Value::Null) => Box::default(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(j, v)| match v.as_str() {
+                Some(s) => Some(s.to_string()),
+                None => {
+                    c.err(format!("{at}.creates[{j}]"), "expected a name string");
+                    None
+                }
+            })
+            .collect(),
+        Some(other) => {
+            c.err(
+                format!("{at}.creates"),
+                format!("expected an array of names, got {}", kind(other)),
+            );
+            Box::default()
+        }
+    };
     Some(Step {
         step_id,
         position: i,
@@ -453,6 +475,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         retries,
         on_failure,
         verify,
+        creates,
     })
 }
 

@@ -37,6 +37,7 @@ impl ValidationContext<'_> {
             sandbox: crate::sandbox::OsSandbox::unconfined(),
             cancel: &cancel,
             heartbeat: &|_| {},
+            creates: &[],
         };
         f(&ctx)
     }
@@ -183,6 +184,19 @@ fn tool_problem(location: String, e: ToolError) -> Problem {
     }
 }
 
+/// Checks declared root entries (`creates`): one name each, never a protected path.
+fn check_creates(ctx: &ValidationContext, entries: &[String], at: &str) -> Vec<Problem> {
+    entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            crate::tools::root_entries::parse_entry(ctx.workspace, e)
+                .err()
+                .map(|v| tool_problem(format!("{at}[{i}]"), ToolError::Sandbox(v)))
+        })
+        .collect()
+}
+
 /// Checks a command string (precondition or verify) as `run_command` would.
 pub fn check_command(ctx: &ValidationContext, command: &str, at: &str) -> Option<Problem> {
     let Some(tool) = ctx.registry.get("run_command") else {
@@ -200,7 +214,7 @@ pub fn check_command(ctx: &ValidationContext, command: &str, at: &str) -> Option
 /// Validates one step's tool, arguments and precondition with the given variables.
 pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> Vec<Problem> {
     let at = format!("steps[{}]", step.position);
-    let mut problems = Vec::new();
+    let mut problems = check_creates(ctx, &step.creates, &format!("{at}.creates"));
     let args = match substitute_arguments(step, vars) {
         Ok(a) => Some(a),
         Err(p) => {
@@ -402,6 +416,7 @@ pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
         &builtins(plan, ctx.workspace, "validation"),
     );
     let mut problems = check_secrets(plan);
+    problems.extend(check_creates(ctx, &ctx.policy.creates, "policy.creates"));
     for step in &plan.steps {
         problems.extend(validate_step(step, &vars, ctx));
     }

@@ -559,6 +559,14 @@ impl Parent {
         Ok(real_path(fd.as_fd())?)
     }
 
+    /// Removes the name if it is an empty directory (`ENOTEMPTY` otherwise) and syncs the parent.
+    pub fn remove_empty_dir(&self) -> io::Result<()> {
+        let c = self.cname()?;
+        // SAFETY: a valid directory fd and NUL-terminated name.
+        cvt(unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) })?;
+        sync_dir(self.dir.as_fd())
+    }
+
     /// Removes the name (a file or a symlink, never a directory) and syncs the directory.
     pub fn unlink(&self) -> io::Result<()> {
         let c = self.cname()?;

@@ -150,6 +150,10 @@ pub struct Policy {
     /// Left out of the serialised form when empty, so policies written before it keep their hash.
     #[serde(skip_serializing_if = "NetworkPolicy::is_empty")]
     pub network: NetworkPolicy,
+    /// Workspace-root entries every command may create under Landlock (`node_modules/`,
+    /// `report.xml`); a step adds its own. Left out of the serialised form when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub creates: Vec<String>,
 }
 
 impl Default for Policy {
@@ -167,6 +171,7 @@ impl Default for Policy {
             limits: Limits::default(),
             read_paths: Vec::new(),
             network: NetworkPolicy::default(),
+            creates: Vec::new(),
         }
     }
 }

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::args::{parse as args_parse, schema_for};
 
-use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, root_entries};
 use crate::error::ErrorKind;
 use crate::sandbox::commands::{check_argv, check_command_line, needs_confirmation, split_command};
 use crate::sandbox::env::{check_env_additions, child_env, harden_for_program};
@@ -375,15 +375,16 @@ impl Tool for RunCommand {
         harden_for_program(&program, ctx.workspace.root(), &mut spec.env);
         spec.timeout = limit;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        if Path::new(&program)
+        // cargo on a crate at the root makes `target/` and `Cargo.lock` there.
+        let cargo_root = (Path::new(&program)
             .file_name()
             .is_some_and(|n| n == "cargo")
             && std::fs::symlink_metadata(ctx.workspace.root().join("Cargo.toml"))
-                .is_ok_and(|m| m.is_file())
-        {
-            prepare_cargo_outputs(ctx, ctx.workspace.root())?;
-        }
+                .is_ok_and(|m| m.is_file()))
+        .then(|| ctx.workspace.root());
+        let created = root_entries::prepare(ctx, &root_entries::declared(ctx, cargo_root)?)?;
         if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
+            created.remove_unused(ctx.workspace);
             return Ok(ToolOutput::failed(
                 ErrorKind::ToolFailed,
                 format!(
@@ -396,10 +397,11 @@ impl Tool for RunCommand {
         let guard = ProtectedGuard::before(ctx.workspace);
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
         let network = ctx.sandbox.collect_network(&spec);
+        created.remove_unused(ctx.workspace);
         guard.after()?;
         match result {
             Ok(mut out) => {
-                let hint = ctx.sandbox.denial_hint(&out);
+                let hint = denial_hint(ctx, &out);
                 let mut output = to_output(
                     &program,
                     limit,
@@ -434,43 +436,23 @@ impl Tool for RunCommand {
     }
 }
 
-/// Under Landlock a command may not create entries in the workspace root (a grant there would
-/// reach into `.git/` too; see docs/security.md), but cargo creates `target/` and `Cargo.lock` next
-/// to the manifest. The runner creates them first, through the kernel-checked file layer — the
-/// directory, and an empty lock file, which cargo fills in — so the ruleset built for the command
-/// grants writes beneath them. Used by `lsp_check`, and by `run_command` for `cargo` when the
-/// workspace root holds a `Cargo.toml` (a crate or a cargo workspace at the root). In the other
-/// sandbox modes cargo creates them itself, and nothing is done here.
-pub(super) fn prepare_cargo_outputs(ctx: &ToolContext, crate_dir: &Path) -> Result<(), ToolError> {
-    use crate::sandbox::fs::{FsError, parent_for_write};
-    if ctx.sandbox.mode() != crate::sandbox::SandboxMode::Landlock {
-        return Ok(());
+/// Why a command that failed under Landlock was refused, when its output says so: the root
+/// entries it could not create and how to declare them, else what Landlock allows in general.
+pub(super) fn denial_hint(ctx: &ToolContext, out: &CommandOutput) -> Option<String> {
+    let general = ctx.sandbox.denial_hint(out)?;
+    let text = format!("{}\n{}", out.stdout.text, out.stderr.text);
+    let names = root_entries::refused_root_entries(ctx.workspace, &text);
+    if names.is_empty() {
+        return Some(general.to_string());
     }
-    let ws = ctx.workspace;
-    let fail = |path: &Path| {
-        let path = ws.display(path);
-        move |e: FsError| match e {
-            FsError::Violation(v) => ToolError::Sandbox(v),
-            FsError::Io(source) => ToolError::Io {
-                op: "prepare for cargo",
-                path,
-                source,
-            },
-        }
-    };
-    let target = crate_dir.join("target");
-    if std::fs::symlink_metadata(&target).is_err() {
-        // Resolving a name inside `target/` for writing creates `target/` itself.
-        parent_for_write(ws, &target.join(".keep"), true).map_err(fail(&target))?;
-    }
-    let lock = crate_dir.join("Cargo.lock");
-    if std::fs::symlink_metadata(&lock).is_err() {
-        let parent = parent_for_write(ws, &lock, false).map_err(fail(&lock))?;
-        parent
-            .write_atomic(ws, b"", false, None)
-            .map_err(|e| fail(&lock)(FsError::Io(e)))?;
-    }
-    Ok(())
+    let list: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    Some(format!(
+        "under Landlock a command cannot create entries at the workspace root; {} {} not \
+         declared: add \"creates\": [{}] to the step (or to the policy)",
+        names.join(", "),
+        if names.len() == 1 { "was" } else { "were" },
+        list.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -526,6 +508,7 @@ mod tests {
             sandbox,
             cancel,
             heartbeat: &|_| {},
+            creates: &[],
         }
     }
 

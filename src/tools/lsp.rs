@@ -15,7 +15,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::command::{prepare_cargo_outputs, seconds, stream_artifact, tail};
+use super::command::{seconds, stream_artifact, tail};
+use super::root_entries;
 use schemars::JsonSchema;
 
 use super::args::{parse, schema_for};
@@ -244,7 +245,7 @@ impl Tool for LspCheck {
             "--manifest-path".to_string(),
             manifest.to_string_lossy().into_owned(),
         ];
-        prepare_cargo_outputs(ctx, &crate_dir)?;
+        let created = root_entries::prepare(ctx, &root_entries::declared(ctx, Some(&crate_dir))?)?;
         let mut spec = CommandSpec::new(argv, crate_dir.clone());
         // Inside the OS sandbox without allowed hosts there is no network (bwrap's namespace,
         // Landlock's TCP rules): cargo would spend many seconds retrying a download before
@@ -259,6 +260,7 @@ impl Tool for LspCheck {
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
         if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
+            created.remove_unused(ctx.workspace);
             return Ok(ToolOutput::failed(
                 ErrorKind::ToolFailed,
                 format!(
@@ -271,6 +273,7 @@ impl Tool for LspCheck {
         let guard = ProtectedGuard::before(ctx.workspace);
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
         let network = ctx.sandbox.collect_network(&spec);
+        created.remove_unused(ctx.workspace);
         guard.after()?;
         let mut out = match result {
             Ok(out) => out,
@@ -451,6 +454,7 @@ mod tests {
             sandbox,
             cancel: &cancel,
             heartbeat: &|_| {},
+            creates: &[],
         };
         LspCheck.run(&serde_json::json!({ "path": path }), &ctx)
     }

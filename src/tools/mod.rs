@@ -14,6 +14,7 @@ pub mod files;
 pub mod glob;
 pub mod lsp;
 pub mod registry;
+pub mod root_entries;
 pub mod schema;
 pub mod search;
 #[cfg(test)]
@@ -224,6 +225,9 @@ pub struct ToolContext<'a> {
     pub cancel: &'a AtomicBool,
     /// Called periodically by long-running tools with the elapsed time, for heartbeat events.
     pub heartbeat: &'a (dyn Fn(Duration) + Sync),
+    /// The workspace-root entries the step declares its commands create (`creates`; the policy's
+    /// come on top), see [`root_entries`].
+    pub creates: &'a [String],
 }
 
 /// A tool (see the module docs). Implementations are stateless; all state is in the context.

@@ -56,6 +56,7 @@ impl TestWs {
             sandbox: crate::sandbox::OsSandbox::unconfined(),
             cancel: &self.cancel,
             heartbeat: &no_heartbeat,
+            creates: &[],
         }
     }
 

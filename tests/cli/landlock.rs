@@ -406,3 +406,110 @@ fn cargo_build_as_a_command_runs_under_landlock_in_a_fresh_root_crate() {
         "nothing else at the root"
     );
 }
+
+/// Issue #21: under Landlock a command cannot create workspace-root entries unless the step (or
+/// the policy) declares them with `creates`; the failure names what to declare; the runner's
+/// empty placeholders do not outlive a failed command; protected paths cannot be declared.
+#[test]
+fn declared_root_entries_let_a_test_runner_write_at_the_root_under_landlock() {
+    if !landlock_usable() {
+        return;
+    }
+    // What pytest does at the root: a cache directory and a JUnit report.
+    let pytest_like = "import os\nos.makedirs('.pytest_cache/v/cache', exist_ok=True)\n\
+                       open('.pytest_cache/v/cache/lastfailed', 'w').write('{}')\n\
+                       open('report.xml', 'w').write('<testsuites/>')\n";
+    let step = |creates: serde_json::Value| {
+        json!({"step_id": "test", "tool": "run_command", "creates": creates,
+               "arguments": {"argv": ["python3", "scripts/pytest_like.py"]}})
+    };
+
+    // Undeclared: refused, and the failure says which entry to declare and how.
+    let t = TestDir::new();
+    t.file("scripts/pytest_like.py", pytest_like);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "undeclared", "steps": [step(json!([]))]}),
+    );
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "landlock"]);
+    assert_exit_with(
+        &out,
+        30,
+        ".pytest_cache/ was not declared: add \"creates\": [\".pytest_cache/\"] to the step",
+    );
+
+    // Declared: it works, and what the command wrote stays.
+    let t = TestDir::new();
+    t.file("scripts/pytest_like.py", pytest_like);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "declared", "steps": [step(json!([".pytest_cache/", "report.xml"]))]}),
+    );
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "landlock"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.read("report.xml"), "<testsuites/>");
+    assert_eq!(t.read(".pytest_cache/v/cache/lastfailed"), "{}");
+
+    // A command that fails before using them leaves none of the runner's empty entries behind.
+    let t = TestDir::new();
+    t.file("scripts/fails.py", "raise SystemExit(3)\n");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "unused", "steps": [
+            {"step_id": "fails", "tool": "run_command", "creates": ["report.xml", "out/"],
+             "arguments": {"argv": ["python3", "scripts/fails.py"]}}]}),
+    );
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "landlock"]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert!(!t.ws.join("report.xml").exists() && !t.ws.join("out").exists());
+
+    // Protected paths can never be declared (a sandbox violation, found before anything runs).
+    for protected in [
+        ".git/",
+        ".acode/",
+        "acode-policy.json",
+        "p.json.approval",
+        "../up",
+    ] {
+        let t = TestDir::new();
+        let plan = t.plan(
+            "p.json",
+            &json!({"plan_id": "protected", "steps": [
+                {"step_id": "s", "tool": "run_command", "creates": [protected],
+                 "arguments": {"argv": ["true"]}}]}),
+        );
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_exit_with(&out, 32, "steps[0].creates[0]");
+    }
+}
+
+/// Issue #21: a failed cargo under Landlock leaves no empty `Cargo.lock` or `target/` it did not
+/// write (the runner creates both for it).
+#[test]
+fn a_failed_cargo_leaves_no_empty_outputs_behind_under_landlock() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    t.file(
+        "Cargo.toml",
+        "[package]\nname = \"broken\"\nversion = \"0.1.0\"\nedition = \"2021\"\nbad key\n",
+    );
+    t.file("src/lib.rs", "");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "cargo-fails", "steps": [
+            {"step_id": "build", "tool": "run_command", "arguments": {"argv": ["cargo", "build", "--offline"]}}]}),
+    );
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "landlock"]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert!(
+        !t.ws.join("Cargo.lock").exists(),
+        "an empty Cargo.lock was left"
+    );
+    assert!(!t.ws.join("target").exists(), "an empty target/ was left");
+}
