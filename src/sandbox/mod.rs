@@ -13,6 +13,7 @@ pub mod os;
 pub mod paths;
 pub mod policy;
 pub mod process;
+pub mod program;
 pub mod redact;
 pub mod seccomp;
 pub mod spawn;

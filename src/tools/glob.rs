@@ -1,31 +1,29 @@
-//! Glob patterns, translated to regular expressions.
+//! Glob patterns, matched by the `globset` crate (ripgrep's) with one set of options everywhere.
 //!
-//! `file_glob` and the `glob` filter of `file_search` share this one translator, so a pattern means
-//! the same thing to both. Patterns are matched against '/'-separated relative paths:
+//! `file_glob`, the `glob` filter of `file_search` and the program paths a policy allows
+//! (`".venv/bin/*"`) share [`Glob`], so a pattern means the same thing to all of them. Patterns are
+//! matched against '/'-separated relative paths:
 //!
 //! - `*` matches any run of characters except '/', `?` one character except '/';
 //! - `**` as a whole path segment matches any number of directories (`**/x`, `a/**/x`, `a/**`);
-//!   elsewhere (`a**b`) it is a plain `*`;
-//! - `[abc]`, `[a-z]`, `[!x]` / `[^x]` are character classes (a negated class never matches '/');
-//! - `{a,b}` is an alternation (nestable, and may contain the other forms);
+//! - `[abc]`, `[a-z]`, `[!x]` / `[^x]` are character classes;
+//! - `{a,b}` is an alternation (nestable);
 //! - `\` makes the next character literal.
 //!
 //! Dot files are not special: `*` matches `.hidden`. A pattern that names a parent directory (`..`)
 //! or starts with '/' is a [`SandboxViolation`]: globs only ever describe paths below their root.
 
-use regex::{Regex, RegexBuilder};
-
 use super::ToolError;
 use crate::sandbox::SandboxViolation;
 
-/// Longest accepted pattern, so hostile input cannot make translation or matching expensive.
+/// Longest accepted pattern, so hostile input cannot make compilation or matching expensive.
 pub const MAX_PATTERN_CHARS: usize = 4096;
 
 /// A compiled glob pattern.
 #[derive(Debug, Clone)]
 pub struct Glob {
     pattern: String,
-    regex: Regex,
+    matcher: globset::GlobMatcher,
 }
 
 impl Glob {
@@ -33,15 +31,25 @@ impl Glob {
     /// one is an invalid argument, so callers can pass the error straight on.
     pub fn new(tool: &str, pattern: &str) -> Result<Glob, ToolError> {
         check_escape(pattern)?;
-        let source = translate(pattern)
-            .map_err(|e| ToolError::invalid(tool, format!("invalid glob {pattern:?}: {e}")))?;
-        let regex = RegexBuilder::new(&source)
-            .size_limit(1 << 20)
+        Glob::compile(pattern)
+            .map_err(|e| ToolError::invalid(tool, format!("invalid glob {pattern:?}: {e}")))
+    }
+
+    /// Compiles `pattern` (escapes not checked: for patterns that are not paths to open).
+    pub fn compile(pattern: &str) -> Result<Glob, String> {
+        if pattern.chars().count() > MAX_PATTERN_CHARS {
+            return Err(format!(
+                "pattern longer than {MAX_PATTERN_CHARS} characters"
+            ));
+        }
+        let glob = globset::GlobBuilder::new(&separator_safe_classes(pattern))
+            .literal_separator(true)
+            .backslash_escape(true)
             .build()
-            .map_err(|e| ToolError::invalid(tool, format!("invalid glob {pattern:?}: {e}")))?;
+            .map_err(|e| e.kind().to_string())?;
         Ok(Glob {
             pattern: pattern.to_string(),
-            regex,
+            matcher: glob.compile_matcher(),
         })
     }
 
@@ -57,8 +65,63 @@ impl Glob {
 
     /// Whether `path` (relative, '/'-separated) matches the whole pattern.
     pub fn is_match(&self, path: &str) -> bool {
-        self.regex.is_match(path)
+        self.matcher.is_match(path)
     }
+}
+
+/// `pattern` adjusted to the meaning documented above where globset differs: '/' is added to every
+/// negated class (`[!x]` → `[!/x]`), so that, like `*` and `?`, a class stays inside one path
+/// segment; and a `}` outside any `{…}` group is a literal, as in a shell.
+fn separator_safe_classes(pattern: &str) -> String {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::with_capacity(pattern.len() + 4);
+    let (mut depth, mut in_class) = (0usize, false);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        i += 1;
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some(&next) = chars.get(i) {
+                    out.push(next);
+                    i += 1;
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                let negated = matches!(chars.get(i), Some('!' | '^'));
+                if negated {
+                    out.push(chars[i]);
+                    i += 1;
+                }
+                // A `]` first in the class is a member, not its end: keep it first.
+                if chars.get(i) == Some(&']') {
+                    out.push(']');
+                    i += 1;
+                }
+                if negated {
+                    out.push('/');
+                }
+            }
+            '{' if !in_class => {
+                depth += 1;
+                out.push(c);
+            }
+            '}' if !in_class && depth == 0 => out.push_str("\\}"),
+            '}' if !in_class => {
+                depth -= 1;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// Refuses patterns that point above their root: anything containing `..`, or starting with '/'.
@@ -82,125 +145,6 @@ pub fn check_escape(pattern: &str) -> Result<(), SandboxViolation> {
         ));
     }
     Ok(())
-}
-
-/// Translates a glob into an anchored regular expression source (see the module docs).
-pub fn translate(pattern: &str) -> Result<String, String> {
-    if pattern.chars().count() > MAX_PATTERN_CHARS {
-        return Err(format!(
-            "pattern longer than {MAX_PATTERN_CHARS} characters"
-        ));
-    }
-    let chars: Vec<char> = pattern.chars().collect();
-    let mut out = String::from("(?s)^");
-    let mut depth = 0usize; // open '{' groups
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '*' => {
-                let start = i;
-                while chars.get(i) == Some(&'*') {
-                    i += 1;
-                }
-                let prev = start.checked_sub(1).and_then(|p| chars.get(p));
-                let next = chars.get(i);
-                let starts_segment = matches!(prev, None | Some('/'))
-                    || (depth > 0 && matches!(prev, Some('{' | ',')));
-                let ends_segment = matches!(next, None | Some('/'))
-                    || (depth > 0 && matches!(next, Some('}' | ',')));
-                if i - start >= 2 && starts_segment && ends_segment {
-                    if next == Some(&'/') {
-                        // `**/`: zero or more whole directories.
-                        out.push_str("(?:[^/]*/)*");
-                        i += 1;
-                    } else {
-                        out.push_str(".*");
-                    }
-                } else {
-                    out.push_str("[^/]*");
-                }
-                continue;
-            }
-            '?' => out.push_str("[^/]"),
-            '[' => {
-                i = translate_class(&chars, i, &mut out)?;
-            }
-            '{' => {
-                depth += 1;
-                out.push_str("(?:");
-            }
-            '}' if depth > 0 => {
-                depth -= 1;
-                out.push(')');
-            }
-            ',' if depth > 0 => out.push('|'),
-            '\\' => {
-                i += 1;
-                match chars.get(i) {
-                    Some(&lit) => push_literal(&mut out, lit),
-                    None => return Err("pattern ends with an escaping '\\'".to_string()),
-                }
-            }
-            other => push_literal(&mut out, other),
-        }
-        i += 1;
-    }
-    if depth > 0 {
-        return Err("unclosed '{'".to_string());
-    }
-    out.push('$');
-    Ok(out)
-}
-
-/// Translates the class starting at `chars[open] == '['`; returns the index of its closing ']'.
-fn translate_class(chars: &[char], open: usize, out: &mut String) -> Result<usize, String> {
-    let mut i = open + 1;
-    let negated = matches!(chars.get(i), Some('!' | '^'));
-    if negated {
-        i += 1;
-    }
-    let first = i;
-    let mut body = String::new();
-    loop {
-        let Some(&c) = chars.get(i) else {
-            return Err("unclosed '['".to_string());
-        };
-        match c {
-            ']' if i > first => break,
-            '\\' => {
-                i += 1;
-                match chars.get(i) {
-                    Some(&lit) => push_class_literal(&mut body, lit),
-                    None => return Err("unclosed '['".to_string()),
-                }
-            }
-            // A '-' between two members is a range; anywhere else it is literal.
-            '-' if i > first && chars.get(i + 1).is_some_and(|n| *n != ']') => body.push('-'),
-            other => push_class_literal(&mut body, other),
-        }
-        i += 1;
-    }
-    if negated {
-        out.push_str("[^/");
-    } else {
-        out.push('[');
-    }
-    out.push_str(&body);
-    out.push(']');
-    Ok(i)
-}
-
-fn push_literal(out: &mut String, c: char) {
-    let mut buf = [0u8; 4];
-    out.push_str(&regex::escape(c.encode_utf8(&mut buf)));
-}
-
-fn push_class_literal(body: &mut String, c: char) {
-    if matches!(c, '\\' | '[' | ']' | '^' | '-' | '&' | '~') {
-        body.push('\\');
-    }
-    body.push(c);
 }
 
 #[cfg(test)]
