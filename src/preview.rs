@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::plan::validate::{builtins, dependency_order, substitute_arguments};
 use crate::plan::variables::Variables;
 use crate::plan::{Plan, Problem};
+use crate::sandbox::Policy;
 use crate::sandbox::Workspace;
 use crate::tools::agent::AgentArgs;
 use crate::tools::args::parse;
@@ -64,6 +65,10 @@ pub enum Effect {
         /// Names of the environment variables the step adds (values are not shown: they may be
         /// secrets).
         env: Vec<String>,
+        /// Which program runs: the path the name resolves to, and where a link leads
+        /// (`.venv/bin/python → /opt/py/bin/python3.11`), or that an earlier step is to create it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        program: Option<String>,
     },
     /// An LLM will choose tool calls among these tools.
     Agent {
@@ -93,11 +98,15 @@ pub struct Preview {
     pub plan_sha256: String,
     /// Every step, in execution order.
     pub steps: Vec<StepPreview>,
+    /// What the policy lets commands do beyond the workspace (the network hosts, and what each
+    /// sandbox mode can enforce of them).
+    pub notes: Vec<String>,
 }
 
 /// The simulated workspace: files read on first use, then changed in memory.
 struct Simulation<'w> {
     workspace: &'w Workspace,
+    policy: &'w Policy,
     /// Path (workspace-relative, as resolved) → content (`None` = absent).
     files: HashMap<String, Option<String>>,
 }
@@ -152,11 +161,16 @@ impl Simulation<'_> {
 }
 
 /// Builds the preview of `plan` over `workspace` (nothing is written).
-pub fn preview(plan: &Plan, workspace: &Workspace) -> Result<Preview, Vec<Problem>> {
+pub fn preview(
+    plan: &Plan,
+    workspace: &Workspace,
+    policy: &Policy,
+) -> Result<Preview, Vec<Problem>> {
     let order = dependency_order(plan)?;
     let vars = Variables::new(&plan.variables, &builtins(plan, workspace, "(preview)"));
     let mut sim = Simulation {
         workspace,
+        policy,
         files: HashMap::new(),
     };
     let mut opaque_before = false;
@@ -178,6 +192,7 @@ pub fn preview(plan: &Plan, workspace: &Workspace) -> Result<Preview, Vec<Proble
         plan_id: plan.plan_id.clone(),
         plan_sha256: plan.sha256.clone(),
         steps,
+        notes: network_notes(policy),
     })
 }
 
@@ -205,12 +220,15 @@ fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> E
             let argv = argv_of(&a).map_err(|e| Effect::WillFail {
                 reason: e.to_string(),
             })?;
-            let mut env: Vec<String> = a.env.unwrap_or_default().into_keys().collect();
+            let mut env: Vec<String> = a.env.clone().unwrap_or_default().into_keys().collect();
             env.sort();
+            let cwd = or_dot(a.cwd.as_deref().unwrap_or("")).to_string();
+            let program = program_of(sim, &argv[0], &cwd, &a)?;
             Ok(Effect::Command {
                 argv,
-                cwd: or_dot(a.cwd.as_deref().unwrap_or("")).to_string(),
+                cwd,
                 env,
+                program,
             })
         }),
         "agent" => typed::<AgentArgs>(tool, args).map(|a| agent_effect(sim, args, a)),
@@ -221,6 +239,7 @@ fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> E
                 .to_vec(),
             cwd: a.path,
             env: Vec::new(),
+            program: None,
         }),
         other => Ok(Effect::ReadOnly {
             summary: match args.get("path").and_then(Value::as_str) {
@@ -304,6 +323,52 @@ fn agent_effect(sim: &Simulation, args: &Value, a: AgentArgs) -> Effect {
     }
 }
 
+/// Which program a command step runs (see [`crate::sandbox::program`]), as `preview` says it.
+fn program_of(
+    sim: &Simulation,
+    written: &str,
+    cwd: &str,
+    a: &CommandArgs,
+) -> Result<Option<String>, Effect> {
+    use crate::sandbox::program::{ProgramError, resolve};
+    let cwd = sim.workspace.root().join(cwd);
+    let env: Vec<(String, String)> = a.env.clone().unwrap_or_default().into_iter().collect();
+    let path = crate::sandbox::env::child_env(sim.policy, &env)
+        .into_iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v);
+    match resolve(written, sim.workspace, &cwd, path.as_deref()) {
+        Ok(p) if p.real != p.exec => Ok(Some(format!(
+            "{written} → {} → {}",
+            p.exec.display(),
+            p.real.display()
+        ))),
+        Ok(p) => Ok(Some(format!("{written} → {}", p.exec.display()))),
+        Err(ProgramError::Missing { path, .. }) => Ok(Some(format!(
+            "{written}: {} is not there yet — an earlier step is to create it (checked again \
+             when the step starts)",
+            path.display()
+        ))),
+        Err(e) => Err(Effect::WillFail {
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// What `preview` says about the network the policy opens.
+fn network_notes(policy: &Policy) -> Vec<String> {
+    if policy.network.is_empty() {
+        return vec!["network: off (no host allowed)".to_string()];
+    }
+    vec![format!(
+        "network: commands may reach {} through the run's proxy (registry: entries are read from \
+         the clients' configuration when the run starts); under bwrap nothing else is reachable; \
+         under Landlock a command may also open TCP connections to the proxy's port on another \
+         host (Landlock rules name ports, not hosts)",
+        policy.network.allow.join(", ")
+    )]
+}
+
 fn or_dot(p: &str) -> &str {
     if p.is_empty() { "." } else { p }
 }
@@ -343,13 +408,21 @@ fn render_raw(preview: &Preview) -> String {
                     }
                 }
             }
-            Effect::Command { argv, cwd, env } => {
+            Effect::Command {
+                argv,
+                cwd,
+                env,
+                program,
+            } => {
                 let words: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
                 let _ = write!(out, "runs [{}] in {cwd}", words.join(", "));
                 if !env.is_empty() {
                     let _ = write!(out, " with env {}", env.join(", "));
                 }
                 let _ = writeln!(out, " (its effect on files cannot be known in advance)");
+                if let Some(p) = program {
+                    let _ = writeln!(out, "    program: {p}");
+                }
             }
             Effect::Agent { instruction, tools } => {
                 let short: String = instruction.chars().take(200).collect();
@@ -366,6 +439,9 @@ fn render_raw(preview: &Preview) -> String {
                 let _ = writeln!(out, "WILL FAIL: {reason}");
             }
         }
+    }
+    for note in &preview.notes {
+        let _ = writeln!(out, "{note}");
     }
     out
 }

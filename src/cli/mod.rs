@@ -638,7 +638,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let policy = load_policy(args, &ws)?;
     let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
     learn_plan_secrets(&plan, &ws, redactor);
-    let preview = preview_of(&plan, &ws)?;
+    let preview = preview_of(&plan, &ws, &policy)?;
     if args.json {
         let value = redactor.redact_value(&serde_json::to_value(&preview).unwrap_or_default());
         outln!("{}", pretty(&value));
@@ -648,8 +648,12 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     Ok(exit::OK)
 }
 
-fn preview_of(plan: &Plan, ws: &Workspace) -> Result<crate::preview::Preview, CliError> {
-    crate::preview::preview(plan, ws).map_err(|problems| {
+fn preview_of(
+    plan: &Plan,
+    ws: &Workspace,
+    policy: &Policy,
+) -> Result<crate::preview::Preview, CliError> {
+    crate::preview::preview(plan, ws, policy).map_err(|problems| {
         let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
         CliError::new(
             exit::USAGE,
@@ -676,7 +680,7 @@ fn cmd_decide(
     learn_plan_secrets(&plan, &ws, redactor);
     if status == AuthStatus::Approved && !args.quiet {
         // The approver sees the plan's effect, with the secrets it now knows redacted.
-        let shown = crate::preview::render(&preview_of(&plan, &ws)?);
+        let shown = crate::preview::render(&preview_of(&plan, &ws, &policy)?);
         errln!("{}", redactor.redact(shown.trim_end()));
     }
     let decision = Decision {
@@ -1080,6 +1084,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .map(|m| format!("\n      {m}"))
                 .unwrap_or_default()
         );
+        if let (Some(path), Some(sha)) = (&rec.program_path, &rec.program_sha256) {
+            humanln!("      program: {path} (sha256 {sha})");
+        }
         for r in &e.network {
             humanln!("      network: {}", describe_request(r));
         }

@@ -238,7 +238,7 @@ fn draft_to_file(
             errln!("  {}", crate::terminal::line(&line));
         }
     }
-    if let Ok(p) = crate::preview::preview(&drafted.plan, executor.workspace()) {
+    if let Ok(p) = crate::preview::preview(&drafted.plan, executor.workspace(), executor.policy()) {
         errln!("{}", crate::preview::render(&p).trim_end());
     }
     Ok((out, drafted.plan))

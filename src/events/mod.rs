@@ -189,6 +189,9 @@ pub enum EventKind {
         /// Error message on failure.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// For a command: the program it ran (resolved path) and the SHA-256 of the file executed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        program: Option<crate::sandbox::program::Executed>,
     },
     /// An LLM turn completed.
     LlmTurn {

@@ -628,6 +628,8 @@ impl Session<'_> {
                 parent_execution_id: None,
                 prompt_tokens: None,
                 completion_tokens: None,
+                program_path: None,
+                program_sha256: None,
             };
             let outcome = match outcome {
                 Waited::Answer(outcome) => outcome,

@@ -179,6 +179,8 @@ impl<'s, 'r> StepContext<'s, 'r> {
             parent_execution_id: parent,
             prompt_tokens: None,
             completion_tokens: None,
+            program_path: None,
+            program_sha256: None,
         }
     }
 
@@ -216,6 +218,10 @@ impl<'s, 'r> StepContext<'s, 'r> {
         record.exit_code = output.exit_code;
         record.error_code = kind.map(|k| k.as_str().to_string());
         record.error_message = output.error.clone();
+        if let Some(p) = &output.program {
+            record.program_path = Some(p.path.to_string_lossy().into_owned());
+            record.program_sha256 = Some(p.sha256.clone());
+        }
         self.run
             .store
             .record_execution(&record, &output.artifacts, &output.network)?;
@@ -251,6 +257,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             duration_ms: result.duration_ms,
             error_code: kind.map(|k| k.as_str().to_string()),
             error: result.error.clone(),
+            program: output.program,
         });
         self.run.emitter.progress().on_tool_result(&result);
         Ok(result)

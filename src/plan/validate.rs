@@ -184,6 +184,57 @@ fn tool_problem(location: String, e: ToolError) -> Problem {
     }
 }
 
+/// For each step: whether a step it depends on, directly or not, may create files (see
+/// [`validate_step`]). Cycles and unknown ids are reported elsewhere; here they just end the walk.
+pub fn after_writers(plan: &Plan) -> Vec<bool> {
+    let index: std::collections::HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.step_id.as_str(), i))
+        .collect();
+    let writes = |s: &Step| {
+        matches!(
+            s.tool.as_str(),
+            "run_command" | "lsp_check" | "agent" | "file_write" | "file_create" | "file_edit"
+        )
+    };
+    // Memoised over the dependency graph (linear in steps and edges): `memo[i]` once known.
+    let mut memo: Vec<Option<bool>> = vec![None; plan.steps.len()];
+    let mut on_stack = vec![false; plan.steps.len()];
+    for start in 0..plan.steps.len() {
+        // Depth-first, explicitly: a step is decided once all its dependencies are.
+        let mut stack = vec![(start, false)];
+        while let Some((i, expanded)) = stack.pop() {
+            if memo[i].is_some() {
+                continue;
+            }
+            let deps: Vec<usize> = plan.steps[i]
+                .depends_on
+                .iter()
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .collect();
+            if expanded {
+                on_stack[i] = false;
+                memo[i] = Some(
+                    deps.iter()
+                        .any(|&d| writes(&plan.steps[d]) || memo[d].unwrap_or(false)),
+                );
+                continue;
+            }
+            on_stack[i] = true;
+            stack.push((i, true));
+            // A cycle is reported elsewhere; its back edge is simply not followed.
+            stack.extend(
+                deps.into_iter()
+                    .filter(|&d| memo[d].is_none() && !on_stack[d])
+                    .map(|d| (d, false)),
+            );
+        }
+    }
+    memo.into_iter().map(|m| m.unwrap_or(false)).collect()
+}
+
 /// Checks declared root entries (`creates`): one name each, never a protected path.
 fn check_creates(ctx: &ValidationContext, entries: &[String], at: &str) -> Vec<Problem> {
     entries
@@ -212,7 +263,15 @@ pub fn check_command(ctx: &ValidationContext, command: &str, at: &str) -> Option
 }
 
 /// Validates one step's tool, arguments and precondition with the given variables.
-pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> Vec<Problem> {
+///
+/// `after_writer`: an earlier step this one depends on (transitively) may create files — a
+/// command, a file tool, an agent — so a program it names by workspace path may not exist yet.
+pub fn validate_step(
+    step: &Step,
+    vars: &Variables,
+    ctx: &ValidationContext,
+    after_writer: bool,
+) -> Vec<Problem> {
     let at = format!("steps[{}]", step.position);
     let mut problems = check_creates(ctx, &step.creates, &format!("{at}.creates"));
     let args = match substitute_arguments(step, vars) {
@@ -241,8 +300,11 @@ pub fn validate_step(step: &Step, vars: &Variables, ctx: &ValidationContext) -> 
                 let schema_errors =
                     crate::tools::schema::validate(schema, args, &format!("{at}.arguments"));
                 if schema_errors.is_empty() {
-                    if let Err(e) = ctx.with_tool_context(|tc| tool.check(args, tc)) {
-                        problems.push(tool_problem(format!("{at}.arguments"), e));
+                    match ctx.with_tool_context(|tc| tool.check(args, tc)) {
+                        Ok(()) => {}
+                        // Made by an earlier step: `preview` notes it, the run checks again.
+                        Err(ToolError::ProgramMissing { .. }) if after_writer => {}
+                        Err(e) => problems.push(tool_problem(format!("{at}.arguments"), e)),
                     }
                     if step.tool == crate::tools::agent::NAME {
                         problems.extend(
@@ -417,8 +479,9 @@ pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     );
     let mut problems = check_secrets(plan);
     problems.extend(check_creates(ctx, &ctx.policy.creates, "policy.creates"));
-    for step in &plan.steps {
-        problems.extend(validate_step(step, &vars, ctx));
+    let writers = after_writers(plan);
+    for (i, step) in plan.steps.iter().enumerate() {
+        problems.extend(validate_step(step, &vars, ctx, writers[i]));
     }
     if let Err(p) = dependency_order(plan) {
         problems.extend(p);

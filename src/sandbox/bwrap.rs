@@ -103,8 +103,8 @@ fn base_args() -> &'static [String] {
             .map(String::from),
         );
         // After the tmpfs /tmp, so a toolchain home under /tmp is not hidden by it.
-        for home in toolchain_homes() {
-            let h = lossy(&home);
+        for home in toolchain_homes_cached() {
+            let h = lossy(home);
             out.extend(["--ro-bind".into(), h.clone(), h]);
         }
         out
@@ -124,6 +124,12 @@ fn socket_masks() -> impl Iterator<Item = String> {
         .iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
         .flat_map(|p| ["--ro-bind".to_string(), "/dev/null".to_string(), lossy(p)])
+}
+
+/// [`toolchain_homes`], once per process (the runner's environment does not change).
+fn toolchain_homes_cached() -> &'static [PathBuf] {
+    static HOMES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    HOMES.get_or_init(toolchain_homes)
 }
 
 /// The runner's cargo and rustup homes (`CARGO_HOME`, `RUSTUP_HOME`, else `~/.cargo`,
@@ -224,6 +230,22 @@ impl BwrapSpec {
         out.extend(socket_masks());
         for p in &self.read_paths {
             out.extend(["--ro-bind-try".into(), s(p), s(p)]);
+        }
+        // Credentials inside anything shown stay hidden: an empty tmpfs over a directory,
+        // /dev/null over a file.
+        let shown: Vec<&PathBuf> = toolchain_homes_cached()
+            .iter()
+            .chain(&self.read_paths)
+            .collect();
+        for cred in super::program::credential_paths() {
+            if !shown.iter().any(|d| cred.starts_with(d)) {
+                continue;
+            }
+            match std::fs::symlink_metadata(&cred) {
+                Ok(m) if m.is_dir() => out.extend(["--tmpfs".into(), s(&cred)]),
+                Ok(_) => out.extend(["--ro-bind".into(), "/dev/null".into(), s(&cred)]),
+                Err(_) => {}
+            }
         }
         for p in &self.write_paths {
             out.extend(["--bind".into(), s(p), s(p)]);

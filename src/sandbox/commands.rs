@@ -1725,19 +1725,31 @@ pub fn check_argv(
     if program.is_empty() {
         return Err(SandboxViolation::new(program, "empty program name"));
     }
-    if program.contains('/') {
-        return Err(SandboxViolation::new(
-            program,
-            "the program must be a bare command name looked up on PATH, not a path",
-        ));
-    }
     if program.chars().any(char::is_control) {
         return Err(SandboxViolation::new(
             program,
             "control character in the program name",
         ));
     }
-    if !policy.command_allowed(program) {
+    if program.contains('/') {
+        let rel = program_path(program, workspace, cwd)?;
+        if !policy.program_path_allowed(&rel) {
+            let dir = Path::new(&rel)
+                .parent()
+                .map(|d| d.to_string_lossy().into_owned())
+                .filter(|d| !d.is_empty());
+            let glob = dir
+                .map(|d| format!(" (or a glob such as \"{d}/*\")"))
+                .unwrap_or_default();
+            return Err(SandboxViolation::new(
+                program,
+                format!(
+                    "a program given by path runs only when the policy names it: add \"{rel}\"{glob} \
+                     to \"allow_commands\" in acode-policy.json"
+                ),
+            ));
+        }
+    } else if !policy.command_allowed(program) {
         return Err(SandboxViolation::new(
             program,
             "program is not on the command allowlist (policy \"commands\" or \"allow_commands\" in acode-policy.json)",
@@ -1750,13 +1762,42 @@ pub fn check_argv(
             "NUL byte in an argument (it cannot be passed to a program)",
         ));
     }
-    check_program_args(program, args, &ArgContext { workspace, cwd })
+    // A program's option rules follow its file name (`node_modules/.bin/git` is git).
+    let name = program.rsplit('/').next().unwrap_or(program);
+    check_program_args(name, args, &ArgContext { workspace, cwd })
 }
 
-/// Whether running `argv` needs the confirmation callback: the program is not in the policy's
-/// auto-approve set (an empty argv always needs it, though `check_argv` refuses it anyway).
-pub fn needs_confirmation(argv: &[String], policy: &Policy) -> bool {
+/// The workspace-relative path of a program given by path (see [`super::program`]): refused when
+/// it leaves the workspace.
+pub fn program_path(
+    program: &str,
+    workspace: &Workspace,
+    cwd: &Path,
+) -> Result<String, SandboxViolation> {
+    super::program::workspace_relative(program, workspace, cwd)
+        .map(|rel| rel.to_string_lossy().into_owned())
+        .ok_or_else(|| {
+            SandboxViolation::new(
+                program,
+                "a program path must stay inside the workspace (no `..` out of it, no absolute \
+                 path elsewhere)",
+            )
+        })
+}
+
+/// Whether running `argv` in `cwd` needs the confirmation callback: the program is not in the
+/// policy's auto-approve set — by name, or for a program given by path by the same exact-or-glob
+/// matching as `allow_commands` (an empty argv always needs it, though `check_argv` refuses it
+/// anyway).
+pub fn needs_confirmation(
+    argv: &[String],
+    policy: &Policy,
+    workspace: &Workspace,
+    cwd: &Path,
+) -> bool {
     match argv.first() {
+        Some(program) if program.contains('/') => program_path(program, workspace, cwd)
+            .map_or(true, |rel| !policy.program_path_auto_approved(&rel)),
         Some(program) => !policy.command_auto_approved(program),
         None => true,
     }

@@ -5,6 +5,7 @@ pub mod bwrap;
 pub mod commands;
 pub mod env;
 pub mod fs;
+pub mod glob;
 pub mod guard;
 pub mod input;
 pub mod landlock;

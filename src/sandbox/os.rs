@@ -592,7 +592,9 @@ impl OsSandbox {
         match self.mode {
             SandboxMode::Bwrap => {
                 if let Some(b) = &self.bwrap {
-                    let mut wrap = BwrapSpec::new(b, workspace).read_paths(&self.read_paths);
+                    let mut wrap = BwrapSpec::new(b, workspace)
+                        .read_paths(&self.read_paths)
+                        .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();
                     wrap.write_paths.extend(self.downloads.iter().cloned());
                     spec.wrap = Some(wrap);

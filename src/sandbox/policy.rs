@@ -232,6 +232,17 @@ impl Policy {
     pub fn parse(text: &str) -> Result<Policy, String> {
         let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
         policy.network.entries()?;
+        for (field, list) in [
+            ("commands", policy.commands.as_deref().unwrap_or_default()),
+            ("allow_commands", &policy.allow_commands),
+            ("auto_approve_commands", &policy.auto_approve_commands),
+        ] {
+            for (i, entry) in list.iter().enumerate() {
+                if let Some(why) = program_path_problem(entry) {
+                    return Err(format!("{field}[{i}] {entry:?}: {why}"));
+                }
+            }
+        }
         Ok(policy)
     }
 
@@ -249,6 +260,20 @@ impl Policy {
         self.auto_approve_commands.iter().any(|c| c == program)
     }
 
+    /// Whether a program given by workspace path (`rel`, workspace-relative, normalised) may run:
+    /// an entry of `commands` or `allow_commands` with a '/' names it exactly (`./gradlew`) or by
+    /// glob (`.venv/bin/*`; `*` stays within one directory, `**` spans them).
+    pub fn program_path_allowed(&self, rel: &str) -> bool {
+        let base = self.commands.as_deref().unwrap_or_default();
+        path_listed(base.iter().chain(&self.allow_commands), rel)
+    }
+
+    /// Whether a program given by workspace path runs without confirmation: named by
+    /// `auto_approve_commands` the same way.
+    pub fn program_path_auto_approved(&self, rel: &str) -> bool {
+        path_listed(self.auto_approve_commands.iter(), rel)
+    }
+
     /// Whether every call of `tool` needs confirmation.
     pub fn tool_needs_confirmation(&self, tool: &str) -> bool {
         self.confirm_tools.iter().any(|t| t == tool)
@@ -261,6 +286,35 @@ impl Policy {
             .copied()
             .chain(self.env_passthrough.iter().map(String::as_str))
     }
+}
+
+/// Whether a policy entry names a program by path rather than by bare name.
+fn is_path_entry(entry: &str) -> bool {
+    entry.contains('/')
+}
+
+/// Why a program-path entry cannot be used (escapes the workspace, malformed glob), if it is one.
+fn program_path_problem(entry: &str) -> Option<String> {
+    if !is_path_entry(entry) {
+        return None;
+    }
+    let entry = entry.strip_prefix("./").unwrap_or(entry);
+    match super::glob::Glob::new(entry) {
+        Ok(_) => None,
+        Err(super::glob::GlobError::Escapes(v)) => Some(format!(
+            "a program path is relative to the workspace: {}",
+            v.reason
+        )),
+        Err(super::glob::GlobError::Invalid(why)) => Some(format!("invalid glob: {why}")),
+    }
+}
+
+/// Whether one of `entries` (those with a '/') names the workspace-relative `rel`.
+fn path_listed<'a>(entries: impl Iterator<Item = &'a String>, rel: &str) -> bool {
+    entries.filter(|e| is_path_entry(e)).any(|e| {
+        let e = e.strip_prefix("./").unwrap_or(e);
+        e == rel || super::glob::Glob::new(e).is_ok_and(|g| g.is_match(rel))
+    })
 }
 
 #[cfg(test)]
@@ -301,6 +355,35 @@ mod tests {
         assert!(Policy::parse(r#"{"network": {"hosts": []}}"#).is_err());
         let text = serde_json::to_string(&Policy::default()).unwrap();
         assert!(!text.contains("network"), "{text}");
+    }
+
+    #[test]
+    fn programs_by_workspace_path_are_named_exactly_or_by_glob() {
+        let p = Policy::parse(
+            r#"{"allow_commands": ["./gradlew", ".venv/bin/*", "node_modules/.bin/**"],
+                "auto_approve_commands": ["cargo", "./gradlew"]}"#,
+        )
+        .unwrap();
+        assert!(p.program_path_allowed("gradlew"));
+        assert!(p.program_path_allowed(".venv/bin/python"));
+        assert!(
+            !p.program_path_allowed(".venv/bin/sub/python"),
+            "* stays in one directory"
+        );
+        assert!(p.program_path_allowed("node_modules/.bin/jest"));
+        assert!(!p.program_path_allowed("scripts/ci.sh"));
+        assert!(p.program_path_auto_approved("gradlew"));
+        assert!(!p.program_path_auto_approved(".venv/bin/python"));
+        // A bare name never allows a path, nor a path a bare name.
+        assert!(!Policy::default().program_path_allowed("cargo"));
+        assert!(!p.command_allowed("gradlew"));
+        for bad in [
+            r#"{"allow_commands": ["../x/*"]}"#,
+            r#"{"allow_commands": ["/usr/bin/*"]}"#,
+            r#"{"commands": ["a/[b"]}"#,
+        ] {
+            assert!(Policy::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -67,6 +67,14 @@ pub struct CommandSpec {
     /// The child's credentials at the run's proxy, when the policy allows hosts: its requests are
     /// collected under them ([`super::OsSandbox::collect_network`]).
     pub network_token: Option<String>,
+    /// The program resolved when the command was checked ([`super::program`]): executed by this
+    /// path in every mode (`argv[0]` stays as written outside bwrap). `None`: looked up on `PATH`.
+    pub program: Option<PathBuf>,
+    /// Host directories a bwrap sandbox must show for the program to run (its installation).
+    pub program_roots: Vec<PathBuf>,
+    /// Whether `argv[0]` as written finds `program` by itself (a `PATH` match, a workspace
+    /// path): inside bwrap, which cannot set `argv[0]`, the name then stays; else the path runs.
+    pub program_by_name: bool,
 }
 
 impl CommandSpec {
@@ -84,6 +92,9 @@ impl CommandSpec {
             heartbeat_every: Duration::from_secs(10),
             setup: ChildSetup::default(),
             network_token: None,
+            program: None,
+            program_roots: Vec::new(),
+            program_by_name: true,
         }
     }
 }
@@ -356,28 +367,19 @@ fn has_exited(pid: libc::pid_t) -> bool {
 /// A bare name that is not on that `PATH` is `NotFound`: it is never looked up in the working
 /// directory.
 fn resolve_program(program: &str, env: &[(String, String)]) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     if program.contains('/') {
         return Ok(program.into());
     }
     let path = env
         .iter()
         .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or_default();
-    std::env::split_paths(path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{program}: not found on the command's PATH"),
-            )
-        })
+        .map(|(_, v)| v.as_str());
+    super::program::on_path(program, path).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{program}: not found on the command's PATH"),
+        )
+    })
 }
 
 /// Protects the runner's own secrets (SPEC §6 "The runner's own secrets"); call first thing in
@@ -449,17 +451,27 @@ pub fn run(
     cancel: &AtomicBool,
     heartbeat: &dyn Fn(Duration),
 ) -> std::io::Result<CommandOutput> {
-    let argv = match &spec.wrap {
-        Some(w) => w.wrap(&spec.cwd, &spec.argv),
-        None => spec.argv.clone(),
-    };
-    let Some(program) = argv.first() else {
+    if spec.argv.is_empty() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "empty command",
         ));
+    }
+    // argv[0] stays as written when a PATH search for it finds the program itself; otherwise (a
+    // pyenv shim's interpreter) the program's path stands in for it — an interpreter that looked
+    // its name up would find the shim, not itself (and bwrap cannot set argv[0] anyway).
+    let mut inner = spec.argv.clone();
+    if let (Some(p), false) = (&spec.program, spec.program_by_name) {
+        inner[0] = p.to_string_lossy().into_owned();
+    }
+    let argv = match &spec.wrap {
+        Some(w) => w.wrap(&spec.cwd, &inner),
+        None => inner,
     };
-    let program = resolve_program(program, &spec.env)?;
+    let program = match (&spec.wrap, &spec.program) {
+        (None, Some(p)) => p.clone(),
+        _ => resolve_program(&argv[0], &spec.env)?,
+    };
 
     let start = Instant::now();
     let child = spawn::spawn(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;

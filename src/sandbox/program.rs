@@ -46,6 +46,29 @@ pub struct Program {
     /// Host directories a bwrap sandbox must show (read-only) for it to run, beyond the system
     /// directories and the workspace.
     pub roots: Vec<PathBuf>,
+    /// Whether a `PATH` search for the name as written finds `exec` (not so for a pyenv shim's
+    /// interpreter): then the name can stay the program's `argv[0]` inside bwrap too.
+    pub found_by_name: bool,
+}
+
+/// What a command ran, for the audit: recorded on its execution (`program_path`,
+/// `program_sha256`), in `tool_result` events and `show`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Executed {
+    /// The path executed (a `PATH` match, a workspace path).
+    pub path: PathBuf,
+    /// SHA-256 of the file whose bytes ran (a script itself, or the binary a link leads to).
+    pub sha256: String,
+}
+
+impl Program {
+    /// The audit record of running this program now (hashing what `real` holds).
+    pub fn executed(&self) -> std::io::Result<Executed> {
+        Ok(Executed {
+            path: self.exec.clone(),
+            sha256: sha256(&self.real)?,
+        })
+    }
 }
 
 /// Why a program cannot be run.
@@ -91,18 +114,19 @@ pub fn resolve(
     }
     let found =
         on_path(written, path_var).ok_or_else(|| ProgramError::NotFound(written.to_string()))?;
-    let exec = match pyenv_shim_target(&found, written, cwd) {
-        Some(target) => target?,
-        None => found,
+    let (exec, found_by_name) = match pyenv_shim_target(&found, written, cwd) {
+        Some(target) => (target?, false),
+        None => (found, true),
     };
     let real = std::fs::canonicalize(&exec).unwrap_or_else(|_| exec.clone());
-    let roots = install_roots(&real, ws)?;
+    let roots = program_roots(&exec, &real, ws)?;
     Ok(Program {
         written: written.to_string(),
         exec,
         real,
         workspace_path: None,
         roots,
+        found_by_name,
     })
 }
 
@@ -168,13 +192,14 @@ fn resolve_workspace_path(
         abs.clone()
     };
     check_executable(written, &real)?;
-    let roots = install_roots(&real, ws)?;
+    let roots = program_roots(&abs, &real, ws)?;
     Ok(Program {
         written: written.to_string(),
         exec: abs,
         real,
         workspace_path: Some(rel),
         roots,
+        found_by_name: true,
     })
 }
 
@@ -277,10 +302,17 @@ fn home() -> Option<PathBuf> {
         .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
 }
 
-/// What a bwrap sandbox must show for the program at `real` to run (see the module docs):
-/// nothing for the system directories and the workspace; else its installation.
-pub fn install_roots(real: &Path, ws: &Workspace) -> Result<Vec<PathBuf>, ProgramError> {
+/// What a bwrap sandbox must show for a program executed as `exec` whose bytes are at `real`: the
+/// installations of both. A virtualenv's `bin/python3` on `PATH` links to a system interpreter,
+/// yet the interpreter finds its packages through the link's own directory (`pyvenv.cfg`), so the
+/// virtualenv must be shown as well as where the link leads.
+fn program_roots(exec: &Path, real: &Path, ws: &Workspace) -> Result<Vec<PathBuf>, ProgramError> {
     let mut roots = Vec::new();
+    // The link's own directory, its intermediate links followed (the last component is the link).
+    let exec_dir = exec.parent().and_then(|d| std::fs::canonicalize(d).ok());
+    if let (Some(dir), Some(name)) = (exec_dir, exec.file_name()) {
+        add_install_root(&dir.join(name), ws, &mut roots, 0)?;
+    }
     add_install_root(real, ws, &mut roots, 0)?;
     Ok(roots)
 }

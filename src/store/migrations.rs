@@ -151,6 +151,12 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX network_requests_execution ON network_requests(execution_id);
     CREATE INDEX network_requests_run ON network_requests(run_id, started_at);
     "#,
+    // 11 (issue 27): what a command really ran — the program's resolved path and the SHA-256 of
+    // the file executed (a script's own bytes, or the binary a link leads to).
+    r#"
+    ALTER TABLE executions ADD COLUMN program_path TEXT;
+    ALTER TABLE executions ADD COLUMN program_sha256 TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

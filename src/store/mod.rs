@@ -166,6 +166,12 @@ pub struct ExecutionRecord {
     pub prompt_tokens: Option<i64>,
     /// LLM completion tokens for a turn.
     pub completion_tokens: Option<i64>,
+    /// For a command: the program's resolved path, as executed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program_path: Option<String>,
+    /// For a command: SHA-256 of the file executed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program_sha256: Option<String>,
 }
 
 /// Metadata of an artifact (content fetched separately with [`Store::artifact`]).
@@ -499,12 +505,13 @@ impl Store {
         let contents: Vec<std::borrow::Cow<str>> =
             artifacts.iter().map(|a| self.scrub(&a.content)).collect();
         let network = self.scrub_network(network);
+        let program_path = self.scrub_opt(e.program_path.as_deref());
         let tx = self.immediate()?;
         tx.prepare_cached(
             "INSERT INTO executions (execution_id, run_id, step_id, tool_name, arguments_json, started_at,
              duration_ms, success, exit_code, error_code, error_message, attempt, turn,
-             parent_execution_id, prompt_tokens, completion_tokens)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             parent_execution_id, prompt_tokens, completion_tokens, program_path, program_sha256)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         )?
         .execute(params![
             e.execution_id,
@@ -522,7 +529,9 @@ impl Store {
             e.turn,
             e.parent_execution_id,
             e.prompt_tokens,
-            e.completion_tokens
+            e.completion_tokens,
+            program_path,
+            e.program_sha256
         ])?;
         for (a, content) in artifacts.iter().zip(&contents) {
             tx.prepare_cached(
@@ -881,7 +890,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT execution_id, run_id, step_id, tool_name, arguments_json, started_at, duration_ms,
              success, exit_code, error_code, error_message, attempt, turn, parent_execution_id,
-             prompt_tokens, completion_tokens
+             prompt_tokens, completion_tokens, program_path, program_sha256
              FROM executions WHERE run_id = ?1 ORDER BY started_at, rowid",
         )?;
         let records = stmt
@@ -903,6 +912,8 @@ impl Store {
                     parent_execution_id: r.get(13)?,
                     prompt_tokens: r.get(14)?,
                     completion_tokens: r.get(15)?,
+                    program_path: r.get(16)?,
+                    program_sha256: r.get(17)?,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;

@@ -30,6 +30,7 @@ use crate::sandbox::commands::{check_argv, check_command_line, needs_confirmatio
 use crate::sandbox::env::{check_env_additions, child_env, harden_for_program};
 use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, Captured, CommandOutput, CommandSpec};
+use crate::sandbox::program::{self, Program, ProgramError};
 use crate::sandbox::{CommandLimits, Policy, Workspace};
 
 /// The tool's registered name.
@@ -81,6 +82,7 @@ struct Parsed {
     cwd: PathBuf,
     env: Vec<(String, String)>,
     timeout: Option<Duration>,
+    program: Program,
 }
 
 /// The argv of a call, from `command` or `argv`. `argv` elements are taken verbatim; a `command`
@@ -145,8 +147,27 @@ fn parse(
         }
         _ => {}
     }
-    // After `cwd`: relative paths in the arguments are resolved from it.
+    // After `cwd`: relative paths in the arguments, and a program given by path, are resolved
+    // from it. A path leaving the workspace is refused first, whatever the policy says.
+    let path_var = child_env(policy, &env)
+        .into_iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v);
+    let resolved = program::resolve(&argv[0], workspace, &cwd, path_var.as_deref());
+    if let Err(ProgramError::Violation(v)) = &resolved {
+        return Err(ToolError::invalid(
+            NAME,
+            format!("{}: {}", argv[0], v.reason),
+        ));
+    }
     check_argv(&argv, policy, workspace, &cwd)?;
+    let program = resolved.map_err(|e| match e {
+        ProgramError::Missing { written, path } => ToolError::ProgramMissing {
+            program: written,
+            path,
+        },
+        other => ToolError::invalid(NAME, other.to_string()),
+    })?;
 
     let timeout = match a.timeout_s {
         None => None,
@@ -163,6 +184,7 @@ fn parse(
         cwd,
         env,
         timeout,
+        program,
     })
 }
 
@@ -345,8 +367,8 @@ impl Tool for RunCommand {
     }
 
     fn needs_confirmation(&self, args: &Value, ctx: &ToolContext) -> bool {
-        match parse_argv(args) {
-            Ok(argv) => needs_confirmation(&argv, ctx.policy),
+        match parse(args, ctx.workspace, ctx.policy, false) {
+            Ok(p) => needs_confirmation(&p.argv, ctx.policy, ctx.workspace, &p.cwd),
             Err(_) => true,
         }
     }
@@ -371,6 +393,9 @@ impl Tool for RunCommand {
         let program = p.argv[0].clone();
         let limit = p.timeout.unwrap_or(ctx.timeout);
         let mut spec = CommandSpec::new(p.argv, p.cwd);
+        spec.program = Some(p.program.exec.clone());
+        spec.program_roots = p.program.roots.clone();
+        spec.program_by_name = p.program.found_by_name;
         spec.env = child_env(ctx.policy, &p.env);
         harden_for_program(&program, ctx.workspace.root(), &mut spec.env);
         spec.timeout = limit;
@@ -394,6 +419,8 @@ impl Tool for RunCommand {
             ));
         }
         let bwrap = ctx.sandbox.bwrap();
+        // Hashed just before it runs: the audit names the bytes that ran.
+        let executed = p.program.executed().ok();
         let guard = ProtectedGuard::before(ctx.workspace);
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
         let network = ctx.sandbox.collect_network(&spec);
@@ -417,7 +444,9 @@ impl Tool for RunCommand {
                     && !out.interrupted
                     && args_parse::<CommandArgs>(NAME, args)
                         .is_ok_and(|a| a.retryable == Some(true));
-                Ok(output.with_network(network))
+                let mut output = output.with_network(network);
+                output.program = executed;
+                Ok(output)
             }
             Err(e) => {
                 let what = match (bwrap, e.kind()) {
@@ -669,7 +698,17 @@ mod tests {
             json!({"command": "git -c core.fsmonitor='touch MARK' status"}),
         ] {
             let r = run(&ws, &p, payload.clone());
-            assert!(matches!(r, Err(ToolError::Sandbox(_))), "{payload}: {r:?}");
+            // A program given by a path outside the workspace is a usage error (exit 2, #27);
+            // everything else here is a sandbox violation.
+            let absolute = payload.to_string().contains("\"/");
+            if absolute {
+                assert!(
+                    matches!(r, Err(ToolError::InvalidArguments { .. })),
+                    "{payload}: {r:?}"
+                );
+            } else {
+                assert!(matches!(r, Err(ToolError::Sandbox(_))), "{payload}: {r:?}");
+            }
             assert!(!mark.exists(), "{payload} created the marker");
         }
         assert!(ws.root().join("keep.txt").exists());
@@ -763,12 +802,14 @@ mod tests {
     fn missing_program_is_a_clear_failure() {
         let ws = temp_ws();
         let p = Policy::parse(r#"{"allow_commands":["acode-no-such-program"]}"#).unwrap();
-        let out = run(&ws, &p, json!({"command": "acode-no-such-program --x"})).unwrap();
-        assert!(!out.success);
-        assert_eq!(
-            out.error.as_deref(),
-            Some("cannot run 'acode-no-such-program': program not found on PATH")
-        );
+        // Refused before anything starts (and when the plan is validated), naming it.
+        match run(&ws, &p, json!({"command": "acode-no-such-program --x"})) {
+            Err(ToolError::InvalidArguments { message, .. }) => assert_eq!(
+                message,
+                "acode-no-such-program: not found on the command's PATH"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -903,18 +944,15 @@ mod tests {
         assert!(!out.success);
         assert!(!outside.join("f").exists());
         let _ = std::fs::remove_dir_all(&outside);
-        // A program missing inside the sandbox is reported as such.
+        // A missing program is refused before bwrap starts, naming it.
         let p2 = Policy::parse(r#"{"allow_commands":["acode-no-such-program"]}"#).unwrap();
         let c2 = ctx(&ws, &p2, &sandbox, &cancel);
-        let out = RunCommand
+        let err = RunCommand
             .run(&json!({"command": "acode-no-such-program"}), &c2)
-            .unwrap();
+            .unwrap_err();
         assert!(
-            out.error
-                .as_deref()
-                .unwrap_or("")
-                .contains("program not found"),
-            "{out:?}"
+            err.to_string().contains("not found on the command's PATH"),
+            "{err}"
         );
     }
 }

@@ -11,7 +11,6 @@ pub mod agent;
 pub mod args;
 pub mod command;
 pub mod files;
-pub mod glob;
 pub mod lsp;
 pub mod registry;
 pub mod root_entries;
@@ -101,6 +100,8 @@ pub struct ToolOutput {
     /// The requests the command made through the run's network proxy, recorded with the
     /// execution.
     pub network: Vec<crate::sandbox::network::NetworkRequest>,
+    /// For a command: the program it ran and the SHA-256 of the file executed, for the audit.
+    pub program: Option<crate::sandbox::program::Executed>,
 }
 
 impl ToolOutput {
@@ -182,6 +183,15 @@ pub enum ToolError {
     /// The run is being interrupted.
     #[error("interrupted")]
     Interrupted,
+    /// A program given by workspace path is not there: a failure when a command is about to
+    /// start, and at validation time accepted when an earlier step can create it.
+    #[error("the program {program} does not exist: {} is not in the workspace", .path.display())]
+    ProgramMissing {
+        /// As written in the step.
+        program: String,
+        /// The workspace-relative path looked for.
+        path: std::path::PathBuf,
+    },
 }
 
 impl ToolError {
@@ -190,9 +200,10 @@ impl ToolError {
         match self {
             ToolError::InvalidArguments { .. } => ErrorKind::InvalidArguments,
             ToolError::Sandbox(_) => ErrorKind::SandboxViolation,
-            ToolError::Io { .. } | ToolError::Failed(_) | ToolError::Transient(_) => {
-                ErrorKind::ToolFailed
-            }
+            ToolError::Io { .. }
+            | ToolError::Failed(_)
+            | ToolError::Transient(_)
+            | ToolError::ProgramMissing { .. } => ErrorKind::ToolFailed,
             ToolError::Interrupted => ErrorKind::Interrupted,
         }
     }

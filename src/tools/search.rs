@@ -18,10 +18,10 @@ use serde_json::{Value, json};
 use super::args::{parse, schema_for};
 use super::files::walk::{Flow, dir_root, json_result, skipped, truncation_note, under, walk};
 use super::files::{Pacer, resolve};
-use super::glob::Glob;
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::sandbox::Access;
 use crate::sandbox::fs::{self as kfs, EntryKind};
+use crate::sandbox::glob::{Glob, GlobError};
 
 /// Default number of `file_search` matches.
 const DEFAULT_MAX_RESULTS: u64 = 100;
@@ -155,7 +155,7 @@ impl Tool for FileSearch {
             resolve(root, ctx, Access::Read)?;
         }
         if let Some(g) = &a.glob {
-            Glob::new(self.name(), g)?;
+            glob(self.name(), g)?;
         }
         compile_regex(self.name(), &a.pattern).map(|_| ())
     }
@@ -178,7 +178,7 @@ impl Tool for FileSearch {
         let glob = a
             .glob
             .as_deref()
-            .map(|g| Glob::new(self.name(), g))
+            .map(|g| glob(self.name(), g))
             .transpose()?;
         let (root, shown) = dir_root(a.root.as_deref(), ctx)?;
         let cap = ctx.policy.limits.max_results;
@@ -277,7 +277,7 @@ impl Tool for FileGlob {
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
         let a: GlobArgs = parse(self.name(), args)?;
-        Glob::new(self.name(), &a.pattern)?;
+        glob(self.name(), &a.pattern)?;
         if let Some(root) = &a.root {
             resolve(root, ctx, Access::Read)?;
         }
@@ -297,7 +297,7 @@ impl Tool for FileGlob {
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let a: GlobArgs = parse(self.name(), args)?;
-        let glob = Glob::new(self.name(), &a.pattern)?;
+        let glob = glob(self.name(), &a.pattern)?;
         let (root, shown) = dir_root(a.root.as_deref(), ctx)?;
         let cap = ctx.policy.limits.max_results;
         let mut pacer = Pacer::new(ctx);
@@ -333,6 +333,17 @@ impl Tool for FileGlob {
         let note = (!notes.is_empty()).then(|| notes.join("; "));
         Ok(json_result(json!(paths), truncated, note))
     }
+}
+
+/// A glob argument of `tool`: an escaping pattern is a sandbox violation, a malformed one an
+/// invalid argument naming it.
+fn glob(tool: &str, pattern: &str) -> Result<Glob, ToolError> {
+    Glob::new(pattern).map_err(|e| match e {
+        GlobError::Escapes(violation) => ToolError::Sandbox(violation),
+        GlobError::Invalid(why) => {
+            ToolError::invalid(tool, format!("invalid glob {pattern:?}: {why}"))
+        }
+    })
 }
 
 #[cfg(test)]

@@ -480,10 +480,14 @@ fn requested_bwrap_that_cannot_run_fails_closed_before_any_step() {
     let t = TestDir::new();
     let plan = command_plan(&t, "b.json", json!({"command": "echo hi"}));
     t.approve(&plan);
+    // A PATH with the step's program but no bwrap.
+    let bin = t.root.join("only-echo");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink("/bin/echo", bin.join("echo")).unwrap();
     let out = t
         .cmd()
         .args([plan.to_str().unwrap(), "--sandbox", "bwrap"])
-        .env("PATH", "/nonexistent")
+        .env("PATH", &bin)
         .output()
         .unwrap();
     assert_eq!(code(&out), 2, "{}", stderr(&out));

@@ -17,6 +17,7 @@ mod library;
 mod network;
 mod preconditions;
 mod preview;
+mod programs;
 mod race;
 mod refusals;
 mod reports;

@@ -128,9 +128,11 @@ fn policy_additions_and_replacements_are_honoured() {
     let p = Policy::parse(r#"{"allow_commands":["rg","find"]}"#).unwrap();
     assert!(check_with(&p, "rg foo").is_ok());
     assert!(check_with(&p, "find . -name x").is_ok());
-    assert!(needs_confirmation(&argv("rg foo"), &p));
-    assert!(!needs_confirmation(&argv("cargo test"), &p));
-    assert!(needs_confirmation(&[], &p));
+    let w = ws();
+    let root = w.root().to_path_buf();
+    assert!(needs_confirmation(&argv("rg foo"), &p, &w, &root));
+    assert!(!needs_confirmation(&argv("cargo test"), &p, &w, &root));
+    assert!(needs_confirmation(&[], &p, &w, &root));
     let p = Policy::parse(r#"{"commands":["git","cat"]}"#).unwrap();
     assert!(check_with(&p, "git status").is_ok());
     assert!(check_with(&p, "python3 -c 1").is_err());

@@ -1,0 +1,303 @@
+//! Programs by workspace path and toolchains outside /usr (issues #27 and #21): the program
+//! `validate` resolves is the one that runs, in every sandbox mode, and the audit records it.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+const MODES: [&str; 3] = ["bwrap", "landlock", "none"];
+
+fn sha256_hex(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).unwrap();
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn exe(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn stdout_of(t: &TestDir, step: &str) -> String {
+    q(
+        &t.db(),
+        &format!(
+            "SELECT a.content FROM artifacts a JOIN executions e ON e.execution_id = a.execution_id
+             WHERE e.step_id = '{step}' AND a.artifact_type = 'stdout'"
+        ),
+    )
+}
+
+fn run_in(t: &TestDir, plan: &Path, mode: &str) -> std::process::Output {
+    t.approve(plan);
+    t.run(&[plan.to_str().unwrap(), "--sandbox", mode, "--jsonl"])
+}
+
+#[test]
+fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
+    for mode in MODES {
+        let t = TestDir::new();
+        t.file(
+            "acode-policy.json",
+            &json!({"allow_commands": [".venv/bin/*"],
+                    "auto_approve_commands": ["python3", ".venv/bin/*"]})
+            .to_string(),
+        );
+        let plan = t.plan("venv.json", &json!({"plan_id": "venv", "steps": [
+            {"step_id": "make", "tool": "run_command", "creates": [".venv/"],
+             "arguments": {"argv": ["python3", "-m", "venv", "--without-pip", ".venv"], "timeout_s": 120}},
+            {"step_id": "use", "tool": "run_command",
+             "arguments": {"argv": [".venv/bin/python", "-c", "import sys; print(sys.prefix)"]}}]}));
+        // The program is not there yet: an earlier step makes it, so the plan validates, and
+        // preview says so.
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        let out = t.run(&["preview", plan.to_str().unwrap()]);
+        assert!(
+            stdout(&out).contains(".venv/bin/python: .venv/bin/python is not there yet"),
+            "{}",
+            stdout(&out)
+        );
+        let out = run_in(&t, &plan, mode);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        assert_eq!(
+            stdout_of(&t, "use").trim(),
+            t.ws.join(".venv").to_str().unwrap(),
+            "{mode}"
+        );
+        // The audit: the path run and the SHA-256 of the interpreter it leads to.
+        let (path, sha): (String, String) = t
+            .db()
+            .query_row(
+                "SELECT program_path, program_sha256 FROM executions WHERE step_id = 'use'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(path, t.ws.join(".venv/bin/python").to_str().unwrap());
+        let real = std::fs::canonicalize(t.ws.join(".venv/bin/python")).unwrap();
+        assert_eq!(sha, sha256_hex(&real), "{mode}");
+        let result = events(&out)
+            .into_iter()
+            .find(|e| e["type"] == "tool_result" && e["step_id"] == "use")
+            .unwrap();
+        assert_eq!(result["program"]["sha256"], sha);
+        // Now it exists: preview shows where the link leads.
+        let out = t.run(&["preview", plan.to_str().unwrap()]);
+        assert!(
+            stdout(&out).contains(&format!("→ {}", real.display())),
+            "{}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn scripts_and_local_package_bins_run_by_path_in_every_mode() {
+    for mode in MODES {
+        let t = TestDir::new();
+        exe(
+            &t.ws.join("scripts/check.sh"),
+            "#!/usr/bin/env bash\necho \"checked in $PWD\"\n",
+        );
+        // An npm package's bin, linked from node_modules/.bin as npm does.
+        exe(
+            &t.ws.join("node_modules/hello/cli.js"),
+            "#!/usr/bin/env node\nconsole.log('hello from ' + require('path').basename(__filename))\n",
+        );
+        std::fs::create_dir_all(t.ws.join("node_modules/.bin")).unwrap();
+        std::os::unix::fs::symlink("../hello/cli.js", t.ws.join("node_modules/.bin/hello"))
+            .unwrap();
+        t.file(
+            "acode-policy.json",
+            &json!({"allow_commands": ["./scripts/check.sh", "node_modules/.bin/*"],
+                    "auto_approve_commands": ["./scripts/check.sh", "node_modules/.bin/*"]})
+            .to_string(),
+        );
+        let plan = t.plan("p.json", &json!({"plan_id": "paths", "steps": [
+            {"step_id": "script", "tool": "run_command", "arguments": {"command": "./scripts/check.sh"}},
+            {"step_id": "bin", "tool": "run_command", "arguments": {"argv": ["node_modules/.bin/hello"]}}]}));
+        let out = run_in(&t, &plan, mode);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        assert_eq!(
+            stdout_of(&t, "script").trim(),
+            format!("checked in {}", t.ws.display())
+        );
+        assert_eq!(stdout_of(&t, "bin").trim(), "hello from cli.js");
+        let sha: String = q(
+            &t.db(),
+            "SELECT program_sha256 FROM executions WHERE step_id = 'script'",
+        );
+        assert_eq!(
+            sha,
+            sha256_hex(&t.ws.join("scripts/check.sh")),
+            "the script's own bytes"
+        );
+    }
+}
+
+#[test]
+fn program_paths_outside_the_workspace_or_not_in_the_policy_are_refused() {
+    let t = TestDir::new();
+    let outside = t.outside.join("x");
+    exe(&outside, "#!/bin/sh\ntouch /tmp/should-not-run\n");
+    std::fs::create_dir_all(t.ws.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&t.outside, t.ws.join("sub/link")).unwrap();
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["**/*"]}).to_string(),
+    );
+    for (program, rule) in [
+        ("../x", "must stay inside the workspace"),
+        ("/etc/x", "must stay inside the workspace"),
+        ("sub/link/x", "symlink"),
+    ] {
+        let plan = t.plan(
+            "p.json",
+            &json!({"plan_id": "out", "steps": [
+            {"step_id": "s", "tool": "run_command", "arguments": {"argv": [program]}}]}),
+        );
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), 2, "{program}: {}", stderr(&out));
+        assert!(stderr(&out).contains(rule), "{program}: {}", stderr(&out));
+    }
+    let _ = t.run(&["--version"]);
+    assert!(!Path::new("/tmp/should-not-run").exists());
+
+    // A glob that matches, one that does not — and the refusal names the line to add.
+    let t = TestDir::new();
+    exe(&t.ws.join(".venv/bin/python"), "#!/bin/sh\necho venv\n");
+    exe(&t.ws.join("tools/run.sh"), "#!/bin/sh\necho tools\n");
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": [".venv/bin/*"]}).to_string(),
+    );
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "glob", "steps": [
+        {"step_id": "ok", "tool": "run_command", "arguments": {"argv": [".venv/bin/python"]}},
+        {"step_id": "no", "tool": "run_command", "arguments": {"argv": ["./tools/run.sh"]}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_exit_with(
+        &out,
+        32,
+        "add \"tools/run.sh\" (or a glob such as \"tools/*\") to \"allow_commands\"",
+    );
+    assert!(!stderr(&out).contains("steps[0]"), "{}", stderr(&out));
+
+    // Allowed but not auto-approved: it asks, and without a terminal that is a denial.
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "ask", "steps": [
+        {"step_id": "ok", "tool": "run_command", "arguments": {"argv": [".venv/bin/python"]}}]}),
+    );
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 33, "{}", stderr(&out));
+}
+
+#[test]
+fn a_program_an_earlier_step_did_not_make_fails_naming_its_path() {
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["build/*"], "auto_approve_commands": ["true", "build/*"]})
+            .to_string(),
+    );
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "missing", "steps": [
+        {"step_id": "make", "tool": "run_command", "arguments": {"argv": ["true"]}},
+        {"step_id": "use", "tool": "run_command", "arguments": {"argv": ["build/tool"]}}]}),
+    );
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap()]);
+    assert_exit_with(
+        &out,
+        30,
+        "the program build/tool does not exist: build/tool is not in the workspace",
+    );
+    // Without an earlier step that could make it, validation refuses it at once.
+    let plan = t.plan(
+        "q.json",
+        &json!({"plan_id": "missing2", "steps": [
+        {"step_id": "use", "tool": "run_command", "arguments": {"argv": ["build/tool"]}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_exit_with(&out, 2, "the program build/tool does not exist");
+}
+
+#[test]
+fn toolchains_outside_usr_are_visible_under_bwrap_and_credentials_are_not() {
+    let t = TestDir::new();
+    // A home of our own, with credentials in it and a tool installed under it.
+    let home = t.root.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-MATERIAL\n").unwrap();
+    std::fs::create_dir_all(home.join(".cargo")).unwrap();
+    std::fs::write(
+        home.join(".cargo/credentials.toml"),
+        "token = \"CARGO-TOKEN-VALUE\"\n",
+    )
+    .unwrap();
+    exe(
+        &home.join(".local/opt/probe/bin/probe"),
+        "#!/bin/sh\necho running\ncat \"$HOME/.ssh/id_ed25519\" \"$HOME/.cargo/credentials.toml\" 2>&1\nexit 0\n",
+    );
+    // A virtualenv outside the workspace, found on PATH.
+    let venv = t.root.join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let path = format!(
+        "{}:{}:{}",
+        venv.join("bin").display(),
+        home.join(".local/opt/probe/bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    t.file(
+        "acode-policy.json",
+        &json!({"sandbox": "bwrap", "allow_commands": ["probe"],
+                "auto_approve_commands": ["probe", "python3"]})
+        .to_string(),
+    );
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "toolchains", "steps": [
+        {"step_id": "py", "tool": "run_command",
+         "arguments": {"argv": ["python3", "-c", "import sys; print(sys.prefix)"]}},
+        {"step_id": "probe", "tool": "run_command", "arguments": {"argv": ["probe"]}}]}),
+    );
+    let with_env = |args: &[&str]| {
+        t.cmd()
+            .args(args)
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let out = with_env(&["approve", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = with_env(&[plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout_of(&t, "py").trim(),
+        venv.to_str().unwrap(),
+        "the venv's python ran"
+    );
+    let probe = stdout_of(&t, "probe");
+    assert!(probe.starts_with("running"), "{probe}");
+    assert!(!probe.contains("PRIVATE-KEY-MATERIAL"), "{probe}");
+    assert!(!probe.contains("CARGO-TOKEN-VALUE"), "{probe}");
+}
