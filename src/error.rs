@@ -44,6 +44,9 @@ pub enum ErrorKind {
     Interrupted,
     /// Something inside acode-run itself went wrong (database, I/O outside any tool).
     Internal,
+    /// An MCP server differs from what was approved (identity, a tool's description or schema,
+    /// or it announced a changed tool list): exit 36.
+    McpChanged,
 }
 
 impl ErrorKind {
@@ -65,6 +68,7 @@ impl ErrorKind {
             ErrorKind::Skipped => "skipped",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Internal => "internal",
+            ErrorKind::McpChanged => "mcp_changed",
         }
     }
 
@@ -77,6 +81,7 @@ impl ErrorKind {
             ErrorKind::ConfirmationDenied => exit::DENIED,
             ErrorKind::Timeout => exit::TIMEOUT,
             ErrorKind::Interrupted => exit::INTERRUPTED,
+            ErrorKind::McpChanged => exit::MCP_CHANGED,
             ErrorKind::InvalidArguments
             | ErrorKind::PreconditionFailed
             | ErrorKind::ToolFailed
@@ -123,13 +128,15 @@ pub enum ExitCode {
     Timeout = 34,
     /// The reviewer stage asked for changes (`acode-run review`).
     ReviewChanges = 35,
+    /// An MCP server differs from what was approved.
+    McpChanged = 36,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 12] = [
+    pub const ALL: [ExitCode; 13] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -141,6 +148,7 @@ impl ExitCode {
         ExitCode::Denied,
         ExitCode::Timeout,
         ExitCode::ReviewChanges,
+        ExitCode::McpChanged,
         ExitCode::Interrupted,
     ];
 
@@ -182,6 +190,8 @@ pub mod exit {
     pub const INTERRUPTED: i32 = ExitCode::Interrupted.code();
     /// The reviewer stage asked for changes.
     pub const REVIEW_CHANGES: i32 = ExitCode::ReviewChanges.code();
+    /// An MCP server differs from what was approved.
+    pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

@@ -33,6 +33,7 @@ pub mod error;
 pub mod events;
 pub mod executor;
 pub mod llm;
+pub mod mcp;
 pub mod plan;
 pub mod preview;
 pub mod report;

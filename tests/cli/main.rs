@@ -14,6 +14,7 @@ mod escape;
 mod git_attacks;
 mod landlock;
 mod library;
+mod mcp;
 mod network;
 mod preconditions;
 mod preview;
