@@ -77,6 +77,16 @@ pub enum Effect {
         /// The tools it may call.
         tools: Vec<String>,
     },
+    /// A tool of an MCP server will be called (docs/mcp.md): the server runs as a command does,
+    /// so what it does cannot be known in advance.
+    McpCall {
+        /// The server, as named in the policy.
+        server: String,
+        /// The tool, as the server names it.
+        tool: String,
+        /// The arguments, as JSON.
+        arguments: String,
+    },
     /// The step only reads (or checks) and changes nothing.
     ReadOnly {
         /// What it reads, in a few words.
@@ -179,7 +189,10 @@ pub fn preview(
         let step = &plan.steps[i];
         let args = substitute_arguments(step, &vars)?;
         let effect = effect_of(&step.tool, &args, &mut sim, opaque_before);
-        if matches!(effect, Effect::Command { .. } | Effect::Agent { .. }) {
+        if matches!(
+            effect,
+            Effect::Command { .. } | Effect::Agent { .. } | Effect::McpCall { .. }
+        ) {
             opaque_before = true;
         }
         steps.push(StepPreview {
@@ -192,7 +205,10 @@ pub fn preview(
         plan_id: plan.plan_id.clone(),
         plan_sha256: plan.sha256.clone(),
         steps,
-        notes: network_notes(policy),
+        notes: network_notes(policy)
+            .into_iter()
+            .chain(mcp_notes(plan, policy))
+            .collect(),
     })
 }
 
@@ -241,6 +257,17 @@ fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> E
             env: Vec::new(),
             program: None,
         }),
+        other if crate::sandbox::policy::mcp_server_of(other).is_some() => {
+            let server = crate::sandbox::policy::mcp_server_of(other).unwrap_or_default();
+            Ok(Effect::McpCall {
+                server: server.to_string(),
+                tool: other
+                    .strip_prefix(&format!("mcp__{server}__"))
+                    .unwrap_or(other)
+                    .to_string(),
+                arguments: args.to_string(),
+            })
+        }
         other => Ok(Effect::ReadOnly {
             summary: match args.get("path").and_then(Value::as_str) {
                 None | Some("") => other.to_string(),
@@ -356,6 +383,56 @@ fn program_of(
 }
 
 /// What `preview` says about the network the policy opens.
+/// The MCP servers the policy declares and what the plan's approval pinned of each (identity,
+/// and per allowed tool its hash and approved description), or that nothing is pinned yet.
+fn mcp_notes(plan: &Plan, policy: &Policy) -> Vec<String> {
+    let pins = plan
+        .source
+        .as_deref()
+        .and_then(|src| crate::plan::auth::load(src, plan).ok())
+        .filter(|a| a.status == crate::plan::auth::AuthStatus::Approved)
+        .map(|a| a.mcp)
+        .unwrap_or_default();
+    let mut notes = Vec::new();
+    for (name, server) in &policy.mcp.servers {
+        let mut env = vec!["PATH".to_string()];
+        env.extend(server.env.iter().cloned());
+        notes.push(format!(
+            "mcp server {name}: runs {:?} as a command (environment {}; startup {} s, calls {} s)",
+            server.command,
+            env.join(", "),
+            server.startup_timeout().as_secs(),
+            server.call_timeout().as_secs()
+        ));
+        match pins.get(name) {
+            None => notes.push(format!(
+                "  not pinned: approving starts {name} and pins its tools {}",
+                server.tools.join(", ")
+            )),
+            Some(pin) => {
+                notes.push(format!(
+                    "  pinned: {} {} (protocol {})",
+                    pin.server_name, pin.server_version, pin.protocol_version
+                ));
+                for (tool, t) in &pin.tools {
+                    let confirm = if server.confirms(tool) {
+                        "asks for confirmation"
+                    } else {
+                        "no confirmation"
+                    };
+                    let short: String = t.description.chars().take(200).collect();
+                    notes.push(format!(
+                        "  {} (sha256 {}, {confirm}): {short:?}",
+                        crate::sandbox::policy::mcp_tool_name(name, tool),
+                        t.sha256.get(..16).unwrap_or(&t.sha256)
+                    ));
+                }
+            }
+        }
+    }
+    notes
+}
+
 fn network_notes(policy: &Policy) -> Vec<String> {
     if policy.network.is_empty() {
         return vec!["network: off (no host allowed)".to_string()];
@@ -430,6 +507,17 @@ fn render_raw(preview: &Preview) -> String {
                     out,
                     "a model chooses calls among [{}] for: {short:?} (effect unknown in advance)",
                     tools.join(", ")
+                );
+            }
+            Effect::McpCall {
+                server,
+                tool,
+                arguments,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "calls tool {tool} of MCP server {server} with {arguments} (runs as a \
+                     command: its effect cannot be known in advance)"
                 );
             }
             Effect::ReadOnly { summary } => {

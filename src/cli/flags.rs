@@ -43,6 +43,8 @@ pub enum Command {
     Do,
     /// Print a JSON Schema.
     Schema,
+    /// Serve acode-run's plan tools over MCP (stdio), or list the policy's MCP servers' tools.
+    Mcp,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -142,6 +144,12 @@ pub const COMMANDS: &[CommandDef] = &[
         name: "skills",
         positionals: &[],
         about: "List the skills found in the workspace (.acode/skills, then .claude/skills)",
+    },
+    CommandDef {
+        command: Command::Mcp,
+        name: "mcp",
+        positionals: &["[tools]", "[POLICY]", "[PLAN]"],
+        about: "Serve validate/preview/submit/status tools to an agent over MCP (stdio); `mcp tools [POLICY] [PLAN]` lists what the policy's MCP servers offer and whether it matches PLAN's pins",
     },
     CommandDef {
         command: Command::Schema,
@@ -310,7 +318,7 @@ use Command::*;
 
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[
-    Run, Resume, Approve, Reject, Runs, Show, Artifact, Draft, Review, Do,
+    Run, Resume, Approve, Reject, Runs, Show, Artifact, Draft, Review, Do, Mcp,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
@@ -327,7 +335,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Mcp,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -653,7 +661,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills, Mcp],
         update: |a, _| {
             a.json = true;
             Ok(())

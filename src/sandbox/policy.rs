@@ -566,6 +566,54 @@ mod tests {
     }
 
     #[test]
+    fn mcp_servers_are_checked_and_names_cannot_collide() {
+        let ok = Policy::parse(
+            r#"{"mcp": {"servers": {"time": {"command": ["mcp-server-time"], "env": ["TZ"],
+                "tools": ["get_current_time"], "confirm": ["get_current_time"]}}}}"#,
+        )
+        .unwrap();
+        let time = &ok.mcp.servers["time"];
+        assert!(time.confirms("get_current_time"));
+        assert_eq!(time.startup_timeout().as_secs(), MCP_STARTUP_TIMEOUT_S);
+        assert_eq!(
+            mcp_tool_name("time", "get_current_time"),
+            "mcp__time__get_current_time"
+        );
+        assert_eq!(mcp_server_of("mcp__time__get_current_time"), Some("time"));
+        assert_eq!(mcp_server_of("run_command"), None);
+        let server = |name: &str, tools: &str| {
+            format!(
+                r#"{{"mcp": {{"servers": {{"{name}": {{"command": ["x"], "tools": {tools}}}}}}}}}"#
+            )
+        };
+        for (bad, needle) in [
+            (server("a__b", r#"["t"]"#), "mcp.servers.a__b: the server name must not contain"),
+            (server("a_", r#"["_b"]"#), "must not start or end with '_'"),
+            (server("a", r#"["_b"]"#), "tools[0] \"_b\""),
+            (server("a", r#"["t", "t"]"#), "listed twice"),
+            (server("a", r#"["t.x"]"#), "may hold only"),
+            (server("a", "[]"), "list the tools"),
+            (r#"{"mcp": {"servers": {"a": {"command": [], "tools": ["t"]}}}}"#.into(), "command"),
+            (
+                r#"{"mcp": {"servers": {"a": {"command": ["x"], "tools": ["t"], "env": ["A B"]}}}}"#
+                    .into(),
+                "env[0]",
+            ),
+            (
+                r#"{"mcp": {"servers": {"a": {"command": ["x"], "tools": ["t"], "confirm": ["u"]}}}}"#
+                    .into(),
+                "confirm",
+            ),
+        ] {
+            let err = Policy::parse(&bad).unwrap_err();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+        // No MCP servers: the policy serialises (and hashes) as before.
+        let text = serde_json::to_string(&Policy::default()).unwrap();
+        assert!(!text.contains("mcp"), "{text}");
+    }
+
+    #[test]
     fn unknown_fields_are_errors() {
         let err = Policy::parse(r#"{"allow_comands":["rm"]}"#).unwrap_err();
         assert!(err.contains("allow_comands"), "{err}");

@@ -500,3 +500,305 @@ fn a_pinned_tool_is_called_by_an_agent_step() {
     let second = requests[1].body["messages"].to_string();
     assert!(second.contains("via the agent"), "{second}");
 }
+
+#[test]
+fn a_server_that_answers_an_unknown_id_or_exits_fails_the_step_with_what_it_said() {
+    for (flag, needle) in [
+        (
+            "--wrong-id",
+            "answered an unknown request id during tools/call",
+        ),
+        (
+            "--exit-on-call",
+            "exited during tools/call (its stderr ends: fatal: the fixture gives up)",
+        ),
+    ] {
+        let t = TestDir::new();
+        policy(&t, &["handshake", flag], &["echo"], json!({}));
+        let plan = direct_plan(&t, "echo", json!({"text": "x"}));
+        approve(&t, &plan);
+        let started = std::time::Instant::now();
+        let out = run(&t, &["run", plan.to_str().unwrap()], &[]);
+        assert_exit_with(&out, 30, needle);
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        if flag == "--wrong-id" {
+            assert!(stderr(&out).contains("misrouted"), "{}", stderr(&out));
+        }
+    }
+}
+
+#[test]
+fn preview_and_mcp_tools_show_the_pins_and_what_changed() {
+    let t = TestDir::new();
+    t.file("desc.txt", "Echoes its text.\n");
+    policy(
+        &t,
+        &["handshake", "--desc-file", "desc.txt"],
+        &["echo"],
+        json!({}),
+    );
+    let plan = direct_plan(&t, "echo", json!({"text": "x"}));
+    let out = run(&t, &["preview", plan.to_str().unwrap()], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("calls tool echo of MCP server fx"), "{text}");
+    assert!(text.contains("not pinned"), "{text}");
+    approve(&t, &plan);
+    let out = run(&t, &["preview", plan.to_str().unwrap()], &[]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("pinned: fixture-handshake 1.0.0 (protocol 2025-06-18)")
+            && text.contains("mcp__fx__echo (sha256 ")
+            && text.contains("\"Echoes its text.\""),
+        "{text}"
+    );
+
+    let out = run(
+        &t,
+        &["mcp", "tools", "acode-policy.json", plan.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("echo — matches its pin"), "{text}");
+    assert!(text.contains("hang — not allowed by the policy"), "{text}");
+
+    t.file("desc.txt", "Echoes its text, and more.\n");
+    let out = run(
+        &t,
+        &[
+            "mcp",
+            "tools",
+            "acode-policy.json",
+            plan.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 36, "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let server = &report["servers"][0];
+    assert_eq!(server["changes"][0], "tool echo: its description changed");
+    let echo = server["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .unwrap();
+    assert_eq!(echo["status"], "DIFFERS from its pin");
+}
+
+/// Drives `acode-run mcp` with acode-run's own MCP client (a real child process on pipes): the
+/// client probes `server/discover` first, so this is the stateless era.
+#[test]
+fn acode_run_mcp_serves_an_mcp_client_without_approving_or_running() {
+    use acode_run::mcp::client::{Client, Era};
+    use acode_run::sandbox::process::CommandSpec;
+    let t = TestDir::new();
+    let mut spec = CommandSpec::new(
+        vec![
+            env!("CARGO_BIN_EXE_acode-run").to_string(),
+            "mcp".to_string(),
+        ],
+        t.ws.clone(),
+    );
+    spec.env = vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())];
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let timeout = std::time::Duration::from_secs(20);
+    let mut client = Client::start("acode-run", &spec, timeout, &cancel).unwrap();
+    assert_eq!(client.era(), &Era::Stateless);
+    assert_eq!(client.identity().name, "acode-run");
+    let names: Vec<String> = client
+        .list_tools(timeout, &cancel)
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "validate_plan",
+            "preview_plan",
+            "submit_plan",
+            "plan_status",
+            "list_runs",
+            "show_run"
+        ]
+    );
+    let plan = json!({"plan_id": "from-agent", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "out.txt", "contents": "hi\n"}}]});
+    let r = client
+        .call_tool(
+            "submit_plan",
+            &json!({"path": "plans/p.json", "plan": plan}),
+            timeout,
+            &cancel,
+        )
+        .unwrap();
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["approved"], false);
+    let written = t.ws.join("plans/p.json");
+    assert!(written.exists());
+    assert!(
+        !t.ws.join("plans/p.json.approval").exists(),
+        "never approved"
+    );
+    // Invalid plans, escapes and overwrites are refused, and nothing is written.
+    for (args, needle) in [
+        (
+            json!({"path": "plans/bad.json", "plan": {"plan_id": "b", "steps": [{"step_id": "x", "tool": "nope"}]}}),
+            "not valid",
+        ),
+        (json!({"path": "../out.json", "plan": plan}), "escapes"),
+        (json!({"path": "plans/p.json", "plan": plan}), "exists"),
+        (json!({"path": ".acode/x.json", "plan": plan}), ".acode"),
+    ] {
+        let r = client
+            .call_tool("submit_plan", &args, timeout, &cancel)
+            .unwrap();
+        assert_eq!(r["isError"], true, "{args}: {r}");
+        assert!(
+            r["content"][0]["text"].as_str().unwrap().contains(needle),
+            "{r}"
+        );
+    }
+    assert!(!t.ws.join("plans/bad.json").exists());
+    assert!(!t.root.join("out.json").exists());
+    let status = |client: &mut Client| {
+        client
+            .call_tool(
+                "plan_status",
+                &json!({"path": "plans/p.json"}),
+                timeout,
+                &cancel,
+            )
+            .unwrap()["structuredContent"]["status"]
+            .clone()
+    };
+    assert_eq!(status(&mut client), "pending");
+    let v = client
+        .call_tool(
+            "validate_plan",
+            &json!({"path": "plans/p.json"}),
+            timeout,
+            &cancel,
+        )
+        .unwrap();
+    assert_eq!(v["structuredContent"]["valid"], true, "{v}");
+    let p = client
+        .call_tool(
+            "preview_plan",
+            &json!({"path": "plans/p.json"}),
+            timeout,
+            &cancel,
+        )
+        .unwrap();
+    assert!(
+        p["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("changes out.txt")
+    );
+    // Running is a tool the server does not have.
+    let refused = client.call_tool(
+        "run_plan",
+        &json!({"path": "plans/p.json"}),
+        timeout,
+        &cancel,
+    );
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("unknown tool run_plan"),
+    );
+    // The human approves and runs; the agent sees the outcome.
+    let out = t.run(&["run", "plans/p.json", "--approve", "--by", "human"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(status(&mut client), "approved");
+    let runs = client
+        .call_tool("list_runs", &json!({}), timeout, &cancel)
+        .unwrap();
+    let run_id = runs["structuredContent"]["runs"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = client
+        .call_tool("show_run", &json!({"run_id": run_id}), timeout, &cancel)
+        .unwrap();
+    assert_eq!(shown["isError"], false, "{shown}");
+    assert!(
+        shown["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("file_write")
+    );
+}
+
+/// Malformed messages get JSON-RPC errors; the server answers the handshake era afterwards and
+/// exits cleanly at end of input.
+#[test]
+fn acode_run_mcp_answers_malformed_messages_with_errors_and_keeps_serving() {
+    use std::io::{BufRead, BufReader, Write};
+    let t = TestDir::new();
+    let mut child = t
+        .cmd()
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |line: &str| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    for (line, code) in [
+        ("not json at all", -32700),
+        (
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            -32600,
+        ),
+        ("42", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":2}", -32600),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":{\"x\":1},\"method\":\"ping\"}",
+            -32600,
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":[1]}",
+            -32602,
+        ),
+        ("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"nope\"}", -32601),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2030-01-01\"}}}",
+            -32022,
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"validate_plan\",\"arguments\":{\"path\":7}}}",
+            -32602,
+        ),
+    ] {
+        let answer = ask(line);
+        assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
+    }
+    let init = ask(
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}",
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    // A notification gets no answer: the next line read is the list's.
+    let list = ask(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/list\"}",
+    );
+    assert_eq!(list["id"], 8);
+    assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 6);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("request tools/list (id 8)"), "{log}");
+}

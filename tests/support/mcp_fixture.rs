@@ -9,6 +9,8 @@
 //! - `--list-changed`: sends `notifications/tools/list_changed` before answering a `tools/call`;
 //! - `--stdout-log`: prints a log line on stdout before anything else (a common server bug);
 //! - `--sampling`: asks the client for `sampling/createMessage` during a call and reports the answer;
+//! - `--wrong-id`: answers a `tools/call` under another id;
+//! - `--exit-on-call`: prints a last word on stderr and exits at a `tools/call`;
 //! - `--log F`: appends every line received, and its pid (and that of a `hang` child), to F.
 //!
 //! Tools: `echo {text}`, `env {names}` (values of those variables, or null), `write {path, text}`,
@@ -24,6 +26,8 @@ struct Options {
     desc_file: Option<String>,
     list_changed: bool,
     sampling: bool,
+    wrong_id: bool,
+    exit_on_call: bool,
     log: Option<String>,
 }
 
@@ -159,6 +163,8 @@ fn main() {
         desc_file: None,
         list_changed: false,
         sampling: false,
+        wrong_id: false,
+        exit_on_call: false,
         log: None,
     };
     let mut stdout_log = false;
@@ -175,6 +181,8 @@ fn main() {
             }
             "--list-changed" => opts.list_changed = true,
             "--sampling" => opts.sampling = true,
+            "--wrong-id" => opts.wrong_id = true,
+            "--exit-on-call" => opts.exit_on_call = true,
             "--stdout-log" => stdout_log = true,
             _ => {}
         }
@@ -237,6 +245,15 @@ fn main() {
                        "serverInfo": {"name": "fixture-handshake", "version": "1.0.0"}})
             }
             "tools/list" if opts.stateless || initialized => json!({"tools": tools(&opts)}),
+            "tools/call" if opts.exit_on_call => {
+                eprintln!("fatal: the fixture gives up");
+                std::process::exit(3);
+            }
+            "tools/call" if opts.wrong_id => {
+                let other = id.as_u64().unwrap_or(0) + 100;
+                send(&json!({"jsonrpc": "2.0", "id": other, "result": text("misrouted")}));
+                continue;
+            }
             "tools/call" if opts.stateless || initialized => {
                 match call(&opts, &id, &params, &mut lines) {
                     Some(r) => r,

@@ -1,0 +1,567 @@
+//! `acode-run mcp`: acode-run as an MCP server for agents (docs/mcp.md), and `acode-run mcp tools`,
+//! which lists what the policy's MCP servers offer and whether it matches a plan's pins.
+//!
+//! The server speaks JSON-RPC 2.0 over stdio, one message per line, in both protocol eras: the
+//! `initialize` handshake and the stateless revision (`server/discover`, the version in each
+//! request's `_meta`, -32022 for an unsupported one). It offers the tools an agent needs to work
+//! *with* acode-run without going around the human: validate, preview, submit (write a plan file,
+//! never approve), the status of a plan, and the runs. Approving and running are not offered.
+//! Every request is logged on stderr (the MCP server log); a malformed message gets a JSON-RPC
+//! error, and a handler that fails becomes an error reply, never a crash.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{Args, CliError, load_policy, mcp_registry, open_store, pretty, preview_of, workspace};
+use crate::error::exit;
+use crate::mcp::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
+use crate::plan::{self, ValidationContext};
+use crate::sandbox::{OsSandbox, Policy, Redactor, Workspace};
+
+/// Longest request line read (a bigger one is answered with an error and skipped).
+const MAX_REQUEST: usize = 8 * 1024 * 1024;
+
+/// `acode-run mcp` (serve) or `acode-run mcp tools [POLICY] [PLAN]`.
+pub(super) fn cmd_mcp(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    match args.positionals.first().map(String::as_str) {
+        None => serve(args, redactor),
+        Some("tools") => list_server_tools(args),
+        Some(other) => Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "unknown `acode-run mcp` subcommand {other:?} (expected nothing, to serve, or tools)"
+            ),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// mcp tools
+
+/// Starts each server the policy declares, lists its tools, and compares them with the pins in
+/// PLAN's approval when a plan is given. Exit 36 when anything differs from the pins.
+fn list_server_tools(args: &Args) -> Result<i32, CliError> {
+    let ws = workspace(args)?;
+    let policy = match args.positionals.get(1) {
+        Some(p) => Policy::load(Some(Path::new(p)), ws.root())
+            .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?,
+        None => load_policy(args, &ws)?,
+    };
+    if policy.mcp.is_empty() {
+        return Err(CliError::new(
+            exit::USAGE,
+            "the policy declares no MCP servers (mcp.servers)",
+        ));
+    }
+    let pins = match args.positionals.get(2) {
+        None => None,
+        Some(p) => {
+            let path = PathBuf::from(p);
+            let plan = plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?;
+            let auth = plan::auth::load(&path, &plan)
+                .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?;
+            Some(auth.mcp)
+        }
+    };
+    let sandbox = OsSandbox::resolve(policy.sandbox, &ws, &policy.limits)
+        .and_then(|s| s.with_network(&policy.network, &ws))
+        .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?
+        .with_read_paths(&policy.read_paths);
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut report = Vec::new();
+    let mut differs = false;
+    for (name, server) in &policy.mcp.servers {
+        let (client, listed) =
+            crate::tools::mcp::start_and_list(name, server, &ws, &sandbox, &cancel)
+                .map_err(|e| CliError::new(exit::USAGE, e))?;
+        let id = client.identity().clone();
+        drop(client);
+        let pin = pins.as_ref().map(|p| p.get(name));
+        let changes = match pin {
+            Some(Some(pin)) => crate::mcp::pins::differences(pin, &id, &listed),
+            _ => Vec::new(),
+        };
+        differs |= !changes.is_empty() || matches!(pin, Some(None));
+        let tools: Vec<Value> = listed
+            .iter()
+            .map(|t| {
+                let allowed = server.tools.contains(&t.name);
+                let status = match (allowed, pin) {
+                    (false, _) => "not allowed by the policy",
+                    (true, None) => "allowed",
+                    (true, Some(None)) => "allowed, not pinned",
+                    (true, Some(Some(p))) => match p.tools.get(&t.name) {
+                        None => "allowed, not pinned",
+                        Some(tp) if crate::mcp::pins::pin_tool(t).sha256 == tp.sha256 => {
+                            "matches its pin"
+                        }
+                        Some(_) => "DIFFERS from its pin",
+                    },
+                };
+                json!({
+                    "name": t.name,
+                    "offered_as": allowed
+                        .then(|| crate::sandbox::policy::mcp_tool_name(name, &t.name)),
+                    "status": status,
+                    "description": t.description,
+                    "sha256": crate::mcp::pins::pin_tool(t).sha256,
+                })
+            })
+            .collect();
+        report.push(json!({
+            "server": name,
+            "protocol_version": id.protocol_version,
+            "server_name": id.name,
+            "server_version": id.version,
+            "changes": changes,
+            "tools": tools,
+        }));
+    }
+    if args.json {
+        outln!("{}", pretty(&json!({"servers": report})));
+    } else {
+        let mut out = String::new();
+        for s in &report {
+            out.push_str(&format!(
+                "{}: {} {} (protocol {})\n",
+                s["server"].as_str().unwrap_or_default(),
+                s["server_name"].as_str().unwrap_or_default(),
+                s["server_version"].as_str().unwrap_or_default(),
+                s["protocol_version"].as_str().unwrap_or_default(),
+            ));
+            for c in s["changes"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "  changed since approval: {}\n",
+                    c.as_str().unwrap_or_default()
+                ));
+            }
+            for t in s["tools"].as_array().into_iter().flatten() {
+                let desc: String = t["description"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(120)
+                    .collect();
+                out.push_str(&format!(
+                    "  {} — {}: {desc:?}\n",
+                    t["name"].as_str().unwrap_or_default(),
+                    t["status"].as_str().unwrap_or_default(),
+                ));
+            }
+        }
+        out!("{}", crate::terminal::text(&out));
+    }
+    Ok(if differs { exit::MCP_CHANGED } else { exit::OK })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server
+
+/// What the server knows between requests (nothing about the client: each request stands alone).
+struct Server<'a> {
+    args: &'a Args,
+    redactor: &'a Redactor,
+    ws: Workspace,
+}
+
+/// A JSON-RPC error reply's code and message.
+struct RpcError(i64, String);
+
+/// The tools offered, with their input schemas.
+fn tool_list() -> Value {
+    let path = json!({"type": "string",
+        "description": "The plan file, relative to the workspace root (a .json file)"});
+    json!([
+        {"name": "validate_plan",
+         "description": "Check a plan file completely (schema, tools, sandbox and policy) without running anything; returns the problems with their locations.",
+         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false}},
+        {"name": "preview_plan",
+         "description": "Show what each step of a valid plan will do (argv, diffs of file steps simulated in order, MCP calls and pins); nothing is written.",
+         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false}},
+        {"name": "submit_plan",
+         "description": "Write a plan file into the workspace for a human to review and approve (acode-run approve). The plan must validate; nothing is approved or run.",
+         "inputSchema": {"type": "object", "properties": {
+             "path": path,
+             "plan": {"type": ["object", "string"], "description": "The plan, as a JSON object or JSON text"},
+             "overwrite": {"type": "boolean", "description": "Replace an existing file (its approval no longer applies)"}},
+           "required": ["path", "plan"], "additionalProperties": false}},
+        {"name": "plan_status",
+         "description": "Whether a plan file is pending, approved (and still unchanged) or rejected, and its recent runs.",
+         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false}},
+        {"name": "list_runs",
+         "description": "The most recent runs recorded in the workspace's execution database.",
+         "inputSchema": {"type": "object", "properties": {
+             "limit": {"type": "integer", "minimum": 1, "maximum": 200}}, "additionalProperties": false}},
+        {"name": "show_run",
+         "description": "One run's steps, executions and artifacts list (a unique run id prefix is enough); everything is redacted.",
+         "inputSchema": {"type": "object", "properties": {
+             "run_id": {"type": "string", "minLength": 1}}, "required": ["run_id"], "additionalProperties": false}},
+    ])
+}
+
+fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let mut ws = workspace(args)?;
+    let db = super::db_path(args, &ws);
+    ws.protect(&db);
+    ws.protect(Path::new(crate::sandbox::state::STATE_DIR));
+    ws.protect(Path::new(".git"));
+    ws.protect(Path::new(Policy::FILE_NAME));
+    let server = Server { args, redactor, ws };
+    let stdin = std::io::stdin();
+    let mut reader = stdin.lock();
+    let stdout = std::io::stdout();
+    loop {
+        let mut line = Vec::new();
+        let read =
+            std::io::Read::take(&mut reader, MAX_REQUEST as u64 + 1).read_until(b'\n', &mut line);
+        match read {
+            Ok(0) | Err(_) => return Ok(exit::OK),
+            Ok(_) => {}
+        }
+        if line.len() > MAX_REQUEST {
+            // Skip the rest of the oversized line.
+            let mut rest = Vec::new();
+            let _ = reader.read_until(b'\n', &mut rest);
+            reply(
+                &stdout,
+                &error_reply(&Value::Null, -32600, "request larger than 8 MiB"),
+            );
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let answer =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle_line(text)))
+                .unwrap_or_else(|_| {
+                    Some(error_reply(
+                        &Value::Null,
+                        -32603,
+                        "internal error while handling the request",
+                    ))
+                });
+        if let Some(answer) = answer {
+            reply(&stdout, &answer);
+        }
+    }
+}
+
+fn reply(stdout: &std::io::Stdout, message: &Value) {
+    let mut out = stdout.lock();
+    let _ = writeln!(out, "{message}");
+    let _ = out.flush();
+}
+
+fn error_reply(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+impl Server<'_> {
+    /// The reply to one line (`None` for a notification).
+    fn handle_line(&self, text: &str) -> Option<Value> {
+        let message: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("acode-run mcp: unparsable message: {e}");
+                return Some(error_reply(
+                    &Value::Null,
+                    -32700,
+                    &format!("parse error: {e}"),
+                ));
+            }
+        };
+        let Some(obj) = message.as_object() else {
+            return Some(error_reply(
+                &Value::Null,
+                -32600,
+                "invalid request: expected one JSON-RPC object (batches are not supported)",
+            ));
+        };
+        let id = obj.get("id").cloned();
+        let Some(method) = obj.get("method").and_then(Value::as_str) else {
+            if obj.contains_key("result") || obj.contains_key("error") {
+                return None; // a reply to nothing we asked: ignored
+            }
+            return Some(error_reply(
+                id.as_ref().unwrap_or(&Value::Null),
+                -32600,
+                "invalid request: no method",
+            ));
+        };
+        let Some(id) = id.filter(|i| !i.is_null()) else {
+            eprintln!("acode-run mcp: notification {}", sanitize_line(method, 80));
+            return None;
+        };
+        if !(id.is_string() || id.is_number()) {
+            return Some(error_reply(
+                &Value::Null,
+                -32600,
+                "invalid request: the id must be a string or a number",
+            ));
+        }
+        eprintln!(
+            "acode-run mcp: request {} (id {})",
+            sanitize_line(method, 80),
+            sanitize_line(&id.to_string(), 40)
+        );
+        let params = obj.get("params").cloned().unwrap_or(json!({}));
+        if !params.is_object() {
+            return Some(error_reply(&id, -32602, "params must be an object"));
+        }
+        // The stateless revision: the version travels with each request.
+        if let Some(version) = params.pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
+            && version.as_str() != Some(STATELESS_VERSION)
+        {
+            return Some(json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": UNSUPPORTED_VERSION,
+                "message": format!("unsupported protocol version {version}"),
+                "data": {"supported": [STATELESS_VERSION], "requested": version}}}));
+        }
+        let result = match method {
+            "initialize" => Ok(self.initialize(&params)),
+            "server/discover" => Ok(json!({
+                "resultType": "complete",
+                "supportedVersions": [STATELESS_VERSION],
+                "capabilities": {"tools": {"listChanged": false}},
+                "serverInfo": server_info(),
+                "instructions": INSTRUCTIONS,
+                "ttlMs": 0,
+                "cacheScope": "private",
+            })),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({"tools": tool_list()})),
+            "tools/call" => self.call(&params),
+            other => Err(RpcError(
+                -32601,
+                format!("method not found: {}", sanitize_line(other, 80)),
+            )),
+        };
+        Some(match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(RpcError(code, message)) => error_reply(&id, code, &message),
+        })
+    }
+
+    fn initialize(&self, params: &Value) -> Value {
+        let asked = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let version = if HANDSHAKE_VERSIONS.contains(&asked) {
+            asked
+        } else {
+            HANDSHAKE_VERSIONS[0]
+        };
+        json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS,
+        })
+    }
+
+    /// `tools/call`: a tool failure is a result with `isError` (the model sees it); unknown tools
+    /// and bad arguments are JSON-RPC errors.
+    fn call(&self, params: &Value) -> Result<Value, RpcError> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError(-32602, "tools/call needs a tool name".into()))?;
+        let args = params.get("arguments").cloned().unwrap_or(json!({}));
+        let tools = tool_list();
+        let Some(schema) = tools
+            .as_array()
+            .and_then(|a| a.iter().find(|t| t["name"] == name))
+            .map(|t| t["inputSchema"].clone())
+        else {
+            return Err(RpcError(
+                -32602,
+                format!(
+                    "unknown tool {} (acode-run offers validate_plan, preview_plan, submit_plan, \
+                     plan_status, list_runs, show_run; approving and running are left to a human)",
+                    sanitize_line(name, 80)
+                ),
+            ));
+        };
+        let problems = crate::tools::schema::validate(&schema, &args, "arguments");
+        if !problems.is_empty() {
+            return Err(RpcError(
+                -32602,
+                format!("invalid arguments for {name}: {}", problems.join("; ")),
+            ));
+        }
+        let outcome = match name {
+            "validate_plan" => self.validate(&args),
+            "preview_plan" => self.preview(&args),
+            "submit_plan" => self.submit(&args),
+            "plan_status" => self.status(&args),
+            "list_runs" => self.list_runs(&args),
+            "show_run" => self.show_run(&args),
+            _ => Err("unknown tool".to_string()),
+        };
+        Ok(match outcome {
+            Ok(value) => {
+                let text = match &value {
+                    Value::String(s) => s.clone(),
+                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
+                };
+                let text = self.redactor.redact(&text).into_owned();
+                let mut result =
+                    json!({"content": [{"type": "text", "text": text}], "isError": false});
+                if value.is_object() {
+                    result["structuredContent"] = self.redactor.redact_value(&value);
+                }
+                result
+            }
+            Err(message) => json!({
+                "content": [{"type": "text", "text": self.redactor.redact(&message).into_owned()}],
+                "isError": true,
+            }),
+        })
+    }
+
+    /// A plan path argument: relative to the workspace, inside it, a `.json` file.
+    fn plan_path(&self, args: &Value) -> Result<PathBuf, String> {
+        let rel = args["path"].as_str().unwrap_or_default();
+        if !rel.ends_with(".json") {
+            return Err(format!("path {rel:?}: a plan file name ends with .json"));
+        }
+        self.ws.resolve(rel).map_err(|e| e.to_string())
+    }
+
+    fn policy(&self) -> Result<Policy, String> {
+        load_policy(self.args, &self.ws).map_err(|e| e.message)
+    }
+
+    /// Loads and validates the plan at `path`: the plan, or every problem with its location.
+    fn load(&self, path: &Path, policy: &Policy) -> Result<plan::Plan, String> {
+        let registry = mcp_registry(policy).map_err(|e| e.message)?;
+        let ctx = ValidationContext {
+            registry: &registry,
+            workspace: &self.ws,
+            policy,
+        };
+        plan::load(path, &BTreeMap::new(), &ctx).map_err(|e| e.to_string())
+    }
+
+    fn validate(&self, args: &Value) -> Result<Value, String> {
+        let path = self.plan_path(args)?;
+        let policy = self.policy()?;
+        Ok(match self.load(&path, &policy) {
+            Ok(plan) => json!({
+                "valid": true, "plan_id": plan.plan_id, "plan_sha256": plan.sha256,
+                "steps": plan.steps.len()}),
+            Err(problems) => json!({"valid": false, "problems": problems}),
+        })
+    }
+
+    fn preview(&self, args: &Value) -> Result<Value, String> {
+        let path = self.plan_path(args)?;
+        let policy = self.policy()?;
+        let plan = self.load(&path, &policy)?;
+        let preview = preview_of(&plan, &self.ws, &policy).map_err(|e| e.message)?;
+        Ok(Value::String(crate::preview::render(&preview)))
+    }
+
+    fn submit(&self, args: &Value) -> Result<Value, String> {
+        let rel = args["path"].as_str().unwrap_or_default();
+        let abs = self.plan_path(args)?;
+        let text = match &args["plan"] {
+            Value::String(s) => s.clone(),
+            other => serde_json::to_string_pretty(other).map_err(|e| e.to_string())?,
+        };
+        let mut body = text.trim_end().to_string();
+        body.push('\n');
+        // Validated from a staged copy first: an invalid plan is never written.
+        let policy = self.policy()?;
+        let staged =
+            std::env::temp_dir().join(format!("acode-mcp-submit-{}.json", uuid::Uuid::new_v4()));
+        std::fs::write(&staged, &body).map_err(|e| format!("cannot stage the plan: {e}"))?;
+        let checked = self.load(&staged, &policy);
+        let _ = std::fs::remove_file(&staged);
+        let plan = checked.map_err(|p| format!("the plan is not valid, nothing written:\n{p}"))?;
+        let overwrite = args["overwrite"].as_bool() == Some(true);
+        let parent = crate::sandbox::fs::parent_for_write(&self.ws, &abs, true)
+            .map_err(|e| format!("{rel}: {e}"))?;
+        parent
+            .write_atomic(&self.ws, body.as_bytes(), overwrite, None)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => {
+                    format!("{rel} exists (give \"overwrite\": true to replace it)")
+                }
+                _ => format!("cannot write {rel}: {e}"),
+            })?;
+        Ok(json!({
+            "written": rel,
+            "plan_id": plan.plan_id,
+            "plan_sha256": crate::plan::parse::sha256_hex(body.as_bytes()),
+            "approved": false,
+            "next": format!("a human reviews it: acode-run preview {rel}; acode-run approve {rel}"),
+        }))
+    }
+
+    fn status(&self, args: &Value) -> Result<Value, String> {
+        let path = self.plan_path(args)?;
+        let plan = plan::read(&path, &Default::default()).map_err(|e| e.to_string())?;
+        let auth = plan::auth::load(&path, &plan).map_err(|e| e.to_string())?;
+        let status = match auth.check(&plan) {
+            Ok(()) => "approved".to_string(),
+            Err(plan::auth::AuthError::Pending) => "pending".to_string(),
+            Err(plan::auth::AuthError::Rejected { by }) => format!("rejected by {by}"),
+            Err(other) => format!("not runnable: {other}"),
+        };
+        let runs = self
+            .store()
+            .ok()
+            .and_then(|s| s.list_runs(200).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.plan_sha256 == plan.sha256)
+            .take(10)
+            .collect::<Vec<_>>();
+        Ok(json!({
+            "plan_id": plan.plan_id,
+            "plan_sha256": plan.sha256,
+            "status": status,
+            "decided_by": (!auth.decided_by.is_empty()).then_some(auth.decided_by),
+            "mcp_servers_pinned": auth.mcp.keys().collect::<Vec<_>>(),
+            "runs": runs,
+        }))
+    }
+
+    fn store(&self) -> Result<crate::store::Store, String> {
+        let db = super::db_path(self.args, &self.ws);
+        if !db.exists() {
+            return Err(format!("no execution database at {}", db.display()));
+        }
+        open_store(&db).map_err(|e| e.message)
+    }
+
+    fn list_runs(&self, args: &Value) -> Result<Value, String> {
+        let limit = args["limit"].as_u64().unwrap_or(20) as usize;
+        let runs = self.store()?.list_runs(limit).map_err(|e| e.to_string())?;
+        Ok(json!({"runs": runs}))
+    }
+
+    fn show_run(&self, args: &Value) -> Result<Value, String> {
+        let id = args["run_id"].as_str().unwrap_or_default();
+        let detail = self.store()?.run_detail(id).map_err(|e| e.to_string())?;
+        serde_json::to_value(detail).map_err(|e| e.to_string())
+    }
+}
+
+/// What the server tells the client about itself.
+const INSTRUCTIONS: &str = "acode-run runs approved plans in a sandbox. Write a plan with \
+    submit_plan, check it with validate_plan and preview_plan, then ask the human to review and \
+    approve it (acode-run approve) and to run it; plan_status, list_runs and show_run report \
+    what happened. Approving and running are deliberately not offered.";
+
+fn server_info() -> Value {
+    json!({"name": "acode-run", "version": env!("CARGO_PKG_VERSION")})
+}
