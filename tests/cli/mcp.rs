@@ -265,15 +265,7 @@ fn a_server_that_never_answers_is_cancelled_and_stopped_after_the_call_timeout()
             .strip_prefix("pid ")
             .or_else(|| line.strip_prefix("child pid "));
         if let Some(pid) = pid {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next());
-            assert!(
-                matches!(state, None | Some("Z") | Some("X")),
-                "process {pid} still runs: {stat}"
-            );
+            assert!(!alive(pid), "process {pid} still runs");
         }
     }
     assert!(
@@ -801,4 +793,103 @@ fn acode_run_mcp_answers_malformed_messages_with_errors_and_keeps_serving() {
     let mut log = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
     assert!(log.contains("request tools/list (id 8)"), "{log}");
+}
+
+/// Whether process `pid` still runs (a zombie waiting to be reaped does not).
+fn alive(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
+}
+
+#[test]
+fn ctrl_c_during_a_call_cancels_it_and_stops_the_server() {
+    let t = TestDir::new();
+    policy(
+        &t,
+        &["stateless", "--log", "mcp.log"],
+        &["hang"],
+        json!({"call_timeout_s": 120}),
+    );
+    let plan = direct_plan(&t, "hang", json!({}));
+    approve(&t, &plan);
+    std::fs::write(t.ws.join("mcp.log"), "").unwrap();
+    let mut c = t.cmd();
+    c.env("PATH", path_with_fixture())
+        .args(["run", plan.to_str().unwrap(), "--sandbox", "landlock"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let log = t.ws.join("mcp.log");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("child pid")
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the call never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("notifications/cancelled"), "{log}");
+    assert!(log.contains("the run was interrupted"), "{log}");
+    let pids: Vec<&str> = log
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("pid ")
+                .or_else(|| l.strip_prefix("child pid "))
+        })
+        .collect();
+    assert_eq!(pids.len(), 2, "{log}");
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} survived the interruption");
+    }
+}
+
+#[test]
+fn list_changed_during_an_agent_call_stops_the_agent_step_with_exit_36() {
+    let t = TestDir::new();
+    policy(&t, &["stateless", "--list-changed"], &["echo"], json!({}));
+    let llm = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("mcp__fx__echo", json!({"text": "x"}))]),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let plan = t.plan(
+        "agent.json",
+        &json!({"plan_id": "agent", "steps": [
+            {"step_id": "ask", "tool": "agent", "arguments": {
+                "instruction": "Echo.", "tools": ["mcp__fx__echo"], "max_turns": 4}}]}),
+    );
+    approve(&t, &plan);
+    let url = llm.url();
+    let out = run(
+        &t,
+        &[
+            "run",
+            plan.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "m",
+            "--jsonl",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 36, "{}", stderr(&out));
+    assert_eq!(llm.requests().len(), 1, "the model was not asked again");
+    assert!(
+        events(&out)
+            .iter()
+            .any(|e| e["type"] == "mcp_pin_mismatch" && e["tool"] == "mcp__fx__echo")
+    );
 }
