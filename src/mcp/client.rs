@@ -27,6 +27,8 @@ const STDERR_CAP: usize = 1024 * 1024;
 const SHOWN: usize = 300;
 /// How often a wait looks at the cancel flag.
 const TICK: Duration = Duration::from_millis(20);
+/// How long writing one message to a server's stdin may take.
+const WRITE_BOUND: Duration = Duration::from_secs(10);
 /// Pages of `tools/list` followed at most.
 const MAX_PAGES: usize = 100;
 
@@ -235,6 +237,7 @@ impl Client {
                 source: std::io::Error::other("the server's pipes are missing"),
             });
         };
+        set_nonblocking(&stdin);
         let (tx, rx) = channel();
         std::thread::spawn(move || read_stdout(stdout, tx));
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -264,13 +267,48 @@ impl Client {
         Ok(client)
     }
 
-    /// Tries `server/discover` (the stdio backward-compatibility probe of the stateless
-    /// revision); a server that answers it with an error, or without the stateless version among
-    /// its supported ones, gets the `initialize` handshake instead.
+    /// Tries the `initialize` handshake first (what every server of the handshake era, and every
+    /// dual-era server, answers); a server that refuses it with a JSON-RPC error is asked
+    /// `server/discover` and spoken to statelessly when it lists the stateless revision.
+    /// (The stateless revision suggests the opposite order on stdio; servers of the handshake era
+    /// in the wild do not all answer an unknown method before `initialize`, while a stateless
+    /// server answers `initialize` with an error at once.)
     fn handshake(&mut self, deadline: Instant, cancel: &AtomicBool) -> Result<(), McpError> {
+        self.era = Era::Handshake(HANDSHAKE_VERSIONS[0].to_string());
+        let params = json!({
+            "protocolVersion": HANDSHAKE_VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": client_info(),
+        });
+        let init_error = match self.request("initialize", params, deadline, cancel) {
+            Ok(result) => {
+                let version = result
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                if !HANDSHAKE_VERSIONS.contains(&version.as_str()) {
+                    return Err(McpError::Protocol {
+                        server: self.server.clone(),
+                        message: format!(
+                            "initialize answered protocol version {:?}, which acode-run does not \
+                             speak (it speaks {} and {STATELESS_VERSION})",
+                            sanitize_line(&version, 40),
+                            HANDSHAKE_VERSIONS.join(", ")
+                        ),
+                    });
+                }
+                self.identity =
+                    identity(&version, result.get("serverInfo").unwrap_or(&Value::Null));
+                self.era = Era::Handshake(version);
+                self.notify("notifications/initialized", json!({}))?;
+                return Ok(());
+            }
+            Err(McpError::Rpc { code, message, .. }) => format!("{message} (code {code})"),
+            Err(other) => return Err(other),
+        };
         self.era = Era::Stateless;
-        let probe = self.request("server/discover", json!({}), deadline, cancel);
-        let discover_error = match probe {
+        let why = match self.request("server/discover", json!({}), deadline, cancel) {
             Ok(result) => {
                 let supported: Vec<&str> = result
                     .get("supportedVersions")
@@ -290,50 +328,20 @@ impl Client {
                     self.identity = identity(STATELESS_VERSION, &info);
                     return Ok(());
                 }
-                format!("server/discover offered {supported:?}")
+                let shown: Vec<String> = supported.iter().map(|v| sanitize_line(v, 40)).collect();
+                format!("server/discover offered {shown:?}")
             }
-            Err(McpError::Rpc { code, message, .. }) => format!("{message} (code {code})"),
+            Err(McpError::Rpc { code, message, .. }) => {
+                format!("server/discover failed ({message}, code {code})")
+            }
             Err(other) => return Err(other),
         };
-        self.era = Era::Handshake(HANDSHAKE_VERSIONS[0].to_string());
-        let params = json!({
-            "protocolVersion": HANDSHAKE_VERSIONS[0],
-            "capabilities": {},
-            "clientInfo": client_info(),
-        });
-        let result = match self.request("initialize", params, deadline, cancel) {
-            Ok(r) => r,
-            Err(McpError::Rpc { code, message, .. }) => {
-                return Err(McpError::Protocol {
-                    server: self.server.clone(),
-                    message: format!(
-                        "speaks neither protocol era: server/discover failed ({discover_error}) \
-                         and initialize failed ({message}, code {code})"
-                    ),
-                });
-            }
-            Err(e) => return Err(e),
-        };
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if !HANDSHAKE_VERSIONS.contains(&version.as_str()) {
-            return Err(McpError::Protocol {
-                server: self.server.clone(),
-                message: format!(
-                    "initialize answered protocol version {:?}, which acode-run does not speak \
-                     (it speaks {} and {STATELESS_VERSION})",
-                    sanitize_line(&version, 40),
-                    HANDSHAKE_VERSIONS.join(", ")
-                ),
-            });
-        }
-        self.identity = identity(&version, result.get("serverInfo").unwrap_or(&Value::Null));
-        self.era = Era::Handshake(version);
-        self.notify("notifications/initialized", json!({}))?;
-        Ok(())
+        Err(McpError::Protocol {
+            server: self.server.clone(),
+            message: format!(
+                "speaks neither protocol era: initialize failed ({init_error}) and {why}"
+            ),
+        })
     }
 
     /// The server's name in the policy.
@@ -486,16 +494,7 @@ impl Client {
         {
             params.insert("_meta".into(), stateless_meta());
         }
-        let mut line = message.to_string();
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| self.stdin.flush())
-            .map_err(|_| McpError::Exited {
-                server: self.server.clone(),
-                method: method.to_string(),
-                stderr: self.stderr_tail(),
-            })
+        self.send_raw(&message, method)
     }
 
     fn notify(&mut self, method: &str, params: Value) -> Result<(), McpError> {
@@ -640,14 +639,34 @@ impl Client {
     fn send_raw(&mut self, message: &Value, method: &str) -> Result<(), McpError> {
         let mut line = message.to_string();
         line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| self.stdin.flush())
-            .map_err(|_| McpError::Exited {
-                server: self.server.clone(),
-                method: method.to_string(),
-                stderr: self.stderr_tail(),
-            })
+        let exited = |c: &Client| McpError::Exited {
+            server: c.server.clone(),
+            method: method.to_string(),
+            stderr: c.stderr_tail(),
+        };
+        // The pipe is non-blocking: a server that stops reading its stdin cannot block the runner
+        // for longer than WRITE_BOUND.
+        let deadline = Instant::now() + WRITE_BOUND;
+        let mut rest = line.as_bytes();
+        while !rest.is_empty() {
+            match self.stdin.write(rest) {
+                Ok(0) => return Err(exited(self)),
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(McpError::Timeout {
+                            server: self.server.clone(),
+                            method: format!("{method} (it stopped reading its stdin)"),
+                            secs: WRITE_BOUND.as_secs_f64(),
+                        });
+                    }
+                    wait_writable(&self.stdin, TICK);
+                }
+                Err(_) => return Err(exited(self)),
+            }
+        }
+        Ok(())
     }
 
     /// Gives up on request `id`: `notifications/cancelled`, then the server is stopped (its
@@ -716,6 +735,30 @@ fn read_stdout(stdout: std::fs::File, tx: std::sync::mpsc::Sender<Incoming>) {
         let stop = matches!(incoming, Incoming::NotJson(_));
         if tx.send(incoming).is_err() || stop {
             return;
+        }
+    }
+}
+
+/// Waits at most `limit` for `file` (a pipe) to accept more bytes.
+fn wait_writable(file: &std::fs::File, limit: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut fds = [libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    }];
+    // SAFETY: one live pollfd; the timeout is bounded.
+    unsafe { libc::poll(fds.as_mut_ptr(), 1, limit.as_millis() as libc::c_int) };
+}
+
+/// Makes writes to `file` return `WouldBlock` instead of blocking.
+fn set_nonblocking(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
     }
 }

@@ -581,7 +581,8 @@ fn preview_and_mcp_tools_show_the_pins_and_what_changed() {
 }
 
 /// Drives `acode-run mcp` with acode-run's own MCP client (a real child process on pipes): the
-/// client probes `server/discover` first, so this is the stateless era.
+/// client tries `initialize` first, so this is the handshake era (the stateless one is driven by
+/// raw lines below).
 #[test]
 fn acode_run_mcp_serves_an_mcp_client_without_approving_or_running() {
     use acode_run::mcp::client::{Client, Era};
@@ -598,7 +599,7 @@ fn acode_run_mcp_serves_an_mcp_client_without_approving_or_running() {
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let timeout = std::time::Duration::from_secs(20);
     let mut client = Client::start("acode-run", &spec, timeout, &cancel).unwrap();
-    assert_eq!(client.era(), &Era::Stateless);
+    assert_eq!(client.era(), &Era::Handshake("2025-11-25".into()));
     assert_eq!(client.identity().name, "acode-run");
     let names: Vec<String> = client
         .list_tools(timeout, &cancel)
@@ -777,6 +778,21 @@ fn acode_run_mcp_answers_malformed_messages_with_errors_and_keeps_serving() {
         let answer = ask(line);
         assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
     }
+    // The stateless era: discovery, then requests carrying the version in _meta.
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let discover = ask(&format!(
+        r#"{{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{{{meta}}}}}"#
+    ));
+    assert_eq!(
+        discover["result"]["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+    assert_eq!(discover["result"]["serverInfo"]["name"], "acode-run");
+    let listed = ask(&format!(
+        r#"{{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{{{meta}}}}}"#
+    ));
+    assert_eq!(listed["id"], "l");
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 6);
     let init = ask(
         "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}",
     );
