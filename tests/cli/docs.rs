@@ -115,8 +115,11 @@ fn generated_schema() -> Value {
     defs.insert(
         "tool".into(),
         json!({
-            "description": "A tool name from `acode-run tools` (generated from the tool registry).",
-            "enum": names
+            "description": "A tool name from `acode-run tools` (generated from the tool registry), or mcp__SERVER__TOOL: a tool of an MCP server the policy declares (docs/mcp.md; its arguments are the server's input schema, pinned by the approval).",
+            "anyOf": [
+                {"enum": names},
+                {"type": "string", "pattern": MCP_TOOL_PATTERN}
+            ]
         }),
     );
     defs.insert(
@@ -128,6 +131,11 @@ fn generated_schema() -> Value {
     );
     schema
 }
+
+/// `mcp__SERVER__TOOL` with both parts as the policy allows them (letters, digits, `-`, single
+/// `_` inside).
+const MCP_TOOL_PATTERN: &str =
+    "^mcp__[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*__[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$";
 
 #[test]
 fn published_plan_schema_carries_the_tools_argument_schemas() {
