@@ -111,12 +111,6 @@ pub enum McpError {
         /// What is wrong.
         message: String,
     },
-    /// The server announced that its tool list changed (`notifications/tools/list_changed`).
-    #[error("MCP server {server} changed since approval: it announced that its tool list changed")]
-    ListChanged {
-        /// The server.
-        server: String,
-    },
 }
 
 /// `2 s`, or `0.5 s` below a whole second.
@@ -407,6 +401,12 @@ impl Client {
         self.list_changed
     }
 
+    /// Whether the server announced a changed tool list since the last call of this function
+    /// (the caller lists the tools again and compares them with the pins).
+    pub fn take_list_changed(&mut self) -> bool {
+        std::mem::take(&mut self.list_changed)
+    }
+
     /// Every tool the server offers (following `nextCursor`).
     pub fn list_tools(
         &mut self,
@@ -451,7 +451,7 @@ impl Client {
     }
 
     /// Calls `tool` with `arguments`; the raw result. A `notifications/tools/list_changed` seen
-    /// before or during the call fails it ([`McpError::ListChanged`]).
+    /// meanwhile is kept for [`Client::take_list_changed`].
     pub fn call_tool(
         &mut self,
         tool: &str,
@@ -459,20 +459,9 @@ impl Client {
         timeout: Duration,
         cancel: &AtomicBool,
     ) -> Result<Value, McpError> {
-        if self.list_changed {
-            return Err(McpError::ListChanged {
-                server: self.server.clone(),
-            });
-        }
         let deadline = Instant::now() + timeout;
         let params = json!({"name": tool, "arguments": arguments});
-        let result = self.request("tools/call", params, deadline, cancel)?;
-        if self.list_changed {
-            return Err(McpError::ListChanged {
-                server: self.server.clone(),
-            });
-        }
-        Ok(result)
+        self.request("tools/call", params, deadline, cancel)
     }
 
     /// Ends the server's process group now.

@@ -253,15 +253,45 @@ impl McpTool {
         let (client, listed) =
             start_and_list(&self.server, config, ctx.workspace, ctx.sandbox, ctx.cancel)
                 .map_err(|e| Box::new(ToolOutput::failed(ErrorKind::ToolFailed, e)))?;
-        let mut what = pins::differences(pin, client.identity(), &listed);
-        if client.list_changed() {
-            what.push("it announced that its tool list changed".into());
-        }
+        let what = pins::differences(pin, client.identity(), &listed);
         if !what.is_empty() {
             return Err(Box::new(changed(&self.server, &what)));
         }
         clients.insert(self.server.clone(), client);
         Ok(())
+    }
+
+    /// After `notifications/tools/list_changed`: lists the tools again and compares them with the
+    /// pins. `Some(what changed)` when a pinned tool (or the identity) differs; the server is then
+    /// stopped. A list change that leaves every pinned tool as approved is not a change.
+    fn recheck(
+        &self,
+        clients: &mut BTreeMap<String, Client>,
+        ctx: &ToolContext,
+    ) -> Option<Vec<String>> {
+        let client = clients.get_mut(&self.server)?;
+        if !client.take_list_changed() {
+            return None;
+        }
+        let pin = self.runtime.pins.get(&self.server)?;
+        let startup = self
+            .runtime
+            .servers
+            .get(&self.server)
+            .map_or(Duration::from_secs(30), McpServer::startup_timeout);
+        let mut what = match client.list_tools(startup, ctx.cancel) {
+            Ok(listed) => pins::differences(pin, client.identity(), &listed),
+            Err(e) => vec![format!("its tools could not be listed again: {e}")],
+        };
+        if what.is_empty() {
+            return None;
+        }
+        what.insert(
+            0,
+            "it announced that its tool list changed (notifications/tools/list_changed)".into(),
+        );
+        clients.remove(&self.server);
+        Some(what)
     }
 }
 
@@ -380,6 +410,9 @@ impl Tool for McpTool {
         if let Err(refused) = self.ensure_started(&mut clients, ctx) {
             return Ok(*refused);
         }
+        if let Some(what) = self.recheck(&mut clients, ctx) {
+            return Ok(changed(&self.server, &what));
+        }
         let limit = self
             .runtime
             .servers
@@ -395,11 +428,17 @@ impl Tool for McpTool {
         let outcome = client.call_tool(&self.tool, args, limit, ctx.cancel);
         let stderr = client.take_stderr();
         let refused = client.take_refused();
-        let mut output = match outcome {
-            Ok(result) => to_output(self.name, &result),
-            Err(e) => {
+        // A list change announced during the call: the result may come from a changed tool, so
+        // it only counts when the pinned tools are still as approved.
+        let rechecked = outcome
+            .is_ok()
+            .then(|| self.recheck(&mut clients, ctx))
+            .flatten();
+        let mut output = match (outcome, rechecked) {
+            (Ok(_), Some(what)) => changed(&self.server, &what),
+            (Ok(result), None) => to_output(self.name, &result),
+            (Err(e), _) => {
                 let kind = match &e {
-                    McpError::ListChanged { .. } => ErrorKind::McpChanged,
                     McpError::Timeout { .. } => ErrorKind::Timeout,
                     McpError::Interrupted { .. } => ErrorKind::Interrupted,
                     _ => ErrorKind::ToolFailed,
@@ -409,10 +448,6 @@ impl Tool for McpTool {
                     clients.remove(&self.server);
                 }
                 let message = match &e {
-                    McpError::ListChanged { server } => format!(
-                        "MCP server changed since approval: server {server}: it announced that \
-                         its tool list changed (notifications/tools/list_changed)"
-                    ),
                     McpError::Timeout { .. } => {
                         format!("{e}; notifications/cancelled was sent and the server was stopped")
                     }

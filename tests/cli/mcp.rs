@@ -201,12 +201,37 @@ fn list_changed_mid_run_stops_the_step_with_exit_36() {
         .iter()
         .find(|e| e["type"] == "mcp_pin_mismatch")
         .expect("an mcp_pin_mismatch event");
+    let message = mismatch["message"].as_str().unwrap();
     assert!(
-        mismatch["message"]
-            .as_str()
-            .unwrap()
-            .contains("tools/list_changed")
+        message.contains("tools/list_changed")
+            && message.contains("tool echo: its description changed"),
+        "{message}"
     );
+}
+
+/// Some servers (the reference "everything" server among them) announce a list change right
+/// after the handshake without changing anything: the tools are listed again and, the pinned ones
+/// being as approved, the call goes ahead.
+#[test]
+fn a_list_change_that_leaves_the_pinned_tools_alone_is_rechecked_and_allowed() {
+    let t = TestDir::new();
+    policy(
+        &t,
+        &["handshake", "--announce", "--log", "mcp.log"],
+        &["echo"],
+        json!({}),
+    );
+    let plan = direct_plan(&t, "echo", json!({"text": "still fine"}));
+    approve(&t, &plan);
+    std::fs::write(t.ws.join("mcp.log"), "").unwrap();
+    let out = run(&t, &["run", plan.to_str().unwrap()], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap();
+    assert!(
+        log.matches("tools/list").count() >= 2,
+        "listed again: {log}"
+    );
+    assert!(log.contains("tools/call"), "{log}");
 }
 
 #[test]
