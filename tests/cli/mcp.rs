@@ -934,3 +934,66 @@ fn list_changed_during_an_agent_call_stops_the_agent_step_with_exit_36() {
             .any(|e| e["type"] == "mcp_pin_mismatch" && e["tool"] == "mcp__fx__echo")
     );
 }
+
+/// Against real servers installed by name from the package registries (opt-in, `ACODE_E2E_NET=1`,
+/// as `.ci/run` sets): the reference "everything" server (npm) and the time server (PyPI), each
+/// installed into the workspace, pinned by `approve` and called under bwrap.
+#[test]
+fn real_registry_servers_are_pinned_and_called_when_asked() {
+    if std::env::var("ACODE_E2E_NET").as_deref() != Ok("1") {
+        eprintln!("skipped: set ACODE_E2E_NET=1 to install and run real MCP servers");
+        return;
+    }
+    let t = TestDir::new();
+    let status = std::process::Command::new("npm")
+        .args(["install", "--silent", "--prefix"])
+        .arg(t.ws.join("tools"))
+        .arg("@modelcontextprotocol/server-everything")
+        .status()
+        .expect("npm runs");
+    assert!(status.success(), "npm install failed");
+    let status = std::process::Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(t.ws.join("py"))
+        .arg("mcp-server-time")
+        .status()
+        .expect("pip runs");
+    assert!(status.success(), "pip install failed");
+    t.file(
+        "acode-policy.json",
+        &json!({"mcp": {"servers": {
+            "everything": {"command": ["tools/node_modules/.bin/mcp-server-everything"],
+                           "tools": ["echo"], "confirm": false},
+            "time": {"command": ["python3", "-m", "mcp_server_time", "--local-timezone", "UTC"],
+                     "env": ["PYTHONPATH"], "tools": ["get_current_time"], "confirm": false}}}})
+        .to_string(),
+    );
+    let plan = t.plan(
+        "e2e.json",
+        &json!({"plan_id": "e2e", "steps": [
+            {"step_id": "echo", "tool": "mcp__everything__echo", "arguments": {"message": "hello real server"}},
+            {"step_id": "now", "tool": "mcp__time__get_current_time", "arguments": {"timezone": "UTC"}}]}),
+    );
+    let py = t.ws.join("py");
+    let env = [("PYTHONPATH", py.to_str().unwrap())];
+    let out = run(&t, &["approve", plan.to_str().unwrap(), "--by", "ci"], &env);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let pins = approval(&plan)["mcp"].clone();
+    assert!(
+        pins["everything"]["tools"]["echo"]["sha256"].is_string(),
+        "{pins}"
+    );
+    assert!(
+        pins["time"]["tools"]["get_current_time"]["sha256"].is_string(),
+        "{pins}"
+    );
+    let out = run(
+        &t,
+        &["run", plan.to_str().unwrap(), "--sandbox", "bwrap"],
+        &env,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let results = artifacts(&t, "mcp_result").concat();
+    assert!(results.contains("hello real server"), "{results}");
+    assert!(results.contains("UTC"), "{results}");
+}
