@@ -997,3 +997,28 @@ fn real_registry_servers_are_pinned_and_called_when_asked() {
     assert!(results.contains("hello real server"), "{results}");
     assert!(results.contains("UTC"), "{results}");
 }
+
+#[test]
+fn a_server_is_started_once_per_run_and_stopped_when_the_run_ends() {
+    let t = TestDir::new();
+    policy(&t, &["stateless", "--log", "mcp.log"], &["echo"], json!({}));
+    let plan = t.plan(
+        "mcp.json",
+        &json!({"plan_id": "mcp", "steps": [
+            {"step_id": "a", "tool": "mcp__fx__echo", "arguments": {"text": "one"}},
+            {"step_id": "b", "tool": "mcp__fx__echo", "arguments": {"text": "two"}}]}),
+    );
+    approve(&t, &plan);
+    std::fs::write(t.ws.join("mcp.log"), "").unwrap();
+    let out = run(
+        &t,
+        &["run", plan.to_str().unwrap(), "--sandbox", "landlock"],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap();
+    let pids: Vec<&str> = log.lines().filter_map(|l| l.strip_prefix("pid ")).collect();
+    assert_eq!(pids.len(), 1, "one server for both calls: {log}");
+    assert_eq!(log.matches("\"tools/call\"").count(), 2, "{log}");
+    assert!(!alive(pids[0]), "the server outlived the run");
+}
