@@ -250,12 +250,17 @@ impl McpTool {
                 ),
             )));
         };
-        let (client, listed) =
+        let (mut client, listed) =
             start_and_list(&self.server, config, ctx.workspace, ctx.sandbox, ctx.cancel)
                 .map_err(|e| Box::new(ToolOutput::failed(ErrorKind::ToolFailed, e)))?;
         let what = pins::differences(pin, client.identity(), &listed);
         if !what.is_empty() {
-            return Err(Box::new(changed(&self.server, &what)));
+            let mut refused = changed(&self.server, &what);
+            let stderr = client.take_stderr();
+            if !stderr.is_empty() {
+                refused.artifacts.push(Artifact::new("mcp_stderr", stderr));
+            }
+            return Err(Box::new(refused));
         }
         clients.insert(self.server.clone(), client);
         Ok(())

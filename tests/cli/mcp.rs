@@ -1022,3 +1022,28 @@ fn a_server_is_started_once_per_run_and_stopped_when_the_run_ends() {
     assert_eq!(log.matches("\"tools/call\"").count(), 2, "{log}");
     assert!(!alive(pids[0]), "the server outlived the run");
 }
+
+/// The server gets the run's network policy: with no host allowed it cannot open a TCP connection,
+/// under Landlock (TCP connect only to the run's proxy) nor under bwrap (its own network namespace).
+#[test]
+fn a_server_cannot_reach_the_network_the_policy_does_not_allow() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    for sandbox in ["landlock", "bwrap"] {
+        let t = TestDir::new();
+        policy(&t, &["handshake"], &["connect"], json!({}));
+        let plan = direct_plan(&t, "connect", json!({"address": address}));
+        approve(&t, &plan);
+        let out = run(
+            &t,
+            &["run", plan.to_str().unwrap(), "--sandbox", sandbox],
+            &[],
+        );
+        assert_exit_with(&out, 30, "connect failed");
+        assert!(
+            listener.accept().is_err(),
+            "{sandbox}: the server reached the listener"
+        );
+    }
+}

@@ -17,7 +17,7 @@
 //! - `--log F`: appends every line received, and its pid (and that of a `hang` child), to F.
 //!
 //! Tools: `echo {text}`, `env {names}` (values of those variables, or null), `write {path, text}`,
-//! `read {path}`, `secret` (a result holding a token), `image` (an image content), `fail`
+//! `read {path}`, `connect {address}` (a TCP connection), `secret` (a result holding a token), `image` (an image content), `fail`
 //! (`isError: true`), `hang` (starts a `sleep` child and never answers).
 
 use std::io::{BufRead, Write};
@@ -79,6 +79,8 @@ fn tools(opts: &Options) -> Value {
         {"name": "secret", "description": "Returns a token.", "inputSchema": obj(json!({}), json!([]))},
         {"name": "image", "description": "Returns an image.", "inputSchema": obj(json!({}), json!([]))},
         {"name": "fail", "description": "Always fails.", "inputSchema": obj(json!({}), json!([]))},
+        {"name": "connect", "description": "Opens a TCP connection.",
+         "inputSchema": obj(json!({"address": {"type": "string"}}), json!(["address"]))},
         {"name": "hang", "description": "Never answers.", "inputSchema": obj(json!({}), json!([]))},
     ])
 }
@@ -151,6 +153,17 @@ fn call(
         "image" => json!({"content": [
             {"type": "text", "text": "a picture"},
             {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]}),
+        "connect" => match std::net::TcpStream::connect_timeout(
+            &s("address")
+                .parse()
+                .unwrap_or_else(|_| ([127, 0, 0, 1], 9).into()),
+            std::time::Duration::from_secs(3),
+        ) {
+            Ok(_) => text("connected"),
+            Err(e) => {
+                json!({"isError": true, "content": [{"type": "text", "text": format!("connect failed: {e}")}]})
+            }
+        },
         "fail" => json!({"isError": true, "content": [{"type": "text", "text": "it went wrong"}]}),
         "hang" => {
             if let Ok(child) = std::process::Command::new("sleep").arg("300").spawn() {
