@@ -300,7 +300,7 @@ fn a_server_that_never_answers_is_cancelled_and_stopped_after_the_call_timeout()
 }
 
 #[test]
-fn sampling_requests_from_the_server_are_refused_and_recorded() {
+fn sampling_elicitation_and_roots_requests_are_refused_and_recorded() {
     let t = TestDir::new();
     policy(
         &t,
@@ -313,18 +313,26 @@ fn sampling_requests_from_the_server_are_refused_and_recorded() {
     let out = run(&t, &["run", plan.to_str().unwrap()], &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap();
-    let answer = log
-        .lines()
-        .find(|l| l.starts_with("sampling answer: "))
-        .expect("the server got an answer");
-    let answer: Value =
-        serde_json::from_str(answer.trim_start_matches("sampling answer: ")).unwrap();
-    assert_eq!(answer["id"], "s1");
-    assert_eq!(answer["error"]["code"], -32601);
-    assert!(answer.get("result").is_none());
+    for (method, id) in [
+        ("sampling/createMessage", "s1"),
+        ("elicitation/create", "e1"),
+        ("roots/list", "r1"),
+    ] {
+        let prefix = format!("{method} answer: ");
+        let answer = log
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no answer to {method}: {log}"));
+        let answer: Value = serde_json::from_str(answer).unwrap();
+        assert_eq!(answer["id"], id);
+        assert_eq!(answer["error"]["code"], -32601);
+        assert!(answer.get("result").is_none());
+    }
     let refused = artifacts(&t, "mcp_refused");
     assert_eq!(refused.len(), 1);
-    assert!(refused[0].contains("sampling/createMessage"), "{refused:?}");
+    for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
+        assert!(refused[0].contains(method), "{refused:?}");
+    }
 }
 
 #[test]

@@ -11,7 +11,8 @@
 //! - `--announce`: sends `notifications/tools/list_changed` after `notifications/initialized` without
 //!   changing anything (as some servers do when they finish registering their tools);
 //! - `--stdout-log`: prints a log line on stdout before anything else (a common server bug);
-//! - `--sampling`: asks the client for `sampling/createMessage` during a call and reports the answer;
+//! - `--sampling`: asks the client for `sampling/createMessage`, `elicitation/create` and
+//!   `roots/list` during a call and logs the answers;
 //! - `--wrong-id`: answers a `tools/call` under another id;
 //! - `--exit-on-call`: prints a last word on stderr and exits at a `tools/call`;
 //! - `--log F`: appends every line received, and its pid (and that of a `hang` child), to F.
@@ -107,13 +108,25 @@ fn call(
         send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
     }
     if opts.sampling {
-        send(
-            &json!({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage",
-                     "params": {"messages": [], "maxTokens": 10}}),
-        );
-        let answer = lines.next().unwrap_or_default();
-        log(opts, &format!("sampling answer: {answer}"));
-        eprintln!("sampling answer: {answer}");
+        // Sampling, elicitation and roots, one after the other, each waiting for its answer.
+        for (id, method, params) in [
+            (
+                "s1",
+                "sampling/createMessage",
+                json!({"messages": [], "maxTokens": 10}),
+            ),
+            (
+                "e1",
+                "elicitation/create",
+                json!({"message": "your password?", "requestedSchema": {"type": "object"}}),
+            ),
+            ("r1", "roots/list", json!({})),
+        ] {
+            send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+            let answer = lines.next().unwrap_or_default();
+            log(opts, &format!("{method} answer: {answer}"));
+            eprintln!("{method} answer: {answer}");
+        }
     }
     let name = params
         .get("name")
