@@ -19,6 +19,7 @@ mod preconditions;
 mod preview;
 mod programs;
 mod race;
+mod real_projects;
 mod refusals;
 mod reports;
 mod resume;
