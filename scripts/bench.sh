@@ -289,15 +289,26 @@ if [[ $HAVE_RUN_COMMAND == 1 ]]; then
     ln -sf "$true_path" "$NOBWRAP/true"
     run_true="$(q "$BIN") run $(q "$WORK/plans/true-500.json") --workspace $(q "$WS_CMD") --quiet"
     cmd_args=(
-        --prepare "rm -rf $(q "$WS_CMD/.acode") && sync"
+        --prepare "rm -rf $(q "$WS_CMD/.acode") $(q "$WORK/ws-cmd-net/.acode") && sync"
         -n bash "bash $(q "$WORK/plans/true-500.sh")"
         -n acode-run "$run_true"
         -n acode-run-sandbox-none "$run_true --sandbox none"
     )
+    # The same plan in a workspace whose policy allows one host: the run starts its network proxy
+    # and every command gets the proxy variables. Against acode-run-sandbox-landlock (no host
+    # allowed: no proxy) it shows what the proxy costs, and that a run allowing none pays nothing.
+    WS_NET="$WORK/ws-cmd-net"
+    mkdir -p "$WS_NET"
+    printf '{ "network": { "allow": ["proxy-bench.example.invalid"] } }\n' >"$WS_NET/acode-policy.json"
     if "$BIN" run "$WORK/plans/true-500.json" --workspace "$WS_CMD" --quiet --sandbox landlock >/dev/null 2>&1; then
+        # A copy of the plan: an approval is bound to the policy it was given under.
+        cp "$WORK/plans/true-500.json" "$WORK/plans/true-500-net.json"
+        approve "$WORK/plans/true-500-net.json" "$WS_NET"
+        check_run "$WORK/plans/true-500-net.json" "$WS_NET" 500 --sandbox landlock
         cmd_args+=(
             -n acode-run-sandbox-landlock "$run_true --sandbox landlock"
             -n acode-run-auto-without-bwrap "env PATH=$(q "$NOBWRAP") $run_true"
+            -n acode-run-sandbox-landlock-proxy "$(q "$BIN") run $(q "$WORK/plans/true-500-net.json") --workspace $(q "$WS_NET") --quiet --sandbox landlock"
         )
     else
         printf 'c-landlock\t%s\n' "this kernel has no Landlock" >>"$OUT/skipped.tsv"

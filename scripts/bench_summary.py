@@ -7,7 +7,7 @@ Reads from RESULTS_DIR:
   overhead.json     hyperfine export: "read-1", "read-1000" (and "read-1000-jsonl")
   write_read.json   hyperfine export: "bash", "acode-run" (and "acode-run-tmpfs")
   command.json      hyperfine export: "bash", "acode-run" (and "acode-run-sandbox-none",
-                    "-sandbox-landlock", "-auto-without-bwrap", "-sandbox-bwrap"); optional
+                    "-sandbox-landlock", "-auto-without-bwrap", "-sandbox-bwrap", "-sandbox-landlock-proxy"); optional
   rss.tsv           lines "NAME<TAB>KIB" (peak RSS of single runs; several lines per name allowed):
                     read-10000, read-page-10000, output-64MiB, output-1GiB
   skipped.tsv       lines "BENCHMARK<TAB>REASON"; optional
@@ -138,6 +138,7 @@ def main(argv):
             ("acode-run-sandbox-landlock", "--sandbox landlock", 1.25),
             ("acode-run-auto-without-bwrap", "auto without bwrap (Landlock)", 1.25),
             ("acode-run-sandbox-bwrap", "--sandbox bwrap", None),
+            ("acode-run-sandbox-landlock-proxy", "--sandbox landlock, one host allowed (proxy)", None),
         ]:
             if name not in cm:
                 continue
