@@ -42,6 +42,8 @@ pub enum ErrorKind {
     Skipped,
     /// The run was interrupted by a signal or the user quitting a prompt.
     Interrupted,
+    /// A step running beside another (`--jobs`) was stopped because that one failed fatally.
+    Cancelled,
     /// Something inside acode-run itself went wrong (database, I/O outside any tool).
     Internal,
 }
@@ -64,6 +66,7 @@ impl ErrorKind {
             ErrorKind::Blocked => "blocked",
             ErrorKind::Skipped => "skipped",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Cancelled => "cancelled",
             ErrorKind::Internal => "internal",
         }
     }
@@ -84,7 +87,8 @@ impl ErrorKind {
             | ErrorKind::TokenBudget
             | ErrorKind::LlmError
             | ErrorKind::Blocked
-            | ErrorKind::Skipped => exit::STEP_FAILED,
+            | ErrorKind::Skipped
+            | ErrorKind::Cancelled => exit::STEP_FAILED,
         }
     }
 }

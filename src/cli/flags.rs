@@ -222,6 +222,8 @@ pub struct Args {
     pub annotations: Option<Annotations>,
     /// `--max-calls-per-answer`.
     pub max_calls_per_answer: Option<usize>,
+    /// `--jobs`.
+    pub jobs: Option<usize>,
     /// `--strict`.
     pub strict: bool,
     /// Flags given, for the applicability check.
@@ -286,6 +288,7 @@ impl Default for Args {
             goal: None,
             annotations: None,
             max_calls_per_answer: None,
+            jobs: None,
             strict: false,
             used: Vec::new(),
         }
@@ -622,6 +625,20 @@ pub const FLAGS: &[Flag] = &[
         commands: EXEC_CMDS,
         update: |a, _| {
             a.strict = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "jobs",
+        value: Some("N"),
+        doc: "Steps run at once where the plan's depends_on allows (1-256); writers to the same paths never overlap [default: the policy's jobs, else 1]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            match v.parse::<usize>() {
+                Ok(n @ 1..=256) => a.jobs = Some(n),
+                _ => return Err(format!("expected a number from 1 to 256, got {v:?}")),
+            }
             Ok(())
         },
     },

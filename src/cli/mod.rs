@@ -787,7 +787,7 @@ fn run_settings(args: &Args) -> RunSettings {
         llm_retries: args.llm_retries,
         max_calls_per_answer: args.max_calls_per_answer,
         strict: args.strict.then_some(true),
-        jobs: None,
+        jobs: args.jobs,
     }
 }
 

@@ -140,6 +140,9 @@ pub struct Step {
     pub verify: Option<Box<Verify>>,
     /// Workspace-root entries its commands create (`creates`), made ready under Landlock.
     pub creates: Box<[String]>,
+    /// The plan vouches that this command or agent step writes only what no other step touches
+    /// (`parallel_safe`), so `--jobs` may run it beside other writers (docs/parallel.md).
+    pub parallel_safe: bool,
 }
 
 /// A step's arguments, held as their compact JSON text and parsed when a step is validated or run.

@@ -66,6 +66,21 @@ impl Collector {
         }
     }
 
+    /// A `true`/`false` field, `false` when absent or null.
+    fn flag(&mut self, obj: &Map<String, Value>, key: &str, at: &str) -> bool {
+        match obj.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                self.err(
+                    format!("{at}.{key}"),
+                    format!("expected true or false, got {other}"),
+                );
+                false
+            }
+        }
+    }
+
     fn uint(&mut self, obj: &Map<String, Value>, key: &str, at: &str, max: u64) -> Option<u64> {
         match obj.get(key) {
             None | Some(Value::Null) => None,
@@ -310,6 +325,7 @@ const STEP_FIELDS: &[&str] = &[
     "verify",
     "description",
     "creates",
+    "parallel_safe",
 ];
 
 fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) -> Option<Step> {
@@ -365,17 +381,8 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         .get("precondition")
         .and_then(|p| parse_precondition(c, p, &format!("{at}.precondition")))
         .map(Box::new);
-    let requires_confirmation = match obj.get("requires_confirmation") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            c.err(
-                format!("{at}.requires_confirmation"),
-                format!("expected true or false, got {other}"),
-            );
-            false
-        }
-    };
+    let requires_confirmation = c.flag(obj, "requires_confirmation", &at);
+    let parallel_safe = c.flag(obj, "parallel_safe", &at);
     let depends_on = match obj.get("depends_on") {
         None | Some(Value::Null) => prev.into_iter().collect(),
         Some(Value::String(s)) => vec![s.clone()],
@@ -476,6 +483,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         on_failure,
         verify,
         creates,
+        parallel_safe,
     })
 }
 

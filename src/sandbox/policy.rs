@@ -154,6 +154,10 @@ pub struct Policy {
     /// `report.xml`); a step adds its own. Left out of the serialised form when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<String>,
+    /// Steps run at once when the plan's dependencies allow it (`--jobs` overrides it); the
+    /// default is 1 (docs/parallel.md). Left out of the serialised form when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
 }
 
 impl Default for Policy {
@@ -172,6 +176,7 @@ impl Default for Policy {
             read_paths: Vec::new(),
             network: NetworkPolicy::default(),
             creates: Vec::new(),
+            jobs: None,
         }
     }
 }
@@ -232,6 +237,11 @@ impl Policy {
     pub fn parse(text: &str) -> Result<Policy, String> {
         let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
         policy.network.entries()?;
+        if let Some(n) = policy.jobs
+            && !(1..=256).contains(&n)
+        {
+            return Err(format!("jobs: expected a number from 1 to 256, got {n}"));
+        }
         for (field, list) in [
             ("commands", policy.commands.as_deref().unwrap_or_default()),
             ("allow_commands", &policy.allow_commands),
