@@ -40,6 +40,10 @@ pub struct StepPreview {
     /// Its effect, as far as it can be known.
     #[serde(flatten)]
     pub effect: Effect,
+    /// With `--jobs` above 1: the steps it may run at the same time as (neither depends on the
+    /// other, and they touch no path in common; see `executor::schedule`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub beside: Vec<String>,
 }
 
 /// The effect of a step, as far as it can be known before running it.
@@ -175,6 +179,7 @@ pub fn preview(
     };
     let mut opaque_before = false;
     let mut steps = Vec::with_capacity(order.len());
+    let mut beside = together(plan, &order, &vars);
     for i in order {
         let step = &plan.steps[i];
         let args = substitute_arguments(step, &vars)?;
@@ -186,6 +191,7 @@ pub fn preview(
             step_id: step.step_id.clone(),
             tool: step.tool.clone(),
             effect,
+            beside: std::mem::take(&mut beside[i]),
         });
     }
     Ok(Preview {
@@ -194,6 +200,57 @@ pub fn preview(
         steps,
         notes: network_notes(policy),
     })
+}
+
+/// Plans up to this many steps get [`StepPreview::beside`] (the pairs grow with the square).
+const BESIDE_MAX_STEPS: usize = 2000;
+
+/// For each step, the steps it may run at the same time as under `--jobs` (by index): neither is
+/// an ancestor of the other in the dependency graph, and their footprints do not conflict.
+fn together(plan: &Plan, order: &[usize], vars: &Variables) -> Vec<Vec<String>> {
+    use crate::executor::schedule::Footprint;
+    let n = plan.steps.len();
+    let mut out = vec![Vec::new(); n];
+    if n > BESIDE_MAX_STEPS {
+        return out;
+    }
+    let index: HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .map(|s| (s.step_id.as_str(), s.position))
+        .collect();
+    // ancestors[i]: every step i waits for, directly or not (filled in dependency order).
+    let mut ancestors = vec![vec![false; n]; n];
+    for &i in order {
+        for d in plan.steps[i]
+            .depends_on
+            .iter()
+            .filter_map(|d| index.get(d.as_str()))
+        {
+            let inherited = ancestors[*d].clone();
+            let mine = &mut ancestors[i];
+            mine[*d] = true;
+            for (m, a) in mine.iter_mut().zip(inherited) {
+                *m |= a;
+            }
+        }
+    }
+    let footprints: Vec<Footprint> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            substitute_arguments(s, vars).map_or(Footprint::Anywhere, |a| Footprint::of(s, &a))
+        })
+        .collect();
+    for i in 0..n {
+        for j in i + 1..n {
+            if !ancestors[i][j] && !ancestors[j][i] && !footprints[i].conflicts(&footprints[j]) {
+                out[i].push(plan.steps[j].step_id.clone());
+                out[j].push(plan.steps[i].step_id.clone());
+            }
+        }
+    }
+    out
 }
 
 /// Parses `args` with the tool's own argument struct, so a name is read here exactly as the tool
@@ -438,6 +495,13 @@ fn render_raw(preview: &Preview) -> String {
             Effect::WillFail { reason } => {
                 let _ = writeln!(out, "WILL FAIL: {reason}");
             }
+        }
+        if !s.beside.is_empty() {
+            let _ = writeln!(
+                out,
+                "    with --jobs above 1, may run at the same time as: {}",
+                s.beside.join(", ")
+            );
         }
     }
     for note in &preview.notes {

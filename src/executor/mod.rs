@@ -1268,3 +1268,53 @@ fn run_step(
     }
     Ok((result, quit))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Counts how many requests are inside it at once; holds each for a while.
+    #[derive(Default)]
+    struct Counting {
+        inside: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl ConfirmationCallback for Counting {
+        fn request_confirmation(&self, _request: &ConfirmationRequest) -> Decision {
+            let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            self.inside.fetch_sub(1, Ordering::SeqCst);
+            Decision::Approve
+        }
+    }
+
+    #[test]
+    fn an_embedders_callback_gets_one_request_at_a_time() {
+        let inner = Counting::default();
+        let gate = OneAtATime::new(&inner);
+        let request = ConfirmationRequest {
+            run_id: "r".into(),
+            step_id: "s".into(),
+            tool: "file_delete".into(),
+            arguments: serde_json::json!({}),
+            reason: "test".into(),
+            preview: None,
+        };
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| gate.request_confirmation(&request));
+            }
+        });
+        assert_eq!(inner.most.load(Ordering::SeqCst), 1);
+        // The callback alone would have taken them together.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| inner.request_confirmation(&request));
+            }
+        });
+        assert!(inner.most.load(Ordering::SeqCst) > 1);
+    }
+}

@@ -15,6 +15,7 @@ mod git_attacks;
 mod landlock;
 mod library;
 mod network;
+mod parallel;
 mod preconditions;
 mod preview;
 mod programs;
