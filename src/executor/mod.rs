@@ -774,7 +774,10 @@ impl Executor {
                         let step = &plan.steps[i];
                         // A step cut off mid-way runs again: `resume` refused beforehand unless
                         // its tool is idempotent or the caller said `rerun_interrupted`.
-                        if jobs == 1 {
+                        // File steps take microseconds in this process: they run here, between
+                        // the steps running on threads (a thread and a connection each would
+                        // cost more than the step).
+                        if jobs == 1 || footprint.in_process() {
                             (
                                 i,
                                 run_step(&mut run, plan, step, &vars, started_steps, total)?,

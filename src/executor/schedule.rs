@@ -74,6 +74,12 @@ impl Footprint {
         own
     }
 
+    /// Whether the step is a file step, done in the runner's own process in microseconds (no
+    /// command, no model): not worth a thread of its own.
+    pub fn in_process(&self) -> bool {
+        matches!(self, Footprint::Reads(_) | Footprint::Writes(_))
+    }
+
     /// Whether a step with this footprint may not run while one with `other` is running.
     pub fn conflicts(&self, other: &Footprint) -> bool {
         use Footprint::*;
