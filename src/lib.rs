@@ -40,6 +40,7 @@ pub mod runner;
 pub mod sandbox;
 pub mod stages;
 pub mod store;
+pub mod suggest;
 pub mod terminal;
 pub mod tools;
 

@@ -63,3 +63,12 @@ mod tests {
         assert_eq!(text("one\ntwo\rTWO"), "one\ntwo\\rTWO");
     }
 }
+
+/// `1 step`, `2 steps`: a count with its noun in the right number (`noun` takes a plain `s`).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

@@ -249,6 +249,13 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             out!("{text}");
             return exit::OK;
         }
+        Parsed::Usage(text) => {
+            errln!("{}", text.trim_end());
+            errln!("acode-run: no command or plan given");
+            let err = CliError::new(exit::USAGE, "no command or plan given".to_string());
+            report_refusal(raw_machine, &err, "command line", "", &redactor);
+            return err.code;
+        }
         Parsed::Version => {
             outln!("acode-run {}", flags::VERSION);
             return exit::OK;
@@ -353,19 +360,38 @@ fn workspace(args: &Args) -> Result<Workspace, CliError> {
 }
 
 /// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
-fn db_path(args: &Args, ws: &Workspace) -> PathBuf {
-    args.db
-        .clone()
-        .or_else(|| std::env::var_os("ACODE_DB").map(PathBuf::from))
-        .map(|p| crate::sandbox::paths::absolute(&p))
-        .unwrap_or_else(|| ws.root().join(Store::DEFAULT_PATH))
+fn db_path(args: &Args, ws: &Workspace) -> Result<PathBuf, CliError> {
+    let given = match (&args.db, std::env::var_os("ACODE_DB")) {
+        (Some(p), _) => Some(("--db", p.clone())),
+        (None, Some(p)) => Some(("ACODE_DB", PathBuf::from(p))),
+        (None, None) => None,
+    };
+    let Some((from, path)) = given else {
+        return Ok(ws.root().join(Store::DEFAULT_PATH));
+    };
+    let path = crate::sandbox::paths::absolute(&path);
+    // A database named explicitly goes where it was named: a mistyped directory is a usage error,
+    // not a tree of directories created on the way (only the default `.acode/` is created).
+    if let Some(dir) = path.parent()
+        && !dir.is_dir()
+    {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "{from} {}: the directory {} does not exist (create it first)",
+                path.display(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok(path)
 }
 
 /// The workspace with the database, `.acode/` and the plan file (when it is inside) protected from
 /// tool writes, and the database path.
 fn sandboxed_workspace(args: &Args, plan: Option<&Path>) -> Result<(Workspace, PathBuf), CliError> {
     let mut ws = workspace(args)?;
-    let db = db_path(args, &ws);
+    let db = db_path(args, &ws)?;
     ws.protect(&db);
     ws.protect(Path::new(".acode"));
     if let Some(plan) = plan {
@@ -500,10 +526,10 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                 outln!("{out}");
             } else {
                 errln!(
-                    "{}: valid plan {} ({} steps, sha256 {})",
+                    "{}: valid plan {} ({}, sha256 {})",
                     path.display(),
                     plan_id,
-                    plan.steps.len(),
+                    crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
                 for (step_id, r) in resolved_skills(&plan, &ws) {
@@ -624,7 +650,7 @@ fn record_decision(
 /// checked not to be a link first, as for a run).
 fn decision_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
-    let path = db_path(args, &ws);
+    let path = db_path(args, &ws)?;
     if path == ws.root().join(Store::DEFAULT_PATH) {
         prepare_state_dir(&ws)?;
     }
@@ -896,7 +922,7 @@ fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
 
 fn query_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
-    let path = db_path(args, &ws);
+    let path = db_path(args, &ws)?;
     // Opening the default database (even to read) creates its WAL files beside it: not through a link.
     if path == ws.root().join(Store::DEFAULT_PATH)
         && std::fs::symlink_metadata(ws.root().join(crate::sandbox::state::STATE_DIR)).is_ok()

@@ -223,11 +223,11 @@ fn draft_to_file(
     announce(
         "planner",
         &format!(
-            "wrote {} (plan {}, {} step(s), {} attempt(s)), NOT approved",
+            "wrote {} (plan {}, {}, {}), NOT approved",
             out.display(),
             drafted.plan.plan_id,
-            drafted.plan.steps.len(),
-            drafted.attempts
+            crate::terminal::count(drafted.plan.steps.len(), "step"),
+            crate::terminal::count(drafted.attempts as usize, "attempt")
         ),
     );
     if let Some(prev) = &req.previous {

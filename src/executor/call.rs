@@ -324,8 +324,9 @@ impl<'s, 'r> StepContext<'s, 'r> {
             self.attempts += 1;
             let known: Vec<&str> = self.run.registry.names().collect();
             let msg = format!(
-                "unknown tool {:?} (available: {})",
+                "unknown tool {:?}{} (available: {})",
                 call.tool,
+                crate::suggest::did_you_mean(&call.tool, known.iter().copied()),
                 known.join(", ")
             );
             return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);
