@@ -50,6 +50,15 @@ pub fn text(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
+/// `1 step`, `2 steps`: a count with its noun in the right number (`noun` takes a plain `s`).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,14 +70,5 @@ mod tests {
         assert_eq!(line("x\0y\rz\nw\u{7f}\u{9b}"), "x\\x00y\\rz\\nw\\x7f\\x9b");
         assert_eq!(line("abc\u{202e}fed"), "abc\\u{202e}fed");
         assert_eq!(text("one\ntwo\rTWO"), "one\ntwo\\rTWO");
-    }
-}
-
-/// `1 step`, `2 steps`: a count with its noun in the right number (`noun` takes a plain `s`).
-pub fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
     }
 }
