@@ -327,7 +327,8 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Draft,
+            Review, Do,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));

@@ -194,6 +194,17 @@ impl<'s, 'r> StepContext<'s, 'r> {
         kind: ErrorKind,
         message: String,
     ) -> Result<ToolResult, ExecutionError> {
+        // Every `tool_result` follows its `tool_call`, a refused call's too: a consumer of the
+        // events sees what was asked before what became of it.
+        self.run.emitter.emit(EventKind::ToolCall {
+            step_id: call.step_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            attempt,
+            turn: call.turn,
+        });
+        self.run.emitter.progress().on_tool_call(call);
         let mut record = self.base_record(call, attempt, parent);
         record.error_code = Some(kind.as_str().to_string());
         record.error_message = Some(message.clone());

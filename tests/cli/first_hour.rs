@@ -223,3 +223,209 @@ fn misspelled_flags_and_tools_get_a_suggestion() {
     let out = t.run(&["validate", plan.to_str().unwrap()]);
     assert_exit_with(&out, 2, "did you mean \"file_read\"?");
 }
+
+/// An agent's progress names each tool it calls, and a refused call's `tool_result` follows its
+/// `tool_call` in the events.
+#[test]
+fn agent_progress_names_the_tool_and_refused_calls_have_their_tool_call() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    t.file("src/lib.rs", "pub fn x() {}\n");
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "src/lib.rs"}))]),
+        // Not among the step's tools: refused before running.
+        ScriptedResponse::chat_tool_calls(&[("file_delete", json!({"path": "src/lib.rs"}))]),
+        ScriptedResponse::chat_text("done"),
+    ]);
+    let plan = t.plan(
+        "agent.json",
+        &json!({"plan_id": "agent", "steps": [
+            {"step_id": "look", "tool": "agent", "arguments": {
+                "instruction": "Look.", "tools": ["file_read"], "max_turns": 5}}]}),
+    );
+    t.approve(&plan);
+    let url = server.url();
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        url.as_str(),
+        "--model",
+        "m",
+        "--jsonl",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("turn 1: file_read src/lib.rs"), "{err}");
+    assert!(err.contains("turn 2: file_delete src/lib.rs"), "{err}");
+    let evs = events(&out);
+    let pos = |ty: &str, tool: &str| {
+        evs.iter()
+            .position(|e| e["type"] == ty && e["tool"] == tool)
+            .unwrap_or_else(|| panic!("no {ty} for {tool}: {evs:?}"))
+    };
+    assert!(pos("tool_call", "file_delete") < pos("tool_result", "file_delete"));
+    assert!(pos("tool_call", "file_read") < pos("tool_result", "file_read"));
+    // Every tool_result follows its own tool_call: the latest call/result event before it with
+    // the same call id (a model may reuse ids across turns) is the call, for the same tool.
+    for (i, e) in evs
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["type"] == "tool_result")
+    {
+        let before = evs[..i]
+            .iter()
+            .rev()
+            .find(|c| {
+                (c["type"] == "tool_call" || c["type"] == "tool_result")
+                    && c["call_id"] == e["call_id"]
+            })
+            .unwrap_or_else(|| panic!("no tool_call before {e}"));
+        assert_eq!(before["type"], "tool_call", "{e}");
+        assert_eq!(before["tool"], e["tool"], "{e}");
+    }
+    assert_events_match_schema(&evs);
+}
+
+fn fenced(plan: &serde_json::Value) -> String {
+    format!(
+        "```json\n{}\n```",
+        serde_json::to_string_pretty(plan).unwrap()
+    )
+}
+
+/// `draft` says why each attempt was not accepted, and `--workspace` applies to the stages
+/// (docs/stages.md): the draft is checked against, and recorded in, the workspace given.
+#[test]
+fn draft_reports_each_rejected_attempt_and_honours_workspace() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let elsewhere = t.root.join("caller");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    t.file("notes.txt", "hello\n");
+    let bad = json!({"plan_id": "g", "steps": [
+        {"step_id": "a", "tool": "teleport", "arguments": {}}]});
+    let good = json!({"plan_id": "g", "steps": [
+        {"step_id": "a", "tool": "file_read", "arguments": {"path": "notes.txt"}}]});
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text(&fenced(&bad)),
+        ScriptedResponse::chat_text(&fenced(&good)),
+    ]);
+    let out_path = t.root.join("drafted.json");
+    let out = t
+        .cmd()
+        .current_dir(&elsewhere)
+        .args([
+            "draft",
+            "read the notes",
+            "--workspace",
+            t.ws.to_str().unwrap(),
+            "-o",
+            out_path.to_str().unwrap(),
+            "--llm-url",
+            &server.url(),
+            "--model",
+            "m",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("[planner] attempt 1 of 3 not accepted (1 problem): "),
+        "{err}"
+    );
+    assert!(err.contains("teleport"), "{err}");
+    assert!(out_path.exists());
+    // Recorded in the workspace's database, not the caller's directory.
+    assert!(!elsewhere.join(".acode").exists());
+    assert_eq!(
+        q::<i64>(&t.db(), "SELECT COUNT(*) FROM runs WHERE kind = 'draft'"),
+        2
+    );
+}
+
+/// `--from-review` takes the id prefixes `show` takes, and `review` takes `--workspace`.
+#[test]
+fn review_and_from_review_take_workspace_and_id_prefixes() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let elsewhere = t.root.join("caller");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let plan = t.plan(
+        "greet.json",
+        &json!({"plan_id": "greet", "description": "greet", "steps": [
+            {"step_id": "w", "tool": "file_write", "arguments": {"path": "hello.txt", "contents": "hi\n"}}]}),
+    );
+    assert_eq!(
+        code(&t.run(&["run", "--approve", plan.to_str().unwrap()])),
+        0
+    );
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let verdict = json!({"verdict": "request_changes", "summary": "louder",
+        "findings": [{"file": "hello.txt", "line": 1, "severity": "warning", "message": "say hi!"}]});
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&verdict.to_string())]);
+    let ws = t.ws.to_str().unwrap();
+    let out = t
+        .cmd()
+        .current_dir(&elsewhere)
+        .args(["review", &run_id[..8], "--workspace", ws])
+        .args(["--llm-url", &server.url(), "--model", "m"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 35, "{}", stderr(&out));
+    let good = json!({"plan_id": "greet", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "hello.txt", "contents": "hi!\n"}}]});
+    let server2 = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(&good))]);
+    let out = t
+        .cmd()
+        .args(["draft", "--revise", plan.to_str().unwrap()])
+        .args(["--from-review", &run_id[..8]])
+        .args(["--llm-url", &server2.url(), "--model", "m"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let sent = server2.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sent.contains("say hi!"), "{sent}");
+}
+
+/// Ctrl-C during `draft` ends it with exit 130, says so, and the conversation is recorded as a
+/// draft run that was interrupted.
+#[test]
+fn ctrl_c_during_draft_is_recorded_as_an_interrupted_draft() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("{}").with_delay(std::time::Duration::from_secs(20)),
+    ]);
+    let out_path = t.root.join("never.json");
+    let child = t
+        .cmd()
+        .args(["draft", "anything", "-o", out_path.to_str().unwrap()])
+        .args(["--llm-url", &server.url(), "--model", "m"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the model has been asked (the conversation is under way).
+    let start = std::time::Instant::now();
+    while server.requests().is_empty() && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !server.requests().is_empty(),
+        "the draft never asked the model"
+    );
+    // SAFETY: the pid is our own child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    assert!(!out_path.exists());
+    let db = t.db();
+    assert_eq!(q::<String>(&db, "SELECT kind FROM runs"), "draft");
+    assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "interrupted");
+}
