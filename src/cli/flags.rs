@@ -449,8 +449,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "confirm",
         value: Some("MODE"),
-        doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny]",
-        commands: EXEC_CMDS,
+        doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny] (validate/preview: say what this mode will do to the steps that ask)",
+        commands: &[Run, Resume, Validate, Preview],
         update: |a, v| {
             a.confirm = Some(match val(v)?.as_str() {
                 "prompt" => ConfirmMode::Prompt,

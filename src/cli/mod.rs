@@ -321,6 +321,17 @@ fn dispatch(
         Command::Tools => {
             let registry = ToolRegistry::builtin();
             outln!("{}", pretty(&registry.describe()));
+            // For people (stderr, so `tools | jq` still reads one JSON document): which programs
+            // run_command may run, and which ask first, when no policy file says otherwise.
+            use crate::sandbox::policy::{DEFAULT_ALLOWLIST, DEFAULT_CONFIRM_TOOLS};
+            errln!(
+                "run_command's built-in allowlist (allowed, and run without asking): {}
+                 acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \
+                 unless also in \"auto_approve_commands\"), \"commands\" replaces the list.
+                 Tools that always ask (\"confirm_tools\"): {}",
+                DEFAULT_ALLOWLIST.join(", "),
+                DEFAULT_CONFIRM_TOOLS.join(", ")
+            );
             Ok(exit::OK)
         }
         Command::Schema => match args.positionals[0].as_str() {
@@ -520,6 +531,19 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                         .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
                         .collect();
                 let mut out = serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256});
+                if let Ok(p) = crate::preview::preview(&plan, &ws, &policy) {
+                    let asking: Vec<serde_json::Value> = p
+                        .steps
+                        .iter()
+                        .filter_map(|s| {
+                            s.confirm.as_ref().map(|why| {
+                                serde_json::json!({"step_id": redactor.redact(&s.step_id), "reason": why})
+                            })
+                        })
+                        .collect();
+                    out["confirmations"] = serde_json::Value::Array(asking);
+                    out["confirm_mode"] = confirm_mode(args).as_str().into();
+                }
                 if !skills.is_empty() {
                     out["skills"] = serde_json::Value::Object(skills);
                 }
@@ -532,6 +556,20 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
+                if let Ok(p) = crate::preview::preview(&plan, &ws, &policy) {
+                    for s in p.steps.iter() {
+                        if let Some(why) = &s.confirm {
+                            errln!(
+                                "  step {} asks for confirmation: {}",
+                                crate::terminal::line(&redactor.redact(&s.step_id)),
+                                redactor.redact(why)
+                            );
+                        }
+                    }
+                    if let Some(line) = confirmation_outlook(args, &asking_steps(&p)) {
+                        errln!("{}", redactor.redact(&line));
+                    }
+                }
                 for (step_id, r) in resolved_skills(&plan, &ws) {
                     errln!(
                         "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
@@ -665,13 +703,74 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
     learn_plan_secrets(&plan, &ws, redactor);
     let preview = preview_of(&plan, &ws, &policy)?;
+    let asking = asking_steps(&preview);
     if args.json {
-        let value = redactor.redact_value(&serde_json::to_value(&preview).unwrap_or_default());
+        let mut value = serde_json::to_value(&preview).unwrap_or_default();
+        value["confirm_mode"] = confirm_mode(args).as_str().into();
+        let value = redactor.redact_value(&value);
         outln!("{}", pretty(&value));
     } else {
         out!("{}", redactor.redact(&crate::preview::render(&preview)));
+        if let Some(line) = confirmation_outlook(args, &asking) {
+            outln!("{}", redactor.redact(&line));
+        }
     }
     Ok(exit::OK)
+}
+
+/// The confirmation mode a run started like this one would use: `--confirm`, else prompt on a
+/// terminal and deny without one (as `run` decides).
+fn confirm_mode(args: &Args) -> ConfirmMode {
+    args.confirm.unwrap_or(if std::io::stdin().is_terminal() {
+        ConfirmMode::Prompt
+    } else {
+        ConfirmMode::AutoDeny
+    })
+}
+
+/// The ids of the steps whose calls will ask for confirmation.
+fn asking_steps(preview: &crate::preview::Preview) -> Vec<String> {
+    preview
+        .steps
+        .iter()
+        .filter(|s| s.confirm.is_some())
+        .map(|s| s.step_id.clone())
+        .collect()
+}
+
+/// What the confirmation mode will do to the steps that ask, in one sentence, so a plan that
+/// validates is not a surprise denial (exit 33) at run time. `None` when no step asks.
+fn confirmation_outlook(args: &Args, asking: &[String]) -> Option<String> {
+    if asking.is_empty() {
+        return None;
+    }
+    let mode = confirm_mode(args);
+    let what = match mode {
+        ConfirmMode::Prompt => "you will be asked at the terminal".to_string(),
+        ConfirmMode::AutoApprove => "approved without asking (--confirm auto-approve)".to_string(),
+        ConfirmMode::AutoDeny => format!(
+            "DENIED (--confirm auto-deny{}), and the run exits 33: run at a terminal, pass \
+             --confirm auto-approve after review, or add the programs to auto_approve_commands",
+            if args.confirm.is_none() {
+                ", the default without a terminal"
+            } else {
+                ""
+            }
+        ),
+    };
+    Some(format!(
+        "{} for confirmation ({}): {what}",
+        if asking.len() == 1 {
+            "1 step asks".to_string()
+        } else {
+            format!("{} steps ask", asking.len())
+        },
+        asking
+            .iter()
+            .map(|s| crate::terminal::line(s).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 fn preview_of(

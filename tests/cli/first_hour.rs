@@ -429,3 +429,65 @@ fn ctrl_c_during_draft_is_recorded_as_an_interrupted_draft() {
     assert_eq!(q::<String>(&db, "SELECT kind FROM runs"), "draft");
     assert_eq!(q::<String>(&db, "SELECT status FROM runs"), "interrupted");
 }
+
+/// `allow_commands` allows a program, `auto_approve_commands` decides whether it asks: validate
+/// and preview say which steps will ask and what the confirmation mode will do, so the denial
+/// (exit 33) at run time is no surprise.
+#[test]
+fn validate_and_preview_say_which_steps_ask_in_the_mode_given() {
+    let t = TestDir::new();
+    t.file("acode-policy.json", r#"{"allow_commands": ["uname"]}"#);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "ask", "steps": [
+            {"step_id": "quiet", "tool": "run_command", "arguments": {"argv": ["true"]}},
+            {"step_id": "who", "tool": "run_command", "arguments": {"argv": ["uname"]}}]}),
+    );
+    let p = plan.to_str().unwrap();
+    let out = t.run(&["validate", p]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "step who asks for confirmation: uname is allowed but not in auto_approve_commands"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("step quiet asks"), "{err}");
+    assert!(
+        err.contains("1 step asks for confirmation (who): DENIED"),
+        "{err}"
+    );
+    assert!(err.contains("exits 33"), "{err}");
+
+    let out = t.run(&["validate", "--json", "--confirm", "auto-approve", p]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["confirm_mode"], "auto-approve");
+    assert_eq!(v["confirmations"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["confirmations"][0]["step_id"], "who");
+
+    let out = t.run(&["preview", "--confirm", "auto-approve", p]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("asks for confirmation: uname"), "{text}");
+    assert!(text.contains("approved without asking"), "{text}");
+
+    // What validate said is what happens.
+    let out = t.run(&["run", "--approve", p]);
+    assert_eq!(code(&out), 33, "{}", stderr(&out));
+    let out = t.run(&["run", p, "--confirm", "auto-approve"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn tools_prints_the_built_in_allowlist() {
+    let t = TestDir::new();
+    let out = t.run(&["tools"]);
+    assert_eq!(code(&out), 0);
+    // stdout stays one JSON document.
+    let _: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let err = stderr(&out);
+    let list = acode_run::sandbox::policy::DEFAULT_ALLOWLIST.join(", ");
+    assert!(err.contains(&list), "{err}");
+    assert!(err.contains("auto_approve_commands"), "{err}");
+}
