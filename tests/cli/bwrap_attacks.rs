@@ -342,6 +342,46 @@ rep('rmtree', attempt(lambda: os.rmdir(g)))
     }
 }
 
+/// Every `.git` in the workspace is read-only under bwrap, a nested repository's
+/// (`vendor/lib/.git/config`) and a submodule's `gitdir:` file included, not only the top one.
+/// The probes change nothing even if the defence regresses: they open for writing without
+/// writing, write back what they read, or create an empty marker.
+#[test]
+fn nested_git_directories_are_read_only_too() {
+    for user in users() {
+        let a = Attack::new(user);
+        let config = "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = x\n";
+        a.t.file("vendor/lib/.git/config", config);
+        a.t.file("vendor/lib/README", "lib\n");
+        a.t.file("deep/a/b/c/.git/HEAD", "ref: refs/heads/main\n");
+        a.t.file("sub/mod/.git", "gitdir: ../../.git/modules/mod\n");
+        let out = a.python(&format!(
+            r#"
+rep('nested_config', attempt(lambda: open_w('vendor/lib/.git/config')))
+rep('nested_new', attempt(lambda: write('vendor/lib/.git/hooks-new')))
+rep('deep_head', attempt(lambda: write('deep/a/b/c/.git/HEAD')))
+rep('gitfile', attempt(lambda: open_w('sub/mod/.git')))
+rep('rename', attempt(lambda: os.rename('vendor/lib/.git', 'vendor/lib/git-old')))
+rep('control', attempt(lambda: open_w('vendor/lib/README')))
+{DONE}"#
+        ));
+        let r = a.report(&out);
+        for k in [
+            "nested_config",
+            "nested_new",
+            "deep_head",
+            "gitfile",
+            "rename",
+        ] {
+            assert_ne!(field(&r, k), "ok", "{user:?}: {k}\n{r}");
+        }
+        assert_eq!(field(&r, "control"), "ok", "{user:?}: the probe works\n{r}");
+        assert_eq!(a.t.read("vendor/lib/.git/config"), config);
+        assert!(!a.t.ws.join("vendor/lib/.git/hooks-new").exists());
+        assert!(!a.t.ws.join("vendor/lib/git-old").exists());
+    }
+}
+
 #[test]
 fn the_runners_environment_is_not_readable() {
     for user in users() {
