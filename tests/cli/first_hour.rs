@@ -491,3 +491,37 @@ fn tools_prints_the_built_in_allowlist() {
     assert!(err.contains(&list), "{err}");
     assert!(err.contains("auto_approve_commands"), "{err}");
 }
+
+/// A secret-shaped `plan_id` is redacted in the decisions table like everywhere else: the raw
+/// database bytes (file and WAL) never hold it.
+#[test]
+fn a_secret_shaped_plan_id_is_redacted_in_the_decisions_table() {
+    let t = TestDir::new();
+    let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": format!("deploy-{token}"), "steps": [
+            {"step_id": "a", "tool": "run_command", "arguments": {"argv": ["true"]}}]}),
+    );
+    let p = plan.to_str().unwrap();
+    let out = t.run(&["reject", p, "--reason", "no", "--by", "bob"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = t.run(&["approve", p, "--by", "alice"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(code(&t.run(&["run", p])), 0);
+    let decisions: i64 = q(&t.db(), "SELECT COUNT(*) FROM decisions");
+    assert_eq!(decisions, 2);
+    let stored: String = q(&t.db(), "SELECT plan_id FROM decisions LIMIT 1");
+    assert!(stored.contains("[REDACTED]"), "{stored}");
+    let db = t.ws.join(".acode/executions.db");
+    for f in [db.clone(), db.with_extension("db-wal")] {
+        if let Ok(bytes) = std::fs::read(&f) {
+            let needle = b"16C7e42F292c6912";
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle),
+                "{} holds the token",
+                f.display()
+            );
+        }
+    }
+}
