@@ -125,11 +125,18 @@ fn refusal_kind(code: i32) -> &'static str {
 /// owes a machine reading stdout (SPEC §10).
 fn report_refusal(
     machine: Machine,
+    args: Option<&Args>,
     e: &CliError,
     location: &str,
     run_id: &str,
     redactor: &Redactor,
 ) {
+    let listed: Vec<String> = e
+        .problems
+        .iter()
+        .map(|p| format!("{}: {}", p.location, p.message))
+        .collect();
+    reports::write_refusal(args, location, e.code, &e.message, &listed, redactor);
     if machine == Machine::None {
         return;
     }
@@ -240,7 +247,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Err(e) => {
             errln!("acode-run: {e}");
             let err = CliError::new(exit::USAGE, e);
-            report_refusal(raw_machine, &err, "command line", "", &redactor);
+            report_refusal(raw_machine, None, &err, "command line", "", &redactor);
             return err.code;
         }
     };
@@ -253,7 +260,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             errln!("{}", text.trim_end());
             errln!("acode-run: no command or plan given");
             let err = CliError::new(exit::USAGE, "no command or plan given".to_string());
-            report_refusal(raw_machine, &err, "command line", "", &redactor);
+            report_refusal(raw_machine, None, &err, "command line", "", &redactor);
             return err.code;
         }
         Parsed::Version => {
@@ -293,7 +300,14 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             } else {
                 ""
             };
-            report_refusal(Machine::of(&args), &e, &location, run_id, &redactor);
+            report_refusal(
+                Machine::of(&args),
+                Some(&args),
+                &e,
+                &location,
+                run_id,
+                &redactor,
+            );
             e.code
         }
     }

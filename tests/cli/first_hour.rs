@@ -525,3 +525,92 @@ fn a_secret_shaped_plan_id_is_redacted_in_the_decisions_table() {
         }
     }
 }
+
+/// Under GitHub Actions an invocation refused before it starts (exit 3: not approved; exit 2:
+/// invalid plan or bad flag) still writes its annotation, job summary, `--junit` file and
+/// `$GITHUB_OUTPUT`, and a finished run writes `$GITHUB_OUTPUT` too.
+#[test]
+fn refused_runs_still_write_every_ci_report() {
+    let t = TestDir::new();
+    let unapproved = t.plan(
+        "p.json",
+        &json!({"plan_id": "ci", "steps": [
+            {"step_id": "a", "tool": "run_command", "arguments": {"argv": ["true"]}}]}),
+    );
+    let invalid = t.plan(
+        "bad.json",
+        &json!({"plan_id": "ci", "steps": [
+            {"step_id": "a", "tool": "file_raed", "arguments": {"path": "x"}}]}),
+    );
+    let cases: Vec<(Vec<String>, i32, &str)> = vec![
+        (
+            vec!["run".into(), unapproved.display().to_string()],
+            3,
+            "not approved",
+        ),
+        (
+            vec!["run".into(), invalid.display().to_string()],
+            2,
+            "file_raed",
+        ),
+        (
+            vec![
+                "run".into(),
+                unapproved.display().to_string(),
+                "--confrim".into(),
+                "x".into(),
+            ],
+            2,
+            "confrim",
+        ),
+    ];
+    for (i, (args, want, needle)) in cases.iter().enumerate() {
+        let summary = t.root.join(format!("summary-{i}.md"));
+        let output = t.root.join(format!("output-{i}.txt"));
+        let junit = t.root.join(format!("junit-{i}.xml"));
+        let out = t
+            .cmd()
+            .args(args)
+            .args(["--junit", junit.to_str().unwrap()])
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("GITHUB_OUTPUT", &output)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), *want, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        let annotation = err
+            .lines()
+            .find(|l| l.starts_with("::error title=acode-run refused"))
+            .unwrap_or_else(|| panic!("{args:?}: no annotation in {err}"));
+        assert!(
+            annotation.contains(&format!("(exit {want})")),
+            "{annotation}"
+        );
+        assert!(annotation.contains(needle), "{annotation}");
+        let s = std::fs::read_to_string(&summary).unwrap();
+        assert!(s.contains(&format!("refused (exit {want})")), "{s}");
+        let o = std::fs::read_to_string(&output).unwrap();
+        assert!(o.contains(&format!("exit_code={want}\n")), "{o}");
+        assert!(o.contains("status=refused\n"), "{o}");
+        if *needle != "confrim" {
+            // The flags did not parse in the last case: no JUnit path is known then.
+            let x = std::fs::read_to_string(&junit).unwrap();
+            assert!(x.contains("<failure"), "{x}");
+            assert!(x.contains(needle), "{x}");
+        }
+    }
+    // A finished run's outputs.
+    t.approve(&unapproved);
+    let output = t.root.join("output-ok.txt");
+    let out = t
+        .cmd()
+        .args(["run", unapproved.to_str().unwrap()])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_OUTPUT", &output)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let o = std::fs::read_to_string(&output).unwrap();
+    assert!(o.contains("exit_code=0\nstatus=completed\nrun_id="), "{o}");
+}
