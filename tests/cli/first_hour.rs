@@ -614,3 +614,30 @@ fn refused_runs_still_write_every_ci_report() {
     let o = std::fs::read_to_string(&output).unwrap();
     assert!(o.contains("exit_code=0\nstatus=completed\nrun_id="), "{o}");
 }
+
+/// The README's embedding section has what a newcomer needs before the first build: the Cargo
+/// line, the platform, an agent-step example (compiled with every README Rust block by
+/// `cargo test --doc` through `ReadmeDoctests`), and where the workspace is.
+#[test]
+fn readme_embedding_has_the_dependency_line_platform_agent_example_and_workspace() {
+    let readme = repo_file("README.md");
+    let embedding = &readme[readme.find("## Embedding").unwrap()..];
+    let embedding = &embedding[..embedding.find("\n## ").unwrap()];
+    assert!(embedding.contains("acode_run = { path = "), "{embedding}");
+    assert!(embedding.contains("Linux only"), "{embedding}");
+    assert!(embedding.contains("```rust,no_run"), "{embedding}");
+    assert!(
+        embedding.contains("Arc::from(llm::client(config))"),
+        "{embedding}"
+    );
+    assert!(
+        embedding.contains("not the plan's directory"),
+        "{embedding}"
+    );
+    assert!(
+        readme.contains("is the directory you run acode-run in, not the plan file's directory"),
+        "the tour says where the workspace is"
+    );
+    let lib = repo_file("src/lib.rs");
+    assert!(lib.contains("#[doc = include_str!(\"../README.md\")]"));
+}
