@@ -44,6 +44,10 @@ pub struct StepPreview {
     /// other, and they touch no path in common; see `executor::schedule`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub beside: Vec<String>,
+    /// Why running it will ask the confirmation callback (denied without a terminal unless
+    /// `--confirm auto-approve`), or `None` when it runs without asking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<String>,
 }
 
 /// The effect of a step, as far as it can be known before running it.
@@ -192,6 +196,7 @@ pub fn preview(
             tool: step.tool.clone(),
             effect,
             beside: std::mem::take(&mut beside[i]),
+            confirm: confirmation_reason(step, &args, workspace, policy),
         });
     }
     Ok(Preview {
@@ -251,6 +256,42 @@ fn together(plan: &Plan, order: &[usize], vars: &Variables) -> Vec<Vec<String>> 
         }
     }
     out
+}
+
+/// Why the step's call will ask for confirmation, by the rules the executor applies (the step's
+/// `requires_confirmation`, the policy's `confirm_tools`, a command outside
+/// `auto_approve_commands`). `allow_commands` only *allows* a program; asking is decided by
+/// `auto_approve_commands`, which is why a plan can validate and still be denied (exit 33).
+fn confirmation_reason(
+    step: &crate::plan::Step,
+    args: &Value,
+    workspace: &Workspace,
+    policy: &Policy,
+) -> Option<String> {
+    if step.requires_confirmation {
+        return Some("the step sets requires_confirmation".into());
+    }
+    if policy.tool_needs_confirmation(&step.tool) {
+        return Some(format!(
+            "the policy asks before every {} (confirm_tools)",
+            step.tool
+        ));
+    }
+    if step.tool != crate::tools::command::NAME {
+        return None;
+    }
+    let a: CommandArgs = parse(&step.tool, args).ok()?;
+    let argv = argv_of(&a).ok()?;
+    let cwd = match &a.cwd {
+        Some(c) => workspace.resolve(c).ok()?,
+        None => workspace.root().to_path_buf(),
+    };
+    crate::sandbox::commands::needs_confirmation(&argv, policy, workspace, &cwd).then(|| {
+        format!(
+            "{} is allowed but not in auto_approve_commands (add it there to run it without asking)",
+            argv.first().map(String::as_str).unwrap_or_default()
+        )
+    })
 }
 
 /// Parses `args` with the tool's own argument struct, so a name is read here exactly as the tool
@@ -502,6 +543,9 @@ fn render_raw(preview: &Preview) -> String {
                 "    with --jobs above 1, may run at the same time as: {}",
                 s.beside.join(", ")
             );
+        }
+        if let Some(why) = &s.confirm {
+            let _ = writeln!(out, "    asks for confirmation: {why}");
         }
     }
     for note in &preview.notes {

@@ -330,7 +330,8 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Draft,
+            Review, Do,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -451,8 +452,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "confirm",
         value: Some("MODE"),
-        doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny]",
-        commands: EXEC_CMDS,
+        doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny] (validate/preview: say what this mode will do to the steps that ask)",
+        commands: &[Run, Resume, Validate, Preview],
         update: |a, v| {
             a.confirm = Some(match val(v)?.as_str() {
                 "prompt" => ConfirmMode::Prompt,
@@ -669,7 +670,7 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "json",
         value: None,
-        doc: "Print the result as one JSON object on stdout",
+        doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
         commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills],
         update: |a, _| {
             a.json = true;
@@ -708,6 +709,9 @@ pub enum Parsed {
     Run(Box<Args>),
     /// Print this help text and exit 0.
     Help(String),
+    /// No command and no plan: print this usage on stderr and exit 2 (a script that calls
+    /// `acode-run` with an empty variable must not pass).
+    Usage(String),
     /// Print the version and exit 0.
     Version,
 }
@@ -728,11 +732,8 @@ pub fn help(command: Option<Command>) -> String {
                 s.push_str(&format!("  {:<10} {}\n", d.name, d.about));
             }
             s.push_str("\nRun `acode-run COMMAND --help` for a command's options.\n");
-            s.push_str(
-                "\nExit codes: 0 ok, 1 internal error, 2 usage/invalid plan, 3 not authorized,\n\
-                 30 step failed, 31 agent turn limit, 32 sandbox violation, 33 confirmation denied,\n\
-                 34 timeout, 130 interrupted.\n",
-            );
+            s.push('\n');
+            s.push_str(&crate::error::ExitCode::help_table());
         }
         Some(d) => {
             s.push_str(&format!(
@@ -789,31 +790,15 @@ fn unknown_command(word: &str) -> String {
         .iter()
         .map(|d| (d.name, d.name))
         .chain(ALIASES.iter().copied())
-        .map(|(typed, command)| (edit_distance(&lower, typed), command))
+        .map(|(typed, command)| (crate::suggest::edit_distance(&lower, typed), command))
         .min_by_key(|(d, _)| *d)
-        .filter(|(d, _)| *d <= 2.max(lower.chars().count() / 3));
+        .filter(|(d, _)| crate::suggest::close_enough(*d, lower.chars().count()));
     match best {
         Some((_, command)) => {
             format!("unknown command {word:?} (did you mean {command:?}?); see `acode-run --help`")
         }
         None => format!("unknown command {word:?}; see `acode-run --help`"),
     }
-}
-
-/// Levenshtein distance between two short words.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Parses the arguments after the program name.
@@ -833,10 +818,12 @@ where
             Short('V') | Long("version") => return Ok(Parsed::Version),
             Long(name) => {
                 let name = name.to_string();
-                let flag = FLAGS
-                    .iter()
-                    .find(|f| f.name == name)
-                    .ok_or_else(|| format!("unknown option --{name} (see --help)"))?;
+                let flag = FLAGS.iter().find(|f| f.name == name).ok_or_else(|| {
+                    format!(
+                        "unknown option --{name}{} (see --help)",
+                        crate::suggest::did_you_mean(&name, FLAGS.iter().map(|f| f.name))
+                    )
+                })?;
                 let value = match flag.value {
                     Some(_) => Some(
                         parser
@@ -882,7 +869,7 @@ where
         return Ok(Parsed::Help(help(command)));
     }
     let Some(command) = command else {
-        return Ok(Parsed::Help(help(None)));
+        return Ok(Parsed::Usage(help(None)));
     };
     a.command = command;
     let def = COMMANDS
@@ -917,6 +904,13 @@ where
             if a.positionals.len() == 1 { "" } else { "s" },
             def.name
         ));
+    }
+    if command == Command::Run && a.by.is_some() && !a.approve {
+        return Err(
+            "--by names who approves, and `run` approves only with --approve: add --approve, or \
+             approve first with `acode-run approve PLAN --by NAME`"
+                .to_string(),
+        );
     }
     if a.json && a.jsonl {
         return Err("--json and --jsonl cannot be used together".to_string());
@@ -956,7 +950,7 @@ mod tests {
         }
         assert!(matches!(
             parse(Vec::<String>::new()).unwrap(),
-            Parsed::Help(_)
+            Parsed::Usage(_)
         ));
     }
 

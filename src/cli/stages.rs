@@ -43,12 +43,16 @@ fn stage_executor(
     let outputs = super::progress_outputs(args, redactor);
     let mut store = open_store(&db)?;
     store.set_redactor(redactor.clone());
+    // Ctrl-C ends the conversation like a run (exit 130, recorded as the stage's run, interrupted)
+    // instead of killing the process mid-write.
+    let cancel = Arc::new(AtomicBool::new(false));
+    super::install_signal_handlers(cancel.clone());
     Ok(Executor::new(ws, store)
         .with_registry(ToolRegistry::builtin())
         .with_policy(policy)
         .with_confirmation(Arc::new(AutoDeny))
         .with_progress(Arc::new(Fanout(outputs)))
-        .with_cancel_flag(Arc::new(AtomicBool::new(false)))
+        .with_cancel_flag(cancel)
         .with_redactor(redactor.clone())
         .with_agent_settings(agent)
         .with_llm(Arc::from(crate::llm::client(config))))
@@ -204,7 +208,19 @@ fn draft_to_file(
             subject: req.goal.clone(),
         },
     );
-    let drafted = match draft::draft(executor, &req) {
+    let red = executor.store().redactor().clone();
+    let mut rejected = |attempt: u32, of: u32, problems: &[String]| {
+        let first = problems.first().map(String::as_str).unwrap_or("no answer");
+        announce(
+            "planner",
+            &format!(
+                "attempt {attempt} of {of} not accepted ({}): {}",
+                crate::terminal::count(problems.len(), "problem"),
+                crate::terminal::line(&red.redact(first))
+            ),
+        );
+    };
+    let drafted = match draft::draft_with(executor, &req, &mut rejected) {
         Ok(d) => d,
         Err(e) => {
             let done = stage_completed("planner", "failed", e.exit_code(), Vec::new());
@@ -223,11 +239,11 @@ fn draft_to_file(
     announce(
         "planner",
         &format!(
-            "wrote {} (plan {}, {} step(s), {} attempt(s)), NOT approved",
+            "wrote {} (plan {}, {}, {}), NOT approved",
             out.display(),
             drafted.plan.plan_id,
-            drafted.plan.steps.len(),
-            drafted.attempts
+            crate::terminal::count(drafted.plan.steps.len(), "step"),
+            crate::terminal::count(drafted.attempts as usize, "attempt")
         ),
     );
     if let Some(prev) = &req.previous {

@@ -167,6 +167,24 @@ impl<W: Write + Send> HumanPrinter<W> {
                 }
                 Some(header)
             }
+            // A model's call, named as it happens: which tool on which file or program.
+            EventKind::ToolCall {
+                tool,
+                arguments,
+                attempt: 1,
+                turn: Some(turn),
+                ..
+            } => {
+                let what = call_subject(arguments);
+                let what: String = self.ext(&what).chars().take(60).collect();
+                Some(format!(
+                    "{} … turn {turn}: {}{}{}",
+                    head(cur),
+                    l(&self.ext(tool)),
+                    if what.is_empty() { "" } else { " " },
+                    l(&what)
+                ))
+            }
             EventKind::ToolHeartbeat {
                 elapsed_ms, tool, ..
             } => Some(format!(
@@ -324,12 +342,30 @@ impl<W: Write + Send> HumanPrinter<W> {
 fn step_of(kind: &EventKind) -> Option<&str> {
     match kind {
         EventKind::ToolHeartbeat { step_id, .. }
+        | EventKind::ToolCall { step_id, .. }
         | EventKind::RetryScheduled { step_id, .. }
         | EventKind::LlmTurn { step_id, .. }
         | EventKind::NetworkRequest { step_id, .. }
         | EventKind::StepCompleted { step_id, .. }
         | EventKind::StepFailed { step_id, .. } => Some(step_id),
         _ => None,
+    }
+}
+
+/// What a tool call is about, for its progress line: the path, pattern or command it names.
+fn call_subject(arguments: &serde_json::Value) -> String {
+    for key in ["path", "pattern", "command", "query"] {
+        if let Some(v) = arguments.get(key).and_then(|v| v.as_str()) {
+            return v.to_string();
+        }
+    }
+    match arguments.get("argv").and_then(|v| v.as_array()) {
+        Some(items) => items
+            .iter()
+            .filter_map(|i| i.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => String::new(),
     }
 }
 

@@ -240,6 +240,17 @@ impl<'s, 'r> StepContext<'s, 'r> {
         kind: ErrorKind,
         message: String,
     ) -> Result<ToolResult, ExecutionError> {
+        // Every `tool_result` follows its `tool_call`, a refused call's too: a consumer of the
+        // events sees what was asked before what became of it.
+        self.run.emitter.emit(EventKind::ToolCall {
+            step_id: call.step_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            attempt,
+            turn: call.turn,
+        });
+        self.run.emitter.progress().on_tool_call(call);
         let mut record = self.base_record(call, attempt, parent);
         record.error_code = Some(kind.as_str().to_string());
         record.error_message = Some(message.clone());
@@ -370,8 +381,9 @@ impl<'s, 'r> StepContext<'s, 'r> {
             self.attempts += 1;
             let known: Vec<&str> = self.run.registry.names().collect();
             let msg = format!(
-                "unknown tool {:?} (available: {})",
+                "unknown tool {:?}{} (available: {})",
                 call.tool,
+                crate::suggest::did_you_mean(&call.tool, known.iter().copied()),
                 known.join(", ")
             );
             return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);

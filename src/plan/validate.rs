@@ -289,8 +289,9 @@ pub fn validate_step(
             problems.push(Problem::invalid(
                 format!("{at}.tool"),
                 format!(
-                    "unknown tool {:?} (available: {})",
+                    "unknown tool {:?}{} (available: {})",
                     step.tool,
+                    crate::suggest::did_you_mean(&step.tool, known.iter().copied()),
                     known.join(", ")
                 ),
             ));
@@ -403,16 +404,20 @@ fn check_precondition(
 /// Orders steps so each comes after its dependencies, keeping file order where free; reports unknown
 /// targets and cycles.
 pub fn dependency_order(plan: &Plan) -> Result<Vec<usize>, Vec<Problem>> {
-    let index: HashMap<&str, usize> = plan
-        .steps
-        .iter()
-        .map(|s| (s.step_id.as_str(), s.position))
-        .collect();
+    // The first step of each id: a later step with the same id is a duplicate the parser already
+    // reported, so its edges are left out here (one problem, one message).
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for s in &plan.steps {
+        index.entry(s.step_id.as_str()).or_insert(s.position);
+    }
     let n = plan.steps.len();
     let mut problems = Vec::new();
     let mut indegree = vec![0usize; n];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
     for step in &plan.steps {
+        if index.get(step.step_id.as_str()) != Some(&step.position) {
+            continue;
+        }
         for (j, dep) in step.depends_on.iter().enumerate() {
             let at = format!("steps[{}].depends_on[{j}]", step.position);
             match index.get(dep.as_str()) {

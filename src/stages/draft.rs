@@ -106,6 +106,16 @@ fn instruction(req: &DraftRequest, registry_json: &str, feedback: Option<&str>) 
 
 /// Drafts a plan for `req` with `executor`'s model; see the module docs.
 pub fn draft(executor: &mut Executor, req: &DraftRequest) -> Result<Draft, StageError> {
+    draft_with(executor, req, &mut |_, _, _| {})
+}
+
+/// [`draft`], telling `rejected(attempt, of, problems)` about each answer the validator did not
+/// accept, as it happens: a person waiting at a terminal sees why the next attempt is made.
+pub fn draft_with(
+    executor: &mut Executor,
+    req: &DraftRequest,
+    rejected: &mut dyn FnMut(u32, u32, &[String]),
+) -> Result<Draft, StageError> {
     let registry_json =
         serde_json::to_string_pretty(&executor.registry().describe()).unwrap_or_default();
     let mut feedback: Option<String> = None;
@@ -132,6 +142,7 @@ pub fn draft(executor: &mut Executor, req: &DraftRequest) -> Result<Draft, Stage
             }
             Err(found) => {
                 problems = found;
+                rejected(attempt, attempts, &problems);
                 feedback = Some(
                     problems
                         .iter()

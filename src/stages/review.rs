@@ -94,6 +94,13 @@ impl Review {
 
 /// Loads the latest review recorded for `run_id`.
 pub fn load(executor: &Executor, run_id: &str) -> Result<Review, StageError> {
+    // The id as `show` takes it: whole, or a unique prefix.
+    let run_id = executor
+        .store()
+        .run(run_id)
+        .map_err(|e| StageError::Input(format!("no review of run {run_id}: {e}")))?
+        .run_id;
+    let run_id = run_id.as_str();
     let json = executor
         .store()
         .latest_review(run_id)

@@ -11,6 +11,7 @@ mod decisions;
 mod docs;
 mod edges;
 mod escape;
+mod first_hour;
 mod git_attacks;
 mod landlock;
 mod library;
