@@ -24,7 +24,7 @@ use crate::sandbox::Workspace;
 use crate::tools::agent::AgentArgs;
 use crate::tools::args::parse;
 use crate::tools::command::{CommandArgs, argv_of};
-use crate::tools::files::{DeleteArgs, EditArgs, WriteArgs, unified_diff};
+use crate::tools::files::{DeleteArgs, EditArgs, WriteArgs, apply_edit, unified_diff};
 use crate::tools::lsp::LspArgs;
 
 /// Files larger than this are not loaded for a diff (the preview says so).
@@ -96,6 +96,9 @@ pub struct Preview {
     pub plan_id: String,
     /// The plan's SHA-256, the value an approval binds.
     pub plan_sha256: String,
+    /// The plan's declared intent (`read`, `query`, `explain`, `mutate`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intent: Option<crate::plan::Intent>,
     /// Every step, in execution order.
     pub steps: Vec<StepPreview>,
     /// What the policy lets commands do beyond the workspace (the network hosts, and what each
@@ -191,6 +194,7 @@ pub fn preview(
     Ok(Preview {
         plan_id: plan.plan_id.clone(),
         plan_sha256: plan.sha256.clone(),
+        intent: plan.intent,
         steps,
         notes: network_notes(policy),
     })
@@ -262,27 +266,26 @@ fn write_effect(sim: &mut Simulation, a: WriteArgs, create: bool, assumed: bool)
     }
 }
 
-/// `file_edit`: `old` must occur exactly once unless `replace_all`.
+/// `file_edit`: the tool's own [`apply`](crate::tools::files::apply_edit), so the diff shown is the
+/// diff the run writes, and an edit whose `expect` no longer matches is shown as one that will fail.
 fn edit_effect(sim: &mut Simulation, a: EditArgs, assumed: bool) -> Effect {
     let path = a.path.as_str();
+    let op = match a.op("file_edit") {
+        Ok(op) => op,
+        Err(e) => {
+            return Effect::WillFail {
+                reason: e.to_string(),
+            };
+        }
+    };
     match sim.content(path) {
         Err(reason) => Effect::WillFail { reason },
         Ok(None) => Effect::WillFail {
             reason: format!("{path} does not exist"),
         },
-        Ok(Some(text)) => match text.matches(a.old.as_str()).count() {
-            0 => Effect::WillFail {
-                reason: format!("the text to replace is not in {path}"),
-            },
-            n if n > 1 && !a.replace_all => Effect::WillFail {
-                reason: format!(
-                    "the text to replace occurs {n} times in {path} (replace_all is not set)"
-                ),
-            },
-            _ => {
-                let new = text.replace(a.old.as_str(), &a.new);
-                sim.change(path, Some(new), assumed)
-            }
+        Ok(Some(text)) => match apply_edit(&op, &text, path) {
+            Err(reason) => Effect::WillFail { reason },
+            Ok(applied) => sim.change(path, Some(applied.after), assumed),
         },
     }
 }
@@ -385,6 +388,15 @@ fn render_raw(preview: &Preview) -> String {
         "preview of plan {} (sha256 {}), nothing written:\n",
         preview.plan_id, preview.plan_sha256
     );
+    match preview.intent {
+        Some(i) if i.is_read_only() => {
+            let _ = writeln!(out, "intent: {} (changes nothing)", i.as_str());
+        }
+        Some(i) => {
+            let _ = writeln!(out, "intent: {}", i.as_str());
+        }
+        None => {}
+    }
     let total = preview.steps.len();
     for (n, s) in preview.steps.iter().enumerate() {
         let _ = write!(out, "[{}/{total}] {} {}: ", n + 1, s.step_id, s.tool);

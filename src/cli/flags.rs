@@ -224,6 +224,8 @@ pub struct Args {
     pub max_calls_per_answer: Option<usize>,
     /// `--strict`.
     pub strict: bool,
+    /// `--intent` (draft): the intent the drafted plan must declare.
+    pub intent: Option<crate::plan::Intent>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -287,6 +289,7 @@ impl Default for Args {
             annotations: None,
             max_calls_per_answer: None,
             strict: false,
+            intent: None,
             used: Vec::new(),
         }
     }
@@ -372,6 +375,21 @@ pub const FLAGS: &[Flag] = &[
                 return Err("must be at least 1".into());
             }
             a.max_attempts = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "intent",
+        value: Some("INTENT"),
+        doc: "The intent the drafted plan declares: read, query or explain (changes nothing; enforced by validation) or mutate",
+        commands: &[Draft, Do],
+        update: |a, v| {
+            let v = val(v)?;
+            a.intent = Some(
+                crate::plan::Intent::from_name(&v.to_ascii_lowercase()).ok_or_else(|| {
+                    format!("unknown intent {v:?} (expected read, query, explain or mutate)")
+                })?,
+            );
             Ok(())
         },
     },

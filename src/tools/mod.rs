@@ -150,6 +150,16 @@ impl ToolOutput {
     }
 }
 
+/// Tools that only read the workspace (or the run history) and never change it: the only tools a
+/// plan whose `intent` is `read`, `query` or `explain` may use, directly or in an agent step.
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "file_read",
+    "list_directory",
+    "file_search",
+    "file_glob",
+    "history",
+];
+
 /// A tool call that could not run at all.
 #[derive(Debug, Error)]
 pub enum ToolError {
