@@ -38,6 +38,7 @@ impl ValidationContext<'_> {
             cancel: &cancel,
             heartbeat: &|_| {},
             creates: &[],
+            history: None,
         };
         f(&ctx)
     }

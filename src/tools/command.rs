@@ -538,6 +538,7 @@ mod tests {
             cancel,
             heartbeat: &|_| {},
             creates: &[],
+            history: None,
         }
     }
 

@@ -12,6 +12,7 @@ mod docs;
 mod edges;
 mod escape;
 mod git_attacks;
+mod history;
 mod intent;
 mod landlock;
 mod library;
