@@ -123,13 +123,17 @@ pub enum ExitCode {
     Timeout = 34,
     /// The reviewer stage asked for changes (`acode-run review`).
     ReviewChanges = 35,
+    /// `import`: the plan was written, but some step lost something in conversion.
+    ImportLossy = 40,
+    /// `import`: some step (or the whole plan) could not be converted.
+    ImportRefused = 41,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 12] = [
+    pub const ALL: [ExitCode; 14] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -141,6 +145,8 @@ impl ExitCode {
         ExitCode::Denied,
         ExitCode::Timeout,
         ExitCode::ReviewChanges,
+        ExitCode::ImportLossy,
+        ExitCode::ImportRefused,
         ExitCode::Interrupted,
     ];
 
@@ -182,6 +188,10 @@ pub mod exit {
     pub const INTERRUPTED: i32 = ExitCode::Interrupted.code();
     /// The reviewer stage asked for changes.
     pub const REVIEW_CHANGES: i32 = ExitCode::ReviewChanges.code();
+    /// `import`: written, with losses.
+    pub const IMPORT_LOSSY: i32 = ExitCode::ImportLossy.code();
+    /// `import`: a step or the plan refused.
+    pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

@@ -106,15 +106,30 @@ pub struct Preview {
     pub notes: Vec<String>,
 }
 
-/// The simulated workspace: files read on first use, then changed in memory.
-struct Simulation<'w> {
+/// The simulated workspace: files read on first use, then changed in memory (also used by the
+/// odincode importer to bind line edits to the text their file will have).
+pub(crate) struct Simulation<'w> {
     workspace: &'w Workspace,
     policy: &'w Policy,
     /// Path (workspace-relative, as resolved) → content (`None` = absent).
     files: HashMap<String, Option<String>>,
 }
 
-impl Simulation<'_> {
+impl<'w> Simulation<'w> {
+    /// A simulation of `workspace` with nothing changed yet.
+    pub(crate) fn new(workspace: &'w Workspace, policy: &'w Policy) -> Self {
+        Simulation {
+            workspace,
+            policy,
+            files: HashMap::new(),
+        }
+    }
+
+    /// Sets the simulated content of `rel` (`None` = deleted).
+    pub(crate) fn set(&mut self, rel: &str, content: Option<String>) {
+        self.files.insert(rel.to_string(), content);
+    }
+
     /// Records `new` as the content of `path` and returns the diff from what it was.
     fn change(&mut self, path: &str, new: Option<String>, assumed: bool) -> Effect {
         match self.content(path) {
@@ -132,7 +147,7 @@ impl Simulation<'_> {
     }
 
     /// The current content of `rel`, reading the workspace the first time.
-    fn content(&mut self, rel: &str) -> Result<Option<String>, String> {
+    pub(crate) fn content(&mut self, rel: &str) -> Result<Option<String>, String> {
         if let Some(c) = self.files.get(rel) {
             return Ok(c.clone());
         }
@@ -171,11 +186,7 @@ pub fn preview(
 ) -> Result<Preview, Vec<Problem>> {
     let order = dependency_order(plan)?;
     let vars = Variables::new(&plan.variables, &builtins(plan, workspace, "(preview)"));
-    let mut sim = Simulation {
-        workspace,
-        policy,
-        files: HashMap::new(),
-    };
+    let mut sim = Simulation::new(workspace, policy);
     let mut opaque_before = false;
     let mut steps = Vec::with_capacity(order.len());
     for i in order {

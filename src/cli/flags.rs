@@ -43,6 +43,8 @@ pub enum Command {
     Do,
     /// Print a JSON Schema.
     Schema,
+    /// Convert a plan written for another runner (odincode).
+    Import,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -142,6 +144,14 @@ pub const COMMANDS: &[CommandDef] = &[
         name: "skills",
         positionals: &[],
         about: "List the skills found in the workspace (.acode/skills, then .claude/skills)",
+    },
+    CommandDef {
+        command: Command::Import,
+        name: "import",
+        positionals: &["odincode", "PLAN"],
+        about: "Convert an odincode plan to an acode-run plan (never approved) with a per-step report: \
+                lossless, lossy (what is lost) or refused (why). Exit 0 all lossless, 40 written with \
+                losses, 41 a step or the plan refused, 2 not an odincode plan (docs/odincode.md)",
     },
     CommandDef {
         command: Command::Schema,
@@ -330,7 +340,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Import,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -357,8 +367,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "output",
         value: Some("FILE"),
-        doc: "Where `draft` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan]",
-        commands: &[Draft, Do],
+        doc: "Where `draft` or `import` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan; import: PLAN.acode.json beside PLAN]",
+        commands: &[Draft, Do, Import],
         update: |a, v| {
             a.output = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -671,7 +681,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills, Import],
         update: |a, _| {
             a.json = true;
             Ok(())

@@ -18,6 +18,7 @@ mod landlock;
 mod library;
 mod line_edit;
 mod network;
+mod odincode;
 mod preconditions;
 mod preview;
 mod programs;
