@@ -742,7 +742,7 @@ pub fn help(command: Option<Command>) -> String {
             s.push_str(
                 "\nExit codes: 0 ok, 1 internal error, 2 usage/invalid plan, 3 not authorized,\n\
                  30 step failed, 31 agent turn limit, 32 sandbox violation, 33 confirmation denied,\n\
-                 34 timeout, 130 interrupted.\n",
+                 34 timeout, 40 import lossy, 41 import refused, 130 interrupted.\n",
             );
         }
         Some(d) => {

@@ -83,7 +83,11 @@ pub fn cmd_import(args: &Args) -> Result<i32, CliError> {
             write_new(&path, &format!("{p}\n"))?;
             written_policy = Some(path);
         }
-        write_new(&out, &crate::stages::draft::pretty_plan(plan))?;
+        let mut text = crate::stages::draft::pretty_plan(plan);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        write_new(&out, &text)?;
     }
     let status = imported.report.status();
     let code = match status {

@@ -441,3 +441,40 @@ fn not_an_odincode_plan_is_a_usage_error_naming_where() {
     assert_eq!(code(&out), 2);
     assert!(!t.root.join("bad2.acode.json").exists());
 }
+
+#[test]
+fn the_worked_example_in_the_docs_is_what_import_does() {
+    let doc = std::fs::read_to_string(repo().join("docs/odincode.md")).unwrap();
+    let blocks: Vec<&str> = doc
+        .split("```jsonc\n")
+        .skip(1)
+        .map(|b| b.split("\n```").next().unwrap())
+        .collect();
+    assert_eq!(
+        blocks.len(),
+        2,
+        "the odincode plan and the plan written from it"
+    );
+    let t = workspace();
+    let input = t.plan_text("fix-add.json", blocks[0]);
+    let out_path = t.root.join("fix-add.acode.json");
+    let out = t.run(&[
+        "import",
+        "odincode",
+        input.to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 41, "{}", stderr(&out));
+    // The report printed in the docs, line by line.
+    for line in stdout(&out).lines() {
+        assert!(doc.contains(line), "{line:?} is not in docs/odincode.md");
+    }
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    let documented: Value = serde_json::from_str(blocks[1]).unwrap();
+    assert_eq!(written, documented);
+    let out = t.approve_and_run(&out_path, &["--confirm", "auto-approve"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.read("src/lib.rs").contains("    a + b\n"));
+}
