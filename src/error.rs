@@ -129,13 +129,17 @@ pub enum ExitCode {
     ReviewChanges = 35,
     /// An MCP server differs from what was approved.
     McpChanged = 36,
+    /// `import`: the plan was written, but some step lost something in conversion.
+    ImportLossy = 40,
+    /// `import`: some step (or the whole plan) could not be converted.
+    ImportRefused = 41,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 13] = [
+    pub const ALL: [ExitCode; 15] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -148,6 +152,8 @@ impl ExitCode {
         ExitCode::Timeout,
         ExitCode::ReviewChanges,
         ExitCode::McpChanged,
+        ExitCode::ImportLossy,
+        ExitCode::ImportRefused,
         ExitCode::Interrupted,
     ];
 
@@ -177,6 +183,8 @@ impl ExitCode {
             ExitCode::Timeout => "a step timed out",
             ExitCode::ReviewChanges => "`review` requested changes",
             ExitCode::McpChanged => "an MCP server differs from what was approved",
+            ExitCode::ImportLossy => "`import` wrote a plan with losses",
+            ExitCode::ImportRefused => "`import` refused a step or the plan",
             ExitCode::Interrupted => {
                 "interrupted (Ctrl-C, SIGTERM); `acode-run resume RUN_ID` continues"
             }
@@ -240,6 +248,10 @@ pub mod exit {
     pub const INTERRUPTED: i32 = ExitCode::Interrupted.code();
     /// The reviewer stage asked for changes.
     pub const REVIEW_CHANGES: i32 = ExitCode::ReviewChanges.code();
+    /// `import`: written, with losses.
+    pub const IMPORT_LOSSY: i32 = ExitCode::ImportLossy.code();
+    /// `import`: a step or the plan refused.
+    pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

@@ -42,6 +42,7 @@ pub mod cli;
 pub mod error;
 pub mod events;
 pub mod executor;
+pub mod import;
 pub mod llm;
 pub mod plan;
 pub mod preview;

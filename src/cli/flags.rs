@@ -43,6 +43,8 @@ pub enum Command {
     Do,
     /// Print a JSON Schema.
     Schema,
+    /// Convert a plan written for another runner (odincode).
+    Import,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -144,6 +146,14 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "List the skills found in the workspace (.acode/skills, then .claude/skills)",
     },
     CommandDef {
+        command: Command::Import,
+        name: "import",
+        positionals: &["odincode", "PLAN"],
+        about: "Convert an odincode plan to an acode-run plan (never approved) with a per-step report: \
+                lossless, lossy (what is lost) or refused (why). Exit 0 all lossless, 40 written with \
+                losses, 41 a step or the plan refused, 2 not an odincode plan (docs/odincode.md)",
+    },
+    CommandDef {
         command: Command::Schema,
         name: "schema",
         positionals: &["plan|events"],
@@ -226,6 +236,8 @@ pub struct Args {
     pub jobs: Option<usize>,
     /// `--strict`.
     pub strict: bool,
+    /// `--intent` (draft): the intent the drafted plan must declare.
+    pub intent: Option<crate::plan::Intent>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -290,6 +302,7 @@ impl Default for Args {
             max_calls_per_answer: None,
             jobs: None,
             strict: false,
+            intent: None,
             used: Vec::new(),
         }
     }
@@ -330,8 +343,8 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Draft,
-            Review, Do,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Import,
+            Draft, Review, Do,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -358,8 +371,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "output",
         value: Some("FILE"),
-        doc: "Where `draft` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan]",
-        commands: &[Draft, Do],
+        doc: "Where `draft` or `import` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan; import: PLAN.acode.json beside PLAN]",
+        commands: &[Draft, Do, Import],
         update: |a, v| {
             a.output = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -376,6 +389,21 @@ pub const FLAGS: &[Flag] = &[
                 return Err("must be at least 1".into());
             }
             a.max_attempts = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "intent",
+        value: Some("INTENT"),
+        doc: "The intent the drafted plan declares: read, query or explain (changes nothing; enforced by validation) or mutate",
+        commands: &[Draft, Do],
+        update: |a, v| {
+            let v = val(v)?;
+            a.intent = Some(
+                crate::plan::Intent::from_name(&v.to_ascii_lowercase()).ok_or_else(|| {
+                    format!("unknown intent {v:?} (expected read, query, explain or mutate)")
+                })?,
+            );
             Ok(())
         },
     },
@@ -671,7 +699,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
-        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills, Import],
         update: |a, _| {
             a.json = true;
             Ok(())

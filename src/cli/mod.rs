@@ -35,6 +35,7 @@ macro_rules! errln {
 }
 
 pub mod flags;
+mod import;
 mod reports;
 mod stages;
 
@@ -332,6 +333,7 @@ fn dispatch(
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
         Command::Skills => cmd_skills(args),
+        Command::Import => import::cmd_import(args),
         Command::Tools => {
             let registry = ToolRegistry::builtin();
             outln!("{}", pretty(&registry.describe()));

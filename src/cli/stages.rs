@@ -153,6 +153,7 @@ fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliEr
         previous,
         max_attempts: args.max_attempts.unwrap_or(3),
         max_turns: STAGE_TURNS,
+        intent: args.intent,
     })
 }
 

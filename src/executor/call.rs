@@ -421,6 +421,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             cancel: self.run.cancel,
             heartbeat: &heartbeat,
             creates: &self.step.creates,
+            history: None,
         };
         if let Err(e) = tool.check(&call.arguments, &ctx) {
             self.attempts += 1;
@@ -464,7 +465,18 @@ impl<'s, 'r> StepContext<'s, 'r> {
             self.run.emitter.progress().on_tool_call(&call);
             let record = self.base_record(&call, attempt, parent.clone());
             let started = Instant::now();
-            let outcome = tool.run(&call.arguments, &ctx);
+            let outcome = {
+                // The history of this run's workspace only, read from the run's own database.
+                let history = WorkspaceHistory {
+                    store: self.run.store,
+                    workspace: self.run.workspace.root().display().to_string(),
+                };
+                let ctx = ToolContext {
+                    history: Some(&history),
+                    ..ctx
+                };
+                tool.run(&call.arguments, &ctx)
+            };
             let elapsed = started.elapsed();
             let (output, transient) = match outcome {
                 Ok(out) => {
@@ -497,6 +509,28 @@ impl<'s, 'r> StepContext<'s, 'r> {
             }
             return Ok(result);
         }
+    }
+}
+
+/// The `history` tool's source: the execution database, scoped to one workspace root (the value
+/// runs record), so a tool can never read another workspace's runs from a shared `--db`.
+struct WorkspaceHistory<'a> {
+    store: &'a Store,
+    workspace: String,
+}
+
+impl crate::tools::history::HistorySource for WorkspaceHistory<'_> {
+    fn query(
+        &self,
+        q: &crate::tools::history::HistoryQuery,
+    ) -> Result<crate::tools::history::HistoryPage, String> {
+        self.store
+            .history(&self.workspace, q)
+            .map_err(|e| format!("reading the execution history: {e}"))
+    }
+
+    fn redact(&self, text: &str) -> String {
+        self.store.redactor().redact(text).into_owned()
     }
 }
 

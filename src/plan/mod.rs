@@ -40,7 +40,7 @@ pub fn schema_for_prompt() -> String {
 }
 
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
-pub use model::{Arguments, Defaults, OnFailure, Plan, Precondition, Step, Verify};
+pub use model::{Arguments, Defaults, Intent, OnFailure, Plan, Precondition, Step, Verify};
 pub use validate::ValidationContext;
 
 /// Whether a problem is a plain mistake or an attempt to leave the sandbox (exit 2 vs 32).

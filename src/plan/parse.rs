@@ -165,6 +165,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             "$schema",
             "plan_id",
             "description",
+            "intent",
             "variables",
             "defaults",
             "secrets",
@@ -195,6 +196,21 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
     };
     let description = c.string(obj, "description", "plan");
+    let intent = c.string(obj, "intent", "plan").and_then(|name| {
+        let intent = super::Intent::from_name(&name);
+        if intent.is_none() {
+            let names: Vec<&str> = super::Intent::ALL.iter().map(|i| i.as_str()).collect();
+            c.err(
+                "plan.intent",
+                format!(
+                    "unknown intent {:?} (expected one of: {})",
+                    super::validate::escape_controls(&name),
+                    names.join(", ")
+                ),
+            );
+        }
+        intent
+    });
 
     let mut variables = BTreeMap::new();
     match obj.get("variables") {
@@ -291,6 +307,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
     let plan = Plan {
         plan_id,
         description,
+        intent,
         variables,
         secrets,
         defaults,

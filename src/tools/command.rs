@@ -559,6 +559,7 @@ mod tests {
             cancel,
             heartbeat: &|_| {},
             creates: &[],
+            history: None,
         }
     }
 
