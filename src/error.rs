@@ -46,6 +46,9 @@ pub enum ErrorKind {
     Cancelled,
     /// Something inside acode-run itself went wrong (database, I/O outside any tool).
     Internal,
+    /// An MCP server differs from what was approved (identity, a tool's description or schema,
+    /// or it announced a changed tool list): exit 36.
+    McpChanged,
 }
 
 impl ErrorKind {
@@ -68,6 +71,7 @@ impl ErrorKind {
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Internal => "internal",
+            ErrorKind::McpChanged => "mcp_changed",
         }
     }
 
@@ -80,6 +84,7 @@ impl ErrorKind {
             ErrorKind::ConfirmationDenied => exit::DENIED,
             ErrorKind::Timeout => exit::TIMEOUT,
             ErrorKind::Interrupted => exit::INTERRUPTED,
+            ErrorKind::McpChanged => exit::MCP_CHANGED,
             ErrorKind::InvalidArguments
             | ErrorKind::PreconditionFailed
             | ErrorKind::ToolFailed
@@ -252,6 +257,8 @@ pub mod exit {
     pub const IMPORT_LOSSY: i32 = ExitCode::ImportLossy.code();
     /// `import`: a step or the plan refused.
     pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
+    /// An MCP server differs from what was approved.
+    pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

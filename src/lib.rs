@@ -44,6 +44,7 @@ pub mod events;
 pub mod executor;
 pub mod import;
 pub mod llm;
+pub mod mcp;
 pub mod plan;
 pub mod preview;
 pub mod report;

@@ -406,7 +406,7 @@ pub(super) fn cmd_do(
     drop(plan);
     let (ws, _) = sandboxed_workspace(args, Some(&path))?;
     let policy = load_policy(args, &ws)?;
-    let plan = super::load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    let plan = super::load_plan(args, &path, &ws, &policy, &super::mcp_registry(&policy)?)?;
     let decision = Decision {
         plan: &plan,
         workspace: &ws,

@@ -533,7 +533,11 @@ impl Session<'_> {
         }
         let result = ctx.call_tool(call, &opts)?;
         match result.error_kind {
-            Some(kind @ (ErrorKind::ConfirmationDenied | ErrorKind::Interrupted)) => {
+            Some(
+                kind @ (ErrorKind::ConfirmationDenied
+                | ErrorKind::Interrupted
+                | ErrorKind::McpChanged),
+            ) => {
                 return Ok(CallFate::Fatal(StepOutcome::failed(
                     kind,
                     result.error.unwrap_or_else(|| kind.to_string()),

@@ -249,6 +249,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             arguments: call.arguments.clone(),
             attempt,
             turn: call.turn,
+            server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
         });
         self.run.emitter.progress().on_tool_call(call);
         let mut record = self.base_record(call, attempt, parent);
@@ -304,6 +305,15 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 request: r.clone(),
             });
         }
+        let server = crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string);
+        if kind == Some(ErrorKind::McpChanged) {
+            self.run.emitter.emit(EventKind::McpPinMismatch {
+                step_id: call.step_id.clone(),
+                tool: call.tool.clone(),
+                server: server.clone().unwrap_or_default(),
+                message: result.error.clone().unwrap_or_default(),
+            });
+        }
         self.run.emitter.emit(EventKind::ToolResult {
             step_id: result.step_id.clone(),
             call_id: result.call_id.clone(),
@@ -315,6 +325,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             error_code: kind.map(|k| k.as_str().to_string()),
             error: result.error.clone(),
             program: output.program,
+            server,
         });
         self.run.emitter.progress().on_tool_result(&result);
         Ok(result)
@@ -461,6 +472,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 arguments: call.arguments.clone(),
                 attempt,
                 turn: call.turn,
+                server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
             });
             self.run.emitter.progress().on_tool_call(&call);
             let record = self.base_record(&call, attempt, parent.clone());

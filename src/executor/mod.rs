@@ -855,6 +855,8 @@ impl Executor {
             Ok(())
         })?;
 
+        // Servers tools keep running between calls (MCP) end with the run's steps.
+        run.registry.shutdown();
         let steps: Vec<StepResult> = results.into_iter().flatten().collect();
         let interrupted =
             stopped == Some(ErrorKind::Interrupted) && self.cancel.load(Ordering::SeqCst);

@@ -13,6 +13,7 @@ pub mod command;
 pub mod files;
 pub mod history;
 pub mod lsp;
+pub mod mcp;
 pub mod registry;
 pub mod root_entries;
 pub mod schema;
@@ -287,4 +288,6 @@ pub trait Tool: Send + Sync {
     }
     /// Runs the call.
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+    /// Stops what the tool keeps running between calls (an MCP server) at the end of a run.
+    fn shutdown(&self) {}
 }

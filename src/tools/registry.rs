@@ -66,6 +66,13 @@ impl ToolRegistry {
         self.tools.values().map(|r| &r.tool)
     }
 
+    /// Stops what tools keep running between calls (MCP servers): the end of a run.
+    pub fn shutdown(&self) {
+        for r in self.tools.values() {
+            r.tool.shutdown();
+        }
+    }
+
     /// `{name, description, parameters}` for each tool, as `acode-run tools` prints and LLMs see.
     pub fn describe(&self) -> Value {
         Value::Array(

@@ -18,6 +18,7 @@ mod intent;
 mod landlock;
 mod library;
 mod line_edit;
+mod mcp;
 mod network;
 mod odincode;
 mod parallel;
