@@ -75,6 +75,7 @@ const EXPECTED: &[(&str, i32, &[&str], &str)] = &[
     ("file_edit_insert_at_top", 0, &["lossless"], ""),
     ("file_edit_delete_line", 0, &["lossless"], ""),
     ("file_edit_delete_pattern", 0, &["lossless"], ""),
+    ("file_edit_delete_pattern_many", 0, &["lossless"], ""),
     ("write_then_edit", 0, &["lossless", "lossless"], ""),
     ("memory_query", 0, &["lossless"], ""),
     ("bash_exec", 0, &["lossless"], ""),
@@ -262,6 +263,11 @@ const RESULTS: &[(&str, &str, &str)] = &[
         "file_edit_delete_pattern",
         "src/lib.rs",
         "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n",
+    ),
+    (
+        "file_edit_delete_pattern_many",
+        "notes.txt",
+        "alpha\ngamma\n",
     ),
     ("write_then_edit", "plan.txt", "one\ntwo\nTHREE\n"),
 ];
@@ -477,4 +483,41 @@ fn the_worked_example_in_the_docs_is_what_import_does() {
     let out = t.approve_and_run(&out_path, &["--confirm", "auto-approve"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(t.read("src/lib.rs").contains("    a + b\n"));
+}
+
+#[test]
+fn an_edit_whose_result_would_differ_from_odincodes_is_lossy_and_says_why() {
+    let t = workspace();
+    // odincode rewrites the file with "\n" endings and a final newline; acode-run keeps "\r\n".
+    t.file("crlf.txt", "one\r\ntwo\r\nthree");
+    let plan = t.plan_text(
+        "crlf.json",
+        r#"{"plan_id": "crlf", "intent": "MUTATE", "evidence_referenced": [], "steps": [
+            {"step_id": "s", "tool": "file_edit",
+             "arguments": {"path": "crlf.txt", "line_number": 2, "new_content": "TWO\n"}}]}"#,
+    );
+    let out_path = t.root.join("crlf.acode.json");
+    let out = t.run(&[
+        "import",
+        "odincode",
+        plan.to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&out), 40, "{}", stdout(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        v["report"]["steps"][0]["lost"][0]
+            .as_str()
+            .unwrap()
+            .contains("line endings"),
+        "{v:#}"
+    );
+    // A new_content ending in a newline leaves an empty line after it, as odincode's does.
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(p["steps"][0]["arguments"]["replace"], "TWO\n\n");
+    let run = t.approve_and_run(&out_path, &[]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    assert_eq!(t.read("crlf.txt"), "one\r\nTWO\n\r\nthree");
 }
