@@ -417,6 +417,17 @@ fn odin_edit_result(lines: &[String]) -> String {
     lines.join("\n") + "\n"
 }
 
+/// `v` with every `${` in its strings written `$${`, acode-run's literal `${`: odincode
+/// substitutes no variables, so its text must reach the tool as written.
+fn literal(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace("${", "$${")),
+        Value::Array(a) => Value::Array(a.iter().map(literal).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), literal(x))).collect()),
+        other => other.clone(),
+    }
+}
+
 /// odincode puts a line's new text in place as it is, so a text ending in a newline leaves an
 /// empty line after it; acode-run's line edits take one final newline as the line's own, so one
 /// more is added to keep odincode's result.
@@ -970,9 +981,11 @@ pub fn import(
                         id.push_str("-x");
                     }
                     used_ids.insert(id.clone());
-                    let mut step = json!({"step_id": id, "tool": tool, "arguments": arguments});
+                    // odincode substitutes nothing: a `${` in its text is literal here too.
+                    let mut step =
+                        json!({"step_id": id, "tool": tool, "arguments": literal(&arguments)});
                     if let Some(p) = &pre {
-                        step["precondition"] = p.clone();
+                        step["precondition"] = literal(p);
                     }
                     if s.requires_confirmation {
                         step["requires_confirmation"] = json!(true);

@@ -66,6 +66,7 @@ const EXPECTED: &[(&str, i32, &[&str], &str)] = &[
     ("file_read", 0, &["lossless"], ""),
     ("file_write", 0, &["lossless"], ""),
     ("file_create", 0, &["lossless"], ""),
+    ("file_write_template", 0, &["lossless"], ""),
     ("file_search", 0, &["lossless"], ""),
     ("file_glob_path_variant", 0, &["lossless"], ""),
     ("file_edit_line_number", 0, &["lossless"], ""),
@@ -270,6 +271,12 @@ const RESULTS: &[(&str, &str, &str)] = &[
         "alpha\ngamma\n",
     ),
     ("write_then_edit", "plan.txt", "one\ntwo\nTHREE\n"),
+    // odincode substitutes nothing: `${` is written as it is.
+    (
+        "file_write_template",
+        "greet.sh",
+        "#!/bin/sh\necho \"hello ${USER:-you}, it costs $${PRICE}\"\n",
+    ),
 ];
 
 #[test]
