@@ -528,3 +528,28 @@ fn an_edit_whose_result_would_differ_from_odincodes_is_lossy_and_says_why() {
     assert_eq!(code(&run), 0, "{}", stderr(&run));
     assert_eq!(t.read("crlf.txt"), "one\r\nTWO\n\r\nthree");
 }
+
+#[test]
+fn a_step_the_policy_forbids_is_refused_in_the_validators_words() {
+    let t = workspace();
+    let policy = t.plan_text("strict-policy.json", r#"{"commands": ["git"]}"#);
+    let out_path = t.root.join("echo.acode.json");
+    let out = t.run(&[
+        "import",
+        "odincode",
+        fixture("bash_exec").to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&out), 41, "{}", stdout(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let reason = v["report"]["steps"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("acode-run refuses the converted step") && reason.contains("echo"),
+        "{reason}"
+    );
+    assert!(!out_path.exists(), "nothing left to write");
+}
