@@ -550,7 +550,7 @@ pub const FLAGS: &[Flag] = &[
         name: "policy",
         value: Some("FILE"),
         doc: "Policy file [default: WORKSPACE/acode-policy.json if present]",
-        commands: PLAN_CMDS,
+        commands: &[Run, Resume, Validate, Preview, Approve, Import],
         update: |a, v| {
             a.policy = Some(PathBuf::from(val(v)?));
             Ok(())

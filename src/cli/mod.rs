@@ -291,9 +291,11 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             // The runner's own message: known secrets and token formats go, its words stay.
             errln!("acode-run: {}", redactor.redact_message(&e.message));
             // The plan file or the run id the command was about.
+            // (`import odincode PLAN`: the plan, not the source's name.)
+            let subject = usize::from(args.command == Command::Import);
             let location = args
                 .positionals
-                .first()
+                .get(subject)
                 .cloned()
                 .unwrap_or_else(|| "command line".to_string());
             let run_id = if args.command == Command::Resume {

@@ -417,6 +417,49 @@ fn odin_edit_result(lines: &[String]) -> String {
     lines.join("\n") + "\n"
 }
 
+/// `v` with every `${` in its strings written `$${`, acode-run's literal `${`: odincode
+/// substitutes no variables, so its text must reach the tool as written.
+fn literal(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace("${", "$${")),
+        Value::Array(a) => Value::Array(a.iter().map(literal).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), literal(x))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// odincode puts a line's new text in place as it is, so a text ending in a newline leaves an
+/// empty line after it; acode-run's line edits take one final newline as the line's own, so one
+/// more is added to keep odincode's result.
+fn exact(text: &str) -> String {
+    if text.ends_with('\n') {
+        format!("{text}\n")
+    } else {
+        text.to_string()
+    }
+}
+
+/// One atomic edit of the lines from the first to the last of `hits` (1-based, over `before`),
+/// bound to their current text, giving what odincode leaves there (`after`, the whole file's
+/// lines after odincode's edit; the lines outside the range are the same in both).
+fn range_op(before: &[String], after: &[String], hits: &[usize]) -> (Address, String, LineAction) {
+    let (first, last) = (hits[0], hits[hits.len() - 1]);
+    let expect = before[first - 1..last].join("\n");
+    let kept_tail = before.len() - last;
+    let segment = &after[first - 1..after.len() - kept_tail];
+    let address = if first == last {
+        Address::Line(first)
+    } else {
+        Address::Range(first, last)
+    };
+    let action = if segment.is_empty() {
+        LineAction::Delete
+    } else {
+        LineAction::Replace(segment.join("\n") + "\n")
+    };
+    (address, expect, action)
+}
+
 /// The converter's state across steps: the simulated workspace, for line edits.
 struct Ctx<'a> {
     sim: Simulation<'a>,
@@ -427,7 +470,9 @@ impl Ctx<'_> {
         match self.sim.content(path) {
             Ok(Some(t)) => Ok(t),
             Ok(None) => Err(format!(
-                "{path} does not exist (when an earlier step is to create it, it must be written by a direct file step so its lines are known)"
+                "{path} does not exist in the workspace, so the edit cannot be bound to the text of its lines \
+                 (import with --workspace set to the project the plan was written for; a file an \
+                 earlier step creates must be written by a direct file step so its lines are known)"
             )),
             Err(e) => Err(e),
         }
@@ -456,7 +501,11 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
         }
         let new = s.get(&["new_content"]).unwrap_or("").to_string();
         odin_after[k - 1] = new.clone();
-        ops.push((Address::Line(k), line_text(k), LineAction::Replace(new)));
+        ops.push((
+            Address::Line(k),
+            line_text(k),
+            LineAction::Replace(exact(&new)),
+        ));
     } else if let Some(pattern) = s.get(&["pattern"]) {
         let hits: Vec<usize> = odin_lines
             .iter()
@@ -476,25 +525,33 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
                 } else {
                     vec![hits[0]]
                 };
-                for &k in chosen.iter().rev() {
+                for &k in &chosen {
                     odin_after[k - 1] = new.to_string();
+                }
+                if chosen.len() == 1 {
+                    let k = chosen[0];
                     let address = if hits.len() == 1 {
                         Address::Containing(pattern.to_string())
                     } else {
                         Address::Line(k)
                     };
-                    ops.push((address, line_text(k), LineAction::Replace(new.to_string())));
+                    ops.push((address, line_text(k), LineAction::Replace(exact(new))));
+                } else {
+                    ops.push(range_op(&odin_lines, &odin_after, &chosen));
                 }
             }
             None => {
                 for &k in hits.iter().rev() {
                     odin_after.remove(k - 1);
-                    let address = if hits.len() == 1 {
-                        Address::Containing(pattern.to_string())
-                    } else {
-                        Address::Line(k)
-                    };
-                    ops.push((address, line_text(k), LineAction::Delete));
+                }
+                if hits.len() == 1 {
+                    ops.push((
+                        Address::Containing(pattern.to_string()),
+                        line_text(hits[0]),
+                        LineAction::Delete,
+                    ));
+                } else {
+                    ops.push(range_op(&odin_lines, &odin_after, &hits));
                 }
             }
         }
@@ -509,6 +566,7 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
         }
         let content = s.get(&["content"]).unwrap_or("").to_string();
         odin_after.insert(k, content.clone());
+        let content = exact(&content);
         if k == 0 {
             if n == 0 {
                 return Err(format!(
@@ -923,9 +981,11 @@ pub fn import(
                         id.push_str("-x");
                     }
                     used_ids.insert(id.clone());
-                    let mut step = json!({"step_id": id, "tool": tool, "arguments": arguments});
+                    // odincode substitutes nothing: a `${` in its text is literal here too.
+                    let mut step =
+                        json!({"step_id": id, "tool": tool, "arguments": literal(&arguments)});
                     if let Some(p) = &pre {
-                        step["precondition"] = p.clone();
+                        step["precondition"] = literal(p);
                     }
                     if s.requires_confirmation {
                         step["requires_confirmation"] = json!(true);

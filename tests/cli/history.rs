@@ -156,3 +156,50 @@ fn bad_history_arguments_are_validation_errors() {
         assert!(err.contains(needle), "{needle:?} in {err}");
     }
 }
+
+#[test]
+fn an_agent_step_can_read_the_history() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let db = t.root.join("h.db");
+    let db = db.to_str().unwrap();
+    t.file("a.txt", "a\n");
+    let first = t.plan(
+        "first.json",
+        &json!({"plan_id": "first", "steps": [
+            {"step_id": "earlier-read", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    assert_eq!(code(&run_in(&t, db, &first)), 0);
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("history", json!({"tool": "file_read"}))]),
+        ScriptedResponse::chat_text("a.txt was read once before."),
+    ]);
+    let plan = t.plan(
+        "agent.json",
+        &json!({"plan_id": "ask", "intent": "explain", "steps": [
+            {"step_id": "ask", "tool": "agent", "arguments": {
+                "instruction": "What was read before?", "tools": ["history"], "max_turns": 3}}]}),
+    );
+    let p = plan.to_str().unwrap();
+    assert_eq!(
+        code(&t.run(&["approve", p, "--by", "tester", "--db", db])),
+        0
+    );
+    let out = t.run(&[
+        "run",
+        p,
+        "--db",
+        db,
+        "--llm-url",
+        &server.url(),
+        "--model",
+        "m",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The model got the history as the tool result: the earlier run's read, by its step id.
+    let requests = server.requests();
+    let second = requests[1].body["messages"].to_string();
+    assert!(second.contains("earlier-read"), "{second}");
+    let r = history_results(db);
+    assert_eq!(step_ids(&r[0]), ["earlier-read"]);
+}

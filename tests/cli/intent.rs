@@ -142,3 +142,40 @@ fn draft_intent_read_asks_for_and_enforces_a_read_plan() {
     assert_eq!(code(&bad), 2, "{}", stderr(&bad));
     assert!(stderr(&bad).contains("unknown intent"), "{}", stderr(&bad));
 }
+
+#[test]
+fn the_reviewer_is_told_the_plans_intent() {
+    let t = TestDir::new();
+    t.file("a.txt", "x\n");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "look", "description": "Read a.txt", "intent": "read", "steps": [
+            {"step_id": "r", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    let run = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    let run_id: String = crate::harness::q(&t.db(), "SELECT run_id FROM runs");
+    let verdict = json!({"verdict": "approve", "summary": "read it", "findings": []});
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&verdict.to_string())]);
+    let out = t
+        .cmd()
+        .args([
+            "review",
+            &run_id,
+            "--llm-url",
+            &server.url(),
+            "--model",
+            "m",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let context = server.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        context.contains("DECLARED INTENT: read (the plan promised to change nothing"),
+        "{context}"
+    );
+}

@@ -66,6 +66,7 @@ const EXPECTED: &[(&str, i32, &[&str], &str)] = &[
     ("file_read", 0, &["lossless"], ""),
     ("file_write", 0, &["lossless"], ""),
     ("file_create", 0, &["lossless"], ""),
+    ("file_write_template", 0, &["lossless"], ""),
     ("file_search", 0, &["lossless"], ""),
     ("file_glob_path_variant", 0, &["lossless"], ""),
     ("file_edit_line_number", 0, &["lossless"], ""),
@@ -75,6 +76,7 @@ const EXPECTED: &[(&str, i32, &[&str], &str)] = &[
     ("file_edit_insert_at_top", 0, &["lossless"], ""),
     ("file_edit_delete_line", 0, &["lossless"], ""),
     ("file_edit_delete_pattern", 0, &["lossless"], ""),
+    ("file_edit_delete_pattern_many", 0, &["lossless"], ""),
     ("write_then_edit", 0, &["lossless", "lossless"], ""),
     ("memory_query", 0, &["lossless"], ""),
     ("bash_exec", 0, &["lossless"], ""),
@@ -263,7 +265,18 @@ const RESULTS: &[(&str, &str, &str)] = &[
         "src/lib.rs",
         "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n",
     ),
+    (
+        "file_edit_delete_pattern_many",
+        "notes.txt",
+        "alpha\ngamma\n",
+    ),
     ("write_then_edit", "plan.txt", "one\ntwo\nTHREE\n"),
+    // odincode substitutes nothing: `${` is written as it is.
+    (
+        "file_write_template",
+        "greet.sh",
+        "#!/bin/sh\necho \"hello ${USER:-you}, it costs $${PRICE}\"\n",
+    ),
 ];
 
 #[test]
@@ -477,4 +490,66 @@ fn the_worked_example_in_the_docs_is_what_import_does() {
     let out = t.approve_and_run(&out_path, &["--confirm", "auto-approve"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(t.read("src/lib.rs").contains("    a + b\n"));
+}
+
+#[test]
+fn an_edit_whose_result_would_differ_from_odincodes_is_lossy_and_says_why() {
+    let t = workspace();
+    // odincode rewrites the file with "\n" endings and a final newline; acode-run keeps "\r\n".
+    t.file("crlf.txt", "one\r\ntwo\r\nthree");
+    let plan = t.plan_text(
+        "crlf.json",
+        r#"{"plan_id": "crlf", "intent": "MUTATE", "evidence_referenced": [], "steps": [
+            {"step_id": "s", "tool": "file_edit",
+             "arguments": {"path": "crlf.txt", "line_number": 2, "new_content": "TWO\n"}}]}"#,
+    );
+    let out_path = t.root.join("crlf.acode.json");
+    let out = t.run(&[
+        "import",
+        "odincode",
+        plan.to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&out), 40, "{}", stdout(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        v["report"]["steps"][0]["lost"][0]
+            .as_str()
+            .unwrap()
+            .contains("line endings"),
+        "{v:#}"
+    );
+    // A new_content ending in a newline leaves an empty line after it, as odincode's does.
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(p["steps"][0]["arguments"]["replace"], "TWO\n\n");
+    let run = t.approve_and_run(&out_path, &[]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    assert_eq!(t.read("crlf.txt"), "one\r\nTWO\n\r\nthree");
+}
+
+#[test]
+fn a_step_the_policy_forbids_is_refused_in_the_validators_words() {
+    let t = workspace();
+    let policy = t.plan_text("strict-policy.json", r#"{"commands": ["git"]}"#);
+    let out_path = t.root.join("echo.acode.json");
+    let out = t.run(&[
+        "import",
+        "odincode",
+        fixture("bash_exec").to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&out), 41, "{}", stdout(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let reason = v["report"]["steps"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("acode-run refuses the converted step") && reason.contains("echo"),
+        "{reason}"
+    );
+    assert!(!out_path.exists(), "nothing left to write");
 }
