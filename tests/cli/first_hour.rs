@@ -116,10 +116,20 @@ fn a_duplicate_step_id_is_one_problem() {
 #[test]
 fn runs_json_is_the_documented_array_and_runs_creates_nothing() {
     let t = TestDir::new();
-    // In a workspace without a database, `runs` says so and leaves nothing behind.
-    let out = t.run(&["runs"]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(!t.ws.join(".acode").exists(), "runs created .acode/");
+    // In a workspace without a database, `runs` (and `show`, `review`, a `draft --revise` of a
+    // missing plan) says so and leaves nothing behind.
+    let llm = ["--llm-url", "http://127.0.0.1:9/v1", "--model", "m"];
+    for args in [
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["show", "abc"],
+        [&["review", "abc"][..], &llm[..]].concat(),
+        [&["draft", "--revise", "missing.json"][..], &llm[..]].concat(),
+    ] {
+        let out = t.run(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(!t.ws.join(".acode").exists(), "{args:?} created .acode/");
+    }
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "one", "steps": [
