@@ -42,8 +42,13 @@ pub enum ErrorKind {
     Skipped,
     /// The run was interrupted by a signal or the user quitting a prompt.
     Interrupted,
+    /// A step running beside another (`--jobs`) was stopped because that one failed fatally.
+    Cancelled,
     /// Something inside acode-run itself went wrong (database, I/O outside any tool).
     Internal,
+    /// An MCP server differs from what was approved (identity, a tool's description or schema,
+    /// or it announced a changed tool list): exit 36.
+    McpChanged,
 }
 
 impl ErrorKind {
@@ -64,7 +69,9 @@ impl ErrorKind {
             ErrorKind::Blocked => "blocked",
             ErrorKind::Skipped => "skipped",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Cancelled => "cancelled",
             ErrorKind::Internal => "internal",
+            ErrorKind::McpChanged => "mcp_changed",
         }
     }
 
@@ -77,6 +84,7 @@ impl ErrorKind {
             ErrorKind::ConfirmationDenied => exit::DENIED,
             ErrorKind::Timeout => exit::TIMEOUT,
             ErrorKind::Interrupted => exit::INTERRUPTED,
+            ErrorKind::McpChanged => exit::MCP_CHANGED,
             ErrorKind::InvalidArguments
             | ErrorKind::PreconditionFailed
             | ErrorKind::ToolFailed
@@ -84,7 +92,8 @@ impl ErrorKind {
             | ErrorKind::TokenBudget
             | ErrorKind::LlmError
             | ErrorKind::Blocked
-            | ErrorKind::Skipped => exit::STEP_FAILED,
+            | ErrorKind::Skipped
+            | ErrorKind::Cancelled => exit::STEP_FAILED,
         }
     }
 }
@@ -125,13 +134,17 @@ pub enum ExitCode {
     ReviewChanges = 35,
     /// An MCP server differs from what was approved.
     McpChanged = 36,
+    /// `import`: the plan was written, but some step lost something in conversion.
+    ImportLossy = 40,
+    /// `import`: some step (or the whole plan) could not be converted.
+    ImportRefused = 41,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 13] = [
+    pub const ALL: [ExitCode; 15] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -144,6 +157,8 @@ impl ExitCode {
         ExitCode::Timeout,
         ExitCode::ReviewChanges,
         ExitCode::McpChanged,
+        ExitCode::ImportLossy,
+        ExitCode::ImportRefused,
         ExitCode::Interrupted,
     ];
 
@@ -173,6 +188,8 @@ impl ExitCode {
             ExitCode::Timeout => "a step timed out",
             ExitCode::ReviewChanges => "`review` requested changes",
             ExitCode::McpChanged => "an MCP server differs from what was approved",
+            ExitCode::ImportLossy => "`import` wrote a plan with losses",
+            ExitCode::ImportRefused => "`import` refused a step or the plan",
             ExitCode::Interrupted => {
                 "interrupted (Ctrl-C, SIGTERM); `acode-run resume RUN_ID` continues"
             }
@@ -236,6 +253,12 @@ pub mod exit {
     pub const INTERRUPTED: i32 = ExitCode::Interrupted.code();
     /// The reviewer stage asked for changes.
     pub const REVIEW_CHANGES: i32 = ExitCode::ReviewChanges.code();
+    /// `import`: written, with losses.
+    pub const IMPORT_LOSSY: i32 = ExitCode::ImportLossy.code();
+    /// `import`: a step or the plan refused.
+    pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
+    /// An MCP server differs from what was approved.
+    pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

@@ -43,6 +43,8 @@ pub enum Command {
     Do,
     /// Print a JSON Schema.
     Schema,
+    /// Convert a plan written for another runner (odincode).
+    Import,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -144,6 +146,14 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "List the skills found in the workspace (.acode/skills, then .claude/skills)",
     },
     CommandDef {
+        command: Command::Import,
+        name: "import",
+        positionals: &["odincode", "PLAN"],
+        about: "Convert an odincode plan to an acode-run plan (never approved) with a per-step report: \
+                lossless, lossy (what is lost) or refused (why). Exit 0 all lossless, 40 written with \
+                losses, 41 a step or the plan refused, 2 not an odincode plan (docs/odincode.md)",
+    },
+    CommandDef {
         command: Command::Schema,
         name: "schema",
         positionals: &["plan|events"],
@@ -222,8 +232,12 @@ pub struct Args {
     pub annotations: Option<Annotations>,
     /// `--max-calls-per-answer`.
     pub max_calls_per_answer: Option<usize>,
+    /// `--jobs`.
+    pub jobs: Option<usize>,
     /// `--strict`.
     pub strict: bool,
+    /// `--intent` (draft): the intent the drafted plan must declare.
+    pub intent: Option<crate::plan::Intent>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -286,7 +300,9 @@ impl Default for Args {
             goal: None,
             annotations: None,
             max_calls_per_answer: None,
+            jobs: None,
             strict: false,
+            intent: None,
             used: Vec::new(),
         }
     }
@@ -327,8 +343,8 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Draft,
-            Review, Do,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Import,
+            Draft, Review, Do,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -355,8 +371,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "output",
         value: Some("FILE"),
-        doc: "Where `draft` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan]",
-        commands: &[Draft, Do],
+        doc: "Where `draft` or `import` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan; import: PLAN.acode.json beside PLAN]",
+        commands: &[Draft, Do, Import],
         update: |a, v| {
             a.output = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -373,6 +389,21 @@ pub const FLAGS: &[Flag] = &[
                 return Err("must be at least 1".into());
             }
             a.max_attempts = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "intent",
+        value: Some("INTENT"),
+        doc: "The intent the drafted plan declares: read, query or explain (changes nothing; enforced by validation) or mutate",
+        commands: &[Draft, Do],
+        update: |a, v| {
+            let v = val(v)?;
+            a.intent = Some(
+                crate::plan::Intent::from_name(&v.to_ascii_lowercase()).ok_or_else(|| {
+                    format!("unknown intent {v:?} (expected read, query, explain or mutate)")
+                })?,
+            );
             Ok(())
         },
     },
@@ -627,6 +658,20 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "jobs",
+        value: Some("N"),
+        doc: "Steps run at once where the plan's depends_on allows (1-256); writers to the same paths never overlap [default: the policy's jobs, else 1]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            match v.parse::<usize>() {
+                Ok(n @ 1..=256) => a.jobs = Some(n),
+                _ => return Err(format!("expected a number from 1 to 256, got {v:?}")),
+            }
+            Ok(())
+        },
+    },
+    Flag {
         name: "max-calls-per-answer",
         value: Some("N"),
         doc: "Most tool calls run from one model answer (1-1000); the rest are refused back to the model [default: 16]",
@@ -654,7 +699,7 @@ pub const FLAGS: &[Flag] = &[
         name: "json",
         value: None,
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
-        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills],
+        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills, Import],
         update: |a, _| {
             a.json = true;
             Ok(())

@@ -35,6 +35,7 @@ macro_rules! errln {
 }
 
 pub mod flags;
+mod import;
 mod reports;
 mod stages;
 
@@ -341,6 +342,7 @@ fn dispatch(
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
         Command::Skills => cmd_skills(args),
+        Command::Import => import::cmd_import(args),
         Command::Tools => {
             let registry = ToolRegistry::builtin();
             outln!("{}", pretty(&registry.describe()));
@@ -454,6 +456,12 @@ fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
     redactor.add_values(plan::variables::secret_values(plan, &vars));
 }
 
+/// The built-in tools and the policy's MCP tools (not yet pinned: any object as arguments), for
+/// validating a plan before it runs.
+pub(crate) fn mcp_registry(policy: &Policy) -> Result<ToolRegistry, CliError> {
+    crate::tools::mcp::registry(policy, None).map_err(|e| CliError::new(exit::USAGE, e))
+}
+
 /// Loads and validates the plan at `path` with the command line's `--var` values.
 fn load_plan(
     args: &Args,
@@ -536,7 +544,7 @@ fn resolved_skills(plan: &Plan, ws: &Workspace) -> Vec<(String, plan::skills::Re
 fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
     let policy = load_policy(args, &ws)?;
-    let registry = ToolRegistry::builtin();
+    let registry = mcp_registry(&policy)?;
     let path = PathBuf::from(&args.positionals[0]);
     let ctx = ValidationContext {
         registry: &registry,
@@ -723,7 +731,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
     let (ws, _) = sandboxed_workspace(args, Some(&path))?;
     let policy = load_policy(args, &ws)?;
-    let plan = load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    let plan = load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?;
     learn_plan_secrets(&plan, &ws, redactor);
     let preview = preview_of(&plan, &ws, &policy)?;
     let asking = asking_steps(&preview);
@@ -821,7 +829,7 @@ fn cmd_decide(
     let policy = load_policy(args, &ws)?;
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved, and the approver sees its effect first.
-        load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?
+        load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?
     } else {
         plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
@@ -935,7 +943,7 @@ fn run_settings(args: &Args) -> RunSettings {
         llm_retries: args.llm_retries,
         max_calls_per_answer: args.max_calls_per_answer,
         strict: args.strict.then_some(true),
-        jobs: None,
+        jobs: args.jobs,
     }
 }
 

@@ -153,6 +153,7 @@ fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliEr
         previous,
         max_attempts: args.max_attempts.unwrap_or(3),
         max_turns: STAGE_TURNS,
+        intent: args.intent,
     })
 }
 
@@ -434,7 +435,7 @@ pub(super) fn cmd_do(
     drop(plan);
     let (ws, _) = sandboxed_workspace(args, Some(&path))?;
     let policy = load_policy(args, &ws)?;
-    let plan = super::load_plan(args, &path, &ws, &policy, &ToolRegistry::builtin())?;
+    let plan = super::load_plan(args, &path, &ws, &policy, &super::mcp_registry(&policy)?)?;
     let decision = Decision {
         plan: &plan,
         workspace: &ws,

@@ -143,6 +143,9 @@ pub enum EventKind {
         /// Agent turn, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
         turn: Option<u32>,
+        /// For an MCP tool (`mcp__SERVER__TOOL`): the server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
     },
     /// A tool call is still running.
     ToolHeartbeat {
@@ -165,6 +168,18 @@ pub enum EventKind {
         /// Host, port, verdict, bytes each way, duration.
         #[serde(flatten)]
         request: crate::sandbox::network::NetworkRequest,
+    },
+    /// An MCP server differs from what the approval pinned (docs/mcp.md): the call is refused
+    /// and the run ends with exit 36. Emitted before the call's `tool_result`.
+    McpPinMismatch {
+        /// The step.
+        step_id: String,
+        /// The `mcp__SERVER__TOOL` name called.
+        tool: String,
+        /// The server, as named in the policy.
+        server: String,
+        /// What changed, naming the tool.
+        message: String,
     },
     /// A tool call finished (or was refused) and was recorded.
     ToolResult {
@@ -192,6 +207,9 @@ pub enum EventKind {
         /// For a command: the program it ran (resolved path) and the SHA-256 of the file executed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         program: Option<crate::sandbox::program::Executed>,
+        /// For an MCP tool (`mcp__SERVER__TOOL`): the server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
     },
     /// An LLM turn completed.
     LlmTurn {
@@ -280,6 +298,12 @@ pub enum EventKind {
         tolerated: usize,
         /// Steps blocked or skipped.
         blocked: usize,
+        /// Steps stopped because a step running beside them failed (`--jobs`).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cancelled: usize,
+        /// The step whose failure decided the exit code: the first fatal failure by time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_failure: Option<String>,
         /// Tool calls refused as sandbox violations during the run (a model's refused escapes
         /// included), so refusals are never silent.
         violations: u64,
@@ -343,6 +367,7 @@ impl EventKind {
             EventKind::ToolHeartbeat { .. } => "tool_heartbeat",
             EventKind::ToolResult { .. } => "tool_result",
             EventKind::NetworkRequest { .. } => "network_request",
+            EventKind::McpPinMismatch { .. } => "mcp_pin_mismatch",
             EventKind::LlmTurn { .. } => "llm_turn",
             EventKind::RetryScheduled { .. } => "retry_scheduled",
             EventKind::StepCompleted { .. } => "step_completed",
@@ -354,4 +379,9 @@ impl EventKind {
             EventKind::StageCompleted { .. } => "stage_completed",
         }
     }
+}
+
+/// For `skip_serializing_if`: a count that is zero is left out.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

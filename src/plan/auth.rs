@@ -80,6 +80,11 @@ pub struct PlanAuthorization {
     /// without skills.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub skills: std::collections::BTreeMap<String, String>,
+    /// What `approve` pinned about each MCP server the policy declares (docs/mcp.md): its
+    /// identity and a SHA-256 of every allowed tool's name, description and input schema. A run
+    /// refuses a server that differs (exit 36). Empty (and omitted) without MCP servers.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp: std::collections::BTreeMap<String, crate::mcp::pins::ServerPin>,
     /// `hmac-sha256-v2:` and the HMAC-SHA256 (hex) of [`PlanAuthorization::signed_message`] under
     /// the approval key (`ACODE_APPROVAL_KEY` or `ACODE_APPROVAL_KEY_FILE`), when one was set at
     /// decision time. With a key, runs accept only approvals it signed.
@@ -98,6 +103,7 @@ impl PlanAuthorization {
             decided_by: by.to_string(),
             decided_at: crate::error::now_ms(),
             skills: Default::default(),
+            mcp: Default::default(),
             policy_sha256: Some(NO_POLICY.to_string()),
             signature: None,
         }
@@ -139,6 +145,24 @@ impl PlanAuthorization {
         // length-prefixed fields, after the fixed ones, so plans without skills sign as before.
         for (path, sha) in &self.skills {
             for f in ["skill", path.as_str(), sha.as_str()] {
+                out.extend_from_slice(&(f.len() as u64).to_be_bytes());
+                out.extend_from_slice(f.as_bytes());
+            }
+        }
+        // The MCP pins, likewise after everything else: the server's identity, then each tool.
+        for (server, pin) in &self.mcp {
+            let identity = [
+                "mcp",
+                server.as_str(),
+                pin.protocol_version.as_str(),
+                pin.server_name.as_str(),
+                pin.server_version.as_str(),
+            ];
+            let tools = pin
+                .tools
+                .iter()
+                .flat_map(|(name, t)| ["mcp_tool", name.as_str(), t.sha256.as_str()]);
+            for f in identity.into_iter().chain(tools) {
                 out.extend_from_slice(&(f.len() as u64).to_be_bytes());
                 out.extend_from_slice(f.as_bytes());
             }
@@ -290,6 +314,9 @@ pub enum AuthError {
         /// Why.
         source: crate::sandbox::input::InputError,
     },
+    /// An MCP server the policy declares is not pinned by the approval (or its pin is damaged).
+    #[error("{0}")]
+    McpNotPinned(String),
     /// A skill file the plan uses is not the one approved (changed, moved, or gone).
     #[error("{0}")]
     SkillChanged(String),
@@ -403,6 +430,7 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
                 decided_by: String::new(),
                 decided_at: 0,
                 skills: Default::default(),
+                mcp: Default::default(),
                 policy_sha256: None,
                 signature: None,
             });
@@ -581,6 +609,7 @@ mod tests {
             decided_at: 2,
             policy_sha256: Some(NO_POLICY.into()),
             skills: Default::default(),
+            mcp: Default::default(),
             signature: None,
         };
         // The approval the attacker writes, carrying the rejection's signature.
@@ -592,6 +621,7 @@ mod tests {
             decided_at: 2,
             policy_sha256: Some(NO_POLICY.into()),
             skills: Default::default(),
+            mcp: Default::default(),
             signature: None,
         };
         // Under the old layout the two decisions were the same message: the forgery worked.

@@ -40,7 +40,7 @@ pub fn schema_for_prompt() -> String {
 }
 
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
-pub use model::{Arguments, Defaults, OnFailure, Plan, Precondition, Step, Verify};
+pub use model::{Arguments, Defaults, Intent, OnFailure, Plan, Precondition, Step, Verify};
 
 /// What validation needs to know about the environment a plan will run in.
 pub struct ValidationContext<'a> {
@@ -64,6 +64,7 @@ impl ValidationContext<'_> {
             cancel: &cancel,
             heartbeat: &|_| {},
             creates: &[],
+            history: None,
         };
         f(&ctx)
     }

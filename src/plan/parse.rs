@@ -66,6 +66,21 @@ impl Collector {
         }
     }
 
+    /// A `true`/`false` field, `false` when absent or null.
+    fn flag(&mut self, obj: &Map<String, Value>, key: &str, at: &str) -> bool {
+        match obj.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                self.err(
+                    format!("{at}.{key}"),
+                    format!("expected true or false, got {other}"),
+                );
+                false
+            }
+        }
+    }
+
     fn uint(&mut self, obj: &Map<String, Value>, key: &str, at: &str, max: u64) -> Option<u64> {
         match obj.get(key) {
             None | Some(Value::Null) => None,
@@ -150,6 +165,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             "$schema",
             "plan_id",
             "description",
+            "intent",
             "variables",
             "defaults",
             "secrets",
@@ -180,6 +196,21 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
     };
     let description = c.string(obj, "description", "plan");
+    let intent = c.string(obj, "intent", "plan").and_then(|name| {
+        let intent = super::Intent::from_name(&name);
+        if intent.is_none() {
+            let names: Vec<&str> = super::Intent::ALL.iter().map(|i| i.as_str()).collect();
+            c.err(
+                "plan.intent",
+                format!(
+                    "unknown intent {:?} (expected one of: {})",
+                    escape_controls(&name),
+                    names.join(", ")
+                ),
+            );
+        }
+        intent
+    });
 
     let mut variables = BTreeMap::new();
     match obj.get("variables") {
@@ -276,6 +307,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
     let plan = Plan {
         plan_id,
         description,
+        intent,
         variables,
         secrets,
         defaults,
@@ -310,6 +342,7 @@ const STEP_FIELDS: &[&str] = &[
     "verify",
     "description",
     "creates",
+    "parallel_safe",
 ];
 
 fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) -> Option<Step> {
@@ -365,17 +398,8 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         .get("precondition")
         .and_then(|p| parse_precondition(c, p, &format!("{at}.precondition")))
         .map(Box::new);
-    let requires_confirmation = match obj.get("requires_confirmation") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            c.err(
-                format!("{at}.requires_confirmation"),
-                format!("expected true or false, got {other}"),
-            );
-            false
-        }
-    };
+    let requires_confirmation = c.flag(obj, "requires_confirmation", &at);
+    let parallel_safe = c.flag(obj, "parallel_safe", &at);
     let depends_on = match obj.get("depends_on") {
         None | Some(Value::Null) => prev.into_iter().collect(),
         Some(Value::String(s)) => vec![s.clone()],
@@ -476,6 +500,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         on_failure,
         verify,
         creates,
+        parallel_safe,
     })
 }
 

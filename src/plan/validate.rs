@@ -401,6 +401,77 @@ pub fn dependency_order(plan: &Plan) -> Result<Vec<usize>, Vec<Problem>> {
     Ok(order)
 }
 
+/// A `read`, `query` or `explain` plan promises to change nothing: every step that could (a
+/// writing tool, a command, `lsp_check`, an agent given a writing tool, a verify command or a
+/// `command_succeeds` precondition) is a problem naming the step.
+pub fn check_intent(plan: &Plan) -> Vec<Problem> {
+    use crate::tools::READ_ONLY_TOOLS;
+    let Some(intent) = plan.intent.filter(|i| i.is_read_only()) else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for step in &plan.steps {
+        let at = format!("steps[{}]", step.position);
+        let mut why: Vec<(String, String)> = Vec::new();
+        match step.tool.as_str() {
+            t if READ_ONLY_TOOLS.contains(&t) => {}
+            crate::tools::agent::NAME => {
+                let tools = step.arguments.get("tools");
+                let writers: Vec<String> = tools
+                    .as_ref()
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .filter(|t| !READ_ONLY_TOOLS.contains(t))
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !writers.is_empty() {
+                    why.push((
+                        format!("{at}.arguments.tools"),
+                        format!("is an agent step given {}", writers.join(", ")),
+                    ));
+                }
+            }
+            "run_command" | "lsp_check" => why.push((
+                format!("{at}.tool"),
+                format!("runs a command ({})", step.tool),
+            )),
+            "" => {}
+            other => why.push((
+                format!("{at}.tool"),
+                format!("uses {other}, which may change files"),
+            )),
+        }
+        if step.verify.is_some() {
+            why.push((format!("{at}.verify"), "runs a verify command".to_string()));
+        }
+        if let Some(p) = &step.precondition
+            && matches!(**p, super::Precondition::CommandSucceeds(_))
+        {
+            why.push((
+                format!("{at}.precondition"),
+                "runs a command in its precondition".to_string(),
+            ));
+        }
+        for (location, what) in why {
+            problems.push(Problem::invalid(
+                location,
+                format!(
+                    "step {:?} {what}, but the plan's intent is {:?}, which changes nothing (a {} plan may use only {}, or an agent step given only those; set intent to \"mutate\" to change files)",
+                    escape_controls(&step.step_id),
+                    intent.as_str(),
+                    intent.as_str(),
+                    READ_ONLY_TOOLS.join(", ")
+                ),
+            ));
+        }
+    }
+    problems
+}
+
 /// Validates the whole plan; an empty result means it may run.
 pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     let vars = Variables::new(
@@ -408,6 +479,7 @@ pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
         &builtins(plan, ctx.workspace, "validation"),
     );
     let mut problems = check_secrets(plan);
+    problems.extend(check_intent(plan));
     problems.extend(check_creates(ctx, &ctx.policy.creates, "policy.creates"));
     let writers = after_writers(plan);
     for (i, step) in plan.steps.iter().enumerate() {

@@ -87,7 +87,7 @@ pub fn render(
                 }
                 out.push_str("    </testcase>\n");
             }
-            StepStatus::Blocked | StepStatus::Skipped => {
+            StepStatus::Blocked | StepStatus::Skipped | StepStatus::Cancelled => {
                 let why = if error.is_empty() {
                     step.status.as_str().to_string()
                 } else {

@@ -276,7 +276,8 @@ impl PlanRunner {
         crate::sandbox::state::prepare(ws.root())?;
         let policy = Policy::load(options.policy.as_deref(), ws.root())
             .map_err(|e| RunnerError::Setup(e.to_string()))?;
-        let registry = ToolRegistry::builtin();
+        // MCP tools validate against any arguments until the approval's pins are known.
+        let registry = crate::tools::mcp::registry(&policy, None).map_err(RunnerError::Setup)?;
         let plan = {
             let ctx = ValidationContext {
                 registry: &registry,
@@ -352,6 +353,10 @@ impl PlanRunner {
             .and_then(|a| a.check_policy(&policy).map(|()| a))
             .and_then(|a| a.check_skills(&ws).map(|()| a))
             .map_err(unauthorized)?;
+        // The MCP tools as approved: descriptions and schemas from the pins; a declared server
+        // without pins cannot run.
+        let registry = crate::tools::mcp::registry(&policy, Some(&approved.authorization().mcp))
+            .map_err(|e| unauthorized(AuthError::McpNotPinned(e)))?;
 
         let requested = match settings.sandbox {
             Some(SandboxMode::None) if !explicit_none => {
@@ -511,7 +516,14 @@ impl PlanRunner {
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
+        // `--jobs` over the policy's `jobs` over the default (1).
+        let jobs = self
+            .settings
+            .jobs
+            .or(self.policy.jobs)
+            .unwrap_or_else(crate::executor::schedule::default_jobs);
         let mut executor = Executor::new(self.workspace, store)
+            .with_jobs(jobs)
             .with_registry(self.registry)
             .with_policy(self.policy)
             .with_confirmation(self.confirm)
@@ -639,6 +651,16 @@ pub fn record_decision(
     .under_policy(policy);
     if approving {
         auth.skills = plan::skills::referenced_hashes(plan, workspace);
+        // Each MCP server the policy declares is started under the policy's sandbox and its
+        // allowed tools pinned (docs/mcp.md); a server that cannot be pinned blocks the approval.
+        if !policy.mcp.is_empty() {
+            let sandbox = OsSandbox::resolve(policy.sandbox, workspace, &policy.limits)
+                .and_then(|s| s.with_network(&policy.network, workspace))
+                .map_err(|e| RunnerError::Sandbox(e.to_string()))?
+                .with_read_paths(&policy.read_paths);
+            auth.mcp = crate::tools::mcp::pin_servers(policy, workspace, &sandbox)
+                .map_err(|e| RunnerError::Setup(format!("cannot pin the MCP servers: {e}")))?;
+        }
     }
     store.record_decision(&DecisionRow {
         plan_id: plan.plan_id.clone(),

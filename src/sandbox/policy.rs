@@ -154,6 +154,187 @@ pub struct Policy {
     /// `report.xml`); a step adds its own. Left out of the serialised form when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<String>,
+    /// Steps run at once when the plan's dependencies allow it (`--jobs` overrides it); the
+    /// default is 1 (docs/parallel.md). Left out of the serialised form when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
+    /// MCP servers whose tools plans may use (`mcp.servers.NAME`, SPEC §7b). Left out of the
+    /// serialised form when empty, so policies written before it keep their hash.
+    #[serde(skip_serializing_if = "McpPolicy::is_empty")]
+    pub mcp: McpPolicy,
+}
+
+/// The `mcp` section of the policy: the servers a run may start, by name.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpPolicy {
+    /// Server name → how to start it and which of its tools are allowed.
+    pub servers: std::collections::BTreeMap<String, McpServer>,
+}
+
+impl McpPolicy {
+    /// Whether no server is declared (the section is then left out of the policy's hash).
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// One MCP server a run may start (docs/mcp.md). It runs as a command does: same sandbox, limits
+/// and network policy, with an environment of `PATH` plus the names in `env` only.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// Program and arguments (a bare name on `PATH`, or a workspace path), never through a shell.
+    pub command: Vec<String>,
+    /// Environment variables passed from the runner's environment (besides `PATH`).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// The server's tools plans may use; only these are offered, pinned and callable.
+    pub tools: Vec<String>,
+    /// Which calls ask for confirmation: `true` (the default) every call, `false` none, or the
+    /// list of tools whose calls do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<McpConfirm>,
+    /// Seconds the server may take to start and answer the handshake and `tools/list`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_timeout_s: Option<u64>,
+    /// Seconds one tool call may take (also bounded by the step's timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout_s: Option<u64>,
+}
+
+/// `confirm` of an MCP server: for every tool, or the list of tools that ask.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum McpConfirm {
+    /// Every call (`true`) or none (`false`).
+    All(bool),
+    /// Only calls of these tools.
+    Tools(Vec<String>),
+}
+
+/// Default seconds an MCP server may take to start (docs/mcp.md).
+pub const MCP_STARTUP_TIMEOUT_S: u64 = 30;
+/// Default seconds one MCP tool call may take (docs/mcp.md).
+pub const MCP_CALL_TIMEOUT_S: u64 = 120;
+
+impl McpServer {
+    /// Whether a call of `tool` asks for confirmation (default: yes).
+    pub fn confirms(&self, tool: &str) -> bool {
+        match &self.confirm {
+            None | Some(McpConfirm::All(true)) => true,
+            Some(McpConfirm::All(false)) => false,
+            Some(McpConfirm::Tools(list)) => list.iter().any(|t| t == tool),
+        }
+    }
+
+    /// The startup timeout in force.
+    pub fn startup_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.startup_timeout_s.unwrap_or(MCP_STARTUP_TIMEOUT_S))
+    }
+
+    /// The per-call timeout in force.
+    pub fn call_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.call_timeout_s.unwrap_or(MCP_CALL_TIMEOUT_S))
+    }
+}
+
+/// The prefix of every MCP tool's name: `mcp__SERVER__TOOL`.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
+
+/// The name an MCP tool is offered under.
+pub fn mcp_tool_name(server: &str, tool: &str) -> String {
+    format!("{MCP_TOOL_PREFIX}{server}__{tool}")
+}
+
+/// The server of an MCP tool's name (`mcp__SERVER__TOOL`), or `None` for any other tool.
+pub fn mcp_server_of(tool: &str) -> Option<&str> {
+    tool.strip_prefix(MCP_TOOL_PREFIX)?
+        .split_once("__")
+        .map(|(server, _)| server)
+}
+
+/// Why `part` (a server or tool name) cannot be part of an `mcp__SERVER__TOOL` name: only ASCII
+/// letters, digits, `_` and `-`, no `__` and no `_` at either end (so no two names can produce
+/// the same tool name), and short enough for the 64 characters LLM APIs allow a tool name.
+fn mcp_name_problem(part: &str) -> Option<&'static str> {
+    if part.is_empty() {
+        return Some("is empty");
+    }
+    if !part
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Some("may hold only ASCII letters, digits, '_' and '-'");
+    }
+    if part.contains("__") {
+        return Some("must not contain \"__\" (it separates server and tool in mcp__SERVER__TOOL)");
+    }
+    if part.starts_with('_') || part.ends_with('_') {
+        return Some("must not start or end with '_'");
+    }
+    None
+}
+
+impl McpPolicy {
+    /// Checks every server: names, a command, the tools listed, the confirm list, timeouts; the
+    /// error names the entry.
+    pub fn check(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, server) in &self.servers {
+            let at = format!("mcp.servers.{name}");
+            if let Some(why) = mcp_name_problem(name) {
+                return Err(format!("{at}: the server name {why}"));
+            }
+            if server.command.is_empty() || server.command[0].trim().is_empty() {
+                return Err(format!("{at}.command: needs the program and its arguments"));
+            }
+            if let Some(i) = server.command.iter().position(|a| a.contains('\0')) {
+                return Err(format!("{at}.command[{i}]: contains a NUL byte"));
+            }
+            for (i, var) in server.env.iter().enumerate() {
+                let ok = !var.is_empty()
+                    && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !var.starts_with(|c: char| c.is_ascii_digit());
+                if !ok {
+                    return Err(format!(
+                        "{at}.env[{i}] {var:?}: not an environment variable name"
+                    ));
+                }
+            }
+            if server.tools.is_empty() {
+                return Err(format!("{at}.tools: list the tools plans may use"));
+            }
+            for (i, tool) in server.tools.iter().enumerate() {
+                if let Some(why) = mcp_name_problem(tool) {
+                    return Err(format!("{at}.tools[{i}] {tool:?}: the tool name {why}"));
+                }
+                let full = mcp_tool_name(name, tool);
+                if full.len() > 64 {
+                    return Err(format!(
+                        "{at}.tools[{i}]: {full} is longer than the 64 characters LLM APIs allow"
+                    ));
+                }
+                if !seen.insert(full.clone()) {
+                    return Err(format!("{at}.tools[{i}]: {full} is listed twice"));
+                }
+            }
+            if let Some(McpConfirm::Tools(list)) = &server.confirm
+                && let Some(t) = list.iter().find(|t| !server.tools.contains(t))
+            {
+                return Err(format!("{at}.confirm: {t:?} is not in tools"));
+            }
+            for (field, v) in [
+                ("startup_timeout_s", server.startup_timeout_s),
+                ("call_timeout_s", server.call_timeout_s),
+            ] {
+                if v == Some(0) {
+                    return Err(format!("{at}.{field}: must be at least 1"));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for Policy {
@@ -172,6 +353,8 @@ impl Default for Policy {
             read_paths: Vec::new(),
             network: NetworkPolicy::default(),
             creates: Vec::new(),
+            jobs: None,
+            mcp: McpPolicy::default(),
         }
     }
 }
@@ -232,6 +415,12 @@ impl Policy {
     pub fn parse(text: &str) -> Result<Policy, String> {
         let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
         policy.network.entries()?;
+        if let Some(n) = policy.jobs
+            && !(1..=256).contains(&n)
+        {
+            return Err(format!("jobs: expected a number from 1 to 256, got {n}"));
+        }
+        policy.mcp.check()?;
         for (field, list) in [
             ("commands", policy.commands.as_deref().unwrap_or_default()),
             ("allow_commands", &policy.allow_commands),

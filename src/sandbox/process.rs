@@ -451,14 +451,9 @@ fn env_block() -> Option<(usize, usize)> {
     Some((start, end))
 }
 
-/// Runs `spec` to completion (see the module docs). `Err` only when the child could not be started
-/// (program not found, bad cwd) or reaped; a non-zero exit, a timeout or a cancel is an `Ok` whose
-/// fields say so.
-pub fn run(
-    spec: &CommandSpec,
-    cancel: &AtomicBool,
-    heartbeat: &dyn Fn(Duration),
-) -> std::io::Result<CommandOutput> {
+/// The program to execute and its argv for `spec`: wrapped in bwrap when the spec says so, the
+/// resolved program standing in for `argv[0]` where a `PATH` search would not find it.
+fn command_line(spec: &CommandSpec) -> std::io::Result<(PathBuf, Vec<String>)> {
     if spec.argv.is_empty() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -480,7 +475,97 @@ pub fn run(
         (None, Some(p)) => p.clone(),
         _ => resolve_program(&argv[0], &spec.env)?,
     };
+    Ok((program, argv))
+}
 
+/// A long-lived child the runner talks to over its stdin and stdout (an MCP server): started
+/// like every command ([`CommandSpec`], same sandbox, limits and process group), but not run to
+/// completion. The caller takes the pipes and reads them on its own threads; [`Service::stop`]
+/// (or dropping it) ends the whole process group: SIGTERM, `kill_grace`, SIGKILL, then reaps.
+#[derive(Debug)]
+pub struct Service {
+    pid: libc::pid_t,
+    kill_grace: Duration,
+    reaped: bool,
+    /// Write end of the child's stdin (taken by the caller).
+    pub stdin: Option<File>,
+    /// Read end of the child's stdout (taken by the caller).
+    pub stdout: Option<File>,
+    /// Read end of the child's stderr (taken by the caller).
+    pub stderr: Option<File>,
+}
+
+/// Starts `spec` as a [`Service`]. `spec.timeout` bounds nothing here (the caller times its
+/// requests) except through the CPU limit the sandbox derived from it.
+pub fn start(spec: &CommandSpec) -> std::io::Result<Service> {
+    let (program, argv) = command_line(spec)?;
+    let (child, stdin) = spawn::spawn_piped(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;
+    Ok(Service {
+        pid: child.pid,
+        kill_grace: spec.kill_grace,
+        reaped: false,
+        stdin: Some(stdin),
+        stdout: Some(child.stdout),
+        stderr: Some(child.stderr),
+    })
+}
+
+impl Service {
+    /// The child's pid, which is also its process group id.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Whether the child has exited (it is not reaped, so its group id stays reserved).
+    pub fn has_exited(&self) -> bool {
+        self.reaped || has_exited(self.pid)
+    }
+
+    /// Ends the process group (SIGTERM, the grace period, SIGKILL) and reaps the leader; what is
+    /// left of stdin is closed first, which a well-behaved server takes as the signal to exit.
+    /// Calling it again does nothing.
+    pub fn stop(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        if self.reaped {
+            return Ok(None);
+        }
+        self.stdin = None;
+        let grace_end = Instant::now() + self.kill_grace;
+        let mut exited = has_exited(self.pid);
+        if !exited {
+            signal_group(self.pid, libc::SIGTERM);
+            while !exited && Instant::now() < grace_end {
+                std::thread::sleep(Duration::from_millis(10));
+                exited = has_exited(self.pid);
+            }
+        }
+        // Whatever is left of the group goes now; the leader is not reaped yet, so the group id
+        // still belongs to it.
+        signal_group(self.pid, libc::SIGKILL);
+        let kill_end = Instant::now() + KILL_WAIT;
+        while !has_exited(self.pid) && Instant::now() < kill_end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let status = spawn::wait(self.pid)?;
+        self.reaped = true;
+        Ok(Some(status))
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Runs `spec` to completion (see the module docs). `Err` only when the child could not be started
+/// (program not found, bad cwd) or reaped; a non-zero exit, a timeout or a cancel is an `Ok` whose
+/// fields say so.
+pub fn run(
+    spec: &CommandSpec,
+    cancel: &AtomicBool,
+    heartbeat: &dyn Fn(Duration),
+) -> std::io::Result<CommandOutput> {
+    let (program, argv) = command_line(spec)?;
     let start = Instant::now();
     let child = spawn::spawn(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;
     let pid = child.pid;

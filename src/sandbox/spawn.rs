@@ -307,6 +307,33 @@ pub fn spawn(
     cwd: &Path,
     setup: &ChildSetup,
 ) -> io::Result<Spawned> {
+    spawn_with_stdin(program, argv, env, cwd, setup, false).map(|(child, _)| child)
+}
+
+/// Like [`spawn`], but the child's stdin is a new pipe whose write end is returned: for a
+/// long-lived child the runner talks to (an MCP server speaking JSON-RPC on stdin/stdout). Same
+/// process group, limits, Landlock and seccomp set-up as every command.
+pub fn spawn_piped(
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    setup: &ChildSetup,
+) -> io::Result<(Spawned, File)> {
+    let (child, stdin) = spawn_with_stdin(program, argv, env, cwd, setup, true)?;
+    let stdin = stdin.ok_or_else(|| io::Error::other("no stdin pipe was made"))?;
+    Ok((child, stdin))
+}
+
+/// [`spawn`] with stdin `/dev/null` (`piped_stdin` false) or a new pipe, whose write end comes back.
+fn spawn_with_stdin(
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    setup: &ChildSetup,
+    piped_stdin: bool,
+) -> io::Result<(Spawned, Option<File>)> {
     let program = c_string(program.as_os_str().as_bytes(), "program path")?;
     let argv: Vec<CString> = argv
         .iter()
@@ -324,7 +351,16 @@ pub fn spawn(
     let argv_ptrs = pointers(&argv);
     let envp_ptrs = pointers(&envp);
 
-    let devnull = dev_null()?;
+    let (in_r, in_w) = if piped_stdin {
+        let (r, w) = pipe()?;
+        (Some(r), Some(w))
+    } else {
+        (None, None)
+    };
+    let stdin_source = match &in_r {
+        Some(r) => r.as_raw_fd(),
+        None => dev_null()?,
+    };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
 
@@ -339,7 +375,11 @@ pub fn spawn(
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdio: [(0, devnull), (1, out_w.as_raw_fd()), (2, err_w.as_raw_fd())],
+        stdio: [
+            (0, stdin_source),
+            (1, out_w.as_raw_fd()),
+            (2, err_w.as_raw_fd()),
+        ],
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         limits,
@@ -384,12 +424,15 @@ pub fn spawn(
         let _ = wait(pid);
         return Err(io::Error::from_raw_os_error(error));
     }
-    drop((out_w, err_w));
-    Ok(Spawned {
-        pid,
-        stdout: File::from(out_r),
-        stderr: File::from(err_r),
-    })
+    drop((out_w, err_w, in_r));
+    Ok((
+        Spawned {
+            pid,
+            stdout: File::from(out_r),
+            stderr: File::from(err_r),
+        },
+        in_w.map(File::from),
+    ))
 }
 
 /// The child's side: set up, then `execve`. Never returns; on a failure it stores `errno` in

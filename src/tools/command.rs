@@ -58,10 +58,11 @@ pub struct RunCommand;
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandArgs {
-    /// The command line, split with POSIX shell quoting (no shell features).
+    /// The command line, split with POSIX shell quoting (no shell features). The program is a
+    /// bare name found on PATH, or a workspace path the policy names (`.venv/bin/python`).
     #[schemars(length(min = 1))]
     pub command: Option<String>,
-    /// The program and its arguments, one item each.
+    /// The program and its arguments, one item each (the program as for `command`).
     #[schemars(length(min = 1))]
     pub argv: Option<Vec<String>>,
     /// Working directory relative to the workspace (default: the workspace root).
@@ -558,6 +559,7 @@ mod tests {
             cancel,
             heartbeat: &|_| {},
             creates: &[],
+            history: None,
         }
     }
 

@@ -36,6 +36,7 @@ impl ToolRegistry {
         super::search::register(&mut r);
         super::command::register(&mut r);
         super::lsp::register(&mut r);
+        super::history::register(&mut r);
         r
     }
 
@@ -63,6 +64,13 @@ impl ToolRegistry {
     /// All tools, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
         self.tools.values().map(|r| &r.tool)
+    }
+
+    /// Stops what tools keep running between calls (MCP servers): the end of a run.
+    pub fn shutdown(&self) {
+        for r in self.tools.values() {
+            r.tool.shutdown();
+        }
     }
 
     /// `{name, description, parameters}` for each tool, as `acode-run tools` prints and LLMs see.

@@ -1,0 +1,750 @@
+//! One MCP server over stdio (see the module docs of [`crate::mcp`]).
+//!
+//! Every wait is bounded: a request waits for its answer until its deadline or the cancel flag,
+//! and then sends `notifications/cancelled` and stops the server (the caller drops the client,
+//! which ends the whole process group). A server that prints a line that is not JSON, answers an
+//! id that was never asked, or exits fails the request with what it printed (sanitised). Requests
+//! the server sends (sampling, elicitation, roots, anything) are refused with a JSON-RPC error and
+//! remembered in [`Client::refused`].
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use thiserror::Error;
+
+use super::{HANDSHAKE_VERSIONS, STATELESS_VERSION, sanitize_line};
+use crate::sandbox::process::{self, CommandSpec, Service};
+
+/// Longest line read from a server's stdout (a bigger one fails the request).
+const MAX_LINE: usize = 16 * 1024 * 1024;
+/// Bytes of a server's stderr kept (its log, stored as an artifact).
+const STDERR_CAP: usize = 1024 * 1024;
+/// Characters of a bad line shown in an error.
+const SHOWN: usize = 300;
+/// How often a wait looks at the cancel flag.
+const TICK: Duration = Duration::from_millis(20);
+/// Pages of `tools/list` followed at most.
+const MAX_PAGES: usize = 100;
+
+/// Why talking to a server failed.
+#[derive(Debug, Error)]
+pub enum McpError {
+    /// The server could not be started.
+    #[error("cannot start MCP server {server}: {source}")]
+    Start {
+        /// The server.
+        server: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No answer within the time allowed.
+    #[error("MCP server {server} did not answer {method} within {}", seconds(*.secs))]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The request.
+        method: String,
+        /// The limit, in seconds.
+        secs: f64,
+    },
+    /// The run is being interrupted.
+    #[error("interrupted while waiting for MCP server {server}")]
+    Interrupted {
+        /// The server.
+        server: String,
+    },
+    /// The server exited or closed its stdout.
+    #[error("MCP server {server} exited during {method}{}", stderr_note(.stderr))]
+    Exited {
+        /// The server.
+        server: String,
+        /// The request.
+        method: String,
+        /// The last line of its stderr, sanitised.
+        stderr: String,
+    },
+    /// The server printed something that is not a JSON-RPC message on stdout.
+    #[error(
+        "MCP server {server} printed a line that is not JSON-RPC on stdout during {method} (a server must log to stderr): {line}"
+    )]
+    NotJson {
+        /// The server.
+        server: String,
+        /// The request.
+        method: String,
+        /// The line, sanitised.
+        line: String,
+    },
+    /// The server answered a request that was never sent (or not the one waited for).
+    #[error("MCP server {server} answered an unknown request id during {method}: {line}")]
+    UnknownId {
+        /// The server.
+        server: String,
+        /// The request.
+        method: String,
+        /// The line, sanitised.
+        line: String,
+    },
+    /// The server answered with a JSON-RPC error.
+    #[error("MCP server {server} refused {method}: {message} (code {code})")]
+    Rpc {
+        /// The server.
+        server: String,
+        /// The request.
+        method: String,
+        /// The error code.
+        code: i64,
+        /// The error message, sanitised.
+        message: String,
+    },
+    /// The answer does not have the shape the protocol requires.
+    #[error("MCP server {server}: {message}")]
+    Protocol {
+        /// The server.
+        server: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The server announced that its tool list changed (`notifications/tools/list_changed`).
+    #[error("MCP server {server} changed since approval: it announced that its tool list changed")]
+    ListChanged {
+        /// The server.
+        server: String,
+    },
+}
+
+/// `2 s`, or `0.5 s` below a whole second.
+fn seconds(secs: f64) -> String {
+    if (secs - secs.round()).abs() < 0.01 {
+        format!("{} s", secs.round())
+    } else {
+        format!("{secs:.1} s")
+    }
+}
+
+fn stderr_note(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (its stderr ends: {stderr})")
+    }
+}
+
+/// Which protocol era a server speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` handshake; the negotiated version.
+    Handshake(String),
+    /// Stateless revision: the version goes in every request's `_meta`.
+    Stateless,
+}
+
+/// Who a server says it is, as pinned by `approve`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The protocol version in use.
+    pub protocol_version: String,
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+}
+
+/// One tool as `tools/list` describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedTool {
+    /// Its name.
+    pub name: String,
+    /// Its description (empty when absent).
+    pub description: String,
+    /// Its input schema.
+    pub input_schema: Value,
+}
+
+/// What the stdout reader thread hands over.
+enum Incoming {
+    Message(Value),
+    NotJson(String),
+    Eof,
+}
+
+/// A running server and the state of the conversation with it.
+pub struct Client {
+    server: String,
+    service: Service,
+    stdin: std::fs::File,
+    rx: Receiver<Incoming>,
+    next_id: u64,
+    era: Era,
+    identity: Identity,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_taken: usize,
+    /// A duplicate of the stderr pipe's read end, only polled (see [`Client::take_stderr`]).
+    stderr_fd: Option<std::fs::File>,
+    refused: Vec<String>,
+    list_changed: bool,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server)
+            .field("pid", &self.service.pid())
+            .field("era", &self.era)
+            .finish()
+    }
+}
+
+/// `_meta` of a stateless-era request.
+fn stateless_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": client_info(),
+    })
+}
+
+fn client_info() -> Value {
+    json!({"name": "acode-run", "version": env!("CARGO_PKG_VERSION")})
+}
+
+impl Client {
+    /// Starts the server `spec` describes (already prepared by the run's sandbox), chooses the
+    /// protocol era by what it answers, all within `startup` (and the cancel flag).
+    pub fn start(
+        server: &str,
+        spec: &CommandSpec,
+        startup: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<Client, McpError> {
+        let mut service = process::start(spec).map_err(|source| McpError::Start {
+            server: server.to_string(),
+            source,
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (
+            service.stdin.take(),
+            service.stdout.take(),
+            service.stderr.take(),
+        ) else {
+            return Err(McpError::Start {
+                server: server.to_string(),
+                source: std::io::Error::other("the server's pipes are missing"),
+            });
+        };
+        let (tx, rx) = channel();
+        std::thread::spawn(move || read_stdout(stdout, tx));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let stderr_fd = stderr.try_clone().ok();
+        std::thread::spawn(move || read_stderr(stderr, sink));
+        let mut client = Client {
+            server: server.to_string(),
+            service,
+            stdin,
+            rx,
+            next_id: 0,
+            era: Era::Stateless,
+            identity: Identity {
+                protocol_version: String::new(),
+                name: String::new(),
+                version: String::new(),
+            },
+            stderr: log,
+            stderr_taken: 0,
+            stderr_fd,
+            refused: Vec::new(),
+            list_changed: false,
+        };
+        let deadline = Instant::now() + startup;
+        client.handshake(deadline, cancel)?;
+        Ok(client)
+    }
+
+    /// Tries `server/discover` (the stdio backward-compatibility probe of the stateless
+    /// revision); a server that answers it with an error, or without the stateless version among
+    /// its supported ones, gets the `initialize` handshake instead.
+    fn handshake(&mut self, deadline: Instant, cancel: &AtomicBool) -> Result<(), McpError> {
+        self.era = Era::Stateless;
+        let probe = self.request("server/discover", json!({}), deadline, cancel);
+        let discover_error = match probe {
+            Ok(result) => {
+                let supported: Vec<&str> = result
+                    .get("supportedVersions")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                if supported.contains(&STATELESS_VERSION) {
+                    let info = result
+                        .get("serverInfo")
+                        .or_else(|| {
+                            result
+                                .get("_meta")
+                                .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+                        })
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    self.identity = identity(STATELESS_VERSION, &info);
+                    return Ok(());
+                }
+                format!("server/discover offered {supported:?}")
+            }
+            Err(McpError::Rpc { code, message, .. }) => format!("{message} (code {code})"),
+            Err(other) => return Err(other),
+        };
+        self.era = Era::Handshake(HANDSHAKE_VERSIONS[0].to_string());
+        let params = json!({
+            "protocolVersion": HANDSHAKE_VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": client_info(),
+        });
+        let result = match self.request("initialize", params, deadline, cancel) {
+            Ok(r) => r,
+            Err(McpError::Rpc { code, message, .. }) => {
+                return Err(McpError::Protocol {
+                    server: self.server.clone(),
+                    message: format!(
+                        "speaks neither protocol era: server/discover failed ({discover_error}) \
+                         and initialize failed ({message}, code {code})"
+                    ),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if !HANDSHAKE_VERSIONS.contains(&version.as_str()) {
+            return Err(McpError::Protocol {
+                server: self.server.clone(),
+                message: format!(
+                    "initialize answered protocol version {:?}, which acode-run does not speak \
+                     (it speaks {} and {STATELESS_VERSION})",
+                    sanitize_line(&version, 40),
+                    HANDSHAKE_VERSIONS.join(", ")
+                ),
+            });
+        }
+        self.identity = identity(&version, result.get("serverInfo").unwrap_or(&Value::Null));
+        self.era = Era::Handshake(version);
+        self.notify("notifications/initialized", json!({}))?;
+        Ok(())
+    }
+
+    /// The server's name in the policy.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Who the server says it is.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The protocol era in use.
+    pub fn era(&self) -> &Era {
+        &self.era
+    }
+
+    /// The server's pid (its process group id).
+    pub fn pid(&self) -> i32 {
+        self.service.pid()
+    }
+
+    /// Requests from the server that were refused, one line each (method and id).
+    pub fn refused(&self) -> &[String] {
+        &self.refused
+    }
+
+    /// Takes the list of refused requests (for recording them with the call they came during).
+    pub fn take_refused(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.refused)
+    }
+
+    /// The server's stderr since the last call of this function (lossy UTF-8).
+    pub fn take_stderr(&mut self) -> String {
+        // What the server wrote before its answer is in the pipe or already read: wait (briefly)
+        // until the reader thread has emptied the pipe, so a call's log lines stay with it.
+        if let Some(fd) = &self.stderr_fd {
+            let until = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < until && readable(fd) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let log = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
+        let new = log.get(self.stderr_taken..).unwrap_or_default();
+        self.stderr_taken = log.len();
+        String::from_utf8_lossy(new).into_owned()
+    }
+
+    /// The last non-empty line of stderr, sanitised.
+    fn stderr_tail(&self) -> String {
+        let log = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&log);
+        text.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| sanitize_line(l, SHOWN))
+            .unwrap_or_default()
+    }
+
+    /// Whether the server announced a changed tool list.
+    pub fn list_changed(&self) -> bool {
+        self.list_changed
+    }
+
+    /// Every tool the server offers (following `nextCursor`).
+    pub fn list_tools(
+        &mut self,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<ListedTool>, McpError> {
+        let deadline = Instant::now() + timeout;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let result = self.request("tools/list", params, deadline, cancel)?;
+            let Some(list) = result.get("tools").and_then(Value::as_array) else {
+                return Err(self.protocol("tools/list answered without a tools array"));
+            };
+            for t in list {
+                let Some(name) = t.get("name").and_then(Value::as_str) else {
+                    return Err(self.protocol("tools/list answered a tool without a name"));
+                };
+                tools.push(ListedTool {
+                    name: name.to_string(),
+                    description: t
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    input_schema: t.get("inputSchema").cloned().unwrap_or(Value::Null),
+                });
+            }
+            cursor = result
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if cursor.is_none() {
+                return Ok(tools);
+            }
+        }
+        Err(self.protocol("tools/list kept answering more pages"))
+    }
+
+    /// Calls `tool` with `arguments`; the raw result. A `notifications/tools/list_changed` seen
+    /// before or during the call fails it ([`McpError::ListChanged`]).
+    pub fn call_tool(
+        &mut self,
+        tool: &str,
+        arguments: &Value,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<Value, McpError> {
+        if self.list_changed {
+            return Err(McpError::ListChanged {
+                server: self.server.clone(),
+            });
+        }
+        let deadline = Instant::now() + timeout;
+        let params = json!({"name": tool, "arguments": arguments});
+        let result = self.request("tools/call", params, deadline, cancel)?;
+        if self.list_changed {
+            return Err(McpError::ListChanged {
+                server: self.server.clone(),
+            });
+        }
+        Ok(result)
+    }
+
+    /// Ends the server's process group now.
+    pub fn stop(&mut self) {
+        let _ = self.service.stop();
+    }
+
+    fn protocol(&self, message: &str) -> McpError {
+        McpError::Protocol {
+            server: self.server.clone(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Writes one message as one line.
+    fn send(&mut self, mut message: Value, method: &str) -> Result<(), McpError> {
+        if self.era == Era::Stateless
+            && let Some(params) = message.get_mut("params").and_then(Value::as_object_mut)
+        {
+            params.insert("_meta".into(), stateless_meta());
+        }
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| self.stdin.flush())
+            .map_err(|_| McpError::Exited {
+                server: self.server.clone(),
+                method: method.to_string(),
+                stderr: self.stderr_tail(),
+            })
+    }
+
+    fn notify(&mut self, method: &str, params: Value) -> Result<(), McpError> {
+        self.send(
+            json!({"jsonrpc": "2.0", "method": method, "params": params}),
+            method,
+        )
+    }
+
+    /// Sends a request and waits for its answer (see the module docs for what ends a wait).
+    fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+        cancel: &AtomicBool,
+    ) -> Result<Value, McpError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            method,
+        )?;
+        let started = Instant::now();
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                self.abandon(id, "the run was interrupted");
+                return Err(McpError::Interrupted {
+                    server: self.server.clone(),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.abandon(id, "timed out");
+                return Err(McpError::Timeout {
+                    server: self.server.clone(),
+                    method: method.to_string(),
+                    secs: (deadline - started).as_secs_f64().max(0.0),
+                });
+            }
+            let message = match self.rx.recv_timeout((deadline - now).min(TICK)) {
+                Ok(Incoming::Message(m)) => m,
+                Ok(Incoming::NotJson(line)) => {
+                    self.service.stop().ok();
+                    return Err(McpError::NotJson {
+                        server: self.server.clone(),
+                        method: method.to_string(),
+                        line,
+                    });
+                }
+                Ok(Incoming::Eof) | Err(RecvTimeoutError::Disconnected) => {
+                    // Give stderr a moment to be read: it usually says why.
+                    std::thread::sleep(Duration::from_millis(50));
+                    return Err(McpError::Exited {
+                        server: self.server.clone(),
+                        method: method.to_string(),
+                        stderr: self.stderr_tail(),
+                    });
+                }
+                Err(RecvTimeoutError::Timeout) => continue,
+            };
+            if let Some(answer) = self.dispatch(message, id, method)? {
+                return answer;
+            }
+        }
+    }
+
+    /// Handles one incoming message while waiting for request `id`: its answer (`Some`), a
+    /// server request (refused), a notification (noted), or a protocol failure (`Err`).
+    fn dispatch(
+        &mut self,
+        message: Value,
+        id: u64,
+        method: &str,
+    ) -> Result<Option<Result<Value, McpError>>, McpError> {
+        let shown = || sanitize_line(&message.to_string(), SHOWN);
+        if !message.is_object() {
+            return Err(McpError::NotJson {
+                server: self.server.clone(),
+                method: method.to_string(),
+                line: shown(),
+            });
+        }
+        if let Some(m) = message.get("method").and_then(Value::as_str) {
+            match message.get("id") {
+                Some(req_id) if !req_id.is_null() => {
+                    // A request from the server: sampling, elicitation, roots, ping — none is
+                    // offered; each is refused with an error reply and remembered.
+                    self.refused
+                        .push(format!("{} (id {})", sanitize_line(m, 80), req_id));
+                    let reply = json!({
+                        "jsonrpc": "2.0",
+                        "id": req_id,
+                        "error": {
+                            "code": -32601,
+                            "message": format!(
+                                "acode-run does not offer {m} to MCP servers (refused by policy)"
+                            ),
+                        },
+                    });
+                    self.send_raw(&reply, method)?;
+                }
+                _ => {
+                    if m == "notifications/tools/list_changed" {
+                        self.list_changed = true;
+                    }
+                }
+            }
+            return Ok(None);
+        }
+        let answered = message.get("id").and_then(Value::as_u64);
+        if answered != Some(id) {
+            return Err(McpError::UnknownId {
+                server: self.server.clone(),
+                method: method.to_string(),
+                line: shown(),
+            });
+        }
+        if let Some(error) = message.get("error") {
+            let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+            let text = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no message");
+            return Ok(Some(Err(McpError::Rpc {
+                server: self.server.clone(),
+                method: method.to_string(),
+                code,
+                message: sanitize_line(text, SHOWN),
+            })));
+        }
+        match message.get("result") {
+            Some(result) if result.is_object() => Ok(Some(Ok(result.clone()))),
+            _ => Err(McpError::Protocol {
+                server: self.server.clone(),
+                message: format!("{method} answered without a result object: {}", shown()),
+            }),
+        }
+    }
+
+    /// A message written as is (a reply: no `_meta` added).
+    fn send_raw(&mut self, message: &Value, method: &str) -> Result<(), McpError> {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| self.stdin.flush())
+            .map_err(|_| McpError::Exited {
+                server: self.server.clone(),
+                method: method.to_string(),
+                stderr: self.stderr_tail(),
+            })
+    }
+
+    /// Gives up on request `id`: `notifications/cancelled`, then the server is stopped (its
+    /// answer can no longer be trusted to belong to anything).
+    fn abandon(&mut self, id: u64, reason: &str) {
+        let _ = self.notify(
+            "notifications/cancelled",
+            json!({"requestId": id, "reason": reason}),
+        );
+        // A moment for the notification to be read before the group is signalled.
+        std::thread::sleep(Duration::from_millis(100));
+        self.stop();
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn identity(version: &str, info: &Value) -> Identity {
+    let field = |k: &str| {
+        info.get(k)
+            .and_then(Value::as_str)
+            .map(|s| sanitize_line(s, 200))
+            .unwrap_or_default()
+    };
+    Identity {
+        protocol_version: version.to_string(),
+        name: field("name"),
+        version: field("version"),
+    }
+}
+
+/// The stdout reader thread: one message per line, handed over until end-of-file or a bad line.
+fn read_stdout(stdout: std::fs::File, tx: std::sync::mpsc::Sender<Incoming>) {
+    let mut reader = BufReader::new(stdout);
+    loop {
+        let mut line = Vec::new();
+        let read = (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line);
+        match read {
+            Ok(0) | Err(_) => {
+                let _ = tx.send(Incoming::Eof);
+                return;
+            }
+            Ok(_) => {}
+        }
+        if line.len() > MAX_LINE {
+            let _ = tx.send(Incoming::NotJson(format!(
+                "a line longer than {MAX_LINE} bytes"
+            )));
+            return;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let incoming = match serde_json::from_str::<Value>(text) {
+            Ok(v) => Incoming::Message(v),
+            Err(_) => Incoming::NotJson(sanitize_line(text, SHOWN)),
+        };
+        let stop = matches!(incoming, Incoming::NotJson(_));
+        if tx.send(incoming).is_err() || stop {
+            return;
+        }
+    }
+}
+
+/// Whether `file` has bytes to read now.
+fn readable(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fds = [libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one live pollfd; a zero timeout never blocks.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    n > 0 && fds[0].revents & libc::POLLIN != 0
+}
+
+/// The stderr reader thread: keeps the first [`STDERR_CAP`] bytes, drains the rest.
+fn read_stderr(mut stderr: std::fs::File, log: Arc<Mutex<Vec<u8>>>) {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match stderr.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if let Ok(mut l) = log.lock() {
+                    let room = STDERR_CAP.saturating_sub(l.len());
+                    l.extend_from_slice(&chunk[..n.min(room)]);
+                }
+            }
+        }
+    }
+}

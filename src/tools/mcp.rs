@@ -1,0 +1,445 @@
+//! `mcp__SERVER__TOOL`: the tools of the MCP servers a policy declares (SPEC §7b, docs/mcp.md).
+//!
+//! Each allowed tool is registered as a tool of its own, with the description and input schema
+//! the approval pinned, so the model sees the approved text and every call (a plan's or a
+//! model's) goes through the same schema validation, confirmation and recording as a built-in
+//! tool. A server is started once per run, the first time one of its tools is called, as a
+//! command runs (the run's sandbox, limits and network policy; an environment of `PATH` and the
+//! names the policy lists), and compared with its pins before that first call: any difference
+//! fails the call with [`ErrorKind::McpChanged`] (exit 36). [`Tool::shutdown`] stops every server
+//! at the end of the run.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use crate::error::ErrorKind;
+use crate::mcp::client::{Client, ListedTool, McpError};
+use crate::mcp::pins::{self, ServerPin};
+use crate::sandbox::policy::{McpServer, mcp_tool_name};
+use crate::sandbox::process::CommandSpec;
+use crate::sandbox::{OsSandbox, Policy, Workspace, program};
+
+/// The CPU-time budget a server gets for its whole life (its `RLIMIT_CPU`), in seconds.
+const SERVER_CPU_S: u64 = 3600;
+/// Bytes of a raw result kept as the `mcp_result` artifact.
+const RESULT_CAP: usize = 1024 * 1024;
+
+/// The servers of one run: how to start them, what was approved, and the ones started.
+pub struct McpRuntime {
+    servers: BTreeMap<String, McpServer>,
+    pins: BTreeMap<String, ServerPin>,
+    clients: Mutex<BTreeMap<String, Client>>,
+}
+
+impl McpRuntime {
+    /// Stops every server started (the end of a run, a failure, Ctrl-C).
+    pub fn shutdown(&self) {
+        if let Ok(mut clients) = self.clients.lock() {
+            clients.clear();
+        }
+    }
+}
+
+impl Drop for McpRuntime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// One allowed tool of one server.
+pub struct McpTool {
+    name: &'static str,
+    description: &'static str,
+    server: String,
+    tool: String,
+    schema: Value,
+    confirm: bool,
+    runtime: Arc<McpRuntime>,
+}
+
+/// Registers the allowed tools of every server `policy` declares. With `pins` (a run of an
+/// approved plan) each tool carries its approved description and schema; without (validation
+/// before approval) a placeholder description and any object as arguments. `Err` when a pin is
+/// missing or does not match its own hash.
+pub fn register(
+    registry: &mut ToolRegistry,
+    policy: &Policy,
+    approved: Option<&BTreeMap<String, ServerPin>>,
+) -> Result<(), String> {
+    if policy.mcp.is_empty() {
+        return Ok(());
+    }
+    let runtime = Arc::new(McpRuntime {
+        servers: policy.mcp.servers.clone(),
+        pins: approved.cloned().unwrap_or_default(),
+        clients: Mutex::new(BTreeMap::new()),
+    });
+    for (server, config) in &policy.mcp.servers {
+        let pin = approved.map(|p| p.get(server));
+        for tool in &config.tools {
+            let (description, schema) = match pin {
+                None => (
+                    format!(
+                        "Tool {tool} of MCP server {server} (not pinned yet: approve the plan)."
+                    ),
+                    json!({"type": "object"}),
+                ),
+                Some(None) => {
+                    return Err(format!(
+                        "MCP server {server} is not pinned in the approval: approve the plan again"
+                    ));
+                }
+                Some(Some(pin)) => match pin.tools.get(tool) {
+                    Some(t) if t.is_consistent(tool) => (t.description.clone(), t.schema()),
+                    Some(_) => {
+                        return Err(format!(
+                            "the approval's pin of MCP tool {tool} (server {server}) does not match \
+                             its own hash: approve the plan again"
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
+                            "MCP tool {tool} of server {server} is not pinned in the approval: \
+                             approve the plan again"
+                        ));
+                    }
+                },
+            };
+            // Registered names and descriptions are `&'static str`: one small allocation per
+            // allowed tool for the life of the process.
+            let name: &'static str = Box::leak(mcp_tool_name(server, tool).into_boxed_str());
+            let description: &'static str = Box::leak(description.into_boxed_str());
+            registry.register(Arc::new(McpTool {
+                name,
+                description,
+                server: server.clone(),
+                tool: tool.clone(),
+                schema,
+                confirm: config.confirms(tool),
+                runtime: runtime.clone(),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The built-in tools plus the MCP tools of `policy` (see [`register`]).
+pub fn registry(
+    policy: &Policy,
+    approved: Option<&BTreeMap<String, ServerPin>>,
+) -> Result<ToolRegistry, String> {
+    let mut registry = ToolRegistry::builtin();
+    register(&mut registry, policy, approved)?;
+    Ok(registry)
+}
+
+/// The command that starts `server`, prepared by the run's sandbox: its program resolved like a
+/// command's (a bare name on `PATH`, or a workspace path), the environment `PATH` plus the names
+/// listed (never the runner's own secrets), the workspace as working directory.
+pub fn server_spec(
+    server: &McpServer,
+    workspace: &Workspace,
+    sandbox: &OsSandbox,
+) -> Result<CommandSpec, String> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    for name in std::iter::once("PATH").chain(server.env.iter().map(String::as_str)) {
+        if crate::sandbox::redact::is_runner_secret_var(name) || env.iter().any(|(k, _)| k == name)
+        {
+            continue;
+        }
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.to_string(), value));
+        }
+    }
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let program = program::resolve(
+        &server.command[0],
+        workspace,
+        workspace.root(),
+        path_var.as_deref(),
+    )
+    .map_err(|e| format!("{}: {e}", server.command[0]))?;
+    let mut spec = CommandSpec::new(server.command.clone(), workspace.root().to_path_buf());
+    spec.program = Some(program.exec.clone());
+    spec.program_roots = program.roots.clone();
+    spec.program_by_name = program.found_by_name;
+    spec.env = env;
+    spec.timeout = Duration::from_secs(SERVER_CPU_S);
+    sandbox.prepare(&mut spec, workspace).map_err(|e| {
+        format!(
+            "cannot confine it in the {} sandbox: {e}",
+            sandbox.describe()
+        )
+    })?;
+    Ok(spec)
+}
+
+/// Starts `server` and lists its tools (for `approve`, `mcp tools` and a run's first call).
+pub fn start_and_list(
+    name: &str,
+    server: &McpServer,
+    workspace: &Workspace,
+    sandbox: &OsSandbox,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(Client, Vec<ListedTool>), String> {
+    let spec =
+        server_spec(server, workspace, sandbox).map_err(|e| format!("MCP server {name}: {e}"))?;
+    let mut client =
+        Client::start(name, &spec, server.startup_timeout(), cancel).map_err(|e| e.to_string())?;
+    let listed = client
+        .list_tools(server.startup_timeout(), cancel)
+        .map_err(|e| e.to_string())?;
+    Ok((client, listed))
+}
+
+/// Starts every server `policy` declares, lists its tools and pins the allowed ones (what
+/// `approve` records). Each server is stopped once pinned.
+pub fn pin_servers(
+    policy: &Policy,
+    workspace: &Workspace,
+    sandbox: &OsSandbox,
+) -> Result<BTreeMap<String, ServerPin>, String> {
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut out = BTreeMap::new();
+    for (name, server) in &policy.mcp.servers {
+        let (client, listed) = start_and_list(name, server, workspace, sandbox, &cancel)?;
+        let pin = pins::pin_server(client.identity(), &listed, &server.tools)
+            .map_err(|e| format!("MCP server {name}: {e}"))?;
+        out.insert(name.clone(), pin);
+    }
+    Ok(out)
+}
+
+/// "MCP server changed since approval" with what changed.
+fn changed(server: &str, what: &[String]) -> ToolOutput {
+    ToolOutput::failed(
+        ErrorKind::McpChanged,
+        format!(
+            "MCP server changed since approval: server {server}: {}",
+            what.join("; ")
+        ),
+    )
+}
+
+impl McpTool {
+    /// Starts the server if this run has not yet, checking it against its pins first.
+    fn ensure_started(
+        &self,
+        clients: &mut BTreeMap<String, Client>,
+        ctx: &ToolContext,
+    ) -> Result<(), Box<ToolOutput>> {
+        if clients.contains_key(&self.server) {
+            return Ok(());
+        }
+        let (Some(config), Some(pin)) = (
+            self.runtime.servers.get(&self.server),
+            self.runtime.pins.get(&self.server),
+        ) else {
+            return Err(Box::new(ToolOutput::failed(
+                ErrorKind::McpChanged,
+                format!(
+                    "MCP server {} is not pinned by an approval: approve the plan first",
+                    self.server
+                ),
+            )));
+        };
+        let (client, listed) =
+            start_and_list(&self.server, config, ctx.workspace, ctx.sandbox, ctx.cancel)
+                .map_err(|e| Box::new(ToolOutput::failed(ErrorKind::ToolFailed, e)))?;
+        let mut what = pins::differences(pin, client.identity(), &listed);
+        if client.list_changed() {
+            what.push("it announced that its tool list changed".into());
+        }
+        if !what.is_empty() {
+            return Err(Box::new(changed(&self.server, &what)));
+        }
+        clients.insert(self.server.clone(), client);
+        Ok(())
+    }
+}
+
+/// The tool's output for a `tools/call` result: text content for the model; images, audio and
+/// resources stored as artifacts and summarised; `isError` a failed call the model sees.
+fn to_output(full_name: &str, result: &Value) -> ToolOutput {
+    let mut texts: Vec<String> = Vec::new();
+    let mut artifacts: Vec<Artifact> = Vec::new();
+    let content = result
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for item in &content {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        match kind {
+            "text" => texts.push(
+                item.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+            "image" | "audio" => {
+                let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("?");
+                let bytes = item
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .map_or(0, |d| d.len() / 4 * 3);
+                let artifact = format!("mcp_{kind}");
+                texts.push(format!(
+                    "[{kind} {mime}, about {bytes} bytes: stored as artifact {artifact}]"
+                ));
+                artifacts.push(Artifact::new(&artifact, item.to_string()));
+            }
+            other => {
+                let resource = item.get("resource").unwrap_or(item);
+                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("?");
+                texts.push(format!(
+                    "[{other} {}: stored as artifact mcp_resource]",
+                    crate::mcp::sanitize_line(uri, 200)
+                ));
+                artifacts.push(Artifact::new("mcp_resource", item.to_string()));
+            }
+        }
+    }
+    if texts.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        texts.push(structured.to_string());
+    }
+    let text = texts.join("\n");
+    let mut output = if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        let first = text.lines().next().unwrap_or("no message");
+        let mut o = ToolOutput::failed(
+            ErrorKind::ToolFailed,
+            format!(
+                "MCP tool {full_name} reported an error: {}",
+                crate::mcp::sanitize_line(first, 300)
+            ),
+        );
+        o.content = text;
+        o
+    } else {
+        ToolOutput::ok(text)
+    };
+    let raw = result.to_string();
+    let mut kept = Artifact::new("mcp_result", raw.clone());
+    if raw.len() > RESULT_CAP {
+        kept.content = super::command::tail(&raw, RESULT_CAP).to_string();
+        kept.truncated = true;
+    }
+    output.artifacts.push(kept);
+    output.artifacts.extend(artifacts);
+    output
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn description(&self) -> &'static str {
+        self.description
+    }
+
+    fn schema(&self) -> Value {
+        self.schema.clone()
+    }
+
+    fn idempotent(&self) -> bool {
+        false
+    }
+
+    fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ToolError> {
+        // The schema (the approved one) was checked by the caller; the server decides the rest.
+        Ok(())
+    }
+
+    fn needs_confirmation(&self, _args: &Value, _ctx: &ToolContext) -> bool {
+        self.confirm
+    }
+
+    fn summary(&self, args: &Value) -> String {
+        let args = args.to_string();
+        let shown = crate::mcp::sanitize_line(&args, 80);
+        format!("{} {shown}", self.tool)
+    }
+
+    fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let Ok(mut clients) = self.runtime.clients.lock() else {
+            return Err(ToolError::Failed("the MCP client state is poisoned".into()));
+        };
+        if let Err(refused) = self.ensure_started(&mut clients, ctx) {
+            return Ok(*refused);
+        }
+        let limit = self
+            .runtime
+            .servers
+            .get(&self.server)
+            .map_or(ctx.timeout, |s| s.call_timeout().min(ctx.timeout));
+        let Some(client) = clients.get_mut(&self.server) else {
+            return Err(ToolError::Failed("the MCP server is not running".into()));
+        };
+        let request = Artifact::new(
+            "mcp_request",
+            json!({"server": self.server, "tool": self.tool, "arguments": args}).to_string(),
+        );
+        let outcome = client.call_tool(&self.tool, args, limit, ctx.cancel);
+        let stderr = client.take_stderr();
+        let refused = client.take_refused();
+        let mut output = match outcome {
+            Ok(result) => to_output(self.name, &result),
+            Err(e) => {
+                let kind = match &e {
+                    McpError::ListChanged { .. } => ErrorKind::McpChanged,
+                    McpError::Timeout { .. } => ErrorKind::Timeout,
+                    McpError::Interrupted { .. } => ErrorKind::Interrupted,
+                    _ => ErrorKind::ToolFailed,
+                };
+                // Only a refusal leaves the server in a known state; anything else stops it.
+                if !matches!(e, McpError::Rpc { .. }) {
+                    clients.remove(&self.server);
+                }
+                let message = match &e {
+                    McpError::ListChanged { server } => format!(
+                        "MCP server changed since approval: server {server}: it announced that \
+                         its tool list changed (notifications/tools/list_changed)"
+                    ),
+                    McpError::Timeout { .. } => {
+                        format!("{e}; notifications/cancelled was sent and the server was stopped")
+                    }
+                    _ => e.to_string(),
+                };
+                ToolOutput::failed(kind, message)
+            }
+        };
+        output.artifacts.insert(0, request);
+        if !stderr.is_empty() {
+            output.artifacts.push(Artifact::new("mcp_stderr", stderr));
+        }
+        if !refused.is_empty() {
+            let note = format!(
+                "refused requests from the MCP server (acode-run offers no sampling, \
+                 elicitation or roots): {}",
+                refused.join(", ")
+            );
+            output.content = format!("note: {note}\n{}", output.content);
+            output
+                .artifacts
+                .push(Artifact::new("mcp_refused", refused.join("\n")));
+        }
+        Ok(output)
+    }
+
+    fn shutdown(&self) {
+        self.runtime.shutdown();
+    }
+}

@@ -1,0 +1,253 @@
+//! A scripted stdio MCP server for the test suite (built only with the `testing` feature, which
+//! the crate's own tests turn on). One JSON-RPC message per line on stdin/stdout.
+//!
+//! Usage: `acode-mcp-fixture ERA [OPTIONS]`, ERA `handshake` (answers only after `initialize`;
+//! `server/discover` is an unknown method) or `stateless` (2026-07-28: `server/discover`, the
+//! version in every request's `_meta`, -32022 otherwise). Options:
+//! - `--desc-file F`: the `echo` tool's description is read from F at every `tools/list` (a test
+//!   edits it after approval);
+//! - `--list-changed`: sends `notifications/tools/list_changed` before answering a `tools/call`;
+//! - `--stdout-log`: prints a log line on stdout before anything else (a common server bug);
+//! - `--sampling`: asks the client for `sampling/createMessage` during a call and reports the answer;
+//! - `--log F`: appends every line received, and its pid (and that of a `hang` child), to F.
+//!
+//! Tools: `echo {text}`, `env {names}` (values of those variables, or null), `write {path, text}`,
+//! `read {path}`, `secret` (a result holding a token), `image` (an image content), `fail`
+//! (`isError: true`), `hang` (starts a `sleep` child and never answers).
+
+use std::io::{BufRead, Write};
+
+use serde_json::{Value, json};
+
+struct Options {
+    stateless: bool,
+    desc_file: Option<String>,
+    list_changed: bool,
+    sampling: bool,
+    log: Option<String>,
+}
+
+fn log(opts: &Options, line: &str) {
+    if let Some(path) = &opts.log
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+fn send(v: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
+
+fn tools(opts: &Options) -> Value {
+    let desc = match &opts.desc_file {
+        Some(f) => std::fs::read_to_string(f)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        None => "Echoes its text.".to_string(),
+    };
+    let obj = |props: Value, required: Value| json!({"type": "object", "properties": props, "required": required});
+    json!([
+        {"name": "echo", "description": desc,
+         "inputSchema": obj(json!({"text": {"type": "string"}}), json!(["text"]))},
+        {"name": "env", "description": "Shows environment variables.",
+         "inputSchema": obj(json!({"names": {"type": "array", "items": {"type": "string"}}}), json!(["names"]))},
+        {"name": "write", "description": "Writes a file.",
+         "inputSchema": obj(json!({"path": {"type": "string"}, "text": {"type": "string"}}), json!(["path", "text"]))},
+        {"name": "read", "description": "Reads a file.",
+         "inputSchema": obj(json!({"path": {"type": "string"}}), json!(["path"]))},
+        {"name": "secret", "description": "Returns a token.", "inputSchema": obj(json!({}), json!([]))},
+        {"name": "image", "description": "Returns an image.", "inputSchema": obj(json!({}), json!([]))},
+        {"name": "fail", "description": "Always fails.", "inputSchema": obj(json!({}), json!([]))},
+        {"name": "hang", "description": "Never answers.", "inputSchema": obj(json!({}), json!([]))},
+    ])
+}
+
+fn text(t: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": t.into()}]})
+}
+
+fn call(
+    opts: &Options,
+    id: &Value,
+    params: &Value,
+    lines: &mut impl Iterator<Item = String>,
+) -> Option<Value> {
+    let args = params.get("arguments").cloned().unwrap_or(json!({}));
+    let s = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    if opts.list_changed {
+        send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    }
+    if opts.sampling {
+        send(
+            &json!({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage",
+                     "params": {"messages": [], "maxTokens": 10}}),
+        );
+        let answer = lines.next().unwrap_or_default();
+        log(opts, &format!("sampling answer: {answer}"));
+        eprintln!("sampling answer: {answer}");
+    }
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some(match name {
+        "echo" => text(s("text")),
+        "env" => {
+            let mut out = serde_json::Map::new();
+            for n in args
+                .get("names")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let n = n.as_str().unwrap_or_default();
+                out.insert(
+                    n.into(),
+                    std::env::var(n).map(Value::from).unwrap_or(Value::Null),
+                );
+            }
+            text(Value::Object(out).to_string())
+        }
+        "write" => match std::fs::write(s("path"), s("text")) {
+            Ok(()) => text("written"),
+            Err(e) => {
+                json!({"isError": true, "content": [{"type": "text", "text": format!("write failed: {e}")}]})
+            }
+        },
+        "read" => match std::fs::read_to_string(s("path")) {
+            Ok(t) => text(t),
+            Err(e) => {
+                json!({"isError": true, "content": [{"type": "text", "text": format!("read failed: {e}")}]})
+            }
+        },
+        "secret" => text("the key is ghp_0123456789abcdefghijABCDEFGHIJ012345 ok"),
+        "image" => json!({"content": [
+            {"type": "text", "text": "a picture"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]}),
+        "fail" => json!({"isError": true, "content": [{"type": "text", "text": "it went wrong"}]}),
+        "hang" => {
+            if let Ok(child) = std::process::Command::new("sleep").arg("300").spawn() {
+                log(opts, &format!("child pid {}", child.id()));
+                std::mem::forget(child);
+            }
+            return None;
+        }
+        other => {
+            send(&json!({"jsonrpc": "2.0", "id": id,
+                         "error": {"code": -32602, "message": format!("unknown tool {other}")}}));
+            return None;
+        }
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opts = Options {
+        stateless: args.first().is_some_and(|a| a == "stateless"),
+        desc_file: None,
+        list_changed: false,
+        sampling: false,
+        log: None,
+    };
+    let mut stdout_log = false;
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--desc-file" => {
+                i += 1;
+                opts.desc_file = args.get(i).cloned();
+            }
+            "--log" => {
+                i += 1;
+                opts.log = args.get(i).cloned();
+            }
+            "--list-changed" => opts.list_changed = true,
+            "--sampling" => opts.sampling = true,
+            "--stdout-log" => stdout_log = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    log(&opts, &format!("pid {}", std::process::id()));
+    eprintln!("fixture server starting");
+    if stdout_log {
+        println!("Starting fixture MCP server on stdio...");
+    }
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines().map_while(Result::ok);
+    let mut initialized = false;
+    while let Some(line) = lines.next() {
+        log(&opts, &line);
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            send(
+                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}}),
+            );
+            continue;
+        };
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if id.is_null() {
+            continue; // a notification
+        }
+        let params = msg.get("params").cloned().unwrap_or(json!({}));
+        let err = |code: i64, m: &str| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": m}});
+        if opts.stateless {
+            let version = params
+                .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
+                .and_then(Value::as_str);
+            if method == "initialize" {
+                send(&err(-32601, "method not found: this server is stateless"));
+                continue;
+            }
+            if version != Some("2026-07-28") {
+                send(
+                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32022,
+                    "message": "unsupported protocol version",
+                    "data": {"supported": ["2026-07-28"], "requested": version}}}),
+                );
+                continue;
+            }
+        }
+        let result = match method {
+            "server/discover" if opts.stateless => json!({
+                "resultType": "complete",
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}},
+                "serverInfo": {"name": "fixture-stateless", "version": "1.0.0"},
+                "ttlMs": 0, "cacheScope": "private"}),
+            "initialize" if !opts.stateless => {
+                initialized = true;
+                json!({"protocolVersion": "2025-06-18",
+                       "capabilities": {"tools": {"listChanged": true}},
+                       "serverInfo": {"name": "fixture-handshake", "version": "1.0.0"}})
+            }
+            "tools/list" if opts.stateless || initialized => json!({"tools": tools(&opts)}),
+            "tools/call" if opts.stateless || initialized => {
+                match call(&opts, &id, &params, &mut lines) {
+                    Some(r) => r,
+                    None => continue,
+                }
+            }
+            _ => {
+                send(&err(-32601, &format!("method not found: {method}")));
+                continue;
+            }
+        };
+        send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+}
