@@ -274,7 +274,16 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(s) => s,
         Err(e) => {
             errln!("acode-run: {e}");
-            return exit::USAGE;
+            let err = CliError::new(exit::USAGE, e.to_string());
+            report_refusal(
+                Machine::of(&args),
+                Some(&args),
+                &err,
+                "environment",
+                "",
+                &redactor,
+            );
+            return err.code;
         }
     };
     redactor.add_values(secrets.values());

@@ -267,6 +267,24 @@ pub(super) fn cmd_draft(
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
+    // Mistakes found before the database is opened leave nothing behind (no `.acode/`).
+    if let Some(old) = &args.revise
+        && !old.is_file()
+    {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!("--revise {}: no such plan file", old.display()),
+        ));
+    }
+    if let Some(out) = args.output.as_ref().filter(|o| o.exists()) {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "{} exists; choose another file with -o (a draft never overwrites)",
+                out.display()
+            ),
+        ));
+    }
     let mut executor = stage_executor(args, redactor, secrets, args.revise.as_deref())?;
     let (out, _) = draft_to_file(args, &mut executor)?;
     errln!(
@@ -282,6 +300,17 @@ pub(super) fn cmd_review(
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
+    // A run to review is in an existing database: do not create one to say it is not there.
+    let (_, db) = sandboxed_workspace(args, None)?;
+    if !db.exists() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "no execution database at {} (run a plan first, or pass --db)",
+                db.display()
+            ),
+        ));
+    }
     let mut executor = stage_executor(args, redactor, secrets, None)?;
     let run_id = resolve_run(&executor, &args.positionals[0])?;
     review_run(args, &mut executor, &run_id)

@@ -8,7 +8,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::{Event, EventKind};
-use crate::executor::ProgressCallback;
 use crate::sandbox::redact::Redactor;
 use crate::terminal::{line as l, text as tx};
 
@@ -369,8 +368,10 @@ fn call_subject(arguments: &serde_json::Value) -> String {
     }
 }
 
-impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
-    fn on_event(&self, event: &Event) {
+impl<W: Write + Send> HumanPrinter<W> {
+    /// Prints the line `event` makes, if any. (It becomes a progress callback in
+    /// `executor::callbacks`, so this module does not import the executor.)
+    pub fn write_event(&self, event: &Event) {
         let mut guard = match self.out.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
@@ -394,6 +395,7 @@ impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::ProgressCallback;
 
     fn ev(kind: EventKind) -> Event {
         Event {

@@ -175,7 +175,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
 
     let plan_id = match c.string(obj, "plan_id", "plan") {
         Some(id) if !id.trim().is_empty() => {
-            if let Some(why) = super::validate::identifier_problem(&id) {
+            if let Some(why) = identifier_problem(&id) {
                 c.err("plan.plan_id", why);
             }
             id
@@ -204,7 +204,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
                 "plan.intent",
                 format!(
                     "unknown intent {:?} (expected one of: {})",
-                    super::validate::escape_controls(&name),
+                    escape_controls(&name),
                     names.join(", ")
                 ),
             );
@@ -217,9 +217,9 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         None | Some(Value::Null) => {}
         Some(Value::Object(vars)) => {
             for (k, v) in vars {
-                let at = format!("plan.variables.{}", super::validate::escape_controls(k));
+                let at = format!("plan.variables.{}", escape_controls(k));
                 if !super::variables::is_name(k) {
-                    let why = super::validate::identifier_problem(k)
+                    let why = identifier_problem(k)
                         .map(|w| format!("invalid variable name: {w}"))
                         .unwrap_or_else(|| {
                             "invalid variable name (use letters, digits and _)".to_string()
@@ -364,7 +364,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             String::new()
         }
         Some(id) => {
-            if let Some(why) = super::validate::identifier_problem(&id) {
+            if let Some(why) = identifier_problem(&id) {
                 c.err(format!("{at}.step_id"), why);
             }
             id
@@ -728,6 +728,61 @@ impl<'de> Visitor<'de> for StepsSeed<'_> {
         steps.shrink_to_fit();
         Ok(steps)
     }
+}
+
+/// Whether `c` is a character an identifier must not hold: C0/C1 controls and DEL, and the
+/// invisible format characters that reorder or hide text on a terminal (bidi overrides and
+/// isolates, zero-width characters, BOM).
+fn is_forbidden_in_id(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// Shows `c` escaped, as a reader can type it: `\x1b`, `\x00`, `\u{202e}`.
+pub fn escape_char(c: char) -> String {
+    let n = c as u32;
+    if n < 0x100 {
+        format!("\\x{n:02x}")
+    } else {
+        format!("\\u{{{n:04x}}}")
+    }
+}
+
+/// `s` with every character an identifier may not hold shown escaped, so an error message quoting
+/// a hostile id cannot move the cursor or hide text.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_forbidden_in_id) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if is_forbidden_in_id(c) {
+                    escape_char(c)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Why an identifier (`plan_id`, `step_id`, a variable name) is refused, if it is: ids are names
+/// people type, sign and read on a terminal, so control characters are not allowed in them (a
+/// newline in a `plan_id` once made a signed rejection read as another plan's approval). The
+/// message names the first offending character, escaped, and its position.
+pub fn identifier_problem(id: &str) -> Option<String> {
+    let (i, c) = id
+        .chars()
+        .enumerate()
+        .find(|(_, c)| is_forbidden_in_id(*c))?;
+    Some(format!(
+        "contains the control character {} at character {} (\"{}\"); identifiers must be \
+         printable",
+        escape_char(c),
+        i + 1,
+        escape_controls(id)
+    ))
 }
 
 #[cfg(test)]

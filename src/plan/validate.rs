@@ -5,99 +5,18 @@
 //! for each step at execution time, so a plan that validates is exactly the plan that runs.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::model::{Plan, Precondition, Step};
 use super::variables::Variables;
-use super::{Problem, ProblemKind};
-use crate::sandbox::{Policy, Workspace};
-use crate::tools::{ToolContext, ToolError, ToolRegistry};
+use super::{Problem, ProblemKind, ValidationContext};
+use crate::sandbox::Workspace;
+use crate::tools::ToolError;
 
-/// What validation needs to know about the environment a plan will run in.
-pub struct ValidationContext<'a> {
-    /// The tools that exist.
-    pub registry: &'a ToolRegistry,
-    /// The workspace paths must stay in.
-    pub workspace: &'a Workspace,
-    /// The policy commands must satisfy.
-    pub policy: &'a Policy,
-}
-
-impl ValidationContext<'_> {
-    /// A tool context for side-effect-free checks.
-    pub fn with_tool_context<R>(&self, f: impl FnOnce(&ToolContext) -> R) -> R {
-        let cancel = AtomicBool::new(false);
-        let ctx = ToolContext {
-            workspace: self.workspace,
-            policy: self.policy,
-            timeout: Duration::from_secs(self.policy.limits.timeout_s),
-            sandbox: crate::sandbox::OsSandbox::unconfined(),
-            cancel: &cancel,
-            heartbeat: &|_| {},
-            creates: &[],
-            history: None,
-        };
-        f(&ctx)
-    }
-}
-
-/// Whether `c` is a character an identifier must not hold: C0/C1 controls and DEL, and the
-/// invisible format characters that reorder or hide text on a terminal (bidi overrides and
-/// isolates, zero-width characters, BOM).
-fn is_forbidden_in_id(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-}
-
-/// Shows `c` escaped, as a reader can type it: `\x1b`, `\x00`, `\u{202e}`.
-pub fn escape_char(c: char) -> String {
-    let n = c as u32;
-    if n < 0x100 {
-        format!("\\x{n:02x}")
-    } else {
-        format!("\\u{{{n:04x}}}")
-    }
-}
-
-/// `s` with every character an identifier may not hold shown escaped, so an error message quoting
-/// a hostile id cannot move the cursor or hide text.
-pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(is_forbidden_in_id) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    std::borrow::Cow::Owned(
-        s.chars()
-            .map(|c| {
-                if is_forbidden_in_id(c) {
-                    escape_char(c)
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
-}
-
-/// Why an identifier (`plan_id`, `step_id`, a variable name) is refused, if it is: ids are names
-/// people type, sign and read on a terminal, so control characters are not allowed in them (a
-/// newline in a `plan_id` once made a signed rejection read as another plan's approval). The
-/// message names the first offending character, escaped, and its position.
-pub fn identifier_problem(id: &str) -> Option<String> {
-    let (i, c) = id
-        .chars()
-        .enumerate()
-        .find(|(_, c)| is_forbidden_in_id(*c))?;
-    Some(format!(
-        "contains the control character {} at character {} (\"{}\"); identifiers must be \
-         printable",
-        escape_char(c),
-        i + 1,
-        escape_controls(id)
-    ))
-}
+// The identifier rules live in `parse` (the parser applies them first); re-exported here, where
+// callers have always found them.
+pub use super::parse::{escape_char, escape_controls, identifier_problem};
 
 /// Checks the plan's `secrets` list: every name must be a declared variable (a `--var` can only
 /// set a declared one), so a typo cannot leave a secret unredacted.
@@ -316,7 +235,12 @@ pub fn validate_step(
                                     Problem::invalid(format!("{at}.arguments.{loc}"), m)
                                 }),
                         );
-                        problems.extend(super::skills::check_step(args, ctx, &at));
+                        problems.extend(super::skills::check_step(
+                            args,
+                            ctx,
+                            &at,
+                            &|command, at| check_command(ctx, command, at),
+                        ));
                     }
                 } else {
                     // Each schema error already starts with its own location: said once.

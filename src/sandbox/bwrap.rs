@@ -34,7 +34,7 @@ use std::time::Duration;
 use super::guard::ProtectedGuard;
 use super::paths::Workspace;
 use super::policy::SandboxMode;
-use super::process::{CommandSpec, run};
+use super::process::{ArgvWrapper, CommandSpec, run};
 
 /// Namespace, privilege and lifetime flags used both by the probe and by every wrapped command,
 /// so that a successful probe means wrapped commands can start.
@@ -217,6 +217,12 @@ fn nested_git_entries(root: &Path) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+impl ArgvWrapper for BwrapSpec {
+    fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
+        BwrapSpec::wrap(self, cwd, argv)
+    }
 }
 
 impl BwrapSpec {
@@ -431,7 +437,8 @@ mod tests {
         );
         spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
         spec.timeout = Duration::from_secs(60);
-        spec.wrap = bwrap.map(|b| BwrapSpec::new(b, ws));
+        spec.wrap = bwrap
+            .map(|b| std::sync::Arc::new(BwrapSpec::new(b, ws)) as std::sync::Arc<dyn ArgvWrapper>);
         run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
     }
 
@@ -582,7 +589,9 @@ mod tests {
                 ws.root().to_path_buf(),
             );
             spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
-            spec.wrap = Some(BwrapSpec::new(&bwrap, &ws).read_paths(read_paths));
+            spec.wrap = Some(std::sync::Arc::new(
+                BwrapSpec::new(&bwrap, &ws).read_paths(read_paths),
+            ));
             run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
         };
         let out = run_with(std::slice::from_ref(&extra));
@@ -639,7 +648,7 @@ mod tests {
         spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
         spec.timeout = Duration::from_secs(2);
         spec.kill_grace = Duration::from_millis(300);
-        spec.wrap = Some(BwrapSpec::new(&bwrap, &ws));
+        spec.wrap = Some(std::sync::Arc::new(BwrapSpec::new(&bwrap, &ws)));
         let started = std::time::Instant::now();
         let out = run(&spec, &AtomicBool::new(false), &|_| {}).unwrap();
         assert!(out.timed_out, "{out:?}");

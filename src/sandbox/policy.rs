@@ -382,7 +382,7 @@ pub enum PolicyError {
 
 impl Policy {
     /// The file name looked for in the workspace root.
-    pub const FILE_NAME: &'static str = "acode-policy.json";
+    pub const FILE_NAME: &'static str = super::paths::POLICY_FILE_NAME;
 
     /// Loads `explicit` if given, else `acode-policy.json` in `workspace` if present, else defaults.
     pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<Policy, PolicyError> {

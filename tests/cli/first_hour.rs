@@ -116,10 +116,20 @@ fn a_duplicate_step_id_is_one_problem() {
 #[test]
 fn runs_json_is_the_documented_array_and_runs_creates_nothing() {
     let t = TestDir::new();
-    // In a workspace without a database, `runs` says so and leaves nothing behind.
-    let out = t.run(&["runs"]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(!t.ws.join(".acode").exists(), "runs created .acode/");
+    // In a workspace without a database, `runs` (and `show`, `review`, a `draft --revise` of a
+    // missing plan) says so and leaves nothing behind.
+    let llm = ["--llm-url", "http://127.0.0.1:9/v1", "--model", "m"];
+    for args in [
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["show", "abc"],
+        [&["review", "abc"][..], &llm[..]].concat(),
+        [&["draft", "--revise", "missing.json"][..], &llm[..]].concat(),
+    ] {
+        let out = t.run(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(!t.ws.join(".acode").exists(), "{args:?} created .acode/");
+    }
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "one", "steps": [
@@ -640,4 +650,33 @@ fn readme_embedding_has_the_dependency_line_platform_agent_example_and_workspace
     );
     let lib = repo_file("src/lib.rs");
     assert!(lib.contains("#[doc = include_str!(\"../README.md\")]"));
+}
+
+/// `do` takes `--workspace` too: the model drafts for the workspace given, and without a
+/// terminal it stops after the draft (exit 3) with the conversation recorded there.
+#[test]
+fn do_applies_workspace() {
+    use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+    let t = TestDir::new();
+    let elsewhere = t.root.join("caller");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let good = json!({"plan_id": "g", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "hello.txt", "contents": "hi\n"}}]});
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(&good))]);
+    let out_path = t.root.join("do.json");
+    let out = t
+        .cmd()
+        .current_dir(&elsewhere)
+        .args(["do", "greet", "--workspace", t.ws.to_str().unwrap()])
+        .args(["-o", out_path.to_str().unwrap()])
+        .args(["--llm-url", &server.url(), "--model", "m"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(out_path.exists());
+    assert!(!elsewhere.join(".acode").exists());
+    assert_eq!(
+        q::<i64>(&t.db(), "SELECT COUNT(*) FROM runs WHERE kind = 'draft'"),
+        1
+    );
 }

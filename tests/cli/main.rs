@@ -1,6 +1,7 @@
 //! Integration tests: the real `acode-run` binary, real files, a real SQLite database.
 
 mod harness;
+mod imports;
 
 mod agent;
 mod auth;
