@@ -1,7 +1,8 @@
 //! Embedding acode-run: run an approved plan from Rust with the command line's safety by default.
 //!
 //! `cargo run --example embed [WORKSPACE]` writes a small plan next to a fresh workspace (or the
-//! one given), approves it, and runs it through [`PlanRunner`] with a confirmation callback that
+//! one given), approves it (recording the decision as the CLI does), and runs it through
+//! [`PlanRunner`] with a confirmation callback that
 //! approves and a progress callback that prints each event type.
 
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use acode_run::events::Event;
 use acode_run::executor::{ConfirmationCallback, ConfirmationRequest, Decision, ProgressCallback};
-use acode_run::plan::{self, AuthStatus, PlanAuthorization};
-use acode_run::runner::{PlanRunner, RunOptions};
+use acode_run::plan::{self, AuthStatus};
+use acode_run::runner::{DecisionRequest, PlanRunner, RunOptions};
 
 /// Says yes to every confirmation, printing what it approved.
 struct ApproveAndSay;
@@ -50,13 +51,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     { "step_id": "delete", "tool": "file_delete", "arguments": { "path": "old.txt" } } ] }
 "#,
     )?;
-    // A reviewer approves these exact bytes (what `acode-run approve` does).
-    let reviewed = plan::read(&plan_path, &Default::default())?;
-    let approval = PlanAuthorization::decide(&reviewed, AuthStatus::Approved, "embed-example");
-    plan::auth::store(&plan_path, &approval)?;
+    // A reviewer approves these exact bytes. Recorded like `acode-run approve` records it: in the
+    // execution database (decisions table) and `embed.json.approval`, signed with the approval key
+    // when one is set, by the library's rules (a standing rejection is not overridden).
+    let mut options = RunOptions::default();
+    options.approve = Some(DecisionRequest {
+        status: AuthStatus::Approved,
+        by: Some("embed-example".to_string()),
+        reason: Some("approved by examples/embed.rs".to_string()),
+        may_override: false,
+        key: plan::auth::approval_key()?,
+    });
 
     let events = Arc::new(Events::default());
-    let result = PlanRunner::prepare(&ws, &plan_path, RunOptions::default())?
+    let result = PlanRunner::prepare(&ws, &plan_path, options)?
         .with_confirmation(Arc::new(ApproveAndSay))
         .with_progress(events.clone())
         .run()?;

@@ -27,6 +27,10 @@
 #   d. peak RSS of a 10 000-step plan: file_read of a 7-byte file, and of an 8 KiB file.
 #   e. peak RSS of one run_command printing 1 GiB (`head -c 1073741824 /dev/zero`), against one
 #      printing 64 MiB: memory must not grow with the output.
+#   f. --jobs: 8 independent `sleep 0.5` with --jobs 8 (target: at most 0.7 s), 3 independent
+#      CPU-bound commands with --jobs 3 against --jobs 1 (target: at least 1.7 x faster on 2
+#      cores), 10 000 independent file_read with --jobs 4 against --jobs 1 (no slower; peak RSS
+#      under 30 MB).
 # c and e are skipped, with a message, while `acode-run tools` does not list run_command.
 
 set -euo pipefail
@@ -289,15 +293,26 @@ if [[ $HAVE_RUN_COMMAND == 1 ]]; then
     ln -sf "$true_path" "$NOBWRAP/true"
     run_true="$(q "$BIN") run $(q "$WORK/plans/true-500.json") --workspace $(q "$WS_CMD") --quiet"
     cmd_args=(
-        --prepare "rm -rf $(q "$WS_CMD/.acode") && sync"
+        --prepare "rm -rf $(q "$WS_CMD/.acode") $(q "$WORK/ws-cmd-net/.acode") && sync"
         -n bash "bash $(q "$WORK/plans/true-500.sh")"
         -n acode-run "$run_true"
         -n acode-run-sandbox-none "$run_true --sandbox none"
     )
+    # The same plan in a workspace whose policy allows one host: the run starts its network proxy
+    # and every command gets the proxy variables. Against acode-run-sandbox-landlock (no host
+    # allowed: no proxy) it shows what the proxy costs, and that a run allowing none pays nothing.
+    WS_NET="$WORK/ws-cmd-net"
+    mkdir -p "$WS_NET"
+    printf '{ "network": { "allow": ["proxy-bench.example.invalid"] } }\n' >"$WS_NET/acode-policy.json"
     if "$BIN" run "$WORK/plans/true-500.json" --workspace "$WS_CMD" --quiet --sandbox landlock >/dev/null 2>&1; then
+        # A copy of the plan: an approval is bound to the policy it was given under.
+        cp "$WORK/plans/true-500.json" "$WORK/plans/true-500-net.json"
+        approve "$WORK/plans/true-500-net.json" "$WS_NET"
+        check_run "$WORK/plans/true-500-net.json" "$WS_NET" 500 --sandbox landlock
         cmd_args+=(
             -n acode-run-sandbox-landlock "$run_true --sandbox landlock"
             -n acode-run-auto-without-bwrap "env PATH=$(q "$NOBWRAP") $run_true"
+            -n acode-run-sandbox-landlock-proxy "$(q "$BIN") run $(q "$WORK/plans/true-500-net.json") --workspace $(q "$WS_NET") --quiet --sandbox landlock"
         )
     else
         printf 'c-landlock\t%s\n' "this kernel has no Landlock" >>"$OUT/skipped.tsv"
@@ -349,6 +364,47 @@ else
     msg="run_command is not available in this build (acode-run tools does not list it)"
     echo "bench.sh: skipping e (command printing 1 GiB): $msg" >&2
     printf 'e\t%s\n' "$msg" >>"$OUT/skipped.tsv"
+fi
+
+# --- f. parallel steps (--jobs) ------------------------------------------------------------------
+
+if [[ $HAVE_RUN_COMMAND == 1 ]]; then
+    log "f. --jobs: 8 x sleep 0.5, 3 CPU-bound commands, 10 000 independent file_read"
+    WS_PAR="$WORK/ws-par"
+    mkdir -p "$WS_PAR"
+    printf 'hello!\n' >"$WS_PAR/tiny.txt"
+    printf '{ "allow_commands": ["sleep"], "auto_approve_commands": ["sleep", "python3"] }\n' \
+        >"$WS_PAR/acode-policy.json"
+    gen independent-command 8 "$WORK/plans/sleep-8.json" "sleep 0.5"
+    # About a second of CPU each on this machine: three of them on two cores.
+    gen independent-command 3 "$WORK/plans/cpu-3.json" \
+        "python3 -c 'sum(i * i for i in range(20000000))'"
+    gen independent-read 10000 "$WORK/plans/iread-10000.json"
+    for plan in sleep-8 cpu-3 iread-10000; do
+        approve "$WORK/plans/$plan.json" "$WS_PAR"
+    done
+    check_run "$WORK/plans/sleep-8.json" "$WS_PAR" 8 --jobs 8
+    par="$(q "$BIN") run --workspace $(q "$WS_PAR") --quiet"
+    prep="rm -rf $(q "$WS_PAR/.acode") && sync"
+    # Fewer runs: the serial rows take seconds each.
+    PAR_RUNS=$(( RUNS < 5 ? RUNS : 5 ))
+    hyperfine --warmup 1 --runs "$PAR_RUNS" --style basic --prepare "$prep" \
+        --export-json "$OUT/parallel.json" --export-markdown "$OUT/parallel.md" \
+        -n sleep8-jobs8 "$par $(q "$WORK/plans/sleep-8.json") --jobs 8" \
+        -n sleep8-jobs1 "$par $(q "$WORK/plans/sleep-8.json") --jobs 1" \
+        -n cpu3-jobs3 "$par $(q "$WORK/plans/cpu-3.json") --jobs 3" \
+        -n cpu3-jobs1 "$par $(q "$WORK/plans/cpu-3.json") --jobs 1" \
+        -n iread-jobs4 "$par $(q "$WORK/plans/iread-10000.json") --jobs 4" \
+        -n iread-jobs1 "$par $(q "$WORK/plans/iread-10000.json") --jobs 1"
+    for ((i = 0; i < RSS_RUNS; i++)); do
+        rm -rf "$WS_PAR/.acode"
+        kib=$(peak_rss_kib "$BIN" run "$WORK/plans/iread-10000.json" --workspace "$WS_PAR" --quiet --jobs 4)
+        printf 'iread-10000-jobs4\t%s\n' "$kib" >>"$OUT/rss.tsv"
+        echo "  10 000 independent file_read, --jobs 4: peak RSS ${kib} KiB" >&2
+    done
+else
+    msg="run_command is not available in this build (acode-run tools does not list it)"
+    printf 'f\t%s\n' "$msg" >>"$OUT/skipped.tsv"
 fi
 
 # --- summary -------------------------------------------------------------------------------------

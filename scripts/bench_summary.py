@@ -7,9 +7,11 @@ Reads from RESULTS_DIR:
   overhead.json     hyperfine export: "read-1", "read-1000" (and "read-1000-jsonl")
   write_read.json   hyperfine export: "bash", "acode-run" (and "acode-run-tmpfs")
   command.json      hyperfine export: "bash", "acode-run" (and "acode-run-sandbox-none",
-                    "-sandbox-landlock", "-auto-without-bwrap", "-sandbox-bwrap"); optional
+                    "-sandbox-landlock", "-auto-without-bwrap", "-sandbox-bwrap", "-sandbox-landlock-proxy"); optional
   rss.tsv           lines "NAME<TAB>KIB" (peak RSS of single runs; several lines per name allowed):
-                    read-10000, read-page-10000, output-64MiB, output-1GiB
+                    read-10000, read-page-10000, output-64MiB, output-1GiB, iread-10000-jobs4
+  parallel.json     hyperfine export: "sleep8-jobs8", "sleep8-jobs1", "cpu3-jobs3", "cpu3-jobs1",
+                    "iread-jobs4", "iread-jobs1"; optional
   skipped.tsv       lines "BENCHMARK<TAB>REASON"; optional
   meta.tsv          lines "KEY<TAB>VALUE" describing the machine; optional
 Writes RESULTS_DIR/summary.md and prints it.
@@ -138,6 +140,7 @@ def main(argv):
             ("acode-run-sandbox-landlock", "--sandbox landlock", 1.25),
             ("acode-run-auto-without-bwrap", "auto without bwrap (Landlock)", 1.25),
             ("acode-run-sandbox-bwrap", "--sandbox bwrap", None),
+            ("acode-run-sandbox-landlock-proxy", "--sandbox landlock, one host allowed (proxy)", None),
         ]:
             if name not in cm:
                 continue
@@ -197,6 +200,52 @@ def main(argv):
     elif "e" in skipped:
         rows.append(("e. peak RSS, command printing 1 GiB", "constant", "not measured", "SKIPPED"))
         notes.append(f"e skipped: {skipped['e']}")
+
+    # f. --jobs.
+    par = load_hyperfine(os.path.join(out, "parallel.json"))
+    if par:
+        med = {k: statistics.median(v) for k, v in par.items()}
+        if "sleep8-jobs8" in med:
+            rows.append(
+                (
+                    "f. 8 × `sleep 0.5`, --jobs 8",
+                    "≤ 0.7 s",
+                    f"{ms(med['sleep8-jobs8'])} (--jobs 1: {ms(med['sleep8-jobs1'])})",
+                    verdict(med["sleep8-jobs8"] <= 0.7),
+                )
+            )
+        if "cpu3-jobs3" in med:
+            ratio = med["cpu3-jobs1"] / med["cpu3-jobs3"]
+            rows.append(
+                (
+                    "f. 3 CPU-bound commands, --jobs 3 vs --jobs 1",
+                    "≥ 1.7 × faster",
+                    f"{ratio:.2f} × ({ms(med['cpu3-jobs3'])} vs {ms(med['cpu3-jobs1'])})",
+                    verdict(ratio >= 1.7),
+                )
+            )
+        if "iread-jobs4" in med:
+            a, b = med["iread-jobs4"], med["iread-jobs1"]
+            rows.append(
+                (
+                    "f. 10 000 independent `file_read`, --jobs 4 vs --jobs 1",
+                    "no slower (≤ 1.05 ×, the noise of one run)",
+                    f"{a / b:.2f} × ({ms(a)} vs {ms(b)})",
+                    verdict(a <= 1.05 * b),
+                )
+            )
+    if "iread-10000-jobs4" in rss:
+        peak = max(rss["iread-10000-jobs4"])
+        rows.append(
+            (
+                "f. peak RSS, 10 000 independent `file_read`, --jobs 4",
+                "< 30 MB (30·10⁶ B)",
+                f"{peak * 1024 / 1e6:.1f} MB, max of {len(rss['iread-10000-jobs4'])} runs",
+                verdict(peak * 1024 < 30e6),
+            )
+        )
+    if "f" in skipped:
+        notes.append(f"f skipped: {skipped['f']}")
 
     lines = ["# acode-run benchmark summary (SPEC §11)", ""]
     meta = load_tsv(os.path.join(out, "meta.tsv"))

@@ -2,7 +2,8 @@
 """Generates the benchmark plans used by scripts/bench.sh.
 
 Every plan is a plain list of direct steps with default dependencies (each step depends on the one
-before it), so the executor walks them in file order. The output is deterministic: the same
+before it), so the executor walks them in file order — except the `independent-*` plans, whose
+steps depend on nothing, for `--jobs`. The output is deterministic: the same
 arguments always give the same bytes, so an approval stays valid between runs of the benchmark.
 
 Usage:
@@ -12,6 +13,9 @@ Usage:
   gen_plan.py command N OUT CMD   N x run_command {"command": CMD}
   gen_plan.py bash-write-read PAIRS OUT   the bash equivalent of write-read (printf + cat)
   gen_plan.py bash-command N OUT PROG     a bash script running PROG (a path) N times
+  gen_plan.py independent-read N OUT      N x file_read of tiny.txt, each with depends_on: []
+  gen_plan.py independent-command N OUT CMD  N x run_command {"command": CMD}, each with
+                                  depends_on: [] and parallel_safe, for --jobs
 """
 
 import json
@@ -68,6 +72,11 @@ def command_plan(n: int, command: str) -> str:
     return plan(f"bench-command-{n}", steps)
 
 
+def independent(steps: list) -> list:
+    """The same steps declared independent of each other, for --jobs."""
+    return [dict(s, depends_on=[], parallel_safe=True) for s in steps]
+
+
 def bash_write_read(pairs: int) -> str:
     # The same work as write_read_plan: create out/, then for each pair write the file with printf
     # and read it back with cat (a separate program, as a shell script would). The workspace
@@ -112,6 +121,13 @@ def main(argv: list) -> int:
         text = write_read_plan(count)
     elif kind == "command" and len(argv) == 4:
         text = command_plan(count, argv[3])
+    elif kind == "independent-read" and len(argv) == 3:
+        steps = json.loads(read_plan(count, "tiny.txt"))["steps"]
+        steps = [dict(s, depends_on=[]) for s in steps]
+        text = plan(f"bench-independent-read-{count}", steps)
+    elif kind == "independent-command" and len(argv) == 4:
+        steps = independent(json.loads(command_plan(count, argv[3]))["steps"])
+        text = plan(f"bench-independent-command-{count}", steps)
     elif kind == "bash-write-read":
         text = bash_write_read(count)
     elif kind == "bash-command" and len(argv) == 4:

@@ -42,6 +42,8 @@ pub enum ErrorKind {
     Skipped,
     /// The run was interrupted by a signal or the user quitting a prompt.
     Interrupted,
+    /// A step running beside another (`--jobs`) was stopped because that one failed fatally.
+    Cancelled,
     /// Something inside acode-run itself went wrong (database, I/O outside any tool).
     Internal,
     /// An MCP server differs from what was approved (identity, a tool's description or schema,
@@ -67,6 +69,7 @@ impl ErrorKind {
             ErrorKind::Blocked => "blocked",
             ErrorKind::Skipped => "skipped",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Cancelled => "cancelled",
             ErrorKind::Internal => "internal",
             ErrorKind::McpChanged => "mcp_changed",
         }
@@ -89,7 +92,8 @@ impl ErrorKind {
             | ErrorKind::TokenBudget
             | ErrorKind::LlmError
             | ErrorKind::Blocked
-            | ErrorKind::Skipped => exit::STEP_FAILED,
+            | ErrorKind::Skipped
+            | ErrorKind::Cancelled => exit::STEP_FAILED,
         }
     }
 }
@@ -130,13 +134,17 @@ pub enum ExitCode {
     ReviewChanges = 35,
     /// An MCP server differs from what was approved.
     McpChanged = 36,
+    /// `import`: the plan was written, but some step lost something in conversion.
+    ImportLossy = 40,
+    /// `import`: some step (or the whole plan) could not be converted.
+    ImportRefused = 41,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 13] = [
+    pub const ALL: [ExitCode; 15] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -149,8 +157,63 @@ impl ExitCode {
         ExitCode::Timeout,
         ExitCode::ReviewChanges,
         ExitCode::McpChanged,
+        ExitCode::ImportLossy,
+        ExitCode::ImportRefused,
         ExitCode::Interrupted,
     ];
+
+    /// What the code means, in the words `--help`, the README and `docs/ci.md` show: the one
+    /// place a code's meaning is written, so the three cannot drift apart.
+    pub const fn description(self) -> &'static str {
+        match self {
+            ExitCode::Ok => {
+                "every step completed (or every failure was tolerated); a review approved"
+            }
+            ExitCode::Internal => "internal error (database, I/O)",
+            ExitCode::Usage => {
+                "usage error or invalid plan; `draft`: no valid plan within the attempts"
+            }
+            ExitCode::Unauthorized => {
+                "plan not authorized (pending, rejected, changed since approval, policy or skill changed)"
+            }
+            ExitCode::RerunNeeded => {
+                "`resume` ran nothing: a step cut off mid-way needs `--rerun-interrupted`"
+            }
+            ExitCode::StepFailed => {
+                "a step failed (tool error, precondition failed, verification failed)"
+            }
+            ExitCode::TurnLimit => "an agent step reached its turn limit (or was stuck)",
+            ExitCode::Sandbox => "sandbox violation",
+            ExitCode::Denied => "confirmation denied",
+            ExitCode::Timeout => "a step timed out",
+            ExitCode::ReviewChanges => "`review` requested changes",
+            ExitCode::McpChanged => "an MCP server differs from what was approved",
+            ExitCode::ImportLossy => "`import` wrote a plan with losses",
+            ExitCode::ImportRefused => "`import` refused a step or the plan",
+            ExitCode::Interrupted => {
+                "interrupted (Ctrl-C, SIGTERM); `acode-run resume RUN_ID` continues"
+            }
+        }
+    }
+
+    /// Every code as a Markdown table (`| code | meaning |`), generated from [`ExitCode::ALL`]:
+    /// the README and `docs/ci.md` hold exactly this text (a test compares them).
+    pub fn markdown_table() -> String {
+        let mut s = String::from("| code | meaning |\n|---|---|\n");
+        for c in Self::ALL {
+            s.push_str(&format!("| {} | {} |\n", c.code(), c.description()));
+        }
+        s
+    }
+
+    /// Every code as aligned plain text for `--help`, generated from [`ExitCode::ALL`].
+    pub fn help_table() -> String {
+        let mut s = String::from("Exit codes:\n");
+        for c in Self::ALL {
+            s.push_str(&format!("  {:>3}  {}\n", c.code(), c.description()));
+        }
+        s
+    }
 
     /// The process exit status.
     pub const fn code(self) -> i32 {
@@ -190,6 +253,10 @@ pub mod exit {
     pub const INTERRUPTED: i32 = ExitCode::Interrupted.code();
     /// The reviewer stage asked for changes.
     pub const REVIEW_CHANGES: i32 = ExitCode::ReviewChanges.code();
+    /// `import`: written, with losses.
+    pub const IMPORT_LOSSY: i32 = ExitCode::ImportLossy.code();
+    /// `import`: a step or the plan refused.
+    pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
     /// An MCP server differs from what was approved.
     pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
 }
@@ -230,22 +297,15 @@ pub fn format_ms(ms: i64) -> String {
 mod exit_code_tests {
     use super::ExitCode;
 
-    /// The README's exit-code line and the SPEC table name every code the binary can return.
+    /// Every code round-trips through its number, and the help text lists each one.
     #[test]
-    fn every_exit_code_is_documented_and_round_trips() {
-        let readme = include_str!("../README.md");
-        let line = readme
-            .lines()
-            .skip_while(|l| !l.starts_with("Exit codes:"))
-            .take(4)
-            .collect::<Vec<_>>()
-            .join(" ");
+    fn every_exit_code_round_trips_and_is_in_the_help_table() {
+        let help = ExitCode::help_table();
         for c in ExitCode::ALL {
             assert_eq!(ExitCode::from_code(c.code()), Some(c));
             assert!(
-                line.contains(&format!(" {} ", c.code())),
-                "{c:?} ({}) missing from the README's exit codes: {line}",
-                c.code()
+                help.contains(&format!("{:>3}  {}", c.code(), c.description())),
+                "{c:?} missing from {help}"
             );
         }
         assert_eq!(ExitCode::from_code(7), None);

@@ -4,27 +4,37 @@
 //! [`executor`] walks its steps, asking [`tools`] to act inside the [`sandbox`]; every call is recorded
 //! in the [`store`] and reported through [`events`]. Agentic steps get their tool calls from an [`llm`].
 //!
-//! Embedding it:
+//! Embedding it: the front door is [`runner::PlanRunner`], which does what `acode-run run` does —
+//! protects `.acode/`, the database and the plan from tool writes, loads the workspace's
+//! `acode-policy.json`, validates the plan, verifies its approval (hash, signature, policy) and
+//! runs every command in the OS sandbox (`auto`: bubblewrap, else Landlock). Linux only.
 //!
 //! ```no_run
-//! use std::sync::Arc;
-//! use acode_run::executor::AutoApprove;
-//! use acode_run::sandbox::{Policy, Workspace};
-//! use acode_run::{plan, store::Store, tools::ToolRegistry, ApprovedPlan, Executor};
+//! use acode_run::plan::{AuthStatus, auth::approval_key};
+//! use acode_run::runner::{DecisionRequest, PlanRunner, RunOptions};
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let ws = Workspace::new("/path/to/workspace".as_ref())?;
-//!     let (registry, policy) = (ToolRegistry::builtin(), Policy::default());
-//!     let ctx = plan::ValidationContext { registry: &registry, workspace: &ws, policy: &policy };
-//!     let plan = plan::load("plan.json".as_ref(), &Default::default(), &ctx)?;
-//!     let approval = plan::auth::load("plan.json".as_ref(), &plan)?;
-//!     let approved = ApprovedPlan::new(plan, approval)?;
-//!     let mut executor = Executor::new(ws, Store::open(".acode/executions.db".as_ref())?)
-//!         .with_confirmation(Arc::new(AutoApprove));
-//!     let result = executor.execute(&approved)?;
-//!     std::process::exit(result.exit_code);
+//!     // The command line's defaults: OS sandbox `auto`, the workspace's policy, the database in
+//!     // WORKSPACE/.acode/, every confirmation denied (`with_confirmation` to ask someone).
+//!     let mut options = RunOptions::default();
+//!     // Someone reviewed these plan bytes (`acode-run preview`): record the approval in the
+//!     // database and PLAN.approval, signed with ACODE_APPROVAL_KEY when set, as
+//!     // `acode-run approve` does. Leave it out for a plan approved beforehand.
+//!     options.approve = Some(DecisionRequest {
+//!         status: AuthStatus::Approved,
+//!         by: Some("alice".into()),
+//!         reason: Some("reviewed the preview".into()),
+//!         may_override: false,
+//!         key: approval_key()?,
+//!     });
+//!     let result = PlanRunner::prepare("/path/to/workspace".as_ref(), "plan.json".as_ref(), options)?
+//!         .run()?;
+//!     std::process::exit(result.exit_code); // the exit code the CLI would use (SPEC §10)
 //! }
 //! ```
+//!
+//! The lower layers ([`plan::load`], [`ApprovedPlan`], [`Executor`]) stay public for tools that
+//! need them; they do not protect anything by themselves.
 
 #![warn(missing_docs)]
 
@@ -32,6 +42,7 @@ pub mod cli;
 pub mod error;
 pub mod events;
 pub mod executor;
+pub mod import;
 pub mod llm;
 pub mod mcp;
 pub mod plan;
@@ -41,9 +52,15 @@ pub mod runner;
 pub mod sandbox;
 pub mod stages;
 pub mod store;
+pub mod suggest;
 pub mod terminal;
 pub mod tools;
 
 pub use error::{ErrorKind, ExitCode, exit};
+
+/// The README's Rust examples, compiled by `cargo test --doc` so the ones a newcomer copies build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 pub use executor::{ExecutionError, ExecutionResult, Executor};
 pub use plan::{ApprovedPlan, Plan, PlanAuthorization};

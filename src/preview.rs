@@ -24,7 +24,7 @@ use crate::sandbox::Workspace;
 use crate::tools::agent::AgentArgs;
 use crate::tools::args::parse;
 use crate::tools::command::{CommandArgs, argv_of};
-use crate::tools::files::{DeleteArgs, EditArgs, WriteArgs, unified_diff};
+use crate::tools::files::{DeleteArgs, EditArgs, WriteArgs, apply_edit, unified_diff};
 use crate::tools::lsp::LspArgs;
 
 /// Files larger than this are not loaded for a diff (the preview says so).
@@ -40,6 +40,14 @@ pub struct StepPreview {
     /// Its effect, as far as it can be known.
     #[serde(flatten)]
     pub effect: Effect,
+    /// With `--jobs` above 1: the steps it may run at the same time as (neither depends on the
+    /// other, and they touch no path in common; see `executor::schedule`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub beside: Vec<String>,
+    /// Why running it will ask the confirmation callback (denied without a terminal unless
+    /// `--confirm auto-approve`), or `None` when it runs without asking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<String>,
 }
 
 /// The effect of a step, as far as it can be known before running it.
@@ -106,6 +114,9 @@ pub struct Preview {
     pub plan_id: String,
     /// The plan's SHA-256, the value an approval binds.
     pub plan_sha256: String,
+    /// The plan's declared intent (`read`, `query`, `explain`, `mutate`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intent: Option<crate::plan::Intent>,
     /// Every step, in execution order.
     pub steps: Vec<StepPreview>,
     /// What the policy lets commands do beyond the workspace (the network hosts, and what each
@@ -113,15 +124,30 @@ pub struct Preview {
     pub notes: Vec<String>,
 }
 
-/// The simulated workspace: files read on first use, then changed in memory.
-struct Simulation<'w> {
+/// The simulated workspace: files read on first use, then changed in memory (also used by the
+/// odincode importer to bind line edits to the text their file will have).
+pub(crate) struct Simulation<'w> {
     workspace: &'w Workspace,
     policy: &'w Policy,
     /// Path (workspace-relative, as resolved) → content (`None` = absent).
     files: HashMap<String, Option<String>>,
 }
 
-impl Simulation<'_> {
+impl<'w> Simulation<'w> {
+    /// A simulation of `workspace` with nothing changed yet.
+    pub(crate) fn new(workspace: &'w Workspace, policy: &'w Policy) -> Self {
+        Simulation {
+            workspace,
+            policy,
+            files: HashMap::new(),
+        }
+    }
+
+    /// Sets the simulated content of `rel` (`None` = deleted).
+    pub(crate) fn set(&mut self, rel: &str, content: Option<String>) {
+        self.files.insert(rel.to_string(), content);
+    }
+
     /// Records `new` as the content of `path` and returns the diff from what it was.
     fn change(&mut self, path: &str, new: Option<String>, assumed: bool) -> Effect {
         match self.content(path) {
@@ -139,7 +165,7 @@ impl Simulation<'_> {
     }
 
     /// The current content of `rel`, reading the workspace the first time.
-    fn content(&mut self, rel: &str) -> Result<Option<String>, String> {
+    pub(crate) fn content(&mut self, rel: &str) -> Result<Option<String>, String> {
         if let Some(c) = self.files.get(rel) {
             return Ok(c.clone());
         }
@@ -178,13 +204,10 @@ pub fn preview(
 ) -> Result<Preview, Vec<Problem>> {
     let order = dependency_order(plan)?;
     let vars = Variables::new(&plan.variables, &builtins(plan, workspace, "(preview)"));
-    let mut sim = Simulation {
-        workspace,
-        policy,
-        files: HashMap::new(),
-    };
+    let mut sim = Simulation::new(workspace, policy);
     let mut opaque_before = false;
     let mut steps = Vec::with_capacity(order.len());
+    let mut beside = together(plan, &order, &vars);
     for i in order {
         let step = &plan.steps[i];
         let args = substitute_arguments(step, &vars)?;
@@ -199,16 +222,106 @@ pub fn preview(
             step_id: step.step_id.clone(),
             tool: step.tool.clone(),
             effect,
+            beside: std::mem::take(&mut beside[i]),
+            confirm: confirmation_reason(step, &args, workspace, policy),
         });
     }
     Ok(Preview {
         plan_id: plan.plan_id.clone(),
         plan_sha256: plan.sha256.clone(),
+        intent: plan.intent,
         steps,
         notes: network_notes(policy)
             .into_iter()
             .chain(mcp_notes(plan, policy))
             .collect(),
+    })
+}
+
+/// Plans up to this many steps get [`StepPreview::beside`] (the pairs grow with the square).
+const BESIDE_MAX_STEPS: usize = 2000;
+
+/// For each step, the steps it may run at the same time as under `--jobs` (by index): neither is
+/// an ancestor of the other in the dependency graph, and their footprints do not conflict.
+fn together(plan: &Plan, order: &[usize], vars: &Variables) -> Vec<Vec<String>> {
+    use crate::executor::schedule::Footprint;
+    let n = plan.steps.len();
+    let mut out = vec![Vec::new(); n];
+    if n > BESIDE_MAX_STEPS {
+        return out;
+    }
+    let index: HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .map(|s| (s.step_id.as_str(), s.position))
+        .collect();
+    // ancestors[i]: every step i waits for, directly or not (filled in dependency order).
+    let mut ancestors = vec![vec![false; n]; n];
+    for &i in order {
+        for d in plan.steps[i]
+            .depends_on
+            .iter()
+            .filter_map(|d| index.get(d.as_str()))
+        {
+            let inherited = ancestors[*d].clone();
+            let mine = &mut ancestors[i];
+            mine[*d] = true;
+            for (m, a) in mine.iter_mut().zip(inherited) {
+                *m |= a;
+            }
+        }
+    }
+    let footprints: Vec<Footprint> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            substitute_arguments(s, vars).map_or(Footprint::Anywhere, |a| Footprint::of(s, &a))
+        })
+        .collect();
+    for i in 0..n {
+        for j in i + 1..n {
+            if !ancestors[i][j] && !ancestors[j][i] && !footprints[i].conflicts(&footprints[j]) {
+                out[i].push(plan.steps[j].step_id.clone());
+                out[j].push(plan.steps[i].step_id.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Why the step's call will ask for confirmation, by the rules the executor applies (the step's
+/// `requires_confirmation`, the policy's `confirm_tools`, a command outside
+/// `auto_approve_commands`). `allow_commands` only *allows* a program; asking is decided by
+/// `auto_approve_commands`, which is why a plan can validate and still be denied (exit 33).
+fn confirmation_reason(
+    step: &crate::plan::Step,
+    args: &Value,
+    workspace: &Workspace,
+    policy: &Policy,
+) -> Option<String> {
+    if step.requires_confirmation {
+        return Some("the step sets requires_confirmation".into());
+    }
+    if policy.tool_needs_confirmation(&step.tool) {
+        return Some(format!(
+            "the policy asks before every {} (confirm_tools)",
+            step.tool
+        ));
+    }
+    if step.tool != crate::tools::command::NAME {
+        return None;
+    }
+    let a: CommandArgs = parse(&step.tool, args).ok()?;
+    let argv = argv_of(&a).ok()?;
+    let cwd = match &a.cwd {
+        Some(c) => workspace.resolve(c).ok()?,
+        None => workspace.root().to_path_buf(),
+    };
+    crate::sandbox::commands::needs_confirmation(&argv, policy, workspace, &cwd).then(|| {
+        format!(
+            "{} is allowed but not in auto_approve_commands (add it there to run it without asking)",
+            argv.first().map(String::as_str).unwrap_or_default()
+        )
     })
 }
 
@@ -289,27 +402,26 @@ fn write_effect(sim: &mut Simulation, a: WriteArgs, create: bool, assumed: bool)
     }
 }
 
-/// `file_edit`: `old` must occur exactly once unless `replace_all`.
+/// `file_edit`: the tool's own [`apply`](crate::tools::files::apply_edit), so the diff shown is the
+/// diff the run writes, and an edit whose `expect` no longer matches is shown as one that will fail.
 fn edit_effect(sim: &mut Simulation, a: EditArgs, assumed: bool) -> Effect {
     let path = a.path.as_str();
+    let op = match a.op("file_edit") {
+        Ok(op) => op,
+        Err(e) => {
+            return Effect::WillFail {
+                reason: e.to_string(),
+            };
+        }
+    };
     match sim.content(path) {
         Err(reason) => Effect::WillFail { reason },
         Ok(None) => Effect::WillFail {
             reason: format!("{path} does not exist"),
         },
-        Ok(Some(text)) => match text.matches(a.old.as_str()).count() {
-            0 => Effect::WillFail {
-                reason: format!("the text to replace is not in {path}"),
-            },
-            n if n > 1 && !a.replace_all => Effect::WillFail {
-                reason: format!(
-                    "the text to replace occurs {n} times in {path} (replace_all is not set)"
-                ),
-            },
-            _ => {
-                let new = text.replace(a.old.as_str(), &a.new);
-                sim.change(path, Some(new), assumed)
-            }
+        Ok(Some(text)) => match apply_edit(&op, &text, path) {
+            Err(reason) => Effect::WillFail { reason },
+            Ok(applied) => sim.change(path, Some(applied.after), assumed),
         },
     }
 }
@@ -462,6 +574,15 @@ fn render_raw(preview: &Preview) -> String {
         "preview of plan {} (sha256 {}), nothing written:\n",
         preview.plan_id, preview.plan_sha256
     );
+    match preview.intent {
+        Some(i) if i.is_read_only() => {
+            let _ = writeln!(out, "intent: {} (changes nothing)", i.as_str());
+        }
+        Some(i) => {
+            let _ = writeln!(out, "intent: {}", i.as_str());
+        }
+        None => {}
+    }
     let total = preview.steps.len();
     for (n, s) in preview.steps.iter().enumerate() {
         let _ = write!(out, "[{}/{total}] {} {}: ", n + 1, s.step_id, s.tool);
@@ -526,6 +647,16 @@ fn render_raw(preview: &Preview) -> String {
             Effect::WillFail { reason } => {
                 let _ = writeln!(out, "WILL FAIL: {reason}");
             }
+        }
+        if !s.beside.is_empty() {
+            let _ = writeln!(
+                out,
+                "    with --jobs above 1, may run at the same time as: {}",
+                s.beside.join(", ")
+            );
+        }
+        if let Some(why) = &s.confirm {
+            let _ = writeln!(out, "    asks for confirmation: {why}");
         }
     }
     for note in &preview.notes {

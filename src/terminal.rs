@@ -50,6 +50,15 @@ pub fn text(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
+/// `1 step`, `2 steps`: a count with its noun in the right number (`noun` takes a plain `s`).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

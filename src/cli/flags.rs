@@ -43,6 +43,8 @@ pub enum Command {
     Do,
     /// Print a JSON Schema.
     Schema,
+    /// Convert a plan written for another runner (odincode).
+    Import,
     /// Serve acode-run's plan tools over MCP (stdio), or list the policy's MCP servers' tools.
     Mcp,
 }
@@ -146,6 +148,14 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "List the skills found in the workspace (.acode/skills, then .claude/skills)",
     },
     CommandDef {
+        command: Command::Import,
+        name: "import",
+        positionals: &["odincode", "PLAN"],
+        about: "Convert an odincode plan to an acode-run plan (never approved) with a per-step report: \
+                lossless, lossy (what is lost) or refused (why). Exit 0 all lossless, 40 written with \
+                losses, 41 a step or the plan refused, 2 not an odincode plan (docs/odincode.md)",
+    },
+    CommandDef {
         command: Command::Mcp,
         name: "mcp",
         positionals: &["[tools]", "[POLICY]", "[PLAN]"],
@@ -230,8 +240,12 @@ pub struct Args {
     pub annotations: Option<Annotations>,
     /// `--max-calls-per-answer`.
     pub max_calls_per_answer: Option<usize>,
+    /// `--jobs`.
+    pub jobs: Option<usize>,
     /// `--strict`.
     pub strict: bool,
+    /// `--intent` (draft): the intent the drafted plan must declare.
+    pub intent: Option<crate::plan::Intent>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -294,7 +308,9 @@ impl Default for Args {
             goal: None,
             annotations: None,
             max_calls_per_answer: None,
+            jobs: None,
             strict: false,
+            intent: None,
             used: Vec::new(),
         }
     }
@@ -335,7 +351,8 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Mcp,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Import,
+            Mcp, Draft, Review, Do,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -362,8 +379,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "output",
         value: Some("FILE"),
-        doc: "Where `draft` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan]",
-        commands: &[Draft, Do],
+        doc: "Where `draft` or `import` writes the plan (-o) [default: plan.json; a revision: OLD-vN.json beside the old plan; import: PLAN.acode.json beside PLAN]",
+        commands: &[Draft, Do, Import],
         update: |a, v| {
             a.output = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -380,6 +397,21 @@ pub const FLAGS: &[Flag] = &[
                 return Err("must be at least 1".into());
             }
             a.max_attempts = Some(n);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "intent",
+        value: Some("INTENT"),
+        doc: "The intent the drafted plan declares: read, query or explain (changes nothing; enforced by validation) or mutate",
+        commands: &[Draft, Do],
+        update: |a, v| {
+            let v = val(v)?;
+            a.intent = Some(
+                crate::plan::Intent::from_name(&v.to_ascii_lowercase()).ok_or_else(|| {
+                    format!("unknown intent {v:?} (expected read, query, explain or mutate)")
+                })?,
+            );
             Ok(())
         },
     },
@@ -456,8 +488,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "confirm",
         value: Some("MODE"),
-        doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny]",
-        commands: EXEC_CMDS,
+        doc: "prompt, auto-approve or auto-deny [default: prompt on a terminal, else auto-deny] (validate/preview: say what this mode will do to the steps that ask)",
+        commands: &[Run, Resume, Validate, Preview],
         update: |a, v| {
             a.confirm = Some(match val(v)?.as_str() {
                 "prompt" => ConfirmMode::Prompt,
@@ -526,7 +558,7 @@ pub const FLAGS: &[Flag] = &[
         name: "policy",
         value: Some("FILE"),
         doc: "Policy file [default: WORKSPACE/acode-policy.json if present]",
-        commands: PLAN_CMDS,
+        commands: &[Run, Resume, Validate, Preview, Approve, Import],
         update: |a, v| {
             a.policy = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -634,6 +666,20 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "jobs",
+        value: Some("N"),
+        doc: "Steps run at once where the plan's depends_on allows (1-256); writers to the same paths never overlap [default: the policy's jobs, else 1]",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            let v = val(v)?;
+            match v.parse::<usize>() {
+                Ok(n @ 1..=256) => a.jobs = Some(n),
+                _ => return Err(format!("expected a number from 1 to 256, got {v:?}")),
+            }
+            Ok(())
+        },
+    },
+    Flag {
         name: "max-calls-per-answer",
         value: Some("N"),
         doc: "Most tool calls run from one model answer (1-1000); the rest are refused back to the model [default: 16]",
@@ -660,8 +706,10 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "json",
         value: None,
-        doc: "Print the result as one JSON object on stdout",
-        commands: &[Run, Resume, Validate, Preview, Runs, Show, Skills, Mcp],
+        doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
+        commands: &[
+            Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp,
+        ],
         update: |a, _| {
             a.json = true;
             Ok(())
@@ -699,6 +747,9 @@ pub enum Parsed {
     Run(Box<Args>),
     /// Print this help text and exit 0.
     Help(String),
+    /// No command and no plan: print this usage on stderr and exit 2 (a script that calls
+    /// `acode-run` with an empty variable must not pass).
+    Usage(String),
     /// Print the version and exit 0.
     Version,
 }
@@ -719,11 +770,8 @@ pub fn help(command: Option<Command>) -> String {
                 s.push_str(&format!("  {:<10} {}\n", d.name, d.about));
             }
             s.push_str("\nRun `acode-run COMMAND --help` for a command's options.\n");
-            s.push_str(
-                "\nExit codes: 0 ok, 1 internal error, 2 usage/invalid plan, 3 not authorized,\n\
-                 30 step failed, 31 agent turn limit, 32 sandbox violation, 33 confirmation denied,\n\
-                 34 timeout, 130 interrupted.\n",
-            );
+            s.push('\n');
+            s.push_str(&crate::error::ExitCode::help_table());
         }
         Some(d) => {
             s.push_str(&format!(
@@ -780,31 +828,15 @@ fn unknown_command(word: &str) -> String {
         .iter()
         .map(|d| (d.name, d.name))
         .chain(ALIASES.iter().copied())
-        .map(|(typed, command)| (edit_distance(&lower, typed), command))
+        .map(|(typed, command)| (crate::suggest::edit_distance(&lower, typed), command))
         .min_by_key(|(d, _)| *d)
-        .filter(|(d, _)| *d <= 2.max(lower.chars().count() / 3));
+        .filter(|(d, _)| crate::suggest::close_enough(*d, lower.chars().count()));
     match best {
         Some((_, command)) => {
             format!("unknown command {word:?} (did you mean {command:?}?); see `acode-run --help`")
         }
         None => format!("unknown command {word:?}; see `acode-run --help`"),
     }
-}
-
-/// Levenshtein distance between two short words.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Parses the arguments after the program name.
@@ -824,10 +856,12 @@ where
             Short('V') | Long("version") => return Ok(Parsed::Version),
             Long(name) => {
                 let name = name.to_string();
-                let flag = FLAGS
-                    .iter()
-                    .find(|f| f.name == name)
-                    .ok_or_else(|| format!("unknown option --{name} (see --help)"))?;
+                let flag = FLAGS.iter().find(|f| f.name == name).ok_or_else(|| {
+                    format!(
+                        "unknown option --{name}{} (see --help)",
+                        crate::suggest::did_you_mean(&name, FLAGS.iter().map(|f| f.name))
+                    )
+                })?;
                 let value = match flag.value {
                     Some(_) => Some(
                         parser
@@ -873,7 +907,7 @@ where
         return Ok(Parsed::Help(help(command)));
     }
     let Some(command) = command else {
-        return Ok(Parsed::Help(help(None)));
+        return Ok(Parsed::Usage(help(None)));
     };
     a.command = command;
     let def = COMMANDS
@@ -908,6 +942,13 @@ where
             if a.positionals.len() == 1 { "" } else { "s" },
             def.name
         ));
+    }
+    if command == Command::Run && a.by.is_some() && !a.approve {
+        return Err(
+            "--by names who approves, and `run` approves only with --approve: add --approve, or \
+             approve first with `acode-run approve PLAN --by NAME`"
+                .to_string(),
+        );
     }
     if a.json && a.jsonl {
         return Err("--json and --jsonl cannot be used together".to_string());
@@ -947,7 +988,7 @@ mod tests {
         }
         assert!(matches!(
             parse(Vec::<String>::new()).unwrap(),
-            Parsed::Help(_)
+            Parsed::Usage(_)
         ));
     }
 

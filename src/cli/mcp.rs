@@ -205,7 +205,7 @@ fn tool_list() -> Value {
 
 fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     let mut ws = workspace(args)?;
-    let db = super::db_path(args, &ws);
+    let db = super::db_path(args, &ws)?;
     ws.protect(&db);
     ws.protect(Path::new(crate::sandbox::state::STATE_DIR));
     ws.protect(Path::new(".git"));
@@ -536,7 +536,7 @@ impl Server<'_> {
     }
 
     fn store(&self) -> Result<crate::store::Store, String> {
-        let db = super::db_path(self.args, &self.ws);
+        let db = super::db_path(self.args, &self.ws).map_err(|e| e.message)?;
         if !db.exists() {
             return Err(format!("no execution database at {}", db.display()));
         }

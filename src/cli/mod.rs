@@ -35,6 +35,7 @@ macro_rules! errln {
 }
 
 pub mod flags;
+mod import;
 mod mcp;
 mod reports;
 mod stages;
@@ -126,11 +127,18 @@ fn refusal_kind(code: i32) -> &'static str {
 /// owes a machine reading stdout (SPEC §10).
 fn report_refusal(
     machine: Machine,
+    args: Option<&Args>,
     e: &CliError,
     location: &str,
     run_id: &str,
     redactor: &Redactor,
 ) {
+    let listed: Vec<String> = e
+        .problems
+        .iter()
+        .map(|p| format!("{}: {}", p.location, p.message))
+        .collect();
+    reports::write_refusal(args, location, e.code, &e.message, &listed, redactor);
     if machine == Machine::None {
         return;
     }
@@ -241,7 +249,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Err(e) => {
             errln!("acode-run: {e}");
             let err = CliError::new(exit::USAGE, e);
-            report_refusal(raw_machine, &err, "command line", "", &redactor);
+            report_refusal(raw_machine, None, &err, "command line", "", &redactor);
             return err.code;
         }
     };
@@ -249,6 +257,13 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Parsed::Help(text) => {
             out!("{text}");
             return exit::OK;
+        }
+        Parsed::Usage(text) => {
+            errln!("{}", text.trim_end());
+            errln!("acode-run: no command or plan given");
+            let err = CliError::new(exit::USAGE, "no command or plan given".to_string());
+            report_refusal(raw_machine, None, &err, "command line", "", &redactor);
+            return err.code;
         }
         Parsed::Version => {
             outln!("acode-run {}", flags::VERSION);
@@ -260,7 +275,16 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(s) => s,
         Err(e) => {
             errln!("acode-run: {e}");
-            return exit::USAGE;
+            let err = CliError::new(exit::USAGE, e.to_string());
+            report_refusal(
+                Machine::of(&args),
+                Some(&args),
+                &err,
+                "environment",
+                "",
+                &redactor,
+            );
+            return err.code;
         }
     };
     redactor.add_values(secrets.values());
@@ -277,9 +301,11 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             // The runner's own message: known secrets and token formats go, its words stay.
             errln!("acode-run: {}", redactor.redact_message(&e.message));
             // The plan file or the run id the command was about.
+            // (`import odincode PLAN`: the plan, not the source's name.)
+            let subject = usize::from(args.command == Command::Import);
             let location = args
                 .positionals
-                .first()
+                .get(subject)
                 .cloned()
                 .unwrap_or_else(|| "command line".to_string());
             let run_id = if args.command == Command::Resume {
@@ -287,7 +313,14 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             } else {
                 ""
             };
-            report_refusal(Machine::of(&args), &e, &location, run_id, &redactor);
+            report_refusal(
+                Machine::of(&args),
+                Some(&args),
+                &e,
+                &location,
+                run_id,
+                &redactor,
+            );
             e.code
         }
     }
@@ -313,9 +346,21 @@ fn dispatch(
         Command::Artifact => cmd_artifact(args),
         Command::Skills => cmd_skills(args),
         Command::Mcp => mcp::cmd_mcp(args, redactor),
+        Command::Import => import::cmd_import(args),
         Command::Tools => {
             let registry = ToolRegistry::builtin();
             outln!("{}", pretty(&registry.describe()));
+            // For people (stderr, so `tools | jq` still reads one JSON document): which programs
+            // run_command may run, and which ask first, when no policy file says otherwise.
+            use crate::sandbox::policy::{DEFAULT_ALLOWLIST, DEFAULT_CONFIRM_TOOLS};
+            errln!(
+                "run_command's built-in allowlist (allowed, and run without asking): {}
+                 acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \
+                 unless also in \"auto_approve_commands\"), \"commands\" replaces the list.
+                 Tools that always ask (\"confirm_tools\"): {}",
+                DEFAULT_ALLOWLIST.join(", "),
+                DEFAULT_CONFIRM_TOOLS.join(", ")
+            );
             Ok(exit::OK)
         }
         Command::Schema => match args.positionals[0].as_str() {
@@ -355,19 +400,38 @@ fn workspace(args: &Args) -> Result<Workspace, CliError> {
 }
 
 /// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
-fn db_path(args: &Args, ws: &Workspace) -> PathBuf {
-    args.db
-        .clone()
-        .or_else(|| std::env::var_os("ACODE_DB").map(PathBuf::from))
-        .map(|p| crate::sandbox::paths::absolute(&p))
-        .unwrap_or_else(|| ws.root().join(Store::DEFAULT_PATH))
+fn db_path(args: &Args, ws: &Workspace) -> Result<PathBuf, CliError> {
+    let given = match (&args.db, std::env::var_os("ACODE_DB")) {
+        (Some(p), _) => Some(("--db", p.clone())),
+        (None, Some(p)) => Some(("ACODE_DB", PathBuf::from(p))),
+        (None, None) => None,
+    };
+    let Some((from, path)) = given else {
+        return Ok(ws.root().join(Store::DEFAULT_PATH));
+    };
+    let path = crate::sandbox::paths::absolute(&path);
+    // A database named explicitly goes where it was named: a mistyped directory is a usage error,
+    // not a tree of directories created on the way (only the default `.acode/` is created).
+    if let Some(dir) = path.parent()
+        && !dir.is_dir()
+    {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "{from} {}: the directory {} does not exist (create it first)",
+                path.display(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok(path)
 }
 
 /// The workspace with the database, `.acode/` and the plan file (when it is inside) protected from
 /// tool writes, and the database path.
 fn sandboxed_workspace(args: &Args, plan: Option<&Path>) -> Result<(Workspace, PathBuf), CliError> {
     let mut ws = workspace(args)?;
-    let db = db_path(args, &ws);
+    let db = db_path(args, &ws)?;
     ws.protect(&db);
     ws.protect(Path::new(".acode"));
     if let Some(plan) = plan {
@@ -502,18 +566,45 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                         .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
                         .collect();
                 let mut out = serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256});
+                if let Ok(p) = crate::preview::preview(&plan, &ws, &policy) {
+                    let asking: Vec<serde_json::Value> = p
+                        .steps
+                        .iter()
+                        .filter_map(|s| {
+                            s.confirm.as_ref().map(|why| {
+                                serde_json::json!({"step_id": redactor.redact(&s.step_id), "reason": why})
+                            })
+                        })
+                        .collect();
+                    out["confirmations"] = serde_json::Value::Array(asking);
+                    out["confirm_mode"] = confirm_mode(args).as_str().into();
+                }
                 if !skills.is_empty() {
                     out["skills"] = serde_json::Value::Object(skills);
                 }
                 outln!("{out}");
             } else {
                 errln!(
-                    "{}: valid plan {} ({} steps, sha256 {})",
+                    "{}: valid plan {} ({}, sha256 {})",
                     path.display(),
                     plan_id,
-                    plan.steps.len(),
+                    crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
+                if let Ok(p) = crate::preview::preview(&plan, &ws, &policy) {
+                    for s in p.steps.iter() {
+                        if let Some(why) = &s.confirm {
+                            errln!(
+                                "  step {} asks for confirmation: {}",
+                                crate::terminal::line(&redactor.redact(&s.step_id)),
+                                redactor.redact(why)
+                            );
+                        }
+                    }
+                    if let Some(line) = confirmation_outlook(args, &asking_steps(&p)) {
+                        errln!("{}", redactor.redact(&line));
+                    }
+                }
                 for (step_id, r) in resolved_skills(&plan, &ws) {
                     errln!(
                         "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
@@ -632,7 +723,7 @@ fn record_decision(
 /// checked not to be a link first, as for a run).
 fn decision_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
-    let path = db_path(args, &ws);
+    let path = db_path(args, &ws)?;
     if path == ws.root().join(Store::DEFAULT_PATH) {
         prepare_state_dir(&ws)?;
     }
@@ -647,13 +738,74 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let plan = load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?;
     learn_plan_secrets(&plan, &ws, redactor);
     let preview = preview_of(&plan, &ws, &policy)?;
+    let asking = asking_steps(&preview);
     if args.json {
-        let value = redactor.redact_value(&serde_json::to_value(&preview).unwrap_or_default());
+        let mut value = serde_json::to_value(&preview).unwrap_or_default();
+        value["confirm_mode"] = confirm_mode(args).as_str().into();
+        let value = redactor.redact_value(&value);
         outln!("{}", pretty(&value));
     } else {
         out!("{}", redactor.redact(&crate::preview::render(&preview)));
+        if let Some(line) = confirmation_outlook(args, &asking) {
+            outln!("{}", redactor.redact(&line));
+        }
     }
     Ok(exit::OK)
+}
+
+/// The confirmation mode a run started like this one would use: `--confirm`, else prompt on a
+/// terminal and deny without one (as `run` decides).
+fn confirm_mode(args: &Args) -> ConfirmMode {
+    args.confirm.unwrap_or(if std::io::stdin().is_terminal() {
+        ConfirmMode::Prompt
+    } else {
+        ConfirmMode::AutoDeny
+    })
+}
+
+/// The ids of the steps whose calls will ask for confirmation.
+fn asking_steps(preview: &crate::preview::Preview) -> Vec<String> {
+    preview
+        .steps
+        .iter()
+        .filter(|s| s.confirm.is_some())
+        .map(|s| s.step_id.clone())
+        .collect()
+}
+
+/// What the confirmation mode will do to the steps that ask, in one sentence, so a plan that
+/// validates is not a surprise denial (exit 33) at run time. `None` when no step asks.
+fn confirmation_outlook(args: &Args, asking: &[String]) -> Option<String> {
+    if asking.is_empty() {
+        return None;
+    }
+    let mode = confirm_mode(args);
+    let what = match mode {
+        ConfirmMode::Prompt => "you will be asked at the terminal".to_string(),
+        ConfirmMode::AutoApprove => "approved without asking (--confirm auto-approve)".to_string(),
+        ConfirmMode::AutoDeny => format!(
+            "DENIED (--confirm auto-deny{}), and the run exits 33: run at a terminal, pass \
+             --confirm auto-approve after review, or add the programs to auto_approve_commands",
+            if args.confirm.is_none() {
+                ", the default without a terminal"
+            } else {
+                ""
+            }
+        ),
+    };
+    Some(format!(
+        "{} for confirmation ({}): {what}",
+        if asking.len() == 1 {
+            "1 step asks".to_string()
+        } else {
+            format!("{} steps ask", asking.len())
+        },
+        asking
+            .iter()
+            .map(|s| crate::terminal::line(s).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 fn preview_of(
@@ -795,7 +947,7 @@ fn run_settings(args: &Args) -> RunSettings {
         llm_retries: args.llm_retries,
         max_calls_per_answer: args.max_calls_per_answer,
         strict: args.strict.then_some(true),
-        jobs: None,
+        jobs: args.jobs,
     }
 }
 
@@ -904,7 +1056,7 @@ fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
 
 fn query_store(args: &Args) -> Result<Store, CliError> {
     let ws = workspace(args)?;
-    let path = db_path(args, &ws);
+    let path = db_path(args, &ws)?;
     // Opening the default database (even to read) creates its WAL files beside it: not through a link.
     if path == ws.root().join(Store::DEFAULT_PATH)
         && std::fs::symlink_metadata(ws.root().join(crate::sandbox::state::STATE_DIR)).is_ok()

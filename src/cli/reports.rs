@@ -25,6 +25,65 @@ pub(super) fn needs_step_results(args: &Args) -> bool {
     args.json || args.junit.is_some() || wants_github(args)
 }
 
+/// Appends `text` to the file an environment variable names (`GITHUB_STEP_SUMMARY`,
+/// `GITHUB_OUTPUT`); a failure is a warning naming `what`.
+fn append_to_env_file(var: &str, what: &str, text: &str) {
+    let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = appended {
+        eprintln!(
+            "acode-run: warning: cannot append the {what} to {}: {e}",
+            std::path::Path::new(&path).display()
+        );
+    }
+}
+
+/// The reports for an invocation that ended before any step ran (exit 2, 3, 1 before the run):
+/// the JUnit file (when the command line got far enough to name one), the annotation, the job
+/// summary and `$GITHUB_OUTPUT`, so a CI page says why instead of nothing. `subject` is the plan
+/// or run the command was about.
+pub(super) fn write_refusal(
+    args: Option<&Args>,
+    subject: &str,
+    exit_code: i32,
+    message: &str,
+    problems: &[String],
+    redactor: &Redactor,
+) {
+    if let Some(path) = args.and_then(|a| a.junit.as_ref()) {
+        let xml = junit::render_refusal(subject, exit_code, message, problems, redactor);
+        if let Err(e) = std::fs::write(path, xml) {
+            eprintln!(
+                "acode-run: warning: cannot write the JUnit report {}: {e}",
+                path.display()
+            );
+        }
+    }
+    let github = match args {
+        Some(a) => wants_github(a),
+        None => std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
+    };
+    if github {
+        let line = github::refusal_annotation(subject, exit_code, message, problems, redactor);
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(line.as_bytes());
+        let _ = err.flush();
+        let summary = github::refusal_summary(subject, exit_code, message, problems, redactor);
+        append_to_env_file("GITHUB_STEP_SUMMARY", "job summary", &summary);
+        append_to_env_file(
+            "GITHUB_OUTPUT",
+            "step outputs",
+            &github::outputs(exit_code, "refused", ""),
+        );
+    }
+}
+
 /// Writes every report the flags and environment ask for.
 pub(super) fn write(
     args: &Args,
@@ -46,19 +105,16 @@ pub(super) fn write(
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(lines.as_bytes());
         let _ = err.flush();
-        if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-            let appended = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(&path)
-                .and_then(|mut f| f.write_all(github::summary(result, redactor).as_bytes()));
-            if let Err(e) = appended {
-                eprintln!(
-                    "acode-run: warning: cannot append the job summary to {}: {e}",
-                    std::path::Path::new(&path).display()
-                );
-            }
-        }
+        append_to_env_file(
+            "GITHUB_STEP_SUMMARY",
+            "job summary",
+            &github::summary(result, redactor),
+        );
+        append_to_env_file(
+            "GITHUB_OUTPUT",
+            "step outputs",
+            &github::outputs(result.exit_code, result.status.as_str(), &result.run_id),
+        );
     }
 }
 

@@ -43,12 +43,16 @@ fn stage_executor(
     let outputs = super::progress_outputs(args, redactor);
     let mut store = open_store(&db)?;
     store.set_redactor(redactor.clone());
+    // Ctrl-C ends the conversation like a run (exit 130, recorded as the stage's run, interrupted)
+    // instead of killing the process mid-write.
+    let cancel = Arc::new(AtomicBool::new(false));
+    super::install_signal_handlers(cancel.clone());
     Ok(Executor::new(ws, store)
         .with_registry(ToolRegistry::builtin())
         .with_policy(policy)
         .with_confirmation(Arc::new(AutoDeny))
         .with_progress(Arc::new(Fanout(outputs)))
-        .with_cancel_flag(Arc::new(AtomicBool::new(false)))
+        .with_cancel_flag(cancel)
         .with_redactor(redactor.clone())
         .with_agent_settings(agent)
         .with_llm(Arc::from(crate::llm::client(config))))
@@ -149,6 +153,7 @@ fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliEr
         previous,
         max_attempts: args.max_attempts.unwrap_or(3),
         max_turns: STAGE_TURNS,
+        intent: args.intent,
     })
 }
 
@@ -204,7 +209,19 @@ fn draft_to_file(
             subject: req.goal.clone(),
         },
     );
-    let drafted = match draft::draft(executor, &req) {
+    let red = executor.store().redactor().clone();
+    let mut rejected = |attempt: u32, of: u32, problems: &[String]| {
+        let first = problems.first().map(String::as_str).unwrap_or("no answer");
+        announce(
+            "planner",
+            &format!(
+                "attempt {attempt} of {of} not accepted ({}): {}",
+                crate::terminal::count(problems.len(), "problem"),
+                crate::terminal::line(&red.redact(first))
+            ),
+        );
+    };
+    let drafted = match draft::draft_with(executor, &req, &mut rejected) {
         Ok(d) => d,
         Err(e) => {
             let done = stage_completed("planner", "failed", e.exit_code(), Vec::new());
@@ -223,11 +240,11 @@ fn draft_to_file(
     announce(
         "planner",
         &format!(
-            "wrote {} (plan {}, {} step(s), {} attempt(s)), NOT approved",
+            "wrote {} (plan {}, {}, {}), NOT approved",
             out.display(),
             drafted.plan.plan_id,
-            drafted.plan.steps.len(),
-            drafted.attempts
+            crate::terminal::count(drafted.plan.steps.len(), "step"),
+            crate::terminal::count(drafted.attempts as usize, "attempt")
         ),
     );
     if let Some(prev) = &req.previous {
@@ -250,6 +267,24 @@ pub(super) fn cmd_draft(
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
+    // Mistakes found before the database is opened leave nothing behind (no `.acode/`).
+    if let Some(old) = &args.revise
+        && !old.is_file()
+    {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!("--revise {}: no such plan file", old.display()),
+        ));
+    }
+    if let Some(out) = args.output.as_ref().filter(|o| o.exists()) {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "{} exists; choose another file with -o (a draft never overwrites)",
+                out.display()
+            ),
+        ));
+    }
     let mut executor = stage_executor(args, redactor, secrets, args.revise.as_deref())?;
     let (out, _) = draft_to_file(args, &mut executor)?;
     errln!(
@@ -265,6 +300,17 @@ pub(super) fn cmd_review(
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
+    // A run to review is in an existing database: do not create one to say it is not there.
+    let (_, db) = sandboxed_workspace(args, None)?;
+    if !db.exists() {
+        return Err(CliError::new(
+            exit::USAGE,
+            format!(
+                "no execution database at {} (run a plan first, or pass --db)",
+                db.display()
+            ),
+        ));
+    }
     let mut executor = stage_executor(args, redactor, secrets, None)?;
     let run_id = resolve_run(&executor, &args.positionals[0])?;
     review_run(args, &mut executor, &run_id)

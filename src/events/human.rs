@@ -3,11 +3,11 @@
 //! Colour is used only when the output is a terminal and `NO_COLOR` is unset, so logs captured by CI
 //! stay plain text.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::{Event, EventKind};
-use crate::executor::ProgressCallback;
 use crate::sandbox::redact::Redactor;
 use crate::terminal::{line as l, text as tx};
 
@@ -20,9 +20,11 @@ struct Current {
     summary: String,
 }
 
-/// Renders events as progress lines.
+/// Renders events as progress lines: each line whole, naming its step, so the lines of steps
+/// running at once (`--jobs`) never mix.
 pub struct HumanPrinter<W: Write + Send> {
-    out: Mutex<(W, Current)>,
+    /// The output, and what each running step's lines start with (by step id).
+    out: Mutex<(W, HashMap<String, Current>)>,
     color: bool,
     redactor: Arc<Redactor>,
     failures_only: bool,
@@ -43,7 +45,7 @@ impl<W: Write + Send> HumanPrinter<W> {
     /// A printer writing to `out`, coloured if `color`.
     pub fn new(out: W, color: bool, redactor: Arc<Redactor>) -> Self {
         HumanPrinter {
-            out: Mutex::new((out, Current::default())),
+            out: Mutex::new((out, HashMap::new())),
             color,
             redactor,
             failures_only: false,
@@ -71,7 +73,41 @@ impl<W: Write + Send> HumanPrinter<W> {
         self.redactor.redact(s).into_owned()
     }
 
-    fn render(&self, event: &Event, cur: &mut Current) -> Option<String> {
+    fn render(&self, event: &Event, steps: &mut HashMap<String, Current>) -> Option<String> {
+        let fallback = Current::default();
+        let ended = matches!(
+            event.kind,
+            EventKind::StepCompleted { .. } | EventKind::StepFailed { .. }
+        );
+        let key = step_of(&event.kind);
+        if let EventKind::StepStarted {
+            step_id,
+            tool,
+            index,
+            total,
+            summary,
+        } = &event.kind
+        {
+            steps.insert(
+                step_id.clone(),
+                Current {
+                    index: *index,
+                    total: *total,
+                    step_id: self.ext(step_id),
+                    tool: self.ext(tool),
+                    summary: self.ext(summary),
+                },
+            );
+            return None;
+        }
+        let owned = match (key, ended) {
+            (Some(k), true) => steps.remove(k),
+            _ => None,
+        };
+        let cur = owned
+            .as_ref()
+            .or_else(|| key.and_then(|k| steps.get(k)))
+            .unwrap_or(&fallback);
         let head = |cur: &Current| {
             // Ids, tools and summaries come from plans and models: one sanitiser for all of them.
             let mut s = format!(
@@ -130,21 +166,23 @@ impl<W: Write + Send> HumanPrinter<W> {
                 }
                 Some(header)
             }
-            EventKind::StepStarted {
-                step_id,
+            // A model's call, named as it happens: which tool on which file or program.
+            EventKind::ToolCall {
                 tool,
-                index,
-                total,
-                summary,
+                arguments,
+                attempt: 1,
+                turn: Some(turn),
+                ..
             } => {
-                *cur = Current {
-                    index: *index,
-                    total: *total,
-                    step_id: self.ext(step_id),
-                    tool: self.ext(tool),
-                    summary: self.ext(summary),
-                };
-                None
+                let what = call_subject(arguments);
+                let what: String = self.ext(&what).chars().take(60).collect();
+                Some(format!(
+                    "{} … turn {turn}: {}{}{}",
+                    head(cur),
+                    l(&self.ext(tool)),
+                    if what.is_empty() { "" } else { " " },
+                    l(&what)
+                ))
             }
             EventKind::ToolHeartbeat {
                 elapsed_ms, tool, ..
@@ -210,6 +248,8 @@ impl<W: Write + Send> HumanPrinter<W> {
             } => {
                 let verdict = if *tolerated {
                     self.paint("33", "failed, tolerated")
+                } else if error_code == "cancelled" {
+                    self.paint("33", "cancelled")
                 } else {
                     self.paint("31", "FAILED")
                 };
@@ -257,6 +297,8 @@ impl<W: Write + Send> HumanPrinter<W> {
                 failed,
                 tolerated,
                 blocked,
+                cancelled,
+                first_failure,
                 violations,
             } => {
                 let failed = match tolerated {
@@ -273,8 +315,19 @@ impl<W: Write + Send> HumanPrinter<W> {
                     1 => ", 1 sandbox violation refused".to_string(),
                     n => format!(", {n} sandbox violations refused"),
                 };
+                let cancelled = match cancelled {
+                    0 => String::new(),
+                    n => format!(", {n} cancelled"),
+                };
+                // With steps running at once, the reader needs to know which failure counts.
+                let cause = match first_failure {
+                    Some(id) if status != "interrupted" => {
+                        format!(": step {} failed first", l(&self.ext(id)))
+                    }
+                    _ => String::new(),
+                };
                 Some(format!(
-                    "run {} {colored}: {completed} completed, {failed}, {blocked} not run{refused}, {} (exit {exit_code})",
+                    "run {} {colored}: {completed} completed, {failed}{cancelled}, {blocked} not run{refused}, {} (exit {exit_code}{cause})",
                     event.run_id,
                     secs(*duration_ms)
                 ))
@@ -284,19 +337,52 @@ impl<W: Write + Send> HumanPrinter<W> {
     }
 }
 
-impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
-    fn on_event(&self, event: &Event) {
+/// The step an event is about, for the events that carry one after the step started.
+fn step_of(kind: &EventKind) -> Option<&str> {
+    match kind {
+        EventKind::ToolHeartbeat { step_id, .. }
+        | EventKind::ToolCall { step_id, .. }
+        | EventKind::RetryScheduled { step_id, .. }
+        | EventKind::LlmTurn { step_id, .. }
+        | EventKind::NetworkRequest { step_id, .. }
+        | EventKind::StepCompleted { step_id, .. }
+        | EventKind::StepFailed { step_id, .. } => Some(step_id),
+        _ => None,
+    }
+}
+
+/// What a tool call is about, for its progress line: the path, pattern or command it names.
+fn call_subject(arguments: &serde_json::Value) -> String {
+    for key in ["path", "pattern", "command", "query"] {
+        if let Some(v) = arguments.get(key).and_then(|v| v.as_str()) {
+            return v.to_string();
+        }
+    }
+    match arguments.get("argv").and_then(|v| v.as_array()) {
+        Some(items) => items
+            .iter()
+            .filter_map(|i| i.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => String::new(),
+    }
+}
+
+impl<W: Write + Send> HumanPrinter<W> {
+    /// Prints the line `event` makes, if any. (It becomes a progress callback in
+    /// `executor::callbacks`, so this module does not import the executor.)
+    pub fn write_event(&self, event: &Event) {
         let mut guard = match self.out.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let (out, cur) = &mut *guard;
+        let (out, steps) = &mut *guard;
         let shown = !self.failures_only
             || matches!(
                 event.kind,
                 EventKind::StepFailed { .. } | EventKind::RunRefused { .. }
             );
-        if let Some(line) = self.render(event, cur).filter(|_| shown) {
+        if let Some(line) = self.render(event, steps).filter(|_| shown) {
             // Outside text was redacted field by field; the whole line once more for known values
             // and token formats only, so the runner's words stay readable.
             let line = self.redactor.redact_message(&line);
@@ -309,6 +395,7 @@ impl<W: Write + Send> ProgressCallback for HumanPrinter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::ProgressCallback;
 
     fn ev(kind: EventKind) -> Event {
         Event {

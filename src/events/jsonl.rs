@@ -7,7 +7,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::Event;
-use crate::executor::ProgressCallback;
 use crate::sandbox::redact::Redactor;
 
 /// Writes events as JSON lines to any writer (stdout in the CLI).
@@ -34,8 +33,10 @@ impl<W: Write + Send> JsonlWriter<W> {
     }
 }
 
-impl<W: Write + Send> ProgressCallback for JsonlWriter<W> {
-    fn on_event(&self, event: &Event) {
+impl<W: Write + Send> JsonlWriter<W> {
+    /// Writes `event` as one redacted JSON line. (It becomes a progress callback in
+    /// `executor::callbacks`, so this module does not import the executor.)
+    pub fn write_event(&self, event: &Event) {
         let value = match serde_json::to_value(event) {
             Ok(v) => self.redactor.redact_value(&v),
             Err(_) => return,

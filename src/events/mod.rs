@@ -298,6 +298,12 @@ pub enum EventKind {
         tolerated: usize,
         /// Steps blocked or skipped.
         blocked: usize,
+        /// Steps stopped because a step running beside them failed (`--jobs`).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cancelled: usize,
+        /// The step whose failure decided the exit code: the first fatal failure by time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_failure: Option<String>,
         /// Tool calls refused as sandbox violations during the run (a model's refused escapes
         /// included), so refusals are never silent.
         violations: u64,
@@ -373,4 +379,9 @@ impl EventKind {
             EventKind::StageCompleted { .. } => "stage_completed",
         }
     }
+}
+
+/// For `skip_serializing_if`: a count that is zero is left out.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

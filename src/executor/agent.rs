@@ -353,21 +353,17 @@ impl Session<'_> {
             if settings.protocol == ToolProtocol::Native {
                 request = request.with_tools(specs.clone());
             }
+            // Steps running at once (`--jobs`) share the budget: one that another step used up
+            // sends no further request, so the run overshoots by at most one request per step.
+            if let Some(outcome) = over_budget(ctx, &settings) {
+                return Ok(outcome);
+            }
             let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
                 Ok(r) => r,
                 Err(outcome) => return Ok(outcome),
             };
-            if let Some(budget) = settings.token_budget
-                && ctx.run.tokens.total() > budget
-            {
-                return Ok(StepOutcome::failed(
-                    ErrorKind::TokenBudget,
-                    format!(
-                        "token budget exceeded: the run used {} tokens, the budget is {budget} \
-                         (--token-budget)",
-                        ctx.run.tokens.total()
-                    ),
-                ));
+            if let Some(outcome) = over_budget(ctx, &settings) {
+                return Ok(outcome);
             }
             match settings.protocol {
                 ToolProtocol::Native => {
@@ -838,6 +834,21 @@ fn done(answer: String) -> StepOutcome {
         output: Some(answer),
         excerpt: None,
     }
+}
+
+/// The step's failure when the run's token budget is used up (by this step or one beside it).
+fn over_budget(ctx: &StepContext, settings: &AgentSettings) -> Option<StepOutcome> {
+    let budget = settings.token_budget?;
+    let used = ctx.run.tokens.total();
+    (used > budget).then(|| {
+        StepOutcome::failed(
+            ErrorKind::TokenBudget,
+            format!(
+                "token budget exceeded: the run used {used} tokens, the budget is {budget} \
+                 (--token-budget)"
+            ),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! Keeping this in one place is what makes "LLM output is untrusted input" true: a model's call and
 //! a plan's call cannot take different paths.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,9 +23,12 @@ use crate::store::{ExecutionRecord, Store};
 use crate::tools::{Artifact, ToolCall, ToolContext, ToolOutput, ToolRegistry};
 
 /// Numbers and sends events; shared by reference with tools (for heartbeats) and drivers.
+///
+/// Numbering and sending happen under one lock, so events from steps running at once
+/// (`--jobs`) reach the callbacks with strictly increasing `seq`.
 pub struct Emitter {
     run_id: String,
-    seq: AtomicU64,
+    seq: Mutex<u64>,
     progress: Arc<dyn ProgressCallback>,
 }
 
@@ -34,16 +37,21 @@ impl Emitter {
     pub fn new(run_id: String, progress: Arc<dyn ProgressCallback>) -> Self {
         Emitter {
             run_id,
-            seq: AtomicU64::new(0),
+            seq: Mutex::new(0),
             progress,
         }
     }
 
     /// Sends one event with the next sequence number.
     pub fn emit(&self, kind: EventKind) {
+        let mut seq = match self.seq.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *seq += 1;
         let event = Event {
             v: EVENT_SCHEMA_VERSION,
-            seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
+            seq: *seq,
             ts_ms: now_ms(),
             run_id: self.run_id.clone(),
             kind,
@@ -78,8 +86,14 @@ pub struct RunContext<'r> {
     pub confirm: &'r dyn ConfirmationCallback,
     /// Set once the user answered "all".
     pub approve_all: &'r Mutex<bool>,
-    /// Set by "quit" or a signal.
+    /// Stops what this step is running: set by "quit", a signal, or (`--jobs`) a step beside it
+    /// failing fatally.
     pub cancel: &'r AtomicBool,
+    /// The run's own interruption flag (a signal, "quit"); the same as `cancel` when steps run
+    /// one at a time.
+    pub interrupt: &'r AtomicBool,
+    /// Set once, to the failed step's id, when a fatal failure stops the steps running beside it.
+    pub sibling_failed: &'r std::sync::OnceLock<String>,
     /// The run's OS sandbox (mode, Landlock rules, limits, temp directory).
     pub sandbox: &'r crate::sandbox::OsSandbox,
     /// Retry schedule for transient failures (the step's `retries` sets the count).
@@ -88,8 +102,40 @@ pub struct RunContext<'r> {
     pub llm: Option<&'r Arc<dyn LlmClient>>,
     /// How agent steps talk to the LLM.
     pub agent: &'r AgentSettings,
-    /// LLM tokens used so far in the run.
-    pub tokens: Usage,
+    /// LLM tokens used so far in the run, by every step (one budget for steps running at once).
+    pub tokens: &'r TokenMeter,
+}
+
+/// The run's LLM token count, shared by the steps running at once.
+#[derive(Debug, Default)]
+pub struct TokenMeter(Mutex<Usage>);
+
+impl TokenMeter {
+    /// A meter starting at `used` (a resumed run carries on from what it had used).
+    pub fn new(used: Usage) -> Self {
+        TokenMeter(Mutex::new(used))
+    }
+
+    /// The tokens used so far.
+    pub fn get(&self) -> Usage {
+        match self.0.lock() {
+            Ok(g) => *g,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    /// Adds one call's usage.
+    pub fn add(&self, usage: Usage) {
+        match self.0.lock() {
+            Ok(mut g) => g.add(usage),
+            Err(poisoned) => poisoned.into_inner().add(usage),
+        }
+    }
+
+    /// Prompt plus completion tokens so far, for the budget.
+    pub fn total(&self) -> u64 {
+        self.get().total()
+    }
 }
 
 /// Per-step state: the step being run and what it has done so far.
@@ -194,6 +240,18 @@ impl<'s, 'r> StepContext<'s, 'r> {
         kind: ErrorKind,
         message: String,
     ) -> Result<ToolResult, ExecutionError> {
+        // Every `tool_result` follows its `tool_call`, a refused call's too: a consumer of the
+        // events sees what was asked before what became of it.
+        self.run.emitter.emit(EventKind::ToolCall {
+            step_id: call.step_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            attempt,
+            turn: call.turn,
+            server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
+        });
+        self.run.emitter.progress().on_tool_call(call);
         let mut record = self.base_record(call, attempt, parent);
         record.error_code = Some(kind.as_str().to_string());
         record.error_message = Some(message.clone());
@@ -334,8 +392,9 @@ impl<'s, 'r> StepContext<'s, 'r> {
             self.attempts += 1;
             let known: Vec<&str> = self.run.registry.names().collect();
             let msg = format!(
-                "unknown tool {:?} (available: {})",
+                "unknown tool {:?}{} (available: {})",
                 call.tool,
+                crate::suggest::did_you_mean(&call.tool, known.iter().copied()),
                 known.join(", ")
             );
             return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);
@@ -373,6 +432,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             cancel: self.run.cancel,
             heartbeat: &heartbeat,
             creates: &self.step.creates,
+            history: None,
         };
         if let Err(e) = tool.check(&call.arguments, &ctx) {
             self.attempts += 1;
@@ -417,7 +477,18 @@ impl<'s, 'r> StepContext<'s, 'r> {
             self.run.emitter.progress().on_tool_call(&call);
             let record = self.base_record(&call, attempt, parent.clone());
             let started = Instant::now();
-            let outcome = tool.run(&call.arguments, &ctx);
+            let outcome = {
+                // The history of this run's workspace only, read from the run's own database.
+                let history = WorkspaceHistory {
+                    store: self.run.store,
+                    workspace: self.run.workspace.root().display().to_string(),
+                };
+                let ctx = ToolContext {
+                    history: Some(&history),
+                    ..ctx
+                };
+                tool.run(&call.arguments, &ctx)
+            };
             let elapsed = started.elapsed();
             let (output, transient) = match outcome {
                 Ok(out) => {
@@ -450,6 +521,28 @@ impl<'s, 'r> StepContext<'s, 'r> {
             }
             return Ok(result);
         }
+    }
+}
+
+/// The `history` tool's source: the execution database, scoped to one workspace root (the value
+/// runs record), so a tool can never read another workspace's runs from a shared `--db`.
+struct WorkspaceHistory<'a> {
+    store: &'a Store,
+    workspace: String,
+}
+
+impl crate::tools::history::HistorySource for WorkspaceHistory<'_> {
+    fn query(
+        &self,
+        q: &crate::tools::history::HistoryQuery,
+    ) -> Result<crate::tools::history::HistoryPage, String> {
+        self.store
+            .history(&self.workspace, q)
+            .map_err(|e| format!("reading the execution history: {e}"))
+    }
+
+    fn redact(&self, text: &str) -> String {
+        self.store.redactor().redact(text).into_owned()
     }
 }
 

@@ -149,6 +149,20 @@ pub struct NoopProgress;
 
 impl ProgressCallback for NoopProgress {}
 
+// The event writers live in `events`, below the executor; they become progress callbacks here,
+// beside the trait, so `events` does not import the executor (imports point one way).
+impl<W: std::io::Write + Send> ProgressCallback for crate::events::human::HumanPrinter<W> {
+    fn on_event(&self, event: &Event) {
+        self.write_event(event);
+    }
+}
+
+impl<W: std::io::Write + Send> ProgressCallback for crate::events::jsonl::JsonlWriter<W> {
+    fn on_event(&self, event: &Event) {
+        self.write_event(event);
+    }
+}
+
 /// Sends progress to several callbacks in order (e.g. the JSONL writer and an embedder's UI).
 #[derive(Default)]
 pub struct Fanout(pub Vec<Box<dyn ProgressCallback>>);

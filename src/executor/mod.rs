@@ -11,6 +11,7 @@ pub mod callbacks;
 pub mod drivers;
 pub mod precondition;
 pub mod retry;
+pub mod schedule;
 pub mod settings;
 mod skill_step;
 pub mod stuck;
@@ -24,7 +25,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use agent::AgentSettings;
-pub use call::{CallOptions, Emitter, RunContext, StepContext};
+pub use call::{CallOptions, Emitter, RunContext, StepContext, TokenMeter};
 pub use callbacks::{
     AutoApprove, AutoDeny, CancellableStdin, ConfirmMode, ConfirmationCallback,
     ConfirmationRequest, Decision, Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
@@ -41,6 +42,7 @@ use crate::plan::{ApprovedPlan, AuthError, OnFailure, Plan, Problem, Step};
 use crate::sandbox::{OsSandbox, Policy, Redactor, Workspace};
 use crate::store::{RunRow, StepUpdate, Store, StoreError};
 use crate::tools::ToolRegistry;
+use schedule::Footprint;
 
 /// What a tool call came to, as seen by drivers and progress callbacks.
 #[derive(Debug, Clone, Serialize)]
@@ -90,6 +92,8 @@ pub enum StepStatus {
     Blocked,
     /// The run stopped before reaching it.
     Skipped,
+    /// It was running beside a step that failed fatally (`--jobs`), and was stopped.
+    Cancelled,
 }
 
 impl StepStatus {
@@ -105,6 +109,7 @@ impl StepStatus {
             StepStatus::Failed => StepState::Failed,
             StepStatus::Blocked => StepState::Blocked,
             StepStatus::Skipped => StepState::Skipped,
+            StepStatus::Cancelled => StepState::Cancelled,
         }
     }
 }
@@ -292,6 +297,7 @@ pub struct Executor {
     redactor: Arc<Redactor>,
     keep_step_results: bool,
     settings_json: String,
+    jobs: usize,
 }
 
 impl Executor {
@@ -317,6 +323,7 @@ impl Executor {
             redactor,
             keep_step_results: true,
             settings_json: "{}".to_string(),
+            jobs: schedule::default_jobs(),
         }
     }
 
@@ -333,6 +340,13 @@ impl Executor {
     /// database and the progress callbacks see every step either way.
     pub fn with_step_results(mut self, keep: bool) -> Self {
         self.keep_step_results = keep;
+        self
+    }
+
+    /// Runs up to `jobs` steps at once when the plan's dependencies allow it (`--jobs`; see
+    /// [`schedule`] for which steps may run together). 1 runs every step after the previous one.
+    pub fn with_jobs(mut self, jobs: usize) -> Self {
+        self.jobs = jobs.max(1);
         self
     }
 
@@ -639,22 +653,34 @@ impl Executor {
             },
         });
         let approve_all = Mutex::new(false);
-        let mut run = RunContext {
+        let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());
+        let sibling_failed = std::sync::OnceLock::new();
+        // Prompts are asked one at a time, whatever runs beside them.
+        let confirm = OneAtATime::new(&*self.confirm);
+        // Each step running beside another needs a database connection of its own; a database in
+        // memory has one, so its runs take one step at a time.
+        let db_path = self.store.path().map(std::path::Path::to_path_buf);
+        let jobs = if db_path.is_some() {
+            self.jobs.max(1)
+        } else {
+            1
+        };
+        let parts = Parts {
             emitter: &emitter,
-            store: &mut self.store,
             registry: &self.registry,
             workspace: &self.workspace,
             policy: &self.policy,
-            confirm: &*self.confirm,
+            confirm: &confirm,
             approve_all: &approve_all,
-            cancel: &self.cancel,
+            interrupt: &self.cancel,
+            sibling_failed: &sibling_failed,
             sandbox: &self.sandbox,
             backoff: self.backoff,
             llm: self.llm.as_ref(),
             agent: &self.agent,
-            // A resumed run carries on counting from what it had used.
-            tokens: resume.as_ref().map(|r| r.tokens).unwrap_or_default(),
+            tokens: &tokens,
         };
+        let mut run = parts.context(&mut self.store, &self.cancel);
 
         let keep = self.keep_step_results;
         let mut results: Vec<Option<StepResult>> = Vec::new();
@@ -662,9 +688,9 @@ impl Executor {
             results.resize(plan.steps.len(), None);
         }
         // Counted as steps end, so the totals do not need the results kept.
-        let mut counts = [0usize; 4];
+        let mut counts = [0usize; 5];
         let mut tolerated = 0usize;
-        // For each failed or blocked step: the failed step at the root of it.
+        // For each failed, cancelled or blocked step: the failed step at the root of it.
         let mut failed_root: Vec<Option<String>> = vec![None; plan.steps.len()];
         let index: std::collections::HashMap<&str, usize> = plan
             .steps
@@ -673,62 +699,161 @@ impl Executor {
             .collect();
         let mut stopped: Option<ErrorKind> = None;
         let mut quit_seen = false;
-        let mut first_failure: Option<ErrorKind> = None;
+        // The first fatal failure by time: its kind is the run's exit code.
+        let mut first_failure: Option<(ErrorKind, String)> = None;
         let total = order.len();
+        let mut started_steps = 0usize;
+        let mut ready = schedule::Ready::new(plan, &order);
+        // Steps running on threads of their own: index, footprint, cancellation flag.
+        let mut running: Vec<(usize, Footprint, Arc<AtomicBool>)> = Vec::new();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, StepRun)>();
+        let connections: Mutex<Vec<Store>> = Mutex::new(Vec::new());
+        let redactor = &self.redactor;
+        let cancel = &*self.cancel;
+        let window = 8 * jobs;
 
-        for (n, &i) in order.iter().enumerate() {
-            let step = &plan.steps[i];
-            if stopped.is_none() && self.cancel.load(Ordering::SeqCst) {
-                stopped = Some(ErrorKind::Interrupted);
-            }
-            let blocker = step
-                .depends_on
-                .iter()
-                .filter_map(|d| index.get(d.as_str()))
-                .find_map(|&d| failed_root[d].clone());
-            let prior = resume
-                .as_ref()
-                // Recorded ids went through the redactor (a token in an id is stored redacted).
-                .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
-                .copied();
-            let result = if prior == Some(StepState::Completed) {
-                StepResult::not_run(step, StepStatus::Completed, None)
-            } else if let Some(by) = blocker {
-                failed_root[i] = Some(by.clone());
-                not_run(&mut run, step, StepStatus::Blocked, Some(by))?
-            } else if stopped.is_some() {
-                // Not a failure: its dependents are skipped too (the run has stopped), not blocked.
-                not_run(&mut run, step, StepStatus::Skipped, None)?
-            } else {
-                // A step cut off mid-way runs again: `resume` refused beforehand unless its tool is
-                // idempotent or the caller said `rerun_interrupted`.
-                let (mut result, quit) = run_step(&mut run, plan, step, &vars, n + 1, total)?;
+        std::thread::scope(|scope| -> Result<(), ExecutionError> {
+            loop {
+                if cancel.load(Ordering::SeqCst) {
+                    stopped.get_or_insert(ErrorKind::Interrupted);
+                    for (_, _, flag) in &running {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                }
+                let mut next = Next::Wait;
+                for (looked, i) in ready.iter().enumerate() {
+                    let step = &plan.steps[i];
+                    let prior = resume
+                        .as_ref()
+                        // Recorded ids went through the redactor (a token in an id is stored
+                        // redacted).
+                        .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
+                        .copied();
+                    let blocker = step
+                        .depends_on
+                        .iter()
+                        .filter_map(|d| index.get(d.as_str()))
+                        .find_map(|&d| failed_root[d].clone());
+                    if prior == Some(StepState::Completed) {
+                        next = Next::Settle(i, StepStatus::Completed, None);
+                    } else if let Some(by) = blocker {
+                        next = Next::Settle(i, StepStatus::Blocked, Some(by));
+                    } else if stopped.is_some() {
+                        // Not a failure: its dependents are skipped too (the run has stopped).
+                        next = Next::Settle(i, StepStatus::Skipped, None);
+                    } else if running.len() >= jobs || looked >= window {
+                        break;
+                    } else if jobs == 1 {
+                        next = Next::Start(i, Footprint::Anywhere);
+                    } else {
+                        let footprint = substitute_arguments(step, &vars)
+                            .map_or(Footprint::Anywhere, |a| Footprint::of(step, &a));
+                        if running.iter().any(|(_, f, _)| footprint.conflicts(f)) {
+                            continue;
+                        }
+                        next = Next::Start(i, footprint);
+                    }
+                    break;
+                }
+                let (i, (mut result, quit)) = match next {
+                    Next::Settle(i, status, by) => {
+                        ready.take(i);
+                        let step = &plan.steps[i];
+                        let result = match status {
+                            StepStatus::Completed => StepResult::not_run(step, status, None),
+                            _ => {
+                                failed_root[i] = by.clone();
+                                not_run(&mut run, step, status, by)?
+                            }
+                        };
+                        (i, (result, false))
+                    }
+                    Next::Start(i, footprint) => {
+                        ready.take(i);
+                        started_steps += 1;
+                        let step = &plan.steps[i];
+                        // A step cut off mid-way runs again: `resume` refused beforehand unless
+                        // its tool is idempotent or the caller said `rerun_interrupted`.
+                        // File steps take microseconds in this process: they run here, between
+                        // the steps running on threads (a thread and a connection each would
+                        // cost more than the step).
+                        if jobs == 1 || footprint.in_process() {
+                            (
+                                i,
+                                run_step(&mut run, plan, step, &vars, started_steps, total)?,
+                            )
+                        } else {
+                            let flag = Arc::new(AtomicBool::new(false));
+                            running.push((i, footprint, flag.clone()));
+                            let done = done_tx.clone();
+                            let (vars, connections, db_path) = (&vars, &connections, &db_path);
+                            scope.spawn(move || {
+                                let outcome = beside(
+                                    parts,
+                                    connections,
+                                    db_path,
+                                    redactor,
+                                    &flag,
+                                    plan,
+                                    step,
+                                    vars,
+                                    started_steps,
+                                    total,
+                                );
+                                let _ = done.send((i, outcome));
+                            });
+                            continue;
+                        }
+                    }
+                    Next::Wait if running.is_empty() => break,
+                    Next::Wait => {
+                        let (i, outcome) =
+                            match done_rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                                Ok(done) => done,
+                                // Checked again at the top: a signal reaches the running steps.
+                                Err(_) => continue,
+                            };
+                        running.retain(|(j, _, _)| *j != i);
+                        (i, outcome?)
+                    }
+                };
                 quit_seen |= quit;
-                if result.status == StepStatus::Failed {
+                if result.status == StepStatus::Cancelled {
+                    failed_root[i] = sibling_failed.get().cloned();
+                } else if result.status == StepStatus::Failed {
                     let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
-                    let interrupted = quit || self.cancel.load(Ordering::SeqCst);
+                    let interrupted = quit || cancel.load(Ordering::SeqCst);
                     if interrupted {
                         stopped = Some(ErrorKind::Interrupted);
                     }
                     if result.tolerated && !interrupted {
                         // Tolerated (SPEC §2): dependents still run, the run does not fail for it.
                     } else {
+                        let id = plan.steps[i].step_id.clone();
                         result.tolerated = false;
-                        failed_root[i] = Some(step.step_id.clone());
-                        first_failure.get_or_insert(kind);
+                        failed_root[i] = Some(id.clone());
+                        first_failure.get_or_insert((kind, id.clone()));
                         if !interrupted {
                             stopped = Some(kind);
+                            // Stop on first fatal failure: what runs beside it is cancelled.
+                            if !running.is_empty() {
+                                let _ = sibling_failed.set(id);
+                                for (_, _, flag) in &running {
+                                    flag.store(true, Ordering::SeqCst);
+                                }
+                            }
                         }
                     }
                 }
-                result
-            };
-            counts[result.status as usize] += 1;
-            tolerated += usize::from(result.tolerated);
-            if keep {
-                results[i] = Some(result);
+                counts[result.status as usize] += 1;
+                tolerated += usize::from(result.tolerated);
+                if keep {
+                    results[i] = Some(result);
+                }
+                ready.finished(i);
             }
-        }
+            Ok(())
+        })?;
 
         // Servers tools keep running between calls (MCP) end with the run's steps.
         run.registry.shutdown();
@@ -740,14 +865,14 @@ impl Executor {
         } else if quit_seen {
             // "quit" at a prompt: a denial that also ends the run for good.
             (RunStatus::Cancelled, exit::DENIED)
-        } else if let Some(kind) = first_failure {
+        } else if let Some((kind, _)) = &first_failure {
             (RunStatus::Failed, kind.exit_code())
         } else {
             (RunStatus::Completed, exit::OK)
         };
         let count = |s: StepStatus| counts[s as usize];
         let duration_ms = started.elapsed().as_millis() as u64;
-        let tokens = run.tokens;
+        let tokens = tokens.get();
         if let Some(proxy) = run.sandbox.proxy() {
             run.store
                 .record_unattributed_network(&run_id, &proxy.take_unattributed())?;
@@ -765,6 +890,8 @@ impl Executor {
             failed: count(StepStatus::Failed),
             tolerated,
             blocked: count(StepStatus::Blocked) + count(StepStatus::Skipped),
+            cancelled: count(StepStatus::Cancelled),
+            first_failure: first_failure.as_ref().map(|(_, id)| id.clone()),
             violations,
         });
         Ok(ExecutionResult {
@@ -777,6 +904,130 @@ impl Executor {
             prompt_tokens: tokens.prompt_tokens,
             completion_tokens: tokens.completion_tokens,
         })
+    }
+}
+
+/// A step's run as the scheduler gets it back: its result and whether the user quit.
+type StepRun = Result<(StepResult, bool), ExecutionError>;
+
+/// What the scheduler does next.
+enum Next {
+    /// Record a ready step that will not run (already completed, blocked, skipped).
+    Settle(usize, StepStatus, Option<String>),
+    /// Start a ready step.
+    Start(usize, Footprint),
+    /// Wait for a running step to end (or stop: nothing runs and nothing is ready).
+    Wait,
+}
+
+/// Everything of a run a step needs besides its database connection and cancellation flag:
+/// copied to each step that runs on a thread of its own (`--jobs`).
+#[derive(Clone, Copy)]
+struct Parts<'r> {
+    emitter: &'r Emitter,
+    registry: &'r ToolRegistry,
+    workspace: &'r Workspace,
+    policy: &'r Policy,
+    confirm: &'r dyn ConfirmationCallback,
+    approve_all: &'r Mutex<bool>,
+    interrupt: &'r AtomicBool,
+    sibling_failed: &'r std::sync::OnceLock<String>,
+    sandbox: &'r OsSandbox,
+    backoff: retry::Backoff,
+    llm: Option<&'r Arc<dyn LlmClient>>,
+    agent: &'r AgentSettings,
+    tokens: &'r TokenMeter,
+}
+
+impl<'r> Parts<'r> {
+    /// A step's context over `store`, stopped by `cancel`.
+    fn context<'c>(self, store: &'c mut Store, cancel: &'c AtomicBool) -> RunContext<'c>
+    where
+        'r: 'c,
+    {
+        RunContext {
+            emitter: self.emitter,
+            store,
+            registry: self.registry,
+            workspace: self.workspace,
+            policy: self.policy,
+            confirm: self.confirm,
+            approve_all: self.approve_all,
+            cancel,
+            interrupt: self.interrupt,
+            sibling_failed: self.sibling_failed,
+            sandbox: self.sandbox,
+            backoff: self.backoff,
+            llm: self.llm,
+            agent: self.agent,
+            tokens: self.tokens,
+        }
+    }
+}
+
+/// Runs one step on a thread of its own (`--jobs`), over a database connection from `pool` (or a
+/// new one to `db_path`), given back to the pool afterwards.
+#[allow(clippy::too_many_arguments)]
+fn beside(
+    parts: Parts,
+    pool: &Mutex<Vec<Store>>,
+    db_path: &Option<std::path::PathBuf>,
+    redactor: &Arc<Redactor>,
+    cancel: &AtomicBool,
+    plan: &Plan,
+    step: &Step,
+    vars: &Variables,
+    index: usize,
+    total: usize,
+) -> StepRun {
+    let pooled = pool.lock().ok().and_then(|mut p| p.pop());
+    let mut store = match (pooled, db_path) {
+        (Some(store), _) => store,
+        (None, Some(path)) => {
+            let mut store = Store::open(path)?;
+            store.set_redactor(redactor.clone());
+            store
+        }
+        // The scheduler runs steps beside each other only over a database file.
+        (None, None) => return Err(StoreError::NotFound("a database file".to_string()).into()),
+    };
+    let result = run_step(
+        &mut parts.context(&mut store, cancel),
+        plan,
+        step,
+        vars,
+        index,
+        total,
+    );
+    if let Ok(mut p) = pool.lock() {
+        p.push(store);
+    }
+    result
+}
+
+/// Hands confirmation requests to the callback one at a time: steps running at once
+/// (`--jobs`) never ask two questions together.
+struct OneAtATime<'c> {
+    inner: &'c dyn ConfirmationCallback,
+    lock: Mutex<()>,
+}
+
+impl<'c> OneAtATime<'c> {
+    fn new(inner: &'c dyn ConfirmationCallback) -> Self {
+        OneAtATime {
+            inner,
+            lock: Mutex::new(()),
+        }
+    }
+}
+
+impl ConfirmationCallback for OneAtATime<'_> {
+    fn request_confirmation(&self, request: &ConfirmationRequest) -> Decision {
+        let _turn = match self.lock.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        self.inner.request_confirmation(request)
     }
 }
 
@@ -942,9 +1193,22 @@ fn run_step(
     drop(ctx);
 
     let duration_ms = started.elapsed().as_millis() as u64;
-    let (status, kind, message) = match &outcome.failure {
-        None => (StepStatus::Completed, None, None),
-        Some((k, m)) => (StepStatus::Failed, Some(*k), Some(m.clone())),
+    // Stopped because a step beside it failed (`--jobs`), not by a signal: cancelled, naming it.
+    let sibling = run
+        .sibling_failed
+        .get()
+        .filter(|_| run.cancel.load(Ordering::SeqCst) && !run.interrupt.load(Ordering::SeqCst));
+    let (status, kind, message) = match (&outcome.failure, sibling) {
+        (None, _) => (StepStatus::Completed, None, None),
+        (Some((_, m)), Some(by)) => (
+            StepStatus::Cancelled,
+            Some(ErrorKind::Cancelled),
+            Some(format!(
+                "cancelled: step {by:?} failed while this one ran, and the run stops on its first \
+                 failure ({m})"
+            )),
+        ),
+        (Some((k, m)), None) => (StepStatus::Failed, Some(*k), Some(m.clone())),
     };
     run.store.step_finished(
         run.emitter.run_id(),
@@ -1008,4 +1272,54 @@ fn run_step(
         }
     }
     Ok((result, quit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Counts how many requests are inside it at once; holds each for a while.
+    #[derive(Default)]
+    struct Counting {
+        inside: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl ConfirmationCallback for Counting {
+        fn request_confirmation(&self, _request: &ConfirmationRequest) -> Decision {
+            let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            self.inside.fetch_sub(1, Ordering::SeqCst);
+            Decision::Approve
+        }
+    }
+
+    #[test]
+    fn an_embedders_callback_gets_one_request_at_a_time() {
+        let inner = Counting::default();
+        let gate = OneAtATime::new(&inner);
+        let request = ConfirmationRequest {
+            run_id: "r".into(),
+            step_id: "s".into(),
+            tool: "file_delete".into(),
+            arguments: serde_json::json!({}),
+            reason: "test".into(),
+            preview: None,
+        };
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| gate.request_confirmation(&request));
+            }
+        });
+        assert_eq!(inner.most.load(Ordering::SeqCst), 1);
+        // The callback alone would have taken them together.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| inner.request_confirmation(&request));
+            }
+        });
+        assert!(inner.most.load(Ordering::SeqCst) > 1);
+    }
 }

@@ -27,31 +27,54 @@ pub(crate) struct HttpReply {
 /// is verified the same way on every machine, whatever CA store the host (or a slim CI image) has.
 /// `config.ca_cert` adds a private CA to those roots. A CA file that cannot be loaded leaves the
 /// agent trusting nothing at all (fail closed); [`LlmConfig::validate`] reports the file first.
+///
+/// With `config.ca_cert`, each certificate in the file is also *pinned*: a server presenting
+/// exactly that certificate is accepted, so a self-signed server certificate (`openssl req
+/// -x509`, which webpki refuses as an end entity) works when given explicitly (see
+/// `pinned_tls`).
 pub(crate) fn agent(config: &LlmConfig) -> ureq::Agent {
     use ureq::tls::{RootCerts, TlsConfig};
-    let roots = match &config.ca_cert {
-        None => RootCerts::WebPki,
-        Some(path) => {
-            let extra = load_ca_certs(path).unwrap_or_default();
-            if extra.is_empty() {
-                RootCerts::new_with_certs(&[])
-            } else {
-                webpki_root_certs::TLS_SERVER_ROOT_CERTS
-                    .iter()
-                    .map(|der| ureq::tls::Certificate::from_der(der.as_ref()).to_owned())
-                    .chain(extra)
-                    .into()
-            }
-        }
-    };
-    let agent_config = ureq::Agent::config_builder()
+    let builder = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(config.timeout))
         .max_redirects(0)
-        .proxy(None)
-        .tls_config(TlsConfig::builder().root_certs(roots).build())
-        .build();
-    ureq::Agent::new_with_config(agent_config)
+        .proxy(None);
+    let Some(path) = &config.ca_cert else {
+        let agent_config = builder
+            .tls_config(TlsConfig::builder().root_certs(RootCerts::WebPki).build())
+            .build();
+        return ureq::Agent::new_with_config(agent_config);
+    };
+    let extra: Vec<rustls::pki_types::CertificateDer<'static>> = load_ca_certs(path)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| rustls::pki_types::CertificateDer::from(c.der().to_vec()))
+        .collect();
+    let tls = if extra.is_empty() {
+        // An unloadable file trusts nothing (fail closed; `validate` named the file already).
+        Err(rustls::Error::General("no certificate loaded".into()))
+    } else {
+        super::pinned_tls::client_config(&extra)
+    };
+    use ureq::unversioned::resolver::DefaultResolver;
+    use ureq::unversioned::transport::{Connector, TcpConnector};
+    match tls {
+        Ok(tls) => ureq::Agent::with_parts(
+            builder.build(),
+            ().chain(TcpConnector::default())
+                .chain(super::pinned_tls::PinnedTlsConnector { config: tls }),
+            DefaultResolver::default(),
+        ),
+        Err(_) => ureq::Agent::new_with_config(
+            builder
+                .tls_config(
+                    TlsConfig::builder()
+                        .root_certs(RootCerts::new_with_certs(&[]))
+                        .build(),
+                )
+                .build(),
+        ),
+    }
 }
 
 /// The certificates of a PEM file (`--llm-ca-cert`); an unreadable file, or one with no
@@ -243,7 +266,7 @@ fn transport_error(error: ureq::Error, url: &str, config: &LlmConfig) -> LlmErro
             // errors wrapping its own error.
             K::InvalidData if url.to_ascii_lowercase().starts_with("https://") => LlmError::Tls {
                 url: url_s,
-                message: tls_message(&io.to_string()),
+                message: tls_message(&io.to_string(), config.ca_cert.as_deref()),
             },
             _ => LlmError::Transport {
                 url: url_s,
@@ -264,7 +287,7 @@ fn transport_error(error: ureq::Error, url: &str, config: &LlmConfig) -> LlmErro
         },
         ureq::Error::Rustls(e) => LlmError::Tls {
             url: url_s,
-            message: tls_message(&e.to_string()),
+            message: tls_message(&e.to_string(), config.ca_cert.as_deref()),
         },
         ureq::Error::BadUri(_) => LlmError::Config(format!("invalid LLM URL '{url}': {message}")),
         ureq::Error::HostNotFound => LlmError::Transport {
@@ -278,24 +301,33 @@ fn transport_error(error: ureq::Error, url: &str, config: &LlmConfig) -> LlmErro
     }
 }
 
-/// A rustls failure explained: an untrusted certificate says how to trust a private CA.
-fn tls_message(rustls: &str) -> String {
+/// A rustls failure explained: an untrusted certificate says how to trust a private CA — or,
+/// when `--llm-ca-cert` was given, that the file given does not hold the right certificate
+/// (never "pass the flag" to someone who passed it).
+fn tls_message(rustls: &str, ca_cert: Option<&std::path::Path>) -> String {
     let untrusted = [
         "UnknownIssuer",
         "BadSignature",
         "NotValidForName",
         "Expired",
+        "CaUsedAsEndEntity",
     ]
     .iter()
     .any(|k| rustls.contains(k))
         || rustls.contains("invalid peer certificate");
-    if untrusted {
-        format!(
+    match (untrusted, ca_cert) {
+        (false, _) => rustls.to_string(),
+        (true, None) => format!(
             "the server's certificate is not trusted ({rustls}); for a server with a private or \
              self-signed CA, pass the CA certificate with --llm-ca-cert FILE or ACODE_LLM_CA_CERT"
-        )
-    } else {
-        rustls.to_string()
+        ),
+        (true, Some(file)) => format!(
+            "the server's certificate is not trusted ({rustls}), although --llm-ca-cert / \
+             ACODE_LLM_CA_CERT {} was given: that file must hold the certificate the server \
+             presents (accepted exactly, self-signed or not) or the CA that issued it, valid for \
+             the host name in the URL",
+            file.display()
+        ),
     }
 }
 

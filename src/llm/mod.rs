@@ -83,6 +83,7 @@ mod http;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod parse;
+mod pinned_tls;
 pub mod react;
 /// Test-only: not in the shipped library (the `testing` feature, which the crate's own tests enable).
 #[cfg(any(test, feature = "testing"))]

@@ -40,8 +40,35 @@ pub fn schema_for_prompt() -> String {
 }
 
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
-pub use model::{Arguments, Defaults, OnFailure, Plan, Precondition, Step, Verify};
-pub use validate::ValidationContext;
+pub use model::{Arguments, Defaults, Intent, OnFailure, Plan, Precondition, Step, Verify};
+
+/// What validation needs to know about the environment a plan will run in.
+pub struct ValidationContext<'a> {
+    /// The tools that exist.
+    pub registry: &'a crate::tools::ToolRegistry,
+    /// The workspace paths must stay in.
+    pub workspace: &'a crate::sandbox::Workspace,
+    /// The policy commands must satisfy.
+    pub policy: &'a crate::sandbox::Policy,
+}
+
+impl ValidationContext<'_> {
+    /// A tool context for side-effect-free checks.
+    pub fn with_tool_context<R>(&self, f: impl FnOnce(&crate::tools::ToolContext) -> R) -> R {
+        let cancel = std::sync::atomic::AtomicBool::new(false);
+        let ctx = crate::tools::ToolContext {
+            workspace: self.workspace,
+            policy: self.policy,
+            timeout: std::time::Duration::from_secs(self.policy.limits.timeout_s),
+            sandbox: crate::sandbox::OsSandbox::unconfined(),
+            cancel: &cancel,
+            heartbeat: &|_| {},
+            creates: &[],
+            history: None,
+        };
+        f(&ctx)
+    }
+}
 
 /// Whether a problem is a plain mistake or an attempt to leave the sandbox (exit 2 vs 32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

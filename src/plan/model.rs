@@ -13,6 +13,8 @@ pub struct Plan {
     pub plan_id: String,
     /// Free text for humans.
     pub description: Option<String>,
+    /// What the plan means to do (plan field `intent`); a reading intent forbids writing steps.
+    pub intent: Option<Intent>,
     /// Variables from the plan, overridden by `--var` values.
     pub variables: BTreeMap<String, String>,
     /// Names of variables whose values are secrets (plan field `secrets`), in addition to those
@@ -26,6 +28,47 @@ pub struct Plan {
     pub sha256: String,
     /// Where the plan was read from, for `${plan_dir}` and approval files.
     pub source: Option<PathBuf>,
+}
+
+/// What a plan declares it does (plan field `intent`, odincode's classification): `read`, `query`
+/// and `explain` plans promise to change nothing, which validation holds them to; `mutate` plans
+/// may change files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Intent {
+    /// Read files to answer a question.
+    Read,
+    /// Search or count.
+    Query,
+    /// Explain earlier results.
+    Explain,
+    /// Change the workspace.
+    Mutate,
+}
+
+impl Intent {
+    /// Every intent, in the order documentation lists them.
+    pub const ALL: [Intent; 4] = [Intent::Read, Intent::Query, Intent::Explain, Intent::Mutate];
+
+    /// The name used in plan files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Intent::Read => "read",
+            Intent::Query => "query",
+            Intent::Explain => "explain",
+            Intent::Mutate => "mutate",
+        }
+    }
+
+    /// Parses the plan-file name (lowercase, exactly).
+    pub fn from_name(s: &str) -> Option<Intent> {
+        Intent::ALL.into_iter().find(|i| i.as_str() == s)
+    }
+
+    /// Whether the plan promises to change nothing.
+    pub fn is_read_only(self) -> bool {
+        self != Intent::Mutate
+    }
 }
 
 /// Step defaults from the plan's `defaults` object.
@@ -140,6 +183,9 @@ pub struct Step {
     pub verify: Option<Box<Verify>>,
     /// Workspace-root entries its commands create (`creates`), made ready under Landlock.
     pub creates: Box<[String]>,
+    /// The plan vouches that this command or agent step writes only what no other step touches
+    /// (`parallel_safe`), so `--jobs` may run it beside other writers (docs/parallel.md).
+    pub parallel_safe: bool,
 }
 
 /// A step's arguments, held as their compact JSON text and parsed when a step is validated or run.

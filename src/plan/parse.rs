@@ -66,6 +66,21 @@ impl Collector {
         }
     }
 
+    /// A `true`/`false` field, `false` when absent or null.
+    fn flag(&mut self, obj: &Map<String, Value>, key: &str, at: &str) -> bool {
+        match obj.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                self.err(
+                    format!("{at}.{key}"),
+                    format!("expected true or false, got {other}"),
+                );
+                false
+            }
+        }
+    }
+
     fn uint(&mut self, obj: &Map<String, Value>, key: &str, at: &str, max: u64) -> Option<u64> {
         match obj.get(key) {
             None | Some(Value::Null) => None,
@@ -150,6 +165,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             "$schema",
             "plan_id",
             "description",
+            "intent",
             "variables",
             "defaults",
             "secrets",
@@ -159,7 +175,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
 
     let plan_id = match c.string(obj, "plan_id", "plan") {
         Some(id) if !id.trim().is_empty() => {
-            if let Some(why) = super::validate::identifier_problem(&id) {
+            if let Some(why) = identifier_problem(&id) {
                 c.err("plan.plan_id", why);
             }
             id
@@ -180,15 +196,30 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
     };
     let description = c.string(obj, "description", "plan");
+    let intent = c.string(obj, "intent", "plan").and_then(|name| {
+        let intent = super::Intent::from_name(&name);
+        if intent.is_none() {
+            let names: Vec<&str> = super::Intent::ALL.iter().map(|i| i.as_str()).collect();
+            c.err(
+                "plan.intent",
+                format!(
+                    "unknown intent {:?} (expected one of: {})",
+                    escape_controls(&name),
+                    names.join(", ")
+                ),
+            );
+        }
+        intent
+    });
 
     let mut variables = BTreeMap::new();
     match obj.get("variables") {
         None | Some(Value::Null) => {}
         Some(Value::Object(vars)) => {
             for (k, v) in vars {
-                let at = format!("plan.variables.{}", super::validate::escape_controls(k));
+                let at = format!("plan.variables.{}", escape_controls(k));
                 if !super::variables::is_name(k) {
-                    let why = super::validate::identifier_problem(k)
+                    let why = identifier_problem(k)
                         .map(|w| format!("invalid variable name: {w}"))
                         .unwrap_or_else(|| {
                             "invalid variable name (use letters, digits and _)".to_string()
@@ -276,6 +307,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
     let plan = Plan {
         plan_id,
         description,
+        intent,
         variables,
         secrets,
         defaults,
@@ -310,6 +342,7 @@ const STEP_FIELDS: &[&str] = &[
     "verify",
     "description",
     "creates",
+    "parallel_safe",
 ];
 
 fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) -> Option<Step> {
@@ -331,7 +364,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             String::new()
         }
         Some(id) => {
-            if let Some(why) = super::validate::identifier_problem(&id) {
+            if let Some(why) = identifier_problem(&id) {
                 c.err(format!("{at}.step_id"), why);
             }
             id
@@ -365,17 +398,8 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         .get("precondition")
         .and_then(|p| parse_precondition(c, p, &format!("{at}.precondition")))
         .map(Box::new);
-    let requires_confirmation = match obj.get("requires_confirmation") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            c.err(
-                format!("{at}.requires_confirmation"),
-                format!("expected true or false, got {other}"),
-            );
-            false
-        }
-    };
+    let requires_confirmation = c.flag(obj, "requires_confirmation", &at);
+    let parallel_safe = c.flag(obj, "parallel_safe", &at);
     let depends_on = match obj.get("depends_on") {
         None | Some(Value::Null) => prev.into_iter().collect(),
         Some(Value::String(s)) => vec![s.clone()],
@@ -476,6 +500,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         on_failure,
         verify,
         creates,
+        parallel_safe,
     })
 }
 
@@ -703,6 +728,61 @@ impl<'de> Visitor<'de> for StepsSeed<'_> {
         steps.shrink_to_fit();
         Ok(steps)
     }
+}
+
+/// Whether `c` is a character an identifier must not hold: C0/C1 controls and DEL, and the
+/// invisible format characters that reorder or hide text on a terminal (bidi overrides and
+/// isolates, zero-width characters, BOM).
+fn is_forbidden_in_id(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// Shows `c` escaped, as a reader can type it: `\x1b`, `\x00`, `\u{202e}`.
+pub fn escape_char(c: char) -> String {
+    let n = c as u32;
+    if n < 0x100 {
+        format!("\\x{n:02x}")
+    } else {
+        format!("\\u{{{n:04x}}}")
+    }
+}
+
+/// `s` with every character an identifier may not hold shown escaped, so an error message quoting
+/// a hostile id cannot move the cursor or hide text.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_forbidden_in_id) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if is_forbidden_in_id(c) {
+                    escape_char(c)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Why an identifier (`plan_id`, `step_id`, a variable name) is refused, if it is: ids are names
+/// people type, sign and read on a terminal, so control characters are not allowed in them (a
+/// newline in a `plan_id` once made a signed rejection read as another plan's approval). The
+/// message names the first offending character, escaped, and its position.
+pub fn identifier_problem(id: &str) -> Option<String> {
+    let (i, c) = id
+        .chars()
+        .enumerate()
+        .find(|(_, c)| is_forbidden_in_id(*c))?;
+    Some(format!(
+        "contains the control character {} at character {} (\"{}\"); identifiers must be \
+         printable",
+        escape_char(c),
+        i + 1,
+        escape_controls(id)
+    ))
 }
 
 #[cfg(test)]

@@ -645,7 +645,15 @@ pub fn resolve_step(ws: &Workspace, args: &Value) -> Result<Option<ResolvedSkill
 /// the step executes): the skill exists and parses, every input it uses is given, its tools and
 /// the step's overlap, and every injected command passes the same `run_command` checks as a plan
 /// step (a forbidden one is a sandbox problem, exit 32).
-pub fn check_step(args: &Value, ctx: &super::ValidationContext, at: &str) -> Vec<super::Problem> {
+///
+/// `check_command(command, at)` is plan validation's own check of a `run_command` command line,
+/// passed in so this module does not import `validate` (which calls this one).
+pub fn check_step(
+    args: &Value,
+    ctx: &super::ValidationContext,
+    at: &str,
+    check_command: &dyn Fn(&str, &str) -> Option<super::Problem>,
+) -> Vec<super::Problem> {
     let loc = format!("{at}.arguments.skill");
     let resolved = match resolve_step(ctx.workspace, args) {
         Ok(Some(r)) => r,
@@ -671,7 +679,7 @@ pub fn check_step(args: &Value, ctx: &super::ValidationContext, at: &str) -> Vec
     for piece in &resolved.pieces {
         if let Piece::Command { command, line } = piece {
             let at = format!("{loc} ({}:{line})", resolved.skill.path);
-            problems.extend(super::validate::check_command(ctx, command, &at));
+            problems.extend(check_command(command, &at));
         }
     }
     problems

@@ -5,98 +5,18 @@
 //! for each step at execution time, so a plan that validates is exactly the plan that runs.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::model::{Plan, Precondition, Step};
 use super::variables::Variables;
-use super::{Problem, ProblemKind};
-use crate::sandbox::{Policy, Workspace};
-use crate::tools::{ToolContext, ToolError, ToolRegistry};
+use super::{Problem, ProblemKind, ValidationContext};
+use crate::sandbox::Workspace;
+use crate::tools::ToolError;
 
-/// What validation needs to know about the environment a plan will run in.
-pub struct ValidationContext<'a> {
-    /// The tools that exist.
-    pub registry: &'a ToolRegistry,
-    /// The workspace paths must stay in.
-    pub workspace: &'a Workspace,
-    /// The policy commands must satisfy.
-    pub policy: &'a Policy,
-}
-
-impl ValidationContext<'_> {
-    /// A tool context for side-effect-free checks.
-    pub fn with_tool_context<R>(&self, f: impl FnOnce(&ToolContext) -> R) -> R {
-        let cancel = AtomicBool::new(false);
-        let ctx = ToolContext {
-            workspace: self.workspace,
-            policy: self.policy,
-            timeout: Duration::from_secs(self.policy.limits.timeout_s),
-            sandbox: crate::sandbox::OsSandbox::unconfined(),
-            cancel: &cancel,
-            heartbeat: &|_| {},
-            creates: &[],
-        };
-        f(&ctx)
-    }
-}
-
-/// Whether `c` is a character an identifier must not hold: C0/C1 controls and DEL, and the
-/// invisible format characters that reorder or hide text on a terminal (bidi overrides and
-/// isolates, zero-width characters, BOM).
-fn is_forbidden_in_id(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-}
-
-/// Shows `c` escaped, as a reader can type it: `\x1b`, `\x00`, `\u{202e}`.
-pub fn escape_char(c: char) -> String {
-    let n = c as u32;
-    if n < 0x100 {
-        format!("\\x{n:02x}")
-    } else {
-        format!("\\u{{{n:04x}}}")
-    }
-}
-
-/// `s` with every character an identifier may not hold shown escaped, so an error message quoting
-/// a hostile id cannot move the cursor or hide text.
-pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(is_forbidden_in_id) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    std::borrow::Cow::Owned(
-        s.chars()
-            .map(|c| {
-                if is_forbidden_in_id(c) {
-                    escape_char(c)
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
-}
-
-/// Why an identifier (`plan_id`, `step_id`, a variable name) is refused, if it is: ids are names
-/// people type, sign and read on a terminal, so control characters are not allowed in them (a
-/// newline in a `plan_id` once made a signed rejection read as another plan's approval). The
-/// message names the first offending character, escaped, and its position.
-pub fn identifier_problem(id: &str) -> Option<String> {
-    let (i, c) = id
-        .chars()
-        .enumerate()
-        .find(|(_, c)| is_forbidden_in_id(*c))?;
-    Some(format!(
-        "contains the control character {} at character {} (\"{}\"); identifiers must be \
-         printable",
-        escape_char(c),
-        i + 1,
-        escape_controls(id)
-    ))
-}
+// The identifier rules live in `parse` (the parser applies them first); re-exported here, where
+// callers have always found them.
+pub use super::parse::{escape_char, escape_controls, identifier_problem};
 
 /// Checks the plan's `secrets` list: every name must be a declared variable (a `--var` can only
 /// set a declared one), so a typo cannot leave a secret unredacted.
@@ -289,8 +209,9 @@ pub fn validate_step(
             problems.push(Problem::invalid(
                 format!("{at}.tool"),
                 format!(
-                    "unknown tool {:?} (available: {})",
+                    "unknown tool {:?}{} (available: {})",
                     step.tool,
+                    crate::suggest::did_you_mean(&step.tool, known.iter().copied()),
                     known.join(", ")
                 ),
             ));
@@ -314,7 +235,12 @@ pub fn validate_step(
                                     Problem::invalid(format!("{at}.arguments.{loc}"), m)
                                 }),
                         );
-                        problems.extend(super::skills::check_step(args, ctx, &at));
+                        problems.extend(super::skills::check_step(
+                            args,
+                            ctx,
+                            &at,
+                            &|command, at| check_command(ctx, command, at),
+                        ));
                     }
                 } else {
                     // Each schema error already starts with its own location: said once.
@@ -403,16 +329,20 @@ fn check_precondition(
 /// Orders steps so each comes after its dependencies, keeping file order where free; reports unknown
 /// targets and cycles.
 pub fn dependency_order(plan: &Plan) -> Result<Vec<usize>, Vec<Problem>> {
-    let index: HashMap<&str, usize> = plan
-        .steps
-        .iter()
-        .map(|s| (s.step_id.as_str(), s.position))
-        .collect();
+    // The first step of each id: a later step with the same id is a duplicate the parser already
+    // reported, so its edges are left out here (one problem, one message).
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for s in &plan.steps {
+        index.entry(s.step_id.as_str()).or_insert(s.position);
+    }
     let n = plan.steps.len();
     let mut problems = Vec::new();
     let mut indegree = vec![0usize; n];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
     for step in &plan.steps {
+        if index.get(step.step_id.as_str()) != Some(&step.position) {
+            continue;
+        }
         for (j, dep) in step.depends_on.iter().enumerate() {
             let at = format!("steps[{}].depends_on[{j}]", step.position);
             match index.get(dep.as_str()) {
@@ -471,6 +401,77 @@ pub fn dependency_order(plan: &Plan) -> Result<Vec<usize>, Vec<Problem>> {
     Ok(order)
 }
 
+/// A `read`, `query` or `explain` plan promises to change nothing: every step that could (a
+/// writing tool, a command, `lsp_check`, an agent given a writing tool, a verify command or a
+/// `command_succeeds` precondition) is a problem naming the step.
+pub fn check_intent(plan: &Plan) -> Vec<Problem> {
+    use crate::tools::READ_ONLY_TOOLS;
+    let Some(intent) = plan.intent.filter(|i| i.is_read_only()) else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for step in &plan.steps {
+        let at = format!("steps[{}]", step.position);
+        let mut why: Vec<(String, String)> = Vec::new();
+        match step.tool.as_str() {
+            t if READ_ONLY_TOOLS.contains(&t) => {}
+            crate::tools::agent::NAME => {
+                let tools = step.arguments.get("tools");
+                let writers: Vec<String> = tools
+                    .as_ref()
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .filter(|t| !READ_ONLY_TOOLS.contains(t))
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !writers.is_empty() {
+                    why.push((
+                        format!("{at}.arguments.tools"),
+                        format!("is an agent step given {}", writers.join(", ")),
+                    ));
+                }
+            }
+            "run_command" | "lsp_check" => why.push((
+                format!("{at}.tool"),
+                format!("runs a command ({})", step.tool),
+            )),
+            "" => {}
+            other => why.push((
+                format!("{at}.tool"),
+                format!("uses {other}, which may change files"),
+            )),
+        }
+        if step.verify.is_some() {
+            why.push((format!("{at}.verify"), "runs a verify command".to_string()));
+        }
+        if let Some(p) = &step.precondition
+            && matches!(**p, super::Precondition::CommandSucceeds(_))
+        {
+            why.push((
+                format!("{at}.precondition"),
+                "runs a command in its precondition".to_string(),
+            ));
+        }
+        for (location, what) in why {
+            problems.push(Problem::invalid(
+                location,
+                format!(
+                    "step {:?} {what}, but the plan's intent is {:?}, which changes nothing (a {} plan may use only {}, or an agent step given only those; set intent to \"mutate\" to change files)",
+                    escape_controls(&step.step_id),
+                    intent.as_str(),
+                    intent.as_str(),
+                    READ_ONLY_TOOLS.join(", ")
+                ),
+            ));
+        }
+    }
+    problems
+}
+
 /// Validates the whole plan; an empty result means it may run.
 pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     let vars = Variables::new(
@@ -478,6 +479,7 @@ pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
         &builtins(plan, ctx.workspace, "validation"),
     );
     let mut problems = check_secrets(plan);
+    problems.extend(check_intent(plan));
     problems.extend(check_creates(ctx, &ctx.policy.creates, "policy.creates"));
     let writers = after_writers(plan);
     for (i, step) in plan.steps.iter().enumerate() {

@@ -172,6 +172,59 @@ pub fn summary(result: &ExecutionResult, redactor: &Redactor) -> String {
     out
 }
 
+/// The annotation for an invocation refused before any step ran: one `::error` naming the exit
+/// code, the message and every problem.
+pub fn refusal_annotation(
+    subject: &str,
+    exit_code: i32,
+    message: &str,
+    problems: &[String],
+    redactor: &Redactor,
+) -> String {
+    let title = format!("acode-run refused {subject} (exit {exit_code})");
+    let mut text = redactor.redact(message).into_owned();
+    for p in problems {
+        text.push_str("\n- ");
+        text.push_str(&redactor.redact(p));
+    }
+    format!(
+        "::error title={}::{}\n",
+        escape_property(&redactor.redact(&title)),
+        escape_data(&text)
+    )
+}
+
+/// The job summary for an invocation refused before any step ran.
+pub fn refusal_summary(
+    subject: &str,
+    exit_code: i32,
+    message: &str,
+    problems: &[String],
+    redactor: &Redactor,
+) -> String {
+    let mut out = format!(
+        "### ❌ acode-run `{}`: refused (exit {exit_code})\n\n{}\n",
+        cell(&redactor.redact(subject)),
+        cell(&redactor.redact(message))
+    );
+    for p in problems {
+        let _ = writeln!(out, "- {}", cell(&redactor.redact(p)));
+    }
+    out.push('\n');
+    out
+}
+
+/// `$GITHUB_OUTPUT` lines (`name=value`) a later workflow step reads as
+/// `steps.ID.outputs.NAME`: the exit code, the status and the run id (empty when no run started).
+pub fn outputs(exit_code: i32, status: &str, run_id: &str) -> String {
+    let clean = |s: &str| s.replace(['\n', '\r'], " ");
+    format!(
+        "exit_code={exit_code}\nstatus={}\nrun_id={}\n",
+        clean(status),
+        clean(run_id)
+    )
+}
+
 /// Escapes a workflow command's message.
 pub fn escape_data(s: &str) -> String {
     s.replace('%', "%25")

@@ -63,7 +63,7 @@ impl Counts {
                 Completed => c.completed += 1,
                 Failed if s.tolerated => c.tolerated += 1,
                 Failed => c.failed += 1,
-                Blocked | Skipped => c.not_run += 1,
+                Blocked | Skipped | Cancelled => c.not_run += 1,
             }
         }
         c

@@ -516,7 +516,14 @@ impl PlanRunner {
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
+        // `--jobs` over the policy's `jobs` over the default (1).
+        let jobs = self
+            .settings
+            .jobs
+            .or(self.policy.jobs)
+            .unwrap_or_else(crate::executor::schedule::default_jobs);
         let mut executor = Executor::new(self.workspace, store)
+            .with_jobs(jobs)
             .with_registry(self.registry)
             .with_policy(self.policy)
             .with_confirmation(self.confirm)

@@ -65,8 +65,9 @@ pub struct RunSettings {
     pub jobs: Option<usize>,
 }
 
-/// The settings `resume` may change: where the LLM server is reached, not what is asked of it.
-pub const MAY_CHANGE: &[&str] = &["llm_url", "llm_ca_cert"];
+/// The settings `resume` may change: where the LLM server is reached and how many steps run at
+/// once — not what is asked of the model or of the sandbox.
+pub const MAY_CHANGE: &[&str] = &["llm_url", "llm_ca_cert", "jobs"];
 
 /// A setting given to `resume` that differs from the one the run was started with.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use std::time::Duration;
 use super::guard::ProtectedGuard;
 use super::paths::Workspace;
 use super::policy::SandboxMode;
-use super::process::{CommandSpec, run};
+use super::process::{ArgvWrapper, CommandSpec, run};
 
 /// Namespace, privilege and lifetime flags used both by the probe and by every wrapped command,
 /// so that a successful probe means wrapped commands can start.
@@ -199,11 +199,42 @@ pub struct Forward {
     pub socket: PathBuf,
 }
 
+/// Every `.git` (a repository directory, or the `gitdir:` file of a worktree or submodule) inside
+/// `root` at any depth — `vendor/lib/.git` as well as the top one — so each is mounted read-only:
+/// the file tools already refuse writes under any `.git` component, and a command must not get
+/// around that. Links are not followed (a link cannot lead a mount outside), and the walk does
+/// not descend into a `.git` it found.
+fn nested_git_entries(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut walk = walkdir::WalkDir::new(root).follow_links(false).into_iter();
+    while let Some(entry) = walk.next() {
+        let Ok(entry) = entry else { continue };
+        if entry.depth() > 0 && entry.file_name() == ".git" && !entry.path_is_symlink() {
+            found.push(entry.path().to_path_buf());
+            if entry.file_type().is_dir() {
+                walk.skip_current_dir();
+            }
+        }
+    }
+    found
+}
+
+impl ArgvWrapper for BwrapSpec {
+    fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
+        BwrapSpec::wrap(self, cwd, argv)
+    }
+}
+
 impl BwrapSpec {
     /// The spec for `workspace`, with its protected paths and existing approval files read-only.
     pub fn new(bwrap: &Path, workspace: &Workspace) -> Self {
         let mut read_only = workspace.protected().to_vec();
         read_only.extend(ProtectedGuard::before(workspace).approval_files());
+        for git in nested_git_entries(workspace.root()) {
+            if !read_only.contains(&git) {
+                read_only.push(git);
+            }
+        }
         BwrapSpec {
             bwrap: bwrap.to_path_buf(),
             workspace: workspace.root().to_path_buf(),
@@ -406,7 +437,8 @@ mod tests {
         );
         spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
         spec.timeout = Duration::from_secs(60);
-        spec.wrap = bwrap.map(|b| BwrapSpec::new(b, ws));
+        spec.wrap = bwrap
+            .map(|b| std::sync::Arc::new(BwrapSpec::new(b, ws)) as std::sync::Arc<dyn ArgvWrapper>);
         run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
     }
 
@@ -557,7 +589,9 @@ mod tests {
                 ws.root().to_path_buf(),
             );
             spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
-            spec.wrap = Some(BwrapSpec::new(&bwrap, &ws).read_paths(read_paths));
+            spec.wrap = Some(std::sync::Arc::new(
+                BwrapSpec::new(&bwrap, &ws).read_paths(read_paths),
+            ));
             run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()
         };
         let out = run_with(std::slice::from_ref(&extra));
@@ -614,7 +648,7 @@ mod tests {
         spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
         spec.timeout = Duration::from_secs(2);
         spec.kill_grace = Duration::from_millis(300);
-        spec.wrap = Some(BwrapSpec::new(&bwrap, &ws));
+        spec.wrap = Some(std::sync::Arc::new(BwrapSpec::new(&bwrap, &ws)));
         let started = std::time::Instant::now();
         let out = run(&spec, &AtomicBool::new(false), &|_| {}).unwrap();
         assert!(out.timed_out, "{out:?}");

@@ -149,14 +149,6 @@ fn openat2(
     Err(io::Error::from_raw_os_error(libc::EAGAIN))
 }
 
-/// Opens the workspace root as the handle every resolution starts from.
-pub(crate) fn open_root(root: &Path) -> io::Result<OwnedFd> {
-    let c = cstr(root.as_os_str())?;
-    // SAFETY: AT_FDCWD is a valid "directory" for an absolute path.
-    let cwd = unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) };
-    openat(cwd, &c, libc::O_PATH | libc::O_DIRECTORY, 0)
-}
-
 /// Opens `rel` (relative, no leading `/`) beneath the directory `root` with `flags`, following
 /// symlinks only while they stay beneath `root` and never following magic links. With
 /// `no_symlinks`, no symlink at all is followed. Escapes fail with `EXDEV` (or `ELOOP`).
@@ -864,7 +856,18 @@ pub fn remove_tree_at(dir: BorrowedFd, name: &OsStr) -> io::Result<()> {
 }
 
 /// Removes what crashed runs left in the staging area (see [`Workspace::sweep_staging`]).
-pub(crate) fn sweep_staging(ws: &Workspace) {
+impl Workspace {
+    /// Removes what crashed runs left in the staging area (`.acode/tmp/<pid>`, where writes are
+    /// staged before their atomic rename): the directories of processes that no longer exist.
+    /// Live runs sharing the workspace keep theirs. Done through directory handles, following no
+    /// symlink, so a link planted at `.acode/tmp` cannot make the sweep delete anything outside.
+    /// (Here, beside the directory-handle code it uses, so `paths` need not import `fs`.)
+    pub fn sweep_staging(&self) {
+        sweep_staging(self);
+    }
+}
+
+fn sweep_staging(ws: &Workspace) {
     let Ok(tmp) = open_beneath(
         ws.root_fd(),
         Path::new(super::paths::STAGING_DIR),
@@ -1019,7 +1022,7 @@ mod tests {
             }
         });
         // A magic link reached from a root that *is* in /proc: refused by RESOLVE_NO_MAGICLINKS.
-        let proc_self = open_root(Path::new("/proc/self")).unwrap();
+        let proc_self = super::super::paths::open_root(Path::new("/proc/self")).unwrap();
         let r = open_beneath(proc_self.as_fd(), Path::new("root/etc/passwd"), 0, 0, false);
         assert!(refused(r), "magic link followed");
     }

@@ -337,10 +337,17 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "signed");
         let g = ProtectedGuard::before(&ws);
         std::fs::remove_file(&file).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", &file).unwrap();
+        // The link leads to a file of the test's own, never a system file: if the restore ever
+        // followed it, it would overwrite only this (and the assertion below says so).
+        let target =
+            std::env::temp_dir().join(format!("acode-guard-target-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&target, "untouched").unwrap();
+        std::os::unix::fs::symlink(&target, &file).unwrap();
         assert!(g.after().is_err());
         assert!(!std::fs::symlink_metadata(&file).unwrap().is_symlink());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "signed");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+        let _ = std::fs::remove_file(&target);
     }
 
     #[test]

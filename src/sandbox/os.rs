@@ -597,7 +597,7 @@ impl OsSandbox {
                         .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();
                     wrap.write_paths.extend(self.downloads.iter().cloned());
-                    spec.wrap = Some(wrap);
+                    spec.wrap = Some(std::sync::Arc::new(wrap));
                 }
                 spec.setup.landlock = self.bwrap_landlock.clone();
                 // Where the Landlock domain starts under this bwrap, so does a filter (both need
@@ -735,7 +735,7 @@ fn landlock_inside_bwrap(
         .unwrap_or_default();
     probe.timeout = Duration::from_secs(20);
     probe.kill_grace = Duration::from_millis(200);
-    probe.wrap = Some(BwrapSpec::new(bwrap, workspace));
+    probe.wrap = Some(std::sync::Arc::new(BwrapSpec::new(bwrap, workspace)));
     probe.setup.landlock = Some(fd.clone());
     let ok = super::process::run(&probe, &std::sync::atomic::AtomicBool::new(false), &|_| {})
         .is_ok_and(|out| out.success());

@@ -32,6 +32,10 @@ impl SandboxViolation {
     }
 }
 
+/// The policy file's name in the workspace root ([`super::policy::Policy::FILE_NAME`]): defined
+/// here, below the policy, because the workspace protects it from writes.
+pub const POLICY_FILE_NAME: &str = "acode-policy.json";
+
 /// Where files being written are staged before their atomic rename, relative to the root.
 pub const STAGING_DIR: &str = ".acode/tmp";
 
@@ -55,17 +59,25 @@ pub struct Workspace {
     protected: Vec<PathBuf>,
 }
 
+/// Opens the workspace root as the handle every resolution starts from (`O_PATH`: it can only be
+/// resolved beneath, not read). Here rather than in `fs`, which builds on [`Workspace`].
+pub(crate) fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(root)?;
+    Ok(OwnedFd::from(dir))
+}
+
 impl Workspace {
     /// Opens a workspace at `root`, which must exist; it is canonicalised so symlinks in the root
     /// itself (e.g. `/tmp` on macOS) do not make every path look outside.
     pub fn new(root: &Path) -> std::io::Result<Self> {
         let root = root.canonicalize()?;
         // The policy file configures the sandbox itself: a plan must not loosen it for later runs.
-        let protected = vec![
-            root.join(".git"),
-            root.join(crate::sandbox::policy::Policy::FILE_NAME),
-        ];
-        let root_fd = Arc::new(super::fs::open_root(&root)?);
+        let protected = vec![root.join(".git"), root.join(POLICY_FILE_NAME)];
+        let root_fd = Arc::new(open_root(&root)?);
         Ok(Workspace {
             root,
             root_fd,
@@ -265,14 +277,6 @@ impl Workspace {
             }
         }
         Ok(())
-    }
-
-    /// Removes what crashed runs left in the staging area (`.acode/tmp/<pid>`, where writes are
-    /// staged before their atomic rename): the directories of processes that no longer exist.
-    /// Live runs sharing the workspace keep theirs. Done through directory handles, following no
-    /// symlink, so a link planted at `.acode/tmp` cannot make the sweep delete anything outside.
-    pub fn sweep_staging(&self) {
-        super::fs::sweep_staging(self);
     }
 
     /// A path for display and storage: relative to the root with '/' separators.

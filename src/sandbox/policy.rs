@@ -154,6 +154,10 @@ pub struct Policy {
     /// `report.xml`); a step adds its own. Left out of the serialised form when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<String>,
+    /// Steps run at once when the plan's dependencies allow it (`--jobs` overrides it); the
+    /// default is 1 (docs/parallel.md). Left out of the serialised form when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
     /// MCP servers whose tools plans may use (`mcp.servers.NAME`, SPEC §7b). Left out of the
     /// serialised form when empty, so policies written before it keep their hash.
     #[serde(skip_serializing_if = "McpPolicy::is_empty")]
@@ -349,6 +353,7 @@ impl Default for Policy {
             read_paths: Vec::new(),
             network: NetworkPolicy::default(),
             creates: Vec::new(),
+            jobs: None,
             mcp: McpPolicy::default(),
         }
     }
@@ -377,7 +382,7 @@ pub enum PolicyError {
 
 impl Policy {
     /// The file name looked for in the workspace root.
-    pub const FILE_NAME: &'static str = "acode-policy.json";
+    pub const FILE_NAME: &'static str = super::paths::POLICY_FILE_NAME;
 
     /// Loads `explicit` if given, else `acode-policy.json` in `workspace` if present, else defaults.
     pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<Policy, PolicyError> {
@@ -410,6 +415,11 @@ impl Policy {
     pub fn parse(text: &str) -> Result<Policy, String> {
         let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
         policy.network.entries()?;
+        if let Some(n) = policy.jobs
+            && !(1..=256).contains(&n)
+        {
+            return Err(format!("jobs: expected a number from 1 to 256, got {n}"));
+        }
         policy.mcp.check()?;
         for (field, list) in [
             ("commands", policy.commands.as_deref().unwrap_or_default()),

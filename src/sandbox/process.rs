@@ -24,13 +24,13 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use std::os::unix::process::ExitStatusExt;
 
-use super::bwrap::BwrapSpec;
 use super::spawn;
 pub use super::spawn::{ChildSetup, Resource, Rlimit};
 
@@ -42,6 +42,14 @@ const FIRST_PAUSE: Duration = Duration::from_micros(50);
 const DRAIN_BOUND: Duration = Duration::from_secs(2);
 /// How long to wait for the leader to die after SIGKILL before reaping it anyway.
 const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Turns a command's argv into the argv that runs it inside an OS sandbox (bubblewrap's
+/// [`super::bwrap::BwrapSpec`]). Running a process needs only this, so this module does not
+/// depend on the sandbox that builds the wrapper (imports point one way: bwrap → process).
+pub trait ArgvWrapper: std::fmt::Debug + Send + Sync {
+    /// The argv that runs `argv` in `cwd` inside the sandbox.
+    fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String>;
+}
 
 /// Everything needed to run one child; build it with [`CommandSpec::new`] and adjust fields.
 #[derive(Debug, Clone)]
@@ -56,8 +64,8 @@ pub struct CommandSpec {
     pub timeout: Duration,
     /// Bytes kept of each of stdout and stderr.
     pub output_cap: usize,
-    /// Run inside bubblewrap when set.
-    pub wrap: Option<BwrapSpec>,
+    /// Run inside bubblewrap when set (a [`super::bwrap::BwrapSpec`]).
+    pub wrap: Option<Arc<dyn ArgvWrapper>>,
     /// Time between SIGTERM and SIGKILL (2 s by default; tests shorten it).
     pub kill_grace: Duration,
     /// Time between heartbeat calls (10 s by default).

@@ -44,6 +44,9 @@ pub struct DraftRequest {
     pub max_attempts: u32,
     /// Turns of each attempt's conversation.
     pub max_turns: u32,
+    /// The intent the plan must declare (`draft --intent`); a reading intent is enforced by
+    /// validation, so a plan with a writing step goes back to the model as a problem.
+    pub intent: Option<crate::plan::Intent>,
 }
 
 /// The plan being revised and the reason.
@@ -88,6 +91,22 @@ fn instruction(req: &DraftRequest, registry_json: &str, feedback: Option<&str>) 
         req.goal,
         crate::plan::schema_for_prompt()
     );
+    if let Some(intent) = req.intent {
+        if intent.is_read_only() {
+            s.push_str(&format!(
+                "\nThe plan's intent is {0:?}: it must change nothing. Set \"intent\": {0:?} and use \
+                 only the tools {1} (or an agent step given only those): no writing tool, no \
+                 run_command, no lsp_check, no verify command.\n",
+                intent.as_str(),
+                crate::tools::READ_ONLY_TOOLS.join(", ")
+            ));
+        } else {
+            s.push_str(&format!(
+                "\nThe plan's intent is {0:?}: set \"intent\": {0:?}.\n",
+                intent.as_str()
+            ));
+        }
+    }
     if let Some(prev) = &req.previous {
         s.push_str(&format!(
             "\nThis is a REVISION. The previous plan (plan_id {:?}) was sent back for this \
@@ -106,6 +125,16 @@ fn instruction(req: &DraftRequest, registry_json: &str, feedback: Option<&str>) 
 
 /// Drafts a plan for `req` with `executor`'s model; see the module docs.
 pub fn draft(executor: &mut Executor, req: &DraftRequest) -> Result<Draft, StageError> {
+    draft_with(executor, req, &mut |_, _, _| {})
+}
+
+/// [`draft`], telling `rejected(attempt, of, problems)` about each answer the validator did not
+/// accept, as it happens: a person waiting at a terminal sees why the next attempt is made.
+pub fn draft_with(
+    executor: &mut Executor,
+    req: &DraftRequest,
+    rejected: &mut dyn FnMut(u32, u32, &[String]),
+) -> Result<Draft, StageError> {
     let registry_json =
         serde_json::to_string_pretty(&executor.registry().describe()).unwrap_or_default();
     let mut feedback: Option<String> = None;
@@ -132,6 +161,7 @@ pub fn draft(executor: &mut Executor, req: &DraftRequest) -> Result<Draft, Stage
             }
             Err(found) => {
                 problems = found;
+                rejected(attempt, attempts, &problems);
                 feedback = Some(
                     problems
                         .iter()
@@ -164,6 +194,11 @@ fn check(
         if !map.contains_key("description") {
             map.insert("description".into(), Value::String(req.goal.clone()));
         }
+        // The intent asked for is the plan's, whatever the model wrote: validation holds the plan
+        // to it.
+        if let Some(intent) = req.intent {
+            map.insert("intent".into(), Value::String(intent.as_str().into()));
+        }
     }
     let text = pretty_plan(&value);
     let (plan, mut problems) = crate::plan::parse::parse_partial(text.as_bytes());
@@ -186,6 +221,7 @@ fn key_rank(key: &str) -> usize {
     const ORDER: &[&str] = &[
         "plan_id",
         "description",
+        "intent",
         "variables",
         "secrets",
         "defaults",

@@ -94,6 +94,13 @@ impl Review {
 
 /// Loads the latest review recorded for `run_id`.
 pub fn load(executor: &Executor, run_id: &str) -> Result<Review, StageError> {
+    // The id as `show` takes it: whole, or a unique prefix.
+    let run_id = executor
+        .store()
+        .run(run_id)
+        .map_err(|e| StageError::Input(format!("no review of run {run_id}: {e}")))?
+        .run_id;
+    let run_id = run_id.as_str();
     let json = executor
         .store()
         .latest_review(run_id)
@@ -130,8 +137,25 @@ fn context(executor: &Executor, run_id: &str, goal: Option<&str>) -> Result<Stri
                     .map(String::from)
             })
     });
+    // The declared intent, said plainly: a read plan that changed files broke its promise.
+    let intent = plan_text
+        .as_deref()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        .and_then(|v| v.get("intent").and_then(|i| i.as_str()).map(String::from))
+        .and_then(|i| crate::plan::Intent::from_name(&i))
+        .map(|i| {
+            if i.is_read_only() {
+                format!(
+                    "DECLARED INTENT: {} (the plan promised to change nothing; any change below breaks that promise)\n\n",
+                    i.as_str()
+                )
+            } else {
+                format!("DECLARED INTENT: {}\n\n", i.as_str())
+            }
+        })
+        .unwrap_or_default();
     let mut s = format!(
-        "GOAL:\n{}\n\nThe run {} of plan {:?} ended {} (exit {}).\n\nTHE PLAN:\n{}\n\nSTEP OUTCOMES:\n",
+        "GOAL:\n{}\n\n{intent}The run {} of plan {:?} ended {} (exit {}).\n\nTHE PLAN:\n{}\n\nSTEP OUTCOMES:\n",
         goal.as_deref()
             .unwrap_or("(not given: judge the plan's own intent)"),
         detail.run.run_id,

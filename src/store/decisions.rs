@@ -46,16 +46,21 @@ pub struct DecisionRow {
 impl Store {
     /// Appends a decision.
     pub fn record_decision(&mut self, d: &DecisionRow) -> Result<(), StoreError> {
+        // Everything a plan author or a person typed is redacted like a run's fields: a
+        // secret-shaped `plan_id` (or path, or name) must not reach the file in clear.
         let reason = self.scrub_opt(d.reason.as_deref());
+        let plan_id = self.scrub(&d.plan_id);
+        let plan_path = self.scrub_opt(d.plan_path.as_deref());
+        let decided_by = self.scrub(&d.decided_by);
         self.conn.execute(
             "INSERT INTO decisions (plan_id, plan_sha256, plan_path, verdict, decided_by, decided_at,
              reason, overrides_rejection) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
-                d.plan_id,
+                plan_id,
                 d.plan_sha256,
-                d.plan_path,
+                plan_path,
                 d.verdict,
-                d.decided_by,
+                decided_by,
                 d.decided_at,
                 reason,
                 d.overrides_rejection

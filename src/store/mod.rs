@@ -8,6 +8,7 @@
 #[macro_use]
 mod status;
 mod decisions;
+mod history;
 pub mod migrations;
 mod runner;
 

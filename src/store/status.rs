@@ -21,7 +21,7 @@ pub enum RunStatus {
 }
 
 /// Where a step stands in the database. `Pending` → `Running` → `Completed` | `Failed`; `Pending` → `Blocked` |
-/// `Skipped`.
+/// `Skipped`; `Running` → `Cancelled` when a step beside it fails (`--jobs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepState {
@@ -37,6 +37,8 @@ pub enum StepState {
     Blocked,
     /// The run stopped before reaching it.
     Skipped,
+    /// It was running beside a step that failed fatally (`--jobs`), and was stopped.
+    Cancelled,
 }
 
 /// Gives an enum `as_str`, `parse`, `Display` and SQL conversions from one list of names.
@@ -94,4 +96,5 @@ sql_enum!(StepState {
     Failed => "failed",
     Blocked => "blocked",
     Skipped => "skipped",
+    Cancelled => "cancelled",
 });

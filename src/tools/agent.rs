@@ -134,7 +134,11 @@ pub fn check_tool_list(args: &Value, registry: &ToolRegistry) -> Vec<(String, St
             let known: Vec<&str> = registry.names().filter(|n| *n != NAME).collect();
             problems.push((
                 format!("tools[{i}]"),
-                format!("unknown tool {name:?} (available: {})", known.join(", ")),
+                format!(
+                    "unknown tool {name:?}{} (available: {})",
+                    crate::suggest::did_you_mean(name, known.iter().copied()),
+                    known.join(", ")
+                ),
             ));
         }
     }

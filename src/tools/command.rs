@@ -58,10 +58,11 @@ pub struct RunCommand;
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandArgs {
-    /// The command line, split with POSIX shell quoting (no shell features).
+    /// The command line, split with POSIX shell quoting (no shell features). The program is a
+    /// bare name found on PATH, or a workspace path the policy names (`.venv/bin/python`).
     #[schemars(length(min = 1))]
     pub command: Option<String>,
-    /// The program and its arguments, one item each.
+    /// The program and its arguments, one item each (the program as for `command`).
     #[schemars(length(min = 1))]
     pub argv: Option<Vec<String>>,
     /// Working directory relative to the workspace (default: the workspace root).
@@ -97,12 +98,20 @@ fn parse_argv(args: &Value) -> Result<Vec<String>, ToolError> {
 pub(crate) fn argv_of(a: &CommandArgs) -> Result<Vec<String>, ToolError> {
     match (&a.command, &a.argv) {
         (Some(cmd), None) => {
-            check_command_line(cmd)?;
+            // `cd DIR && …` is the commonest shell habit: name `cwd`, whatever follows it.
+            if cmd.split_whitespace().next() == Some("cd") {
+                return Err(cd_refused("command"));
+            }
+            // Shell syntax is a mistake in the plan, not an escape attempt: a usage error (exit
+            // 2) whose message shows the `argv` form.
+            check_command_line(cmd)
+                .map_err(|v| ToolError::invalid(NAME, format!("command: {}", v.reason)))?;
             split_command(cmd).map_err(|e| ToolError::invalid(NAME, format!("command: {e}")))
         }
         (None, Some(items)) if items.is_empty() => {
             Err(ToolError::invalid(NAME, "argv: needs at least one item"))
         }
+        (None, Some(items)) if items[0] == "cd" => Err(cd_refused("argv[0]")),
         (None, Some(items)) => Ok(items.clone()),
         (Some(_), Some(_)) => Err(ToolError::invalid(
             NAME,
@@ -113,6 +122,18 @@ pub(crate) fn argv_of(a: &CommandArgs) -> Result<Vec<String>, ToolError> {
             "give 'command' (a string) or 'argv' (an array of strings)",
         )),
     }
+}
+
+/// `cd` as a program: a shell builtin, which changes nothing for a later step; the step's `cwd`
+/// does what the author meant.
+fn cd_refused(field: &str) -> ToolError {
+    ToolError::invalid(
+        NAME,
+        format!(
+            "{field}: `cd` is a shell builtin and no shell runs this command: give the step \
+             \"cwd\": \"DIR\" (a workspace directory) and run the program itself from there"
+        ),
+    )
 }
 
 /// Parses and checks everything; `require_cwd` demands that `cwd` exists (at run time; during plan
@@ -538,6 +559,7 @@ mod tests {
             cancel,
             heartbeat: &|_| {},
             creates: &[],
+            history: None,
         }
     }
 
@@ -675,9 +697,10 @@ mod tests {
             "echo a & touch MARK",
         ];
         for payload in shell_payloads {
+            // A plan mistake (exit 2), not a sandbox violation: the author expected a shell.
             let r = run(&ws, &p, json!({ "command": payload }));
             assert!(
-                matches!(r, Err(ToolError::Sandbox(_))),
+                matches!(&r, Err(ToolError::InvalidArguments { message, .. }) if message.contains("not run by a shell")),
                 "{payload:?}: {r:?}"
             );
             // The same payload as one argv element is data: echo prints it byte for byte.

@@ -455,6 +455,7 @@ mod tests {
             cancel: &cancel,
             heartbeat: &|_| {},
             creates: &[],
+            history: None,
         };
         LspCheck.run(&serde_json::json!({ "path": path }), &ctx)
     }

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod args;
 pub mod command;
 pub mod files;
+pub mod history;
 pub mod lsp;
 pub mod mcp;
 pub mod registry;
@@ -151,6 +152,16 @@ impl ToolOutput {
     }
 }
 
+/// Tools that only read the workspace (or the run history) and never change it: the only tools a
+/// plan whose `intent` is `read`, `query` or `explain` may use, directly or in an agent step.
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "file_read",
+    "list_directory",
+    "file_search",
+    "file_glob",
+    "history",
+];
+
 /// A tool call that could not run at all.
 #[derive(Debug, Error)]
 pub enum ToolError {
@@ -240,6 +251,9 @@ pub struct ToolContext<'a> {
     /// The workspace-root entries the step declares its commands create (`creates`; the policy's
     /// come on top), see [`root_entries`].
     pub creates: &'a [String],
+    /// The run history of this workspace, for the `history` tool; `None` where there is no run
+    /// (validation, preview), and the tool then says so.
+    pub history: Option<&'a dyn history::HistorySource>,
 }
 
 /// A tool (see the module docs). Implementations are stateless; all state is in the context.

@@ -36,6 +36,7 @@ impl ToolRegistry {
         super::search::register(&mut r);
         super::command::register(&mut r);
         super::lsp::register(&mut r);
+        super::history::register(&mut r);
         r
     }
 

@@ -2,7 +2,7 @@
 //!
 //! Tool schemas use a deliberate subset of JSON Schema: `type` (one name or a list), `properties`,
 //! `required`, `additionalProperties: false`, `items`, `enum`, `const`, `minimum`, `maximum`,
-//! `minLength`, `minItems` and `oneOf`. That subset is what LLM servers understand reliably, and validating it here
+//! `minLength`, `minItems`, `maxItems` and `oneOf`. That subset is what LLM servers understand reliably, and validating it here
 //! means an argument a schema forbids can never reach a tool, whoever wrote the call.
 
 use serde_json::Value;
@@ -115,6 +115,11 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
             && (items.len() as u64) < min
         {
             errors.push(format!("{at}: needs at least {min} item(s)"));
+        }
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            && (items.len() as u64) > max
+        {
+            errors.push(format!("{at}: takes at most {max} item(s)"));
         }
         if let Some(item_schema) = schema.get("items") {
             for (i, item) in items.iter().enumerate() {

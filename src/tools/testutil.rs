@@ -57,6 +57,7 @@ impl TestWs {
             cancel: &self.cancel,
             heartbeat: &no_heartbeat,
             creates: &[],
+            history: None,
         }
     }
 

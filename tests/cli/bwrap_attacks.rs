@@ -211,9 +211,22 @@ def attempt(f):
         return 'ok'
     except Exception as e:
         return type(e).__name__ + ':' + str(getattr(e, 'errno', ''))
+def open_w(path):
+    # Opens for writing (no O_CREAT, no O_TRUNC) and writes nothing: the kernel checks write
+    # permission at open, so 'ok' proves the attack would have worked, and changes nothing.
+    os.close(os.open(path, os.O_WRONLY))
 def write(path):
-    with open(path, 'w') as fh:
-        fh.write('pwned')
+    # A write that stays harmless if the defence regresses: an existing file gets back exactly
+    # the bytes just read from it (opened without truncation); a missing one is created empty.
+    if os.path.lexists(path):
+        data = open(path, 'rb').read()
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 "#;
 
 /// Closing line of every attack script.
@@ -282,9 +295,12 @@ rep('wrote_outside', wrote)
         }
         assert_ne!(field(&r, "mount_prog"), "0", "{user:?}\n{r}");
         // Writes to the sandbox's own tmpfs root may succeed; none reaches the host.
-        for m in &markers {
-            assert!(!m.exists(), "{user:?}: {} was written", m.display());
+        // (Any marker that did get through is an empty file: removed before failing.)
+        let escaped: Vec<&PathBuf> = markers.iter().filter(|m| m.exists()).collect();
+        for m in &escaped {
+            let _ = std::fs::remove_file(m);
         }
+        assert!(escaped.is_empty(), "{user:?}: {escaped:?} were created");
         a.t.assert_outside_untouched();
     }
 }
@@ -323,6 +339,46 @@ rep('rmtree', attempt(lambda: os.rmdir(g)))
         );
         assert!(!git.join("hooks-pwned").exists());
         assert!(!a.t.ws.join(".git.old").exists());
+    }
+}
+
+/// Every `.git` in the workspace is read-only under bwrap, a nested repository's
+/// (`vendor/lib/.git/config`) and a submodule's `gitdir:` file included, not only the top one.
+/// The probes change nothing even if the defence regresses: they open for writing without
+/// writing, write back what they read, or create an empty marker.
+#[test]
+fn nested_git_directories_are_read_only_too() {
+    for user in users() {
+        let a = Attack::new(user);
+        let config = "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = x\n";
+        a.t.file("vendor/lib/.git/config", config);
+        a.t.file("vendor/lib/README", "lib\n");
+        a.t.file("deep/a/b/c/.git/HEAD", "ref: refs/heads/main\n");
+        a.t.file("sub/mod/.git", "gitdir: ../../.git/modules/mod\n");
+        let out = a.python(&format!(
+            r#"
+rep('nested_config', attempt(lambda: open_w('vendor/lib/.git/config')))
+rep('nested_new', attempt(lambda: write('vendor/lib/.git/hooks-new')))
+rep('deep_head', attempt(lambda: write('deep/a/b/c/.git/HEAD')))
+rep('gitfile', attempt(lambda: open_w('sub/mod/.git')))
+rep('rename', attempt(lambda: os.rename('vendor/lib/.git', 'vendor/lib/git-old')))
+rep('control', attempt(lambda: open_w('vendor/lib/README')))
+{DONE}"#
+        ));
+        let r = a.report(&out);
+        for k in [
+            "nested_config",
+            "nested_new",
+            "deep_head",
+            "gitfile",
+            "rename",
+        ] {
+            assert_ne!(field(&r, k), "ok", "{user:?}: {k}\n{r}");
+        }
+        assert_eq!(field(&r, "control"), "ok", "{user:?}: the probe works\n{r}");
+        assert_eq!(a.t.read("vendor/lib/.git/config"), config);
+        assert!(!a.t.ws.join("vendor/lib/.git/hooks-new").exists());
+        assert!(!a.t.ws.join("vendor/lib/git-old").exists());
     }
 }
 
@@ -410,15 +466,18 @@ fn kernel_settings_cannot_be_opened_for_writing() {
         let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
         let out = a.python(&format!(
             r#"
-rep('core_pattern', attempt(lambda: open('/proc/sys/kernel/core_pattern', 'w')))
-rep('sysrq', attempt(lambda: open('/proc/sysrq-trigger', 'w')))
+rep('core_pattern', attempt(lambda: open_w('/proc/sys/kernel/core_pattern')))
+rep('sysrq', attempt(lambda: open_w('/proc/sysrq-trigger')))
 rep('sys_write', attempt(lambda: write('/proc/sys/kernel/core_pattern')))
+rep('control', attempt(lambda: open_w('report.txt')))
 {DONE}"#
         ));
         let r = a.report(&out);
         for k in ["core_pattern", "sysrq", "sys_write"] {
             assert_ne!(field(&r, k), "ok", "{user:?}: {k}\n{r}");
         }
+        // The probe itself works: a file the command may write opens for writing.
+        assert_eq!(field(&r, "control"), "ok", "{user:?}\n{r}");
         assert_eq!(
             std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
             before

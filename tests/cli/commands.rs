@@ -83,7 +83,8 @@ fn shell_syntax_in_a_command_string_is_refused_with_the_argv_form() {
     for cmd in ["grep -E a|b f.txt", "echo a && echo b"] {
         let plan = command_plan(&t, "p.json", json!({ "command": cmd }));
         let out = t.run(&["validate", plan.to_str().unwrap()]);
-        assert_eq!(code(&out), 32, "{cmd:?}: {}", stderr(&out));
+        // A plan mistake, not an escape: a usage error (issue 22).
+        assert_eq!(code(&out), 2, "{cmd:?}: {}", stderr(&out));
         let err = stderr(&out);
         assert!(err.contains("not run by a shell"), "{err}");
         assert!(err.contains("argv"), "{err}");

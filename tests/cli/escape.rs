@@ -6,8 +6,14 @@ use serde_json::json;
 use crate::harness::*;
 
 /// Payloads as (tool, path). Symlinks used by some are created by `setup`.
+///
+/// A tool that changes files never gets a real system file: if the defence regressed it would
+/// overwrite or delete `/etc/passwd`. It aims at the same kind of path under the test's own
+/// outside directory instead (which [`TestDir::assert_outside_untouched`] checks); only the
+/// reading tools try `/etc/passwd` itself.
 fn payloads(t: &TestDir) -> Vec<(&'static str, String)> {
     let outside = t.outside.display().to_string();
+    let outside_rel = outside.trim_start_matches('/').to_string();
     let sentinel = t.outside.join("sentinel.txt").display().to_string();
     let mut p: Vec<(&'static str, String)> = Vec::new();
     for tool in [
@@ -23,11 +29,19 @@ fn payloads(t: &TestDir) -> Vec<(&'static str, String)> {
             "../outside/new.txt".to_string(),
             "./a/../../outside/new.txt".to_string(),
             "a/b/../../../outside/x".to_string(),
-            "../../../../../../etc/passwd".to_string(),
+            if mutates(tool) {
+                format!("../../../../../../../../../../{outside_rel}/passwd")
+            } else {
+                "../../../../../../etc/passwd".to_string()
+            },
             sentinel.clone(),
             format!("{outside}/new.txt"),
             format!("{}/../outside/new.txt", t.ws.display()),
-            "/etc/passwd".to_string(),
+            if mutates(tool) {
+                format!("{outside}/passwd")
+            } else {
+                "/etc/passwd".to_string()
+            },
             "link-dir/new.txt".to_string(),
             "link-dir/sentinel.txt".to_string(),
             "link-file".to_string(),
@@ -43,6 +57,14 @@ fn payloads(t: &TestDir) -> Vec<(&'static str, String)> {
         }
     }
     p
+}
+
+/// Whether `tool` changes files (and so must never be aimed at a real system file).
+fn mutates(tool: &str) -> bool {
+    matches!(
+        tool,
+        "file_write" | "file_create" | "file_delete" | "file_edit"
+    )
 }
 
 fn setup(t: &TestDir) {

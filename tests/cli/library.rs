@@ -157,8 +157,41 @@ fn the_embedding_example_runs_a_plan_through_the_front_door() {
         "hello\n"
     );
     assert!(!root.join("ws/old.txt").exists());
-    // Recorded like a CLI run, in the workspace's database.
+    // Recorded like a CLI run, in the workspace's database, with its decision (issue 22).
     assert!(root.join("ws/.acode/executions.db").exists());
+    let db = rusqlite::Connection::open(root.join("ws/.acode/executions.db")).unwrap();
+    let (verdict, by): (String, String) = db
+        .query_row("SELECT verdict, decided_by FROM decisions", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(
+        (verdict.as_str(), by.as_str()),
+        ("approved", "embed-example")
+    );
+    assert!(root.join("embed.json.approval").exists());
+}
+
+/// The crate's front page shows the front door, with the OS sandbox, the policy and a recorded
+/// decision, and nothing lower: the first example a reader copies is the safe one.
+#[test]
+fn the_front_page_example_is_the_plan_runner() {
+    let lib = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"),
+    )
+    .unwrap();
+    let example: String = lib
+        .lines()
+        .skip_while(|l| !l.starts_with("//! ```"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("//! ```"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(example.contains("PlanRunner::prepare"), "{example}");
+    assert!(example.contains("DecisionRequest"), "{example}");
+    assert!(!example.contains("Executor::new"), "{example}");
+    assert!(!example.contains("without_os_sandbox"), "{example}");
+    assert_eq!(lib.matches("//! ```").count(), 2, "one example only");
 }
 
 /// Safety is the default: an unapproved plan is refused, and a plan cannot be run without the OS

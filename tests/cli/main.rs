@@ -1,6 +1,7 @@
 //! Integration tests: the real `acode-run` binary, real files, a real SQLite database.
 
 mod harness;
+mod imports;
 
 mod agent;
 mod auth;
@@ -11,15 +12,22 @@ mod decisions;
 mod docs;
 mod edges;
 mod escape;
+mod first_hour;
 mod git_attacks;
+mod history;
+mod intent;
 mod landlock;
 mod library;
+mod line_edit;
 mod mcp;
 mod network;
+mod odincode;
+mod parallel;
 mod preconditions;
 mod preview;
 mod programs;
 mod race;
+mod real_projects;
 mod refusals;
 mod reports;
 mod resume;

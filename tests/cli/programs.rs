@@ -301,3 +301,80 @@ fn toolchains_outside_usr_are_visible_under_bwrap_and_credentials_are_not() {
     assert!(!probe.contains("PRIVATE-KEY-MATERIAL"), "{probe}");
     assert!(!probe.contains("CARGO-TOKEN-VALUE"), "{probe}");
 }
+
+/// Issue #21: a cargo installed in a relocated `CARGO_HOME` (not `~/.cargo`) runs under bwrap, and
+/// the cargo credentials kept in that home are not readable by the commands.
+#[test]
+fn a_cargo_from_a_relocated_cargo_home_runs_under_bwrap_without_its_credentials() {
+    let Some(rustup) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("cargo"))
+            .find(|c| c.is_file())
+            .and_then(|c| std::fs::canonicalize(c).ok())
+    }) else {
+        panic!("cargo is not on PATH");
+    };
+    let t = TestDir::new();
+    let cargo_home = t.root.join("relocated/cargo");
+    std::fs::create_dir_all(cargo_home.join("bin")).unwrap();
+    // The rustup proxy (or cargo itself) copied as the relocated home's cargo.
+    std::fs::copy(&rustup, cargo_home.join("bin/cargo")).unwrap();
+    std::fs::write(
+        cargo_home.join("credentials.toml"),
+        "token = \"RELOCATED-CARGO-TOKEN\"\n",
+    )
+    .unwrap();
+    let rustup_home = std::env::var("RUSTUP_HOME")
+        .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap()));
+    let path = format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        cargo_home.join("bin").display()
+    );
+    t.file(
+        "acode-policy.json",
+        &json!({"sandbox": "bwrap"}).to_string(),
+    );
+    let creds = cargo_home.join("credentials.toml");
+    let plan = t.plan("p.json", &json!({"plan_id": "relocated", "steps": [
+        {"step_id": "version", "tool": "run_command", "arguments": {"argv": ["cargo", "--version"]}},
+        {"step_id": "creds", "tool": "run_command", "on_failure": "continue",
+         "arguments": {"argv": ["cat", creds.to_str().unwrap()]}}]}));
+    let with_env = |args: &[&str]| {
+        t.cmd()
+            .args(args)
+            .env("CARGO_HOME", &cargo_home)
+            .env("RUSTUP_HOME", &rustup_home)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let out = with_env(&["run", "--approve", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout_of(&t, "version").starts_with("cargo "),
+        "{}",
+        stdout_of(&t, "version")
+    );
+    let (path_run,): (String,) = t
+        .db()
+        .query_row(
+            "SELECT program_path FROM executions WHERE step_id = 'version'",
+            [],
+            |r| Ok((r.get(0)?,)),
+        )
+        .unwrap();
+    assert_eq!(path_run, cargo_home.join("bin/cargo").to_str().unwrap());
+    // The command ran (cat tried the path it was given: masked, it reads nothing or is refused).
+    let exit: Option<i64> = q(
+        &t.db(),
+        "SELECT exit_code FROM executions WHERE step_id = 'creds'",
+    );
+    assert!(exit.is_some(), "cat did not run: {}", stderr(&out));
+    let seen = stdout_of(&t, "creds");
+    assert!(!seen.contains("RELOCATED-CARGO-TOKEN"), "{seen}");
+    assert!(
+        std::fs::read_to_string(&creds)
+            .unwrap()
+            .contains("RELOCATED-CARGO-TOKEN")
+    );
+}

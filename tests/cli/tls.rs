@@ -32,12 +32,22 @@ impl TlsFront {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
             certified.signing_key.serialize_der(),
         ));
+        Self::start_with(backend, certified.cert.der().clone(), key, ca_pem)
+    }
+
+    /// A front presenting `cert` (whose PEM is `pem`) with `key`.
+    fn start_with(
+        backend: &ScriptedServer,
+        cert: rustls::pki_types::CertificateDer<'static>,
+        key: PrivateKeyDer<'static>,
+        ca_pem: String,
+    ) -> TlsFront {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
-            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .with_single_cert(vec![cert], key)
             .unwrap();
         let config = Arc::new(config);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -300,4 +310,95 @@ fn anthropic_key_from_the_environment_is_sent_and_never_recorded() {
             path.display()
         );
     }
+}
+
+/// A certificate made by `openssl req -x509` (self-signed, `CA:TRUE`, which webpki refuses as a
+/// server's own with `CaUsedAsEndEntity`) and its key, in `dir`.
+fn openssl_self_signed(dir: &std::path::Path, name: &str) -> Option<(PathBuf, PathBuf)> {
+    let (cert, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .ok()?;
+    out.status.success().then_some((cert, key))
+}
+
+/// `--llm-ca-cert` with the server's own self-signed certificate from `openssl req -x509` works
+/// (the certificate is pinned), and with another certificate the error does not tell the user to
+/// pass the flag they passed (issue 22).
+#[test]
+fn an_openssl_self_signed_server_certificate_given_explicitly_is_pinned() {
+    use rustls::pki_types::pem::PemObject;
+    let t = TestDir::new();
+    let Some((cert, key)) = openssl_self_signed(&t.root, "server") else {
+        assert!(std::env::var_os("CI").is_none(), "openssl must exist in CI");
+        eprintln!("skipped: openssl not available");
+        return;
+    };
+    let text = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
+        "the case that failed: a CA certificate used as the server's"
+    );
+    let backend = ScriptedServer::start(vec![ScriptedResponse::chat_text("pinned hello")]);
+    let front = TlsFront::start_with(
+        &backend,
+        rustls::pki_types::CertificateDer::from_pem_file(&cert).unwrap(),
+        PrivateKeyDer::from_pem_file(&key).unwrap(),
+        std::fs::read_to_string(&cert).unwrap(),
+    );
+    let plan1 = plan(&t);
+    let url = front.url();
+    let cert_s = cert.to_str().unwrap();
+    let out = run(
+        &t,
+        &plan1,
+        &["--llm-url", &url, "--llm-ca-cert", cert_s, "--json"],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("pinned hello"), "{}", stdout(&out));
+    assert_eq!(backend.requests().len(), 1);
+
+    // Another self-signed certificate in the file: refused, and the hint names the file given
+    // instead of telling the user to pass --llm-ca-cert.
+    let (other, _) = openssl_self_signed(&t.root, "other").unwrap();
+    let t2 = TestDir::new();
+    let plan2 = plan(&t2);
+    let out = run(
+        &t2,
+        &plan2,
+        &["--llm-url", &url, "--llm-ca-cert", other.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    let message: String = q(&t2.db(), "SELECT error_message FROM steps");
+    assert!(message.contains("not trusted"), "{message}");
+    assert!(message.contains("although --llm-ca-cert"), "{message}");
+    assert!(message.contains("other.pem"), "{message}");
+    assert!(!message.contains("pass the CA certificate"), "{message}");
+    assert_eq!(
+        backend.requests().len(),
+        1,
+        "nothing more reached the server"
+    );
 }

@@ -45,7 +45,7 @@ use crate::sandbox::fs::{self as kfs, FsError, Parent};
 use crate::sandbox::{Access, SandboxViolation, Workspace};
 
 pub use delete::{DeleteArgs, FileDelete};
-pub use edit::{EditArgs, FileEdit};
+pub use edit::{Address, Applied, EditArgs, EditOp, FileEdit, LineAction, apply as apply_edit};
 pub use list::ListDirectory;
 pub use read::FileRead;
 pub use write::{FileCreate, FileWrite, WriteArgs};

@@ -1,0 +1,281 @@
+//! Which steps may run at the same time under `--jobs N` (docs/parallel.md).
+//!
+//! Dependencies decide *when* a step may start (all of its `depends_on` finished); this module
+//! decides *beside what*: two steps that may touch the same path never run together, so a plan
+//! means the same with `--jobs 8` as with `--jobs 1`. The rule, from what a step can write:
+//!
+//! - a **file step** touches the paths it names: `file_write`, `file_create`, `file_edit` and
+//!   `file_delete` write theirs; `file_read`, `list_directory`, `file_search` and `file_glob` read
+//!   theirs (a directory counts for everything beneath it, no root for the whole workspace);
+//! - a **command, agent or `lsp_check` step** (and a step with a `command_succeeds` precondition or a
+//!   `verify` command) may write anywhere in the workspace: it runs beside readers, never beside
+//!   another writer — unless the plan marks it `"parallel_safe": true`, vouching that it writes only
+//!   what no other step touches (tests that write under their own directory);
+//! - readers run beside readers.
+//!
+//! The ready steps are kept ordered by their place in the plan's execution order, so with one job
+//! the steps run exactly in that order, and with more the earliest ready step that fits starts first.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::plan::{Plan, Precondition, Step};
+
+/// Steps run at once unless `--jobs` or the policy's `jobs` says otherwise: one (docs/parallel.md).
+/// Why not the machine's CPUs: with steps running at once, a step the plan declared independent
+/// may already have started (and written) when an earlier one fails, so "stop on the first fatal
+/// failure" would stop less than it does today, and the order of events and console lines would
+/// vary from run to run. A plan that wants parallelism asks for it, and its approver sees it.
+pub fn default_jobs() -> usize {
+    1
+}
+
+/// What a step may touch, as far as running it beside another step is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Footprint {
+    /// Reads these workspace-relative paths (normalised; `""` is the whole workspace).
+    Reads(Vec<String>),
+    /// Writes (and reads) these paths.
+    Writes(Vec<String>),
+    /// May write anywhere in the workspace (a command, an agent, `lsp_check`).
+    Anywhere,
+    /// Marked `parallel_safe`: runs beside anything.
+    Independent,
+}
+
+impl Footprint {
+    /// The footprint of `step` with its substituted arguments `args`.
+    pub fn of(step: &Step, args: &Value) -> Footprint {
+        let path = |key: &str| args.get(key).and_then(Value::as_str).map(normalise);
+        let root = || path("root").unwrap_or_default();
+        let runs_commands = step.verify.is_some()
+            || matches!(
+                step.precondition.as_deref(),
+                Some(Precondition::CommandSucceeds(_))
+            );
+        let own = match step.tool.as_str() {
+            "file_read" | "list_directory" => Footprint::Reads(path("path").into_iter().collect()),
+            "file_search" | "file_glob" => Footprint::Reads(vec![root()]),
+            "history" => Footprint::Reads(Vec::new()),
+            "file_write" | "file_create" | "file_edit" | "file_delete" => {
+                // A missing path is refused by validation; here it just means "the workspace".
+                Footprint::Writes(vec![path("path").unwrap_or_default()])
+            }
+            _ if step.parallel_safe => return Footprint::Independent,
+            _ => Footprint::Anywhere,
+        };
+        if runs_commands {
+            if step.parallel_safe {
+                return Footprint::Independent;
+            }
+            return Footprint::Anywhere;
+        }
+        own
+    }
+
+    /// Whether the step is a file step, done in the runner's own process in microseconds (no
+    /// command, no model): not worth a thread of its own.
+    pub fn in_process(&self) -> bool {
+        matches!(self, Footprint::Reads(_) | Footprint::Writes(_))
+    }
+
+    /// Whether a step with this footprint may not run while one with `other` is running.
+    pub fn conflicts(&self, other: &Footprint) -> bool {
+        use Footprint::*;
+        match (self, other) {
+            (Independent, _) | (_, Independent) => false,
+            (Reads(_), Reads(_)) => false,
+            (Anywhere, Reads(_)) | (Reads(_), Anywhere) => false,
+            (Anywhere, _) | (_, Anywhere) => true,
+            (Writes(a), Writes(b)) | (Writes(a), Reads(b)) | (Reads(b), Writes(a)) => {
+                a.iter().any(|p| b.iter().any(|q| overlaps(p, q)))
+            }
+        }
+    }
+}
+
+/// A workspace path as the plan wrote it, in the form paths are compared in: no `./`, no empty or
+/// `.` components, no trailing `/`. (`..` is refused by validation before anything runs.)
+fn normalise(p: &str) -> String {
+    p.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Whether one path is the other or lies beneath it (`""` is the workspace root).
+fn overlaps(a: &str, b: &str) -> bool {
+    let beneath = |long: &str, short: &str| {
+        short.is_empty()
+            || long == short
+            || (long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'/'))
+    };
+    beneath(a, b) || beneath(b, a)
+}
+
+/// The dependency bookkeeping of a run: which steps are ready, in execution order.
+pub struct Ready {
+    /// Each step's place in the execution order.
+    rank: Vec<usize>,
+    /// Unfinished dependencies per step.
+    waiting: Vec<usize>,
+    /// Steps that depend on each step.
+    dependents: Vec<Vec<usize>>,
+    /// Ready steps, by (rank, index).
+    ready: BTreeSet<(usize, usize)>,
+}
+
+impl Ready {
+    /// The bookkeeping for `plan`, run in `order` (a dependency order of its step indexes).
+    pub fn new(plan: &Plan, order: &[usize]) -> Ready {
+        let n = plan.steps.len();
+        let index: std::collections::HashMap<&str, usize> = plan
+            .steps
+            .iter()
+            .map(|s| (s.step_id.as_str(), s.position))
+            .collect();
+        let mut rank = vec![0; n];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r;
+        }
+        let mut waiting = vec![0; n];
+        let mut dependents = vec![Vec::new(); n];
+        for (i, step) in plan.steps.iter().enumerate() {
+            for d in step.depends_on.iter().filter_map(|d| index.get(d.as_str())) {
+                waiting[i] += 1;
+                dependents[*d].push(i);
+            }
+        }
+        let ready = (0..n)
+            .filter(|&i| waiting[i] == 0)
+            .map(|i| (rank[i], i))
+            .collect();
+        Ready {
+            rank,
+            waiting,
+            dependents,
+            ready,
+        }
+    }
+
+    /// The ready steps, earliest in the execution order first.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.ready.iter().map(|&(_, i)| i)
+    }
+
+    /// Whether no step is ready.
+    pub fn is_empty(&self) -> bool {
+        self.ready.is_empty()
+    }
+
+    /// Takes `i` out of the ready set (it is starting, or being recorded without running).
+    pub fn take(&mut self, i: usize) {
+        self.ready.remove(&(self.rank[i], i));
+    }
+
+    /// Step `i` is finished (whatever its status): the steps waiting only for it become ready.
+    pub fn finished(&mut self, i: usize) {
+        for &d in &self.dependents[i] {
+            self.waiting[d] -= 1;
+            if self.waiting[d] == 0 {
+                self.ready.insert((self.rank[d], d));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(json: &str) -> Plan {
+        crate::plan::parse::parse(json.as_bytes()).unwrap()
+    }
+
+    fn footprint(json: &str) -> Footprint {
+        let p = plan(&format!(r#"{{"plan_id":"p","steps":[{json}]}}"#));
+        let step = &p.steps[0];
+        Footprint::of(step, &step.arguments.to_value())
+    }
+
+    #[test]
+    fn file_steps_conflict_only_where_their_paths_overlap() {
+        let w = |p: &str| {
+            footprint(&format!(
+                r#"{{"step_id":"a","tool":"file_write","arguments":{{"path":"{p}","contents":""}}}}"#
+            ))
+        };
+        let r = |p: &str| {
+            footprint(&format!(
+                r#"{{"step_id":"a","tool":"file_read","arguments":{{"path":"{p}"}}}}"#
+            ))
+        };
+        assert!(w("a.txt").conflicts(&w("./a.txt")));
+        assert!(!w("a.txt").conflicts(&w("b.txt")));
+        assert!(
+            w("src/x.rs").conflicts(&r("src")),
+            "a directory covers what is beneath it"
+        );
+        assert!(
+            !w("src2/x").conflicts(&r("src")),
+            "a name prefix is not a parent"
+        );
+        assert!(!r("a.txt").conflicts(&r("a.txt")), "readers run together");
+        let search =
+            footprint(r#"{"step_id":"s","tool":"file_search","arguments":{"pattern":"x"}}"#);
+        assert!(
+            search.conflicts(&w("deep/er/file")),
+            "no root: the whole workspace"
+        );
+    }
+
+    #[test]
+    fn commands_run_beside_readers_but_not_beside_writers_unless_marked_safe() {
+        let cmd =
+            footprint(r#"{"step_id":"c","tool":"run_command","arguments":{"command":"true"}}"#);
+        let safe = footprint(
+            r#"{"step_id":"c","tool":"run_command","parallel_safe":true,"arguments":{"command":"true"}}"#,
+        );
+        let read = footprint(r#"{"step_id":"r","tool":"file_read","arguments":{"path":"a"}}"#);
+        let write = footprint(
+            r#"{"step_id":"w","tool":"file_write","arguments":{"path":"a","contents":""}}"#,
+        );
+        assert_eq!(cmd, Footprint::Anywhere);
+        assert!(!cmd.conflicts(&read));
+        assert!(cmd.conflicts(&write));
+        assert!(cmd.conflicts(&cmd.clone()));
+        assert!(!safe.conflicts(&cmd));
+        assert!(!safe.conflicts(&write));
+        // A reader whose precondition runs a command may write too.
+        let checked = footprint(
+            r#"{"step_id":"r","tool":"file_read","arguments":{"path":"a"},
+                "precondition":{"command_succeeds":"true"}}"#,
+        );
+        assert_eq!(checked, Footprint::Anywhere);
+    }
+
+    #[test]
+    fn ready_steps_come_in_execution_order_and_dependents_wait() {
+        let p = plan(
+            r#"{"plan_id":"p","steps":[
+                {"step_id":"a","tool":"file_read","arguments":{"path":"x"}},
+                {"step_id":"b","tool":"file_read","arguments":{"path":"x"}},
+                {"step_id":"c","tool":"file_read","arguments":{"path":"x"},"depends_on":[]},
+                {"step_id":"d","tool":"file_read","arguments":{"path":"x"},"depends_on":["a","c"]}]}"#,
+        );
+        let order = crate::plan::validate::dependency_order(&p).unwrap();
+        let mut r = Ready::new(&p, &order);
+        assert_eq!(r.iter().collect::<Vec<_>>(), vec![0, 2]);
+        r.take(0);
+        r.finished(0);
+        assert_eq!(r.iter().collect::<Vec<_>>(), vec![1, 2]);
+        r.take(2);
+        r.finished(2);
+        assert_eq!(
+            r.iter().collect::<Vec<_>>(),
+            vec![1, 3],
+            "d waited for a and c"
+        );
+    }
+}

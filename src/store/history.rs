@@ -1,0 +1,49 @@
+//! The `history` tool's query: past executions of one workspace (see `tools::history`).
+
+use rusqlite::params;
+
+use super::{Store, StoreError};
+use crate::tools::history::{HistoryEntry, HistoryPage, HistoryQuery};
+
+impl Store {
+    /// The newest executions of runs in `workspace` (the runs' recorded workspace root, exactly)
+    /// matching `q`: at most `q.limit`, and whether more matched. Runs of other workspaces in the
+    /// same database are never read.
+    pub fn history(&self, workspace: &str, q: &HistoryQuery) -> Result<HistoryPage, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT e.run_id, r.plan_id, e.step_id, e.tool_name, e.started_at, e.duration_ms,
+                    e.success, e.exit_code, e.error_code, e.error_message, e.arguments_json
+             FROM executions e JOIN runs r ON r.run_id = e.run_id
+             WHERE r.workspace = ?1
+               AND (?2 IS NULL OR e.tool_name = ?2)
+               AND (?3 IS NULL OR e.success = ?3)
+               AND (?4 IS NULL OR e.started_at >= ?4)
+             ORDER BY e.started_at DESC, e.rowid DESC
+             LIMIT ?5",
+        )?;
+        let fetch = i64::try_from(q.limit).unwrap_or(i64::MAX).saturating_add(1);
+        let mut entries = stmt
+            .query_map(
+                params![workspace, q.tool, q.success, q.since_ms, fetch],
+                |r| {
+                    Ok(HistoryEntry {
+                        run_id: r.get(0)?,
+                        plan_id: r.get(1)?,
+                        step_id: r.get(2)?,
+                        tool: r.get(3)?,
+                        started_at_ms: r.get(4)?,
+                        duration_ms: r.get(5)?,
+                        status: if r.get::<_, bool>(6)? { "ok" } else { "failed" }.to_string(),
+                        exit_code: r.get(7)?,
+                        error_code: r.get(8)?,
+                        error_message: r.get(9)?,
+                        arguments: r.get(10)?,
+                    })
+                },
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        let truncated = entries.len() > q.limit;
+        entries.truncate(q.limit);
+        Ok(HistoryPage { entries, truncated })
+    }
+}
