@@ -230,6 +230,21 @@ impl<'s, 'r> StepContext<'s, 'r> {
         }
     }
 
+    /// Emits a call's `tool_call` event and progress hook, before its `tool_result`: for a call
+    /// that runs and for one refused before running alike.
+    fn announce(&self, call: &ToolCall, attempt: u32) {
+        self.run.emitter.emit(EventKind::ToolCall {
+            step_id: call.step_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            attempt,
+            turn: call.turn,
+            server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
+        });
+        self.run.emitter.progress().on_tool_call(call);
+    }
+
     /// Records a call that was refused before running (unknown tool, bad arguments, sandbox,
     /// denial) and reports it like any other result.
     pub fn refuse(
@@ -242,16 +257,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
     ) -> Result<ToolResult, ExecutionError> {
         // Every `tool_result` follows its `tool_call`, a refused call's too: a consumer of the
         // events sees what was asked before what became of it.
-        self.run.emitter.emit(EventKind::ToolCall {
-            step_id: call.step_id.clone(),
-            call_id: call.call_id.clone(),
-            tool: call.tool.clone(),
-            arguments: call.arguments.clone(),
-            attempt,
-            turn: call.turn,
-            server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
-        });
-        self.run.emitter.progress().on_tool_call(call);
+        self.announce(call, attempt);
         let mut record = self.base_record(call, attempt, parent);
         record.error_code = Some(kind.as_str().to_string());
         record.error_message = Some(message.clone());
@@ -465,16 +471,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         loop {
             attempt += 1;
             self.attempts += 1;
-            self.run.emitter.emit(EventKind::ToolCall {
-                step_id: call.step_id.clone(),
-                call_id: call.call_id.clone(),
-                tool: call.tool.clone(),
-                arguments: call.arguments.clone(),
-                attempt,
-                turn: call.turn,
-                server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
-            });
-            self.run.emitter.progress().on_tool_call(&call);
+            self.announce(&call, attempt);
             let record = self.base_record(&call, attempt, parent.clone());
             let started = Instant::now();
             let outcome = {

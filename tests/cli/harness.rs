@@ -204,3 +204,24 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// Collects a spawned child's stderr on a thread of its own, so a test can watch it grow (a prompt
+/// appearing) while the child runs.
+pub fn collect_stderr(child: &mut std::process::Child) -> std::sync::Arc<std::sync::Mutex<String>> {
+    use std::io::Read;
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut pipe = child.stderr.take().expect("stderr piped");
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    text
+}

@@ -3,9 +3,8 @@
 //! it is cancelled and no process is left), no two writers of one path together, one question at a
 //! time, strictly increasing `seq`, exactly-once after `kill -9` and `resume`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -212,20 +211,7 @@ fn prompts_are_asked_one_at_a_time() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = Arc::new(Mutex::new(String::new()));
-    let mut pipe = child.stderr.take().unwrap();
-    let sink = err.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = pipe.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
+    let err = collect_stderr(&mut child);
     let mut stdin = child.stdin.take().unwrap();
     for asked in 1..=3 {
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -1,6 +1,6 @@
 //! At the terminal: Ctrl-C and Ctrl-D at the confirmation prompt, id prefixes, misspelled commands.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,20 +32,7 @@ fn at_prompt(t: &TestDir) -> (Child, Arc<Mutex<String>>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = Arc::new(Mutex::new(String::new()));
-    let mut pipe = child.stderr.take().unwrap();
-    let sink = err.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = pipe.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
+    let err = collect_stderr(&mut child);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !err.lock().unwrap().contains("allow?") {
         assert!(
