@@ -313,11 +313,7 @@ fn confirmation_reason(
     }
     let a: CommandArgs = parse(&step.tool, args).ok()?;
     let argv = argv_of(&a).ok()?;
-    let cwd = match &a.cwd {
-        Some(c) => workspace.resolve(c).ok()?,
-        None => workspace.root().to_path_buf(),
-    };
-    crate::sandbox::commands::needs_confirmation(&argv, policy, workspace, &cwd).then(|| {
+    crate::tools::command::asks(args, workspace, policy).then(|| {
         format!(
             "{} is allowed but not in auto_approve_commands (add it there to run it without asking)",
             argv.first().map(String::as_str).unwrap_or_default()

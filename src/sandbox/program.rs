@@ -308,6 +308,10 @@ fn home() -> Option<PathBuf> {
 /// virtualenv must be shown as well as where the link leads.
 fn program_roots(exec: &Path, real: &Path, ws: &Workspace) -> Result<Vec<PathBuf>, ProgramError> {
     let mut roots = Vec::new();
+    if exec == real && shown_already(real, ws) {
+        // The common case (`/usr/bin/true`): nothing to show, nothing to look up.
+        return Ok(roots);
+    }
     // The link's own directory, its intermediate links followed (the last component is the link).
     let exec_dir = exec.parent().and_then(|d| std::fs::canonicalize(d).ok());
     if let (Some(dir), Some(name)) = (exec_dir, exec.file_name()) {
@@ -317,16 +321,18 @@ fn program_roots(exec: &Path, real: &Path, ws: &Workspace) -> Result<Vec<PathBuf
     Ok(roots)
 }
 
+/// Whether every bwrap sandbox shows `path` already: the workspace and the system directories.
+fn shown_already(path: &Path, ws: &Workspace) -> bool {
+    path.starts_with(ws.root()) || SYSTEM_PREFIXES.iter().any(|p| path.starts_with(p))
+}
+
 fn add_install_root(
     real: &Path,
     ws: &Workspace,
     roots: &mut Vec<PathBuf>,
     depth: u32,
 ) -> Result<(), ProgramError> {
-    if real.starts_with(ws.root())
-        || SYSTEM_PREFIXES.iter().any(|p| real.starts_with(p))
-        || depth > 2
-    {
+    if shown_already(real, ws) || depth > 2 {
         return Ok(());
     }
     let mut root = None;

@@ -138,6 +138,24 @@ fn cd_refused(field: &str) -> ToolError {
 
 /// Parses and checks everything; `require_cwd` demands that `cwd` exists (at run time; during plan
 /// validation an earlier step may still create it).
+/// Whether a call with `args` will ask the confirmation callback: its program (as written, from
+/// its `cwd`) is not in the policy's auto-approve set. Unreadable arguments ask. Needs only the
+/// argv and the working directory, not the program's resolution (done once, when it runs).
+pub fn asks(args: &Value, workspace: &Workspace, policy: &Policy) -> bool {
+    let Ok(a) = args_parse::<CommandArgs>(NAME, args) else {
+        return true;
+    };
+    let (Ok(argv), Ok(cwd)) = (
+        argv_of(&a),
+        a.cwd
+            .as_deref()
+            .map_or(Ok(workspace.root().to_path_buf()), |c| workspace.resolve(c)),
+    ) else {
+        return true;
+    };
+    needs_confirmation(&argv, policy, workspace, &cwd)
+}
+
 fn parse(
     args: &Value,
     workspace: &Workspace,
@@ -388,10 +406,7 @@ impl Tool for RunCommand {
     }
 
     fn needs_confirmation(&self, args: &Value, ctx: &ToolContext) -> bool {
-        match parse(args, ctx.workspace, ctx.policy, false) {
-            Ok(p) => needs_confirmation(&p.argv, ctx.policy, ctx.workspace, &p.cwd),
-            Err(_) => true,
-        }
+        asks(args, ctx.workspace, ctx.policy)
     }
 
     fn summary(&self, args: &Value) -> String {
