@@ -814,6 +814,13 @@ impl Executor {
                                 Err(_) => continue,
                             };
                         running.retain(|(j, _, _)| *j != i);
+                        if outcome.is_err() {
+                            // The run cannot be recorded: stop what runs beside it rather than
+                            // wait for it (the scope joins every thread before returning).
+                            for (_, _, flag) in &running {
+                                flag.store(true, Ordering::SeqCst);
+                            }
+                        }
                         (i, outcome?)
                     }
                 };
