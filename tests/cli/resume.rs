@@ -185,7 +185,18 @@ fn a_mixed_plan_killed_at_random_points_and_resumed_as_told_completes() {
         let mut rerun = false;
         let mut kills = 0;
         let mut done = false;
+        let completed = || -> bool {
+            run_id().is_some()
+                && t.db()
+                    .query_row("SELECT status FROM runs", [], |r| r.get::<_, String>(0))
+                    .is_ok_and(|s| s == "completed")
+        };
         for _ in 0..4 {
+            // Killed after the run was recorded completed (while it was still exiting): done.
+            if completed() {
+                done = true;
+                break;
+            }
             let mut args: Vec<String> = match run_id() {
                 None => vec!["run".into(), plan_arg.clone()],
                 Some(id) => vec!["resume".into(), id],
@@ -194,7 +205,8 @@ fn a_mixed_plan_killed_at_random_points_and_resumed_as_told_completes() {
                 args.push("--rerun-interrupted".into());
             }
             args.extend(["--sandbox".into(), "none".into()]);
-            let mut child = t.cmd().args(&args).stderr(Stdio::null()).spawn().unwrap();
+            let mut child = t.cmd().args(&args).stderr(Stdio::piped()).spawn().unwrap();
+            let err = collect_stderr(&mut child);
             std::thread::sleep(Duration::from_millis(20 + random_below(400)));
             match child.try_wait().unwrap() {
                 Some(status) => match status.code() {
@@ -204,7 +216,13 @@ fn a_mixed_plan_killed_at_random_points_and_resumed_as_told_completes() {
                     }
                     // Told to rerun the interrupted step explicitly: do as told next time.
                     Some(4) => rerun = true,
-                    other => panic!("round {round}: {args:?} exited {other:?}"),
+                    other => {
+                        std::thread::sleep(Duration::from_millis(100));
+                        panic!(
+                            "round {round}: {args:?} exited {other:?}: {}",
+                            err.lock().unwrap()
+                        )
+                    }
                 },
                 None => {
                     kill9(&mut child);
@@ -217,7 +235,7 @@ fn a_mixed_plan_killed_at_random_points_and_resumed_as_told_completes() {
             // Every attempt was killed before the run was recorded: nothing to resume.
             let out = t.run(&["run", &plan_arg, "--sandbox", "none"]);
             assert_eq!(code(&out), 0, "round {round}: {}", stderr(&out));
-        } else if !done {
+        } else if !done && !completed() {
             let id = run_id().unwrap_or_default();
             let mut out = t.run(&["resume", &id, "--sandbox", "none"]);
             if code(&out) == 4 {
