@@ -400,13 +400,17 @@ pub(super) fn cmd_do(
     let (path, plan) = draft_to_file(args, &mut executor)?;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !interactive {
-        errln!(
-            "no terminal to ask for approval: nothing a model wrote runs unapproved.\n\
-             review {} and approve it with: acode-run approve {}",
-            path.display(),
-            path.display()
-        );
-        return Ok(exit::UNAUTHORIZED);
+        // A refusal like any other (exit 3): under GitHub Actions it gets its annotation, job
+        // summary and GITHUB_OUTPUT, so the CI page says why nothing ran.
+        return Err(CliError::new(
+            exit::UNAUTHORIZED,
+            format!(
+                "no terminal to ask for approval: nothing a model wrote runs unapproved.\n\
+                 review {} and approve it with: acode-run approve {}",
+                path.display(),
+                path.display()
+            ),
+        ));
     }
     loop {
         eprint!(

@@ -664,15 +664,28 @@ fn do_applies_workspace() {
         {"step_id": "w", "tool": "file_write", "arguments": {"path": "hello.txt", "contents": "hi\n"}}]});
     let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(&good))]);
     let out_path = t.root.join("do.json");
+    let output = t.root.join("github-output.txt");
     let out = t
         .cmd()
         .current_dir(&elsewhere)
         .args(["do", "greet", "--workspace", t.ws.to_str().unwrap()])
         .args(["-o", out_path.to_str().unwrap()])
         .args(["--llm-url", &server.url(), "--model", "m"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_OUTPUT", &output)
         .output()
         .unwrap();
     assert_eq!(code(&out), 3, "{}", stderr(&out));
+    // Without a terminal nothing runs, and the CI page says why (exit 3, a refusal).
+    let err = stderr(&out);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("::error title=acode-run refused")
+                && l.contains("no terminal to ask for approval")),
+        "{err}"
+    );
+    let o = std::fs::read_to_string(&output).unwrap();
+    assert!(o.contains("exit_code=3\n"), "{o}");
     assert!(out_path.exists());
     assert!(!elsewhere.join(".acode").exists());
     assert_eq!(
