@@ -19,8 +19,9 @@ use crate::error::exit;
 use crate::executor::{ExecutionError, Executor, StepStatus};
 use crate::plan::{ApprovedPlan, AuthStatus, PlanAuthorization};
 
-/// The tools a stage's model may call: it looks, it never touches.
-pub const READ_ONLY_TOOLS: &[&str] = &["file_read", "list_directory", "file_search", "file_glob"];
+/// The tools a stage's model may call: it looks (the workspace and this workspace's run
+/// history), it never touches.
+pub use crate::tools::READ_ONLY_TOOLS;
 
 /// Which stage a conversation belongs to; also the plan id of its recorded runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -86,7 +86,13 @@ fn a_bad_first_answer_is_repaired_and_the_draft_is_written_unapproved() {
         .collect();
     assert_eq!(
         offered,
-        ["file_read", "list_directory", "file_search", "file_glob"]
+        [
+            "file_read",
+            "list_directory",
+            "file_search",
+            "file_glob",
+            "history"
+        ]
     );
 
     // The draft is not approved: run refuses it (exit 3).
@@ -429,4 +435,35 @@ fn do_on_a_terminal_drafts_asks_runs_and_reviews() {
     )
     .unwrap();
     assert_eq!(approval["status"], "approved");
+}
+
+/// The reviewer may look at this workspace's run history (the `history` tool is among the stages'
+/// read-only tools): it sees what the judged run executed.
+#[test]
+fn the_reviewer_can_read_the_judged_runs_history() {
+    let t = TestDir::new();
+    let plan = t.plan("greet.json", &good_plan());
+    let run = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let verdict = json!({"verdict": "approve", "summary": "written as asked", "findings": []});
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("history", json!({"tool": "file_write"}))]),
+        ScriptedResponse::chat_text(&verdict.to_string()),
+    ]);
+    let out = run_with(&t, &["review", &run_id], &server);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // What the model got back from its history call names the judged run's write.
+    let requests = server.requests();
+    let tool_result = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(tool_result.contains(&run_id), "{tool_result}");
+    assert!(tool_result.contains("hello.txt"), "{tool_result}");
 }
