@@ -20,7 +20,7 @@
 //! shown ([`credential_paths`]). A program that cannot be shown without exposing the home
 //! directory is refused when the plan is validated.
 //!
-//! What ran is audited: [`Program::sha256`] is the SHA-256 of the file executed (a script's own
+//! What ran is audited: [`Executed::sha256`] is the SHA-256 of the file executed (a script's own
 //! bytes, or the binary a link leads to), recorded on the execution.
 
 use std::collections::HashMap;
