@@ -110,7 +110,7 @@ pub fn resolve(
     path_var: Option<&str>,
 ) -> Result<Program, ProgramError> {
     if written.contains('/') {
-        return resolve_workspace_path(written, ws, cwd);
+        return resolve_workspace_path(written, ws, cwd, path_var);
     }
     let found =
         on_path(written, path_var).ok_or_else(|| ProgramError::NotFound(written.to_string()))?;
@@ -119,7 +119,7 @@ pub fn resolve(
         None => (found, true),
     };
     let real = std::fs::canonicalize(&exec).unwrap_or_else(|_| exec.clone());
-    let roots = program_roots(&exec, &real, ws)?;
+    let roots = program_roots(&exec, &real, ws, path_var)?;
     Ok(Program {
         written: written.to_string(),
         exec,
@@ -159,6 +159,7 @@ fn resolve_workspace_path(
     written: &str,
     ws: &Workspace,
     cwd: &Path,
+    path_var: Option<&str>,
 ) -> Result<Program, ProgramError> {
     let rel = workspace_relative(written, ws, cwd).ok_or_else(|| {
         SandboxViolation::new(
@@ -192,7 +193,7 @@ fn resolve_workspace_path(
         abs.clone()
     };
     check_executable(written, &real)?;
-    let roots = program_roots(&abs, &real, ws)?;
+    let roots = program_roots(&abs, &real, ws, path_var)?;
     Ok(Program {
         written: written.to_string(),
         exec: abs,
@@ -306,19 +307,62 @@ fn home() -> Option<PathBuf> {
 /// installations of both. A virtualenv's `bin/python3` on `PATH` links to a system interpreter,
 /// yet the interpreter finds its packages through the link's own directory (`pyvenv.cfg`), so the
 /// virtualenv must be shown as well as where the link leads.
-fn program_roots(exec: &Path, real: &Path, ws: &Workspace) -> Result<Vec<PathBuf>, ProgramError> {
+fn program_roots(
+    exec: &Path,
+    real: &Path,
+    ws: &Workspace,
+    path_var: Option<&str>,
+) -> Result<Vec<PathBuf>, ProgramError> {
     let mut roots = Vec::new();
+    // A script runs its `#!` interpreter, which must be visible too (a virtualenv's `bin/pip`
+    // names the virtualenv's python, a link to an interpreter outside). Best effort: when it
+    // cannot be shown, the script fails as it would have. System scripts name system interpreters.
+    if !SYSTEM_PREFIXES.iter().any(|p| real.starts_with(p))
+        && let Some(interp) = shebang_interpreter(real, path_var)
+    {
+        let interp_real = std::fs::canonicalize(&interp).unwrap_or_else(|_| interp.clone());
+        let _ = add_program_roots(&interp, &interp_real, ws, &mut roots);
+    }
+    add_program_roots(exec, real, ws, &mut roots)?;
+    Ok(roots)
+}
+
+/// Adds the installations of a program executed as `exec` whose bytes are at `real`.
+fn add_program_roots(
+    exec: &Path,
+    real: &Path,
+    ws: &Workspace,
+    roots: &mut Vec<PathBuf>,
+) -> Result<(), ProgramError> {
     if exec == real && shown_already(real, ws) {
         // The common case (`/usr/bin/true`): nothing to show, nothing to look up.
-        return Ok(roots);
+        return Ok(());
     }
     // The link's own directory, its intermediate links followed (the last component is the link).
     let exec_dir = exec.parent().and_then(|d| std::fs::canonicalize(d).ok());
     if let (Some(dir), Some(name)) = (exec_dir, exec.file_name()) {
-        add_install_root(&dir.join(name), ws, &mut roots, 0)?;
+        add_install_root(&dir.join(name), ws, roots, 0)?;
     }
-    add_install_root(real, ws, &mut roots, 0)?;
-    Ok(roots)
+    add_install_root(real, ws, roots, 0)
+}
+
+/// The interpreter the `#!` line of the script at `path` names: the path itself, or for
+/// `#!/usr/bin/env NAME` (options such as `-S` skipped) NAME on the command's `PATH`. `None` for
+/// anything that is not a script.
+fn shebang_interpreter(path: &Path, path_var: Option<&str>) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let interp = PathBuf::from(words.next()?);
+    if interp.file_name().is_some_and(|f| f == "env") {
+        let name = words.find(|w| !w.starts_with('-'))?;
+        return on_path(name, path_var);
+    }
+    Some(interp)
 }
 
 /// Whether every bwrap sandbox shows `path` already: the workspace and the system directories.
@@ -477,6 +521,27 @@ mod tests {
         std::fs::create_dir_all(base.join("ws/sub")).unwrap();
         let ws = Workspace::new(&base.join("ws")).unwrap();
         (base.canonicalize().unwrap(), ws)
+    }
+
+    #[test]
+    fn a_scripts_interpreter_is_read_from_its_first_line() {
+        let (base, _ws) = ws();
+        let bin = base.join("bin");
+        exe(&bin.join("tool"), "#!/bin/sh\necho\n");
+        exe(&base.join("direct"), "#!/opt/py/bin/python3 -u\nprint()\n");
+        exe(&base.join("via-env"), "#!/usr/bin/env -S tool --flag\n");
+        exe(&base.join("binary"), "\x7fELF");
+        let path = bin.to_string_lossy().into_owned();
+        assert_eq!(
+            shebang_interpreter(&base.join("direct"), None),
+            Some(PathBuf::from("/opt/py/bin/python3"))
+        );
+        assert_eq!(
+            shebang_interpreter(&base.join("via-env"), Some(&path)),
+            Some(bin.join("tool")),
+            "env's NAME is looked up on the command's PATH, options skipped"
+        );
+        assert_eq!(shebang_interpreter(&base.join("binary"), None), None);
     }
 
     fn exe(path: &Path, text: &str) {

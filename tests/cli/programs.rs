@@ -40,6 +40,13 @@ fn run_in(t: &TestDir, plan: &Path, mode: &str) -> std::process::Output {
     t.run(&[plan.to_str().unwrap(), "--sandbox", mode, "--jsonl"])
 }
 
+/// Writes `.venv/bin/hello`, a script whose `#!` is the virtualenv's own python, as pip writes
+/// the entry points it installs.
+const SCRIPT_MAKER: &str = "import os\n\
+    p = '.venv/bin/hello'\n\
+    open(p, 'w').write('#!' + os.path.abspath('.venv/bin/python') + '\\nimport sys\\nprint(sys.prefix)\\n')\n\
+    os.chmod(p, 0o755)\n";
+
 #[test]
 fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
     for mode in MODES {
@@ -54,7 +61,12 @@ fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
             {"step_id": "make", "tool": "run_command", "creates": [".venv/"],
              "arguments": {"argv": ["python3", "-m", "venv", "--without-pip", ".venv"], "timeout_s": 120}},
             {"step_id": "use", "tool": "run_command",
-             "arguments": {"argv": [".venv/bin/python", "-c", "import sys; print(sys.prefix)"]}}]}));
+             "arguments": {"argv": [".venv/bin/python", "-c", "import sys; print(sys.prefix)"]}},
+            // A script the virtualenv holds (as pip installs `bin/pytest`): its `#!` names the
+            // virtualenv's python, a link to an interpreter outside the workspace.
+            {"step_id": "script", "tool": "run_command",
+             "arguments": {"argv": [".venv/bin/python", "-c", SCRIPT_MAKER]}},
+            {"step_id": "run-script", "tool": "run_command", "arguments": {"argv": [".venv/bin/hello"]}}]}));
         // The program is not there yet: an earlier step makes it, so the plan validates, and
         // preview says so.
         let out = t.run(&["validate", plan.to_str().unwrap()]);
@@ -71,6 +83,11 @@ fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
             stdout_of(&t, "use").trim(),
             t.ws.join(".venv").to_str().unwrap(),
             "{mode}"
+        );
+        assert_eq!(
+            stdout_of(&t, "run-script").trim(),
+            t.ws.join(".venv").to_str().unwrap(),
+            "{mode}: the script ran under the virtualenv's python"
         );
         // The audit: the path run and the SHA-256 of the interpreter it leads to.
         let (path, sha): (String, String) = t
