@@ -56,8 +56,14 @@ pub(super) fn write_refusal(
     problems: &[String],
     redactor: &Redactor,
 ) {
+    let refusal = crate::report::Refusal {
+        subject,
+        exit_code,
+        message,
+        problems,
+    };
     if let Some(path) = args.and_then(|a| a.junit.as_ref()) {
-        let xml = junit::render_refusal(subject, exit_code, message, problems, redactor);
+        let xml = junit::render_refusal(&refusal, redactor);
         if let Err(e) = std::fs::write(path, xml) {
             eprintln!(
                 "acode-run: warning: cannot write the JUnit report {}: {e}",
@@ -70,11 +76,11 @@ pub(super) fn write_refusal(
         None => std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
     };
     if github {
-        let line = github::refusal_annotation(subject, exit_code, message, problems, redactor);
+        let line = github::refusal_annotation(&refusal, redactor);
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(line.as_bytes());
         let _ = err.flush();
-        let summary = github::refusal_summary(subject, exit_code, message, problems, redactor);
+        let summary = github::refusal_summary(&refusal, redactor);
         append_to_env_file("GITHUB_STEP_SUMMARY", "job summary", &summary);
         append_to_env_file(
             "GITHUB_OUTPUT",

@@ -10,6 +10,7 @@
 //! `%`, CR and LF become `%25`, `%0D`, `%0A`; in a property value `:` and `,` are escaped too, so
 //! text from a plan, a model or a compiler can neither end the command early nor start a new one.
 
+use super::Refusal;
 use std::fmt::Write as _;
 
 use serde::Deserialize;
@@ -174,40 +175,27 @@ pub fn summary(result: &ExecutionResult, redactor: &Redactor) -> String {
 
 /// The annotation for an invocation refused before any step ran: one `::error` naming the exit
 /// code, the message and every problem.
-pub fn refusal_annotation(
-    subject: &str,
-    exit_code: i32,
-    message: &str,
-    problems: &[String],
-    redactor: &Redactor,
-) -> String {
-    let title = format!("acode-run refused {subject} (exit {exit_code})");
-    let mut text = redactor.redact(message).into_owned();
-    for p in problems {
-        text.push_str("\n- ");
-        text.push_str(&redactor.redact(p));
-    }
+pub fn refusal_annotation(refusal: &Refusal, redactor: &Redactor) -> String {
+    let title = format!(
+        "acode-run refused {} (exit {})",
+        refusal.subject, refusal.exit_code
+    );
     format!(
         "::error title={}::{}\n",
         escape_property(&redactor.redact(&title)),
-        escape_data(&text)
+        escape_data(&refusal.text(redactor))
     )
 }
 
 /// The job summary for an invocation refused before any step ran.
-pub fn refusal_summary(
-    subject: &str,
-    exit_code: i32,
-    message: &str,
-    problems: &[String],
-    redactor: &Redactor,
-) -> String {
+pub fn refusal_summary(refusal: &Refusal, redactor: &Redactor) -> String {
     let mut out = format!(
-        "### ❌ acode-run `{}`: refused (exit {exit_code})\n\n{}\n",
-        cell(&redactor.redact(subject)),
-        cell(&redactor.redact(message))
+        "### ❌ acode-run `{}`: refused (exit {})\n\n{}\n",
+        cell(&redactor.redact(refusal.subject)),
+        refusal.exit_code,
+        cell(&redactor.redact(refusal.message))
     );
-    for p in problems {
+    for p in refusal.problems {
         let _ = writeln!(out, "- {}", cell(&redactor.redact(p)));
     }
     out.push('\n');

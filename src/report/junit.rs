@@ -9,6 +9,7 @@
 //! failure (`on_failure: "continue"`) is reported as a failure too: CI shows it, the exit code says
 //! the run passed.
 
+use super::Refusal;
 use std::fmt::Write as _;
 
 use super::{ArtifactSource, Counts, last_artifact};
@@ -108,32 +109,23 @@ pub fn render(
 /// A JUnit document for an invocation that ended before any step ran (invalid plan, not
 /// authorized, usage error): one failed testcase `refused` carrying the exit code and every
 /// problem, so the CI's test page says why instead of showing nothing.
-pub fn render_refusal(
-    subject: &str,
-    exit_code: i32,
-    message: &str,
-    problems: &[String],
-    redactor: &Redactor,
-) -> String {
-    let name = escape(&redactor.redact(subject));
-    let mut body = format!("exit {exit_code}: {}", redactor.redact(message));
-    for p in problems {
-        body.push_str("\n- ");
-        body.push_str(&redactor.redact(p));
-    }
+pub fn render_refusal(refusal: &Refusal, redactor: &Redactor) -> String {
+    let name = escape(&redactor.redact(refusal.subject));
+    let body = format!("exit {}: {}", refusal.exit_code, refusal.text(redactor));
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let totals = "tests=\"1\" failures=\"1\" errors=\"0\" skipped=\"0\" time=\"0.000\"";
     let _ = writeln!(out, "<testsuites name=\"acode-run\" {totals}>");
     let _ = writeln!(out, "  <testsuite name=\"{name}\" {totals}>");
     let _ = writeln!(
         out,
-        "    <properties><property name=\"exit_code\" value=\"{exit_code}\"/></properties>"
+        "    <properties><property name=\"exit_code\" value=\"{}\"/></properties>",
+        refusal.exit_code
     );
     let _ = writeln!(
         out,
         "    <testcase classname=\"{name}\" name=\"refused\" time=\"0.000\">\n      \
          <failure message=\"{}\" type=\"refused\">{}</failure>\n    </testcase>",
-        escape(first_line(&redactor.redact(message))),
+        escape(first_line(&redactor.redact(refusal.message))),
         escape(&body)
     );
     out.push_str("  </testsuite>\n</testsuites>\n");

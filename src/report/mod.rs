@@ -12,6 +12,33 @@ pub mod junit;
 use crate::executor::{ExecutionResult, StepResult};
 use crate::store::Store;
 
+/// An invocation that ended before any step ran (invalid plan, not authorized, usage error), as
+/// every CI report shows it: what it was about, its exit code, its message and every problem.
+#[derive(Debug, Clone, Copy)]
+pub struct Refusal<'a> {
+    /// The plan or run the command was about.
+    pub subject: &'a str,
+    /// The exit code (SPEC §10).
+    pub exit_code: i32,
+    /// What went wrong.
+    pub message: &'a str,
+    /// Each problem with its location.
+    pub problems: &'a [String],
+}
+
+impl Refusal<'_> {
+    /// The message and then one `- problem` line each, redacted: the body the annotation and the
+    /// JUnit failure share.
+    pub fn text(&self, redactor: &crate::sandbox::Redactor) -> String {
+        let mut text = redactor.redact(self.message).into_owned();
+        for p in self.problems {
+            text.push_str("\n- ");
+            text.push_str(&redactor.redact(p));
+        }
+        text
+    }
+}
+
 /// Where a report finds the artifacts of a step's executions; the store in the binary, a map in
 /// tests.
 pub trait ArtifactSource {
