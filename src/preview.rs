@@ -250,22 +250,14 @@ fn together(plan: &Plan, order: &[usize], vars: &Variables) -> Vec<Vec<String>> 
     if n > BESIDE_MAX_STEPS {
         return out;
     }
-    let index: HashMap<&str, usize> = plan
-        .steps
-        .iter()
-        .map(|s| (s.step_id.as_str(), s.position))
-        .collect();
+    let dependencies = plan.dependency_positions();
     // ancestors[i]: every step i waits for, directly or not (filled in dependency order).
     let mut ancestors = vec![vec![false; n]; n];
     for &i in order {
-        for d in plan.steps[i]
-            .depends_on
-            .iter()
-            .filter_map(|d| index.get(d.as_str()))
-        {
-            let inherited = ancestors[*d].clone();
+        for &d in &dependencies[i] {
+            let inherited = ancestors[d].clone();
             let mine = &mut ancestors[i];
-            mine[*d] = true;
+            mine[d] = true;
             for (m, a) in mine.iter_mut().zip(inherited) {
                 *m |= a;
             }

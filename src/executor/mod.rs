@@ -692,18 +692,14 @@ impl Executor {
         let mut tolerated = 0usize;
         // For each failed, cancelled or blocked step: the failed step at the root of it.
         let mut failed_root: Vec<Option<String>> = vec![None; plan.steps.len()];
-        let index: std::collections::HashMap<&str, usize> = plan
-            .steps
-            .iter()
-            .map(|s| (s.step_id.as_str(), s.position))
-            .collect();
+        let dependencies = plan.dependency_positions();
         let mut stopped: Option<ErrorKind> = None;
         let mut quit_seen = false;
         // The first fatal failure by time: its kind is the run's exit code.
         let mut first_failure: Option<(ErrorKind, String)> = None;
         let total = order.len();
         let mut started_steps = 0usize;
-        let mut ready = schedule::Ready::new(plan, &order);
+        let mut ready = schedule::Ready::new(&dependencies, &order);
         // Steps running on threads of their own: index, footprint, cancellation flag.
         let mut running: Vec<(usize, Footprint, Arc<AtomicBool>)> = Vec::new();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, StepRun)>();
@@ -729,11 +725,7 @@ impl Executor {
                         // redacted).
                         .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
                         .copied();
-                    let blocker = step
-                        .depends_on
-                        .iter()
-                        .filter_map(|d| index.get(d.as_str()))
-                        .find_map(|&d| failed_root[d].clone());
+                    let blocker = dependencies[i].iter().find_map(|&d| failed_root[d].clone());
                     if prior == Some(StepState::Completed) {
                         next = Next::Settle(i, StepStatus::Completed, None);
                     } else if let Some(by) = blocker {

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::plan::{Plan, Precondition, Step};
+use crate::plan::{Precondition, Step};
 
 /// Steps run at once unless `--jobs` or the policy's `jobs` says otherwise: one (docs/parallel.md).
 /// Why not the machine's CPUs: with steps running at once, a step the plan declared independent
@@ -127,24 +127,20 @@ pub struct Ready {
 }
 
 impl Ready {
-    /// The bookkeeping for `plan`, run in `order` (a dependency order of its step indexes).
-    pub fn new(plan: &Plan, order: &[usize]) -> Ready {
-        let n = plan.steps.len();
-        let index: std::collections::HashMap<&str, usize> = plan
-            .steps
-            .iter()
-            .map(|s| (s.step_id.as_str(), s.position))
-            .collect();
+    /// The bookkeeping for a plan whose steps depend on `dependencies`
+    /// ([`crate::plan::Plan::dependency_positions`]), run in `order` (a dependency order of its step indexes).
+    pub fn new(dependencies: &[Vec<usize>], order: &[usize]) -> Ready {
+        let n = dependencies.len();
         let mut rank = vec![0; n];
         for (r, &i) in order.iter().enumerate() {
             rank[i] = r;
         }
         let mut waiting = vec![0; n];
         let mut dependents = vec![Vec::new(); n];
-        for (i, step) in plan.steps.iter().enumerate() {
-            for d in step.depends_on.iter().filter_map(|d| index.get(d.as_str())) {
+        for (i, deps) in dependencies.iter().enumerate() {
+            for &d in deps {
                 waiting[i] += 1;
-                dependents[*d].push(i);
+                dependents[d].push(i);
             }
         }
         let ready = (0..n)
@@ -188,6 +184,7 @@ impl Ready {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Plan;
 
     fn plan(json: &str) -> Plan {
         crate::plan::parse::parse(json.as_bytes()).unwrap()
@@ -265,7 +262,7 @@ mod tests {
                 {"step_id":"d","tool":"file_read","arguments":{"path":"x"},"depends_on":["a","c"]}]}"#,
         );
         let order = crate::plan::validate::dependency_order(&p).unwrap();
-        let mut r = Ready::new(&p, &order);
+        let mut r = Ready::new(&p.dependency_positions(), &order);
         assert_eq!(r.iter().collect::<Vec<_>>(), vec![0, 2]);
         r.take(0);
         r.finished(0);

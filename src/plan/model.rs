@@ -30,6 +30,28 @@ pub struct Plan {
     pub source: Option<PathBuf>,
 }
 
+impl Plan {
+    /// For each step, the positions of the steps it depends on, its ids resolved once for
+    /// everything that walks the dependency graph (validation, the scheduler, preview). An unknown
+    /// id is left out (validation reports it); a duplicate id means its first step, as in
+    /// [`crate::plan::validate::dependency_order`].
+    pub fn dependency_positions(&self) -> Vec<Vec<usize>> {
+        let mut index = std::collections::HashMap::new();
+        for s in &self.steps {
+            index.entry(s.step_id.as_str()).or_insert(s.position);
+        }
+        self.steps
+            .iter()
+            .map(|s| {
+                s.depends_on
+                    .iter()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect()
+    }
+}
+
 /// What a plan declares it does (plan field `intent`, odincode's classification): `read`, `query`
 /// and `explain` plans promise to change nothing, which validation holds them to; `mutate` plans
 /// may change files.

@@ -107,12 +107,7 @@ fn tool_problem(location: String, e: ToolError) -> Problem {
 /// For each step: whether a step it depends on, directly or not, may create files (see
 /// [`validate_step`]). Cycles and unknown ids are reported elsewhere; here they just end the walk.
 pub fn after_writers(plan: &Plan) -> Vec<bool> {
-    let index: std::collections::HashMap<&str, usize> = plan
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.step_id.as_str(), i))
-        .collect();
+    let dependencies = plan.dependency_positions();
     let writes = |s: &Step| {
         matches!(
             s.tool.as_str(),
@@ -129,11 +124,7 @@ pub fn after_writers(plan: &Plan) -> Vec<bool> {
             if memo[i].is_some() {
                 continue;
             }
-            let deps: Vec<usize> = plan.steps[i]
-                .depends_on
-                .iter()
-                .filter_map(|d| index.get(d.as_str()).copied())
-                .collect();
+            let deps = &dependencies[i];
             if expanded {
                 on_stack[i] = false;
                 memo[i] = Some(
@@ -146,9 +137,9 @@ pub fn after_writers(plan: &Plan) -> Vec<bool> {
             stack.push((i, true));
             // A cycle is reported elsewhere; its back edge is simply not followed.
             stack.extend(
-                deps.into_iter()
-                    .filter(|&d| memo[d].is_none() && !on_stack[d])
-                    .map(|d| (d, false)),
+                deps.iter()
+                    .filter(|&&d| memo[d].is_none() && !on_stack[d])
+                    .map(|&d| (d, false)),
             );
         }
     }
