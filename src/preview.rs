@@ -222,7 +222,7 @@ pub fn preview(
             step_id: step.step_id.clone(),
             tool: step.tool.clone(),
             effect,
-            beside: std::mem::take(&mut beside[i]),
+            beside: beside.get_mut(i).map(std::mem::take).unwrap_or_default(),
             confirm: confirmation_reason(step, &args, workspace, policy),
         });
     }
@@ -246,15 +246,16 @@ const BESIDE_MAX_STEPS: usize = 2000;
 fn together(plan: &Plan, order: &[usize], vars: &Variables) -> Vec<Vec<String>> {
     use crate::executor::schedule::Footprint;
     let n = plan.steps.len();
-    let mut out = vec![Vec::new(); n];
     if n > BESIDE_MAX_STEPS {
-        return out;
+        // Nothing to show: no list per step either (a 100 000-step plan is approved with this).
+        return Vec::new();
     }
+    let mut out = vec![Vec::new(); n];
     let dependencies = plan.dependency_positions();
     // ancestors[i]: every step i waits for, directly or not (filled in dependency order).
     let mut ancestors = vec![vec![false; n]; n];
     for &i in order {
-        for &d in &dependencies[i] {
+        for &d in dependencies.of(i) {
             let inherited = ancestors[d].clone();
             let mine = &mut ancestors[i];
             mine[d] = true;

@@ -725,7 +725,10 @@ impl Executor {
                         // redacted).
                         .and_then(|r| r.prior.get(self.redactor.redact(&step.step_id).as_ref()))
                         .copied();
-                    let blocker = dependencies[i].iter().find_map(|&d| failed_root[d].clone());
+                    let blocker = dependencies
+                        .of(i)
+                        .iter()
+                        .find_map(|&d| failed_root[d].clone());
                     if prior == Some(StepState::Completed) {
                         next = Next::Settle(i, StepStatus::Completed, None);
                     } else if let Some(by) = blocker {

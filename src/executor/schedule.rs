@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::plan::{Precondition, Step};
+use crate::plan::{Dependencies, Precondition, Step};
 
 /// Steps run at once unless `--jobs` or the policy's `jobs` says otherwise: one (docs/parallel.md).
 /// Why not the machine's CPUs: with steps running at once, a step the plan declared independent
@@ -120,8 +120,11 @@ pub struct Ready {
     rank: Vec<usize>,
     /// Unfinished dependencies per step.
     waiting: Vec<usize>,
-    /// Steps that depend on each step.
-    dependents: Vec<Vec<usize>>,
+    /// Steps that depend on each step: those of step `i` are `dependents[starts[i]..starts[i + 1]]`
+    /// (one flat list, like [`Dependencies`]).
+    dependents: Vec<usize>,
+    /// Where each step's dependents start in `dependents`.
+    starts: Vec<usize>,
     /// Ready steps, by (rank, index).
     ready: BTreeSet<(usize, usize)>,
 }
@@ -129,18 +132,30 @@ pub struct Ready {
 impl Ready {
     /// The bookkeeping for a plan whose steps depend on `dependencies`
     /// ([`crate::plan::Plan::dependency_positions`]), run in `order` (a dependency order of its step indexes).
-    pub fn new(dependencies: &[Vec<usize>], order: &[usize]) -> Ready {
+    pub fn new(dependencies: &Dependencies, order: &[usize]) -> Ready {
         let n = dependencies.len();
         let mut rank = vec![0; n];
         for (r, &i) in order.iter().enumerate() {
             rank[i] = r;
         }
+        // Each step waits for its dependencies; the reverse edges are laid out by counting first.
         let mut waiting = vec![0; n];
-        let mut dependents = vec![Vec::new(); n];
-        for (i, deps) in dependencies.iter().enumerate() {
-            for &d in deps {
-                waiting[i] += 1;
-                dependents[d].push(i);
+        let mut starts = vec![0; n + 1];
+        for (i, wait) in waiting.iter_mut().enumerate() {
+            *wait = dependencies.of(i).len();
+            for &d in dependencies.of(i) {
+                starts[d + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut fill = starts.clone();
+        let mut dependents = vec![0; starts[n]];
+        for i in 0..n {
+            for &d in dependencies.of(i) {
+                dependents[fill[d]] = i;
+                fill[d] += 1;
             }
         }
         let ready = (0..n)
@@ -151,6 +166,7 @@ impl Ready {
             rank,
             waiting,
             dependents,
+            starts,
             ready,
         }
     }
@@ -172,7 +188,7 @@ impl Ready {
 
     /// Step `i` is finished (whatever its status): the steps waiting only for it become ready.
     pub fn finished(&mut self, i: usize) {
-        for &d in &self.dependents[i] {
+        for &d in &self.dependents[self.starts[i]..self.starts[i + 1]] {
             self.waiting[d] -= 1;
             if self.waiting[d] == 0 {
                 self.ready.insert((self.rank[d], d));

@@ -35,20 +35,51 @@ impl Plan {
     /// everything that walks the dependency graph (validation, the scheduler, preview). An unknown
     /// id is left out (validation reports it); a duplicate id means its first step, as in
     /// [`crate::plan::validate::dependency_order`].
-    pub fn dependency_positions(&self) -> Vec<Vec<usize>> {
+    pub fn dependency_positions(&self) -> Dependencies {
         let mut index = std::collections::HashMap::new();
         for s in &self.steps {
             index.entry(s.step_id.as_str()).or_insert(s.position);
         }
-        self.steps
-            .iter()
-            .map(|s| {
+        let mut starts = Vec::with_capacity(self.steps.len() + 1);
+        let mut positions = Vec::with_capacity(self.steps.len());
+        for s in &self.steps {
+            starts.push(positions.len());
+            positions.extend(
                 s.depends_on
                     .iter()
-                    .filter_map(|d| index.get(d.as_str()).copied())
-                    .collect()
-            })
-            .collect()
+                    .filter_map(|d| index.get(d.as_str()).copied()),
+            );
+        }
+        starts.push(positions.len());
+        Dependencies { starts, positions }
+    }
+}
+
+/// Each step's dependencies as step positions ([`Plan::dependency_positions`]), kept as one flat
+/// list: a 100 000-step plan holds two arrays rather than 100 000 small vectors (SPEC §11's
+/// memory target).
+#[derive(Debug, Clone)]
+pub struct Dependencies {
+    /// Where each step's positions start in `positions`; one more entry than steps.
+    starts: Vec<usize>,
+    /// Every step's dependencies, one step after another.
+    positions: Vec<usize>,
+}
+
+impl Dependencies {
+    /// The positions of the steps step `i` depends on.
+    pub fn of(&self, i: usize) -> &[usize] {
+        &self.positions[self.starts[i]..self.starts[i + 1]]
+    }
+
+    /// How many steps there are.
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Whether the plan has no step.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -124,7 +124,7 @@ pub fn after_writers(plan: &Plan) -> Vec<bool> {
             if memo[i].is_some() {
                 continue;
             }
-            let deps = &dependencies[i];
+            let deps = dependencies.of(i);
             if expanded {
                 on_stack[i] = false;
                 memo[i] = Some(
