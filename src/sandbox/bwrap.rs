@@ -188,6 +188,9 @@ pub struct BwrapSpec {
     pub forward: Option<Forward>,
     /// Host directories mounted writable at the same path (the run's downloads directory).
     pub write_paths: Vec<PathBuf>,
+    /// The runner binary, bound read-only where the forwarder's is ([`super::network::forward::INSIDE_EXE`])
+    /// so that the sandbox can run the supervisor ([`super::supervisor`]).
+    pub runner_exe: Option<PathBuf>,
 }
 
 /// What the network forwarder inside the sandbox needs (see [`super::network::forward`]).
@@ -242,6 +245,7 @@ impl BwrapSpec {
             read_paths: Vec::new(),
             forward: None,
             write_paths: Vec::new(),
+            runner_exe: None,
         }
     }
 
@@ -297,9 +301,12 @@ impl BwrapSpec {
                 out.extend(["--ro-bind".into(), s(c), s(c)]);
             }
         }
+        use super::network::forward::{INSIDE_EXE, INSIDE_PORT, INSIDE_SOCKET, SUBCOMMAND};
+        let exe = self.forward.as_ref().map(|f| &f.exe);
+        if let Some(exe) = exe.or(self.runner_exe.as_ref()) {
+            out.extend(["--ro-bind".into(), s(exe), INSIDE_EXE.into()]);
+        }
         if let Some(f) = &self.forward {
-            use super::network::forward::{INSIDE_EXE, INSIDE_PORT, INSIDE_SOCKET, SUBCOMMAND};
-            out.extend(["--ro-bind".into(), s(&f.exe), INSIDE_EXE.into()]);
             out.extend(["--bind".into(), s(&f.socket), INSIDE_SOCKET.into()]);
             out.extend(["--chdir".into(), s(cwd), "--".into()]);
             out.extend([
@@ -314,6 +321,22 @@ impl BwrapSpec {
         }
         out.extend(argv.iter().cloned());
         out
+    }
+}
+
+impl BwrapSpec {
+    /// What decides whether two commands can share one sandbox ([`super::supervisor`]): every
+    /// mount flag, and the identity (device, inode) of each read-only path, because a path
+    /// replaced on the host since a sandbox started is no longer the one its mount holds.
+    pub fn mount_key(&self) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let mut key = self.wrap(&self.workspace, &[]);
+        for p in &self.read_only {
+            if let Ok(m) = std::fs::symlink_metadata(p) {
+                key.push(format!("{}:{}", m.dev(), m.ino()));
+            }
+        }
+        key
     }
 }
 

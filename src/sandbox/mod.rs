@@ -19,6 +19,7 @@ pub mod redact;
 pub mod seccomp;
 pub mod spawn;
 pub mod state;
+pub mod supervisor;
 
 pub use os::{CommandLimits, OsSandbox, SandboxSetupError};
 pub use paths::{Access, SandboxViolation, Workspace};

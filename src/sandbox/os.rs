@@ -28,6 +28,7 @@ use super::paths::Workspace;
 use super::policy::{Limits, SandboxMode};
 use super::process::{CommandOutput, CommandSpec, Resource, Rlimit};
 use super::seccomp;
+use super::supervisor::Supervisor;
 
 /// A requested sandbox that cannot be set up (the run does not start).
 #[derive(Debug, Error)]
@@ -210,7 +211,22 @@ pub struct OsSandbox {
     /// Where package clients keep what they download when the network is allowed: `CARGO_HOME`,
     /// npm's and pip's caches (see [`OsSandbox::with_network`]).
     downloads: Option<PathBuf>,
+    /// Under bwrap, whether commands share sandboxes run by a supervisor ([`super::supervisor`]):
+    /// needs Landlock's signal scoping inside bwrap and a runner binary that can supervise.
+    supervise: bool,
+    /// The run's supervised sandboxes by their mounts ([`BwrapSpec::mount_key`]), most recently
+    /// used first, at most [`SUPERVISORS`].
+    supervisors: std::sync::Mutex<Vec<(Vec<String>, std::sync::Arc<Supervisor>)>>,
 }
+
+/// How many sandboxes with different mounts a run keeps (plans alternate between a few
+/// programs whose installations differ; each sandbox costs one idle process).
+const SUPERVISORS: usize = 4;
+/// The lowest Landlock ABI with signal scoping, which the supervisor relies on.
+const SCOPED_SIGNALS_ABI: u32 = 6;
+/// Set to `off` to start one bwrap per command, as before the supervisor (for comparison, or if
+/// the supervisor misbehaves somewhere).
+pub const SUPERVISOR_VAR: &str = "ACODE_SANDBOX_SUPERVISOR";
 
 impl OsSandbox {
     /// No OS sandbox, default limits, no temp directory: for validation (which starts nothing) and
@@ -232,6 +248,8 @@ impl OsSandbox {
             forward: None,
             net_dir: None,
             downloads: None,
+            supervise: false,
+            supervisors: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -404,6 +422,9 @@ impl OsSandbox {
             sb.bwrap_landlock =
                 landlock_inside_bwrap(&LandlockRules::new(abi, Vec::new()), &b, workspace);
             sb.landlock_abi = sb.bwrap_landlock.as_ref().map(|_| abi);
+            sb.supervise = sb.landlock_abi.is_some_and(|a| a >= SCOPED_SIGNALS_ABI)
+                && std::env::var(SUPERVISOR_VAR).as_deref() != Ok("off")
+                && super::supervisor::client::runner_exe().is_some();
         }
         if sb.mode != SandboxMode::Bwrap && sb.temp.is_none() {
             sb.temp = Some(make_temp_dir()?);
@@ -507,13 +528,23 @@ impl OsSandbox {
                     );
                 }
             }
-            SandboxMode::Bwrap => match self.landlock_abi {
-                Some(abi) => notes.push(format!(
-                    "Landlock inside bwrap: network and scopes only (ABI {abi}); bwrap's mounts \
-                     restrict the filesystem"
-                )),
-                None => notes.push("no Landlock inside bwrap on this kernel".to_string()),
-            },
+            SandboxMode::Bwrap => {
+                match self.landlock_abi {
+                    Some(abi) => notes.push(format!(
+                        "Landlock inside bwrap: network and scopes only (ABI {abi}); bwrap's \
+                         mounts restrict the filesystem"
+                    )),
+                    None => notes.push("no Landlock inside bwrap on this kernel".to_string()),
+                }
+                notes.push(if self.supervise {
+                    "one bwrap sandbox per set of mounts, shared by the run's commands: each \
+                     starts in its own process group and Landlock domain, and everything it \
+                     started is killed when it ends"
+                        .to_string()
+                } else {
+                    "one bwrap sandbox per command".to_string()
+                });
+            }
             SandboxMode::Auto => {}
         }
         notes.push(self.describe_network());
@@ -597,6 +628,9 @@ impl OsSandbox {
                         .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();
                     wrap.write_paths.extend(self.downloads.iter().cloned());
+                    if self.supervise {
+                        spec.supervisor = self.supervisor_for(&wrap);
+                    }
                     spec.wrap = Some(std::sync::Arc::new(wrap));
                 }
                 spec.setup.landlock = self.bwrap_landlock.clone();
@@ -636,6 +670,39 @@ impl OsSandbox {
             );
         }
         Ok(())
+    }
+}
+
+impl OsSandbox {
+    /// The supervised sandbox with exactly the mounts of `wrap`: one already running, or a new
+    /// one (the least recently used beyond [`SUPERVISORS`] is let go; commands still running in
+    /// it keep it alive). `None` when it cannot start: the command then gets a bwrap of its own,
+    /// and so do the run's later commands.
+    fn supervisor_for(&self, wrap: &BwrapSpec) -> Option<std::sync::Arc<Supervisor>> {
+        use super::network::forward::INSIDE_EXE;
+        let key = wrap.mount_key();
+        let mut all = self.supervisors.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(_, s)| s.alive());
+        if let Some(i) = all.iter().position(|(k, _)| *k == key) {
+            let found = all.remove(i);
+            let sup = found.1.clone();
+            all.insert(0, found);
+            return Some(sup);
+        }
+        let exe = super::supervisor::client::runner_exe()?;
+        let mut w = wrap.clone();
+        w.runner_exe = Some(exe.to_path_buf());
+        let argv = w.wrap(
+            &w.workspace,
+            &[
+                INSIDE_EXE.to_string(),
+                super::supervisor::SUBCOMMAND.to_string(),
+            ],
+        );
+        let sup = std::sync::Arc::new(Supervisor::start(&w.bwrap, &argv, &[]).ok()?);
+        all.insert(0, (key, sup.clone()));
+        all.truncate(SUPERVISORS);
+        Some(sup)
     }
 }
 

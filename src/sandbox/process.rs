@@ -31,8 +31,9 @@ use std::time::{Duration, Instant};
 
 use std::os::unix::process::ExitStatusExt;
 
-use super::spawn;
+use super::spawn::{self, has_exited};
 pub use super::spawn::{ChildSetup, Resource, Rlimit};
+use super::supervisor::{Ended, Remote, Supervisor, wire::Request};
 
 /// How often the cancel flag is looked at while a child runs.
 const POLL: Duration = Duration::from_millis(20);
@@ -83,6 +84,9 @@ pub struct CommandSpec {
     /// Whether `argv[0]` as written finds `program` by itself (a `PATH` match, a workspace
     /// path): inside bwrap, which cannot set `argv[0]`, the name then stays; else the path runs.
     pub program_by_name: bool,
+    /// The run's bwrap sandbox to start the command in ([`super::supervisor`]), instead of a
+    /// bwrap of its own (`wrap`, still used by [`start`] and when this is `None`).
+    pub supervisor: Option<Arc<Supervisor>>,
 }
 
 impl CommandSpec {
@@ -103,6 +107,7 @@ impl CommandSpec {
             program: None,
             program_roots: Vec::new(),
             program_by_name: true,
+            supervisor: None,
         }
     }
 }
@@ -193,12 +198,70 @@ impl Capture {
     }
 }
 
-/// The child's two output pipes and its pidfd, read and watched from the calling thread.
+/// A started child: the runner's own (bwrap's, or the command's in the other modes), or one the
+/// run's sandbox supervisor started for it.
+enum Child {
+    Local {
+        pid: libc::pid_t,
+        /// Readable once the child has exited; `None` on kernels without `pidfd_open` (< 5.3),
+        /// where an exit is noticed at the next tick instead.
+        pidfd: Option<OwnedFd>,
+    },
+    Remote(Remote),
+}
+
+impl Child {
+    /// Whether the child has ended (a local one is not reaped, so its group id stays reserved).
+    fn exited(&mut self) -> bool {
+        match self {
+            Child::Local { pid, .. } => has_exited(*pid),
+            Child::Remote(r) => r.ended().is_some(),
+        }
+    }
+
+    /// A descriptor that becomes readable when the child ends.
+    fn wake_fd(&self) -> libc::c_int {
+        match self {
+            Child::Local { pidfd, .. } => pidfd.as_ref().map_or(-1, |p| p.as_raw_fd()),
+            Child::Remote(r) => r.fd(),
+        }
+    }
+
+    fn term(&mut self) {
+        match self {
+            Child::Local { pid, .. } => signal_group(*pid, libc::SIGTERM),
+            Child::Remote(r) => r.term(),
+        }
+    }
+
+    /// Kills what is left of the child's process group (a supervisor's shim: everything the
+    /// command started).
+    fn kill(&mut self) {
+        match self {
+            Child::Local { pid, .. } => signal_group(*pid, libc::SIGKILL),
+            Child::Remote(r) => r.kill(),
+        }
+    }
+
+    /// How the child ended, once it has. A supervisor's command that could not start is the same
+    /// error a local one gives.
+    fn reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Child::Local { pid, .. } => spawn::wait(*pid),
+            Child::Remote(r) => match r.wait() {
+                Ended::Exited(raw) => Ok(std::process::ExitStatus::from_raw(raw)),
+                Ended::Failed(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+                Ended::Lost => Err(std::io::Error::other(
+                    "the run's sandbox ended before the command did",
+                )),
+            },
+        }
+    }
+}
+
+/// The child's two output pipes, read from the calling thread.
 struct Watch {
     out: [Capture; 2],
-    /// Readable once the child has exited; `None` on kernels without `pidfd_open` (< 5.3), where
-    /// an exit is noticed at the next tick instead.
-    pidfd: Option<OwnedFd>,
     chunk: Vec<u8>,
     /// Without a pidfd nothing wakes a wait when the child exits: waits are then cut to this
     /// back-off, from 50 µs doubling to [`POLL`], so an exit happening now is seen quickly.
@@ -210,9 +273,10 @@ impl Watch {
         self.out.iter().any(|c| c.pipe.is_some())
     }
 
-    /// Waits at most `wait` for output (read at once) or the child's exit (see `pause`).
-    fn pump(&mut self, mut wait: Duration) {
-        if self.pidfd.is_none() {
+    /// Waits at most `wait` for output (read at once) or the exit of the child whose wake-up
+    /// descriptor is `exit_fd` (negative: none, see `pause`).
+    fn pump(&mut self, mut wait: Duration, exit_fd: libc::c_int) {
+        if exit_fd < 0 {
             wait = wait.min(self.pause);
             self.pause = (self.pause * 2).min(POLL);
         }
@@ -224,7 +288,7 @@ impl Watch {
         for (slot, c) in fds.iter_mut().zip(&self.out) {
             slot.fd = c.pipe.as_ref().map_or(-1, |p| p.as_raw_fd());
         }
-        fds[2].fd = self.pidfd.as_ref().map_or(-1, |p| p.as_raw_fd());
+        fds[2].fd = exit_fd;
         if fds.iter().all(|f| f.fd < 0) {
             std::thread::sleep(wait);
             return;
@@ -242,33 +306,32 @@ impl Watch {
         }
     }
 
-    /// Pumps until child `pid` has exited or `limit` passes; whether it exited.
-    fn until_exit(&mut self, pid: libc::pid_t, limit: Duration) -> bool {
+    /// Pumps until `child` has exited or `limit` passes; whether it exited.
+    fn until_exit(&mut self, child: &mut Child, limit: Duration) -> bool {
         let until = Instant::now() + limit;
         self.pause = FIRST_PAUSE;
         loop {
-            if has_exited(pid) {
+            if child.exited() {
                 return true;
             }
             let now = Instant::now();
             if now >= until {
                 return false;
             }
-            self.pump((until - now).min(POLL));
+            self.pump((until - now).min(POLL), child.wake_fd());
         }
     }
 
     /// Reads the pipes until both reach end-of-file or `limit` passes (a process outside the group
     /// may hold one open); what was read so far is kept either way.
     fn drain(&mut self, limit: Duration) {
-        self.pidfd = None; // the child is reaped: only the pipes matter now
         let until = Instant::now() + limit;
         while self.pipes_open() {
             let now = Instant::now();
             if now >= until {
                 break;
             }
-            self.pump(until - now);
+            self.pump(until - now, -1); // the child is reaped: only the pipes matter now
         }
     }
 }
@@ -341,32 +404,6 @@ fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
     // `pgid` is the pid of our own unreaped child, so the group cannot belong to anyone else.
     unsafe {
         libc::kill(-pgid, sig);
-    }
-}
-
-/// Whether process `pid` (our child) has exited, without reaping it, so its pid — the process
-/// group id — stays reserved until we call `wait`.
-fn has_exited(pid: libc::pid_t) -> bool {
-    loop {
-        // SAFETY: `info` is a plain C struct that waitid fills in; zeroed is a valid value for it
-        // and leaves `si_pid` 0, which is how WNOHANG reports "still running".
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid writes only into `info`, which lives for the duration of the call.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            // SAFETY: waitid succeeded, so `info` is initialised; si_pid is valid for SIGCHLD info.
-            return unsafe { info.si_pid() } != 0;
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return true; // ECHILD: nothing left to wait for
-        }
     }
 }
 
@@ -463,10 +500,7 @@ fn command_line(spec: &CommandSpec) -> std::io::Result<(PathBuf, Vec<String>)> {
     // argv[0] stays as written when a PATH search for it finds the program itself; otherwise (a
     // pyenv shim's interpreter) the program's path stands in for it — an interpreter that looked
     // its name up would find the shim, not itself (and bwrap cannot set argv[0] anyway).
-    let mut inner = spec.argv.clone();
-    if let (Some(p), false) = (&spec.program, spec.program_by_name) {
-        inner[0] = p.to_string_lossy().into_owned();
-    }
+    let inner = unwrapped_argv(spec);
     let argv = match &spec.wrap {
         Some(w) => w.wrap(&spec.cwd, &inner),
         None => inner,
@@ -476,6 +510,51 @@ fn command_line(spec: &CommandSpec) -> std::io::Result<(PathBuf, Vec<String>)> {
         _ => resolve_program(&argv[0], &spec.env)?,
     };
     Ok((program, argv))
+}
+
+/// The command's own argv: as written, except that the resolved program's path stands in for
+/// `argv[0]` when a `PATH` search for the name would not find that program (see `command_line`).
+fn unwrapped_argv(spec: &CommandSpec) -> Vec<String> {
+    let mut inner = spec.argv.clone();
+    if let (Some(p), false) = (&spec.program, spec.program_by_name) {
+        inner[0] = p.to_string_lossy().into_owned();
+    }
+    inner
+}
+
+/// Hands `spec` to the run's sandbox supervisor: the same program, arguments, environment,
+/// limits, Landlock ruleset and seccomp filter a per-command bwrap would have applied. The
+/// program is the one resolved at the check, or else `argv[0]` looked up inside the sandbox (as
+/// bwrap's own `execvp` does). Returns the child and the read ends of its output pipes.
+fn launch_in(sup: &Supervisor, spec: &CommandSpec) -> std::io::Result<(Child, File, File)> {
+    if spec.argv.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "empty command",
+        ));
+    }
+    let landlock =
+        spec.setup.landlock.as_ref().ok_or_else(|| {
+            std::io::Error::other("a supervised command needs a Landlock ruleset")
+        })?;
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let req = Request {
+        program: spec.program.as_deref().map(path).unwrap_or_default(),
+        argv: unwrapped_argv(spec),
+        env: spec.env.clone(),
+        cwd: path(&spec.cwd),
+        rlimits: spec
+            .setup
+            .rlimits
+            .iter()
+            .map(|l| (l.resource.index(), l.soft, l.hard))
+            .collect(),
+        seccomp: spec.setup.seccomp.is_some(),
+    };
+    let (out_r, out_w) = spawn::pipe()?;
+    let (err_r, err_w) = spawn::pipe()?;
+    let remote = sup.launch(&req, out_w, err_w, super::landlock::raw(landlock))?;
+    Ok((Child::Remote(remote), File::from(out_r), File::from(err_r)))
 }
 
 /// A long-lived child the runner talks to over its stdin and stdout (an MCP server): started
@@ -565,17 +644,26 @@ pub fn run(
     cancel: &AtomicBool,
     heartbeat: &dyn Fn(Duration),
 ) -> std::io::Result<CommandOutput> {
-    let (program, argv) = command_line(spec)?;
     let start = Instant::now();
-    let child = spawn::spawn(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;
-    let pid = child.pid;
+    let (mut child, stdout, stderr) = match &spec.supervisor {
+        // A supervisor that went away: the command gets a bwrap of its own, as without one.
+        Some(sup) if sup.alive() || spec.wrap.is_none() => launch_in(sup, spec)?,
+        _ => {
+            let (program, argv) = command_line(spec)?;
+            let c = spawn::spawn(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;
+            let local = Child::Local {
+                pid: c.pid,
+                pidfd: pidfd_open(c.pid),
+            };
+            (local, c.stdout, c.stderr)
+        }
+    };
 
     let mut watch = Watch {
         out: [
-            Capture::new(child.stdout, spec.output_cap),
-            Capture::new(child.stderr, spec.output_cap),
+            Capture::new(stdout, spec.output_cap),
+            Capture::new(stderr, spec.output_cap),
         ],
-        pidfd: pidfd_open(pid),
         chunk: vec![0u8; 64 * 1024],
         pause: FIRST_PAUSE,
     };
@@ -588,7 +676,7 @@ pub fn run(
     let beat = spec.heartbeat_every.max(Duration::from_millis(1));
     let mut next_beat = start + beat;
     loop {
-        if has_exited(pid) {
+        if child.exited() {
             exited = true;
             break;
         }
@@ -606,19 +694,24 @@ pub fn run(
             next_beat += beat;
             continue;
         }
-        watch.pump(POLL.min(deadline - now).min(next_beat - now));
+        watch.pump(
+            POLL.min(deadline - now).min(next_beat - now),
+            child.wake_fd(),
+        );
     }
     if !exited {
-        signal_group(pid, libc::SIGTERM);
-        exited = watch.until_exit(pid, spec.kill_grace);
+        child.term();
+        exited = watch.until_exit(&mut child, spec.kill_grace);
     }
     // Whatever is left of the group (grandchildren, or a leader that ignored SIGTERM) goes now.
     // The leader is not reaped yet, so the group id still belongs to it.
-    signal_group(pid, libc::SIGKILL);
-    if !exited {
-        watch.until_exit(pid, KILL_WAIT);
+    if !exited || matches!(child, Child::Local { .. }) {
+        child.kill();
     }
-    let status = spawn::wait(pid)?;
+    if !exited {
+        watch.until_exit(&mut child, KILL_WAIT);
+    }
+    let status = child.reap()?;
     let duration = start.elapsed();
     watch.drain(DRAIN_BOUND);
     let [stdout, stderr] = watch.out.map(finish);

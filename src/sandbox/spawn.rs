@@ -47,6 +47,25 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// Every resource, in the order of [`Resource::index`].
+    const ALL: [Resource; MAX_LIMITS] = [
+        Resource::AddressSpace,
+        Resource::FileSize,
+        Resource::Cpu,
+        Resource::OpenFiles,
+        Resource::Core,
+    ];
+
+    /// A small number naming the resource, for the supervisor's requests.
+    pub fn index(self) -> u8 {
+        Self::ALL.iter().position(|r| *r == self).unwrap_or(0) as u8
+    }
+
+    /// The resource [`Resource::index`] named, if any.
+    pub fn from_index(i: u8) -> Option<Resource> {
+        Self::ALL.get(usize::from(i)).copied()
+    }
+
     fn raw(self) -> libc::__rlimit_resource_t {
         match self {
             Resource::AddressSpace => libc::RLIMIT_AS,
@@ -87,13 +106,7 @@ impl Rlimit {
 /// its limits; they are looked at for every command).
 fn runner_hard_limit(resource: Resource) -> u64 {
     static HARD: std::sync::OnceLock<[u64; MAX_LIMITS]> = std::sync::OnceLock::new();
-    let all = [
-        Resource::AddressSpace,
-        Resource::FileSize,
-        Resource::Cpu,
-        Resource::OpenFiles,
-        Resource::Core,
-    ];
+    let all = Resource::ALL;
     let hard = HARD.get_or_init(|| {
         all.map(|r| {
             let mut cur = libc::rlimit {
@@ -205,7 +218,7 @@ fn dev_null() -> io::Result<RawFd> {
 }
 
 /// `pipe2(O_CLOEXEC)`: (read end, write end).
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: pipe2 writes two descriptors into `fds`.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -334,6 +347,48 @@ fn spawn_with_stdin(
     setup: &ChildSetup,
     piped_stdin: bool,
 ) -> io::Result<(Spawned, Option<File>)> {
+    let (in_r, in_w) = if piped_stdin {
+        let (r, w) = pipe()?;
+        (Some(r), Some(w))
+    } else {
+        (None, None)
+    };
+    let stdin_source = match &in_r {
+        Some(r) => r.as_raw_fd(),
+        None => dev_null()?,
+    };
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let stdio = [stdin_source, out_w.as_raw_fd(), err_w.as_raw_fd()];
+    let pid = spawn_fds(program, argv, env, cwd, setup, stdio)?;
+    drop((out_w, err_w, in_r));
+    Ok((
+        Spawned {
+            pid,
+            stdout: File::from(out_r),
+            stderr: File::from(err_r),
+        },
+        in_w.map(File::from),
+    ))
+}
+
+/// The child's stdin for [`spawn_fds`]: `/dev/null`, opened once per process.
+pub fn null_stdin() -> io::Result<RawFd> {
+    dev_null()
+}
+
+/// Starts `program` like [`spawn`], but with the given descriptors as its stdin, stdout and
+/// stderr (the caller keeps its own copies and closes them): for the supervisor inside a bwrap
+/// sandbox, whose commands write into pipes the runner made outside it. Returns the child's pid,
+/// which is also its process group id; the caller must reap it.
+pub fn spawn_fds(
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    setup: &ChildSetup,
+    stdio: [RawFd; 3],
+) -> io::Result<libc::pid_t> {
     let program = c_string(program.as_os_str().as_bytes(), "program path")?;
     let argv: Vec<CString> = argv
         .iter()
@@ -351,19 +406,6 @@ fn spawn_with_stdin(
     let argv_ptrs = pointers(&argv);
     let envp_ptrs = pointers(&envp);
 
-    let (in_r, in_w) = if piped_stdin {
-        let (r, w) = pipe()?;
-        (Some(r), Some(w))
-    } else {
-        (None, None)
-    };
-    let stdin_source = match &in_r {
-        Some(r) => r.as_raw_fd(),
-        None => dev_null()?,
-    };
-    let (out_r, out_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
-
     let mut limits = [(0 as libc::__rlimit_resource_t, 0u64, 0u64); MAX_LIMITS];
     let mut n_limits = 0;
     for l in setup.rlimits.iter().take(MAX_LIMITS) {
@@ -375,11 +417,7 @@ fn spawn_with_stdin(
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdio: [
-            (0, stdin_source),
-            (1, out_w.as_raw_fd()),
-            (2, err_w.as_raw_fd()),
-        ],
+        stdio: [(0, stdio[0]), (1, stdio[1]), (2, stdio[2])],
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         limits,
@@ -424,15 +462,7 @@ fn spawn_with_stdin(
         let _ = wait(pid);
         return Err(io::Error::from_raw_os_error(error));
     }
-    drop((out_w, err_w, in_r));
-    Ok((
-        Spawned {
-            pid,
-            stdout: File::from(out_r),
-            stderr: File::from(err_r),
-        },
-        in_w.map(File::from),
-    ))
+    Ok(pid)
 }
 
 /// The child's side: set up, then `execve`. Never returns; on a failure it stores `errno` in
@@ -524,6 +554,32 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         libc::execve(args.program, args.argv, args.envp);
         fail(args)
+    }
+}
+
+/// Whether process `pid` (our child) has exited, without reaping it, so its pid — the process
+/// group id — stays reserved until we call `wait`.
+pub fn has_exited(pid: libc::pid_t) -> bool {
+    loop {
+        // SAFETY: `info` is a plain C struct that waitid fills in; zeroed is a valid value for it
+        // and leaves `si_pid` 0, which is how WNOHANG reports "still running".
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only into `info`, which lives for the duration of the call.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            // SAFETY: waitid succeeded, so `info` is initialised; si_pid is valid for SIGCHLD info.
+            return unsafe { info.si_pid() } != 0;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return true; // ECHILD: nothing left to wait for
+        }
     }
 }
 

@@ -485,7 +485,14 @@ impl Tool for RunCommand {
                 Ok(output)
             }
             Err(e) => {
+                // A supervised command that the sandbox could not execute reports the exec's
+                // own error; anything else under bwrap is the sandbox failing to start.
+                let exec_failed =
+                    spec.supervisor.is_some() && e.kind() != std::io::ErrorKind::Other;
                 let what = match (bwrap, e.kind()) {
+                    (Some(_), _) if exec_failed => {
+                        format!("cannot run '{program}' inside the bwrap sandbox: {e}")
+                    }
                     (Some(b), _) => format!("cannot start the sandbox ({}): {e}", b.display()),
                     (None, std::io::ErrorKind::NotFound) => {
                         format!("cannot run '{program}': program not found on PATH")

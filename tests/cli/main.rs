@@ -37,6 +37,7 @@ mod signing;
 mod skills;
 mod stages;
 mod stuck;
+mod supervisor;
 mod terminal;
 mod tls;
 mod validate;

@@ -1,0 +1,303 @@
+//! The runner's side: starting a supervisor in its bwrap sandbox, handing it commands, and the
+//! handle of one command started that way ([`Remote`]).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::wire::{self, COMMAND, EXITED, FAILED, KILL, READY, Request, TERM};
+use crate::sandbox::spawn::{self, ChildSetup};
+
+/// How long a new supervisor may take to say it is ready (bwrap's start plus the runner binary's).
+const READY_WAIT: Duration = Duration::from_secs(20);
+/// How long a supervisor may take to leave once its control socket is closed.
+const LEAVE_WAIT: Duration = Duration::from_secs(2);
+
+/// A running supervisor: one bwrap sandbox that runs many commands. Dropping it closes the
+/// control socket, which ends the supervisor and so the sandbox (bwrap's PID namespace takes
+/// every process in it along).
+#[derive(Debug)]
+pub struct Supervisor {
+    control: OwnedFd,
+    /// bwrap's pid, which is also its process group id (not reaped until the drop).
+    pid: libc::pid_t,
+}
+
+/// How a command started by a supervisor ended, as its shim reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The leader ended; the raw wait status.
+    Exited(i32),
+    /// The command could not be started; the `errno`.
+    Failed(i32),
+    /// The shim went away without a word (the sandbox ended under it).
+    Lost,
+}
+
+impl Supervisor {
+    /// Starts `program` with `argv` and `env` — bwrap running the runner binary's supervisor
+    /// subcommand — with the control socket as its stdin, and waits until it says it is ready.
+    /// `Err` carries what it printed when it did not.
+    pub fn start(program: &Path, argv: &[String], env: &[(String, String)]) -> io::Result<Self> {
+        let (control, theirs) = wire::socketpair(libc::SOCK_SEQPACKET)?;
+        let (err_r, err_w) = spawn::pipe()?;
+        let (program, argv, env) = (program.to_path_buf(), argv.to_vec(), env.to_vec());
+        // Started from a thread that lives as long as the process: the sandbox gets
+        // PR_SET_PDEATHSIG, which fires when the *thread* that started it ends, and a `--jobs`
+        // worker thread ends long before the run does.
+        let pid = on_starter_thread(move || {
+            spawn::spawn_fds(
+                &program,
+                &argv,
+                &env,
+                Path::new("/"),
+                &ChildSetup::default(),
+                [theirs.as_raw_fd(), err_w.as_raw_fd(), err_w.as_raw_fd()],
+            )
+        })??;
+        let sup = Supervisor { control, pid };
+        let mut pfd = libc::pollfd {
+            fd: sup.control.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let until = Instant::now() + READY_WAIT;
+        let mut buf = [0u8; 4];
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // SAFETY: one live pollfd.
+            let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(1000) as i32) };
+            if n <= 0 {
+                continue;
+            }
+            if let Ok((1, _)) = wire::recv_with_fds(sup.control.as_raw_fd(), &mut buf)
+                && buf[0] == READY
+            {
+                return Ok(sup);
+            }
+            break;
+        }
+        drop(sup); // ends what was started
+        let mut said = String::new();
+        set_nonblocking(err_r.as_raw_fd());
+        let _ = File::from(err_r).take(4096).read_to_string(&mut said);
+        Err(io::Error::other(format!(
+            "the sandbox supervisor did not start{}",
+            if said.trim().is_empty() {
+                String::new()
+            } else {
+                format!(": {}", said.trim())
+            }
+        )))
+    }
+
+    /// Whether the supervisor (its bwrap) is still running.
+    pub fn alive(&self) -> bool {
+        !crate::sandbox::spawn::has_exited(self.pid)
+    }
+
+    /// Hands one command to the supervisor: `stdout` and `stderr` are the write ends of the
+    /// runner's pipes, `landlock` the ruleset every command of the run is confined by. `Err` when
+    /// the supervisor is gone (the caller may start another).
+    pub fn launch(
+        &self,
+        req: &Request,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        landlock: RawFd,
+    ) -> io::Result<Remote> {
+        let (mine, theirs) = wire::socketpair(libc::SOCK_STREAM)?;
+        wire::send_with_fds(
+            &self.control,
+            &[COMMAND],
+            &[
+                theirs.as_raw_fd(),
+                stdout.as_raw_fd(),
+                stderr.as_raw_fd(),
+                landlock,
+            ],
+        )?;
+        drop((theirs, stdout, stderr));
+        send_all(&mine, &req.encode())?;
+        Ok(Remote {
+            sock: File::from(mine),
+            got: Vec::with_capacity(5),
+            ended: None,
+        })
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        // The supervisor leaves at end-of-file on its control socket.
+        // SAFETY: shutdown(2) on a socket this struct owns.
+        unsafe { libc::shutdown(self.control.as_raw_fd(), libc::SHUT_RDWR) };
+        let until = Instant::now() + LEAVE_WAIT;
+        while !spawn::has_exited(self.pid) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // SAFETY: kill(2) on the group of our own unreaped child.
+        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        let _ = spawn::wait(self.pid);
+    }
+}
+
+/// One command running under a supervisor: its socket to the shim.
+#[derive(Debug)]
+pub struct Remote {
+    sock: File,
+    got: Vec<u8>,
+    ended: Option<Ended>,
+}
+
+impl Remote {
+    /// The descriptor that becomes readable when the command ends (for `poll`).
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// How the command ended, if it has, without waiting.
+    pub fn ended(&mut self) -> Option<Ended> {
+        if self.ended.is_none() {
+            self.read(libc::MSG_DONTWAIT);
+        }
+        self.ended
+    }
+
+    /// Waits until the command has ended.
+    pub fn wait(&mut self) -> Ended {
+        while self.ended.is_none() {
+            self.read(0);
+        }
+        self.ended.unwrap_or(Ended::Lost)
+    }
+
+    /// Asks for SIGTERM to the command's process group.
+    pub fn term(&mut self) {
+        let _ = send_all(&self.sock, &[TERM]);
+    }
+
+    /// Asks for everything the command started to be killed.
+    pub fn kill(&mut self) {
+        let _ = send_all(&self.sock, &[KILL]);
+    }
+
+    fn read(&mut self, flags: libc::c_int) {
+        let mut buf = [0u8; 5];
+        let want = 5 - self.got.len();
+        // SAFETY: recv into a live buffer of at least `want` bytes.
+        let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), want, flags) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) {
+                self.ended = Some(Ended::Lost);
+            }
+            return;
+        }
+        if n == 0 {
+            self.ended = Some(Ended::Lost);
+            return;
+        }
+        self.got.extend_from_slice(&buf[..n as usize]);
+        if self.got.len() == 5 {
+            let value = i32::from_le_bytes([self.got[1], self.got[2], self.got[3], self.got[4]]);
+            self.ended = Some(match self.got[0] {
+                EXITED => Ended::Exited(value),
+                FAILED => Ended::Failed(value),
+                _ => Ended::Lost,
+            });
+        }
+    }
+}
+
+/// Writes all of `bytes` to `sock` without raising SIGPIPE (an embedder may not ignore it).
+fn send_all(sock: &impl AsRawFd, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: send from a live buffer.
+        let n = unsafe {
+            libc::send(
+                sock.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor the caller owns.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `f` on one thread that lives as long as the process (see [`Supervisor::start`]).
+fn on_starter_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
+    static STARTER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
+    let (tx, rx) = mpsc::channel();
+    let job: Job = Box::new(move || {
+        let _ = tx.send(f());
+    });
+    {
+        let mut starter = STARTER.lock().unwrap_or_else(|p| p.into_inner());
+        if starter.is_none() {
+            let (jobs, incoming) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("acode-sandbox-starter".into())
+                .spawn(move || {
+                    for job in incoming {
+                        job();
+                    }
+                })?;
+            *starter = Some(jobs);
+        }
+        if let Some(s) = starter.as_ref() {
+            s.send(job)
+                .map_err(|_| io::Error::other("the sandbox starter thread is gone"))?;
+        }
+    }
+    rx.recv()
+        .map_err(|_| io::Error::other("the sandbox starter thread did not answer"))
+}
+
+/// The runner binary, when it answers the supervisor's probe (an embedder's binary that does not
+/// call [`super::main_if_requested`] does not, and its commands start one bwrap each instead).
+/// Asked once per process.
+pub fn runner_exe() -> Option<&'static Path> {
+    static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let exe = std::env::current_exe().ok()?;
+        let out = std::process::Command::new(&exe)
+            .args([super::SUBCOMMAND, "--probe"])
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        (String::from_utf8_lossy(&out.stdout).trim() == super::PROBE_ANSWER).then_some(exe)
+    })
+    .as_deref()
+}

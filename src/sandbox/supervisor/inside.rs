@@ -1,0 +1,274 @@
+//! The supervisor process inside the run's bwrap sandbox, and the shim it forks per command.
+//!
+//! The supervisor is single-threaded, so a plain `fork` of it is safe to continue in Rust. For
+//! each command it receives it forks a **shim**, which:
+//! 1. reads the [`Request`] from the command's socket and becomes a child subreaper, so that
+//!    whatever the command starts and abandons (a `setsid` daemon) is re-parented to it;
+//! 2. enters a Landlock domain of its own (the run's ruleset), then starts the command with the
+//!    same ruleset again ([`spawn_fds`]: its own process group, the limits, seccomp), so the
+//!    command is in a domain nested inside the shim's. Landlock's signal scoping then lets the
+//!    command signal neither the shim, nor the supervisor, nor any other command of the run, while
+//!    the shim can signal the command and everything it started — and nothing else;
+//! 3. waits for the command's leader, or a [`TERM`]/[`KILL`] from the runner;
+//! 4. kills everything left: `kill(-1, SIGKILL)` from inside its domain reaches exactly the
+//!    command's processes (a process outside the domain is refused by the kernel and skipped),
+//!    repeated until no child is left to reap;
+//! 5. reports how the leader ended ([`EXITED`]) and exits.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::wire::{self, COMMAND, EXITED, FAILED, KILL, READY, Request, TERM};
+use crate::sandbox::spawn::{self, ChildSetup, Resource, Rlimit};
+
+/// Runs the supervisor on the control socket `control` (its stdin) until the runner closes it.
+pub fn supervise(control: OwnedFd) -> i32 {
+    // SAFETY: prctl with integers; only this process is affected. Non-dumpable: a command
+    // cannot read the supervisor's memory or descriptors through /proc (Landlock refuses ptrace
+    // across domains as well).
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    if wire::send_with_fds(&control, &[READY], &[]).is_err() {
+        return 1;
+    }
+    let mut buf = [0u8; 16];
+    loop {
+        reap_shims();
+        let mut pfd = libc::pollfd {
+            fd: control.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd. A tick of a second lets finished shims be reaped when idle.
+        if unsafe { libc::poll(&mut pfd, 1, 1000) } <= 0 {
+            continue;
+        }
+        let (n, fds) = match wire::recv_with_fds(control.as_raw_fd(), &mut buf) {
+            Ok(got) => got,
+            Err(_) => return 1,
+        };
+        if n == 0 {
+            return 0; // the runner closed the control socket: the run is over
+        }
+        if buf[0] != COMMAND || !(3..=wire::MAX_FDS).contains(&fds.len()) {
+            continue; // not ours to understand; its descriptors close here
+        }
+        // SAFETY: this process has one thread, so the child may go on running Rust code.
+        match unsafe { libc::fork() } {
+            0 => {
+                drop(control);
+                let code = shim(fds);
+                // SAFETY: leaving the forked child without running the parent's exit handlers.
+                unsafe { libc::_exit(code) }
+            }
+            pid if pid < 0 => {
+                // No shim: tell the runner on the command's socket, if it is still there.
+                if let Some(sock) = fds.into_iter().next() {
+                    let err = io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EAGAIN);
+                    let _ = wire::report(&mut File::from(sock), FAILED, err);
+                }
+            }
+            _ => drop(fds),
+        }
+    }
+}
+
+/// Reaps every shim that has finished, without waiting.
+fn reap_shims() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only into `status`.
+        if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } <= 0 {
+            return;
+        }
+    }
+}
+
+/// The shim for one command (see the module docs); its exit code matters to nobody.
+fn shim(fds: Vec<OwnedFd>) -> i32 {
+    // The supervisor's stdin is the control socket: the shim must not hold a copy of it (the runner
+    // would then not see the supervisor go away), nor pass it on.
+    if let Ok(null) = spawn::null_stdin() {
+        // SAFETY: replacing descriptor 0 of this (single-threaded) process.
+        unsafe { libc::dup2(null, 0) };
+    }
+    let mut fds = fds.into_iter();
+    let (Some(sock), Some(out), Some(err)) = (fds.next(), fds.next(), fds.next()) else {
+        return 1;
+    };
+    let landlock = fds.next();
+    let mut sock = File::from(sock);
+    let fail = |sock: &mut File, e: &io::Error| {
+        let _ = wire::report(sock, FAILED, e.raw_os_error().unwrap_or(libc::EIO));
+        1
+    };
+    let req = match Request::read(&mut sock) {
+        Ok(r) => r,
+        Err(e) => return fail(&mut sock, &e),
+    };
+    // Without a ruleset the shim's kill(-1) would reach every process in the sandbox: refuse.
+    let Some(landlock) = landlock else {
+        return fail(&mut sock, &io::Error::from_raw_os_error(libc::EPERM));
+    };
+    // SAFETY: prctl with integers on this process; restrict_self on a ruleset descriptor we own.
+    let entered = unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            && crate::sandbox::landlock::restrict_self(landlock.as_raw_fd()).is_ok()
+    };
+    if !entered {
+        return fail(&mut sock, &io::Error::last_os_error());
+    }
+    let program = match program_for(&req) {
+        Ok(p) => p,
+        Err(e) => return fail(&mut sock, &e),
+    };
+    let setup = ChildSetup {
+        rlimits: req
+            .rlimits
+            .iter()
+            .filter_map(|&(r, soft, hard)| {
+                Resource::from_index(r).map(|resource| Rlimit {
+                    resource,
+                    soft,
+                    hard,
+                })
+            })
+            .collect(),
+        landlock: Some(Arc::new(landlock)),
+        seccomp: req.seccomp.then(crate::sandbox::seccomp::filter),
+    };
+    let null = match spawn::null_stdin() {
+        Ok(n) => n,
+        Err(e) => return fail(&mut sock, &e),
+    };
+    let started = spawn::spawn_fds(
+        &program,
+        &req.argv,
+        &req.env,
+        Path::new(&req.cwd),
+        &setup,
+        [null, out.as_raw_fd(), err.as_raw_fd()],
+    );
+    drop((out, err)); // the runner sees end-of-file once the command's processes are gone
+    let pid = match started {
+        Ok(pid) => pid,
+        Err(e) => return fail(&mut sock, &e),
+    };
+    let status = watch(pid, &mut sock);
+    let _ = wire::report(&mut sock, EXITED, status);
+    0
+}
+
+/// The program to execute: the request's path, or `argv[0]` looked up on the request's `PATH`
+/// as seen inside the sandbox.
+fn program_for(req: &Request) -> io::Result<PathBuf> {
+    if !req.program.is_empty() {
+        return Ok(PathBuf::from(&req.program));
+    }
+    let name = req.argv.first().map(String::as_str).unwrap_or_default();
+    if name.contains('/') {
+        return Ok(PathBuf::from(name));
+    }
+    let path = req.env.iter().rev().find(|(k, _)| k == "PATH");
+    crate::sandbox::program::on_path(name, path.map(|(_, v)| v.as_str()))
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+}
+
+/// Waits for the leader `pid` or the runner's word, then kills and reaps everything the command
+/// started; returns the leader's raw wait status.
+fn watch(pid: libc::pid_t, sock: &mut File) -> i32 {
+    // SAFETY: pidfd_open with integers; a returned descriptor is ours.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: pidfd.as_ref().map_or(-1, |p| p.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // Without a pidfd the leader's exit is looked for every 10 ms.
+        let tick = if pidfd.is_some() { -1 } else { 10 };
+        // SAFETY: two live pollfd; negative fds are ignored.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, tick) };
+        if fds[0].revents != 0 {
+            let mut word = [0u8; 1];
+            match sock.read(&mut word) {
+                Ok(1) if word[0] == TERM => signal(-pid, libc::SIGTERM),
+                Ok(1) if word[0] == KILL => break,
+                Ok(1) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The runner is gone: nobody wants the command any more.
+                _ => break,
+            }
+        }
+        if leader_exited(pid) {
+            break;
+        }
+    }
+    // The leader is not reaped yet, so its group id is still its own.
+    signal(-pid, libc::SIGKILL);
+    let status = loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only into `status`.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            break status;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break libc::SIGKILL; // cannot happen for our own child; report it as killed
+        }
+    };
+    kill_the_rest();
+    status
+}
+
+/// Kills every process in the shim's Landlock domain (the command's, see the module docs) and
+/// reaps them as they come to it, until it has no child left.
+fn kill_the_rest() {
+    loop {
+        signal(-1, libc::SIGKILL);
+        let mut status = 0;
+        // SAFETY: waitpid writes only into `status`.
+        let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return; // ECHILD: nothing of the command is left
+        }
+    }
+}
+
+fn signal(target: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(target, sig);
+    }
+}
+
+/// Whether child `pid` has exited, without reaping it.
+fn leader_exited(pid: libc::pid_t) -> bool {
+    // SAFETY: `info` is plain data that waitid fills in; zeroed means "still running".
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes only into `info`.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: after a successful waitid, si_pid is initialised.
+    rc != 0 || unsafe { info.si_pid() } != 0
+}

@@ -1,0 +1,45 @@
+//! One bubblewrap sandbox per run instead of one per command.
+//!
+//! Starting bwrap costs ~5 ms (namespaces, mounts, a new network namespace), about eight times
+//! what a short command costs, so the default mode cost 6 × bash for 500 × `true` (issue #23).
+//! Instead, the first command of a run starts one sandbox with the same mounts a per-command
+//! sandbox would get, and inside it the runner binary re-executed as a small **supervisor**
+//! ([`SUBCOMMAND`]). The runner hands it each command over a UNIX socket, with the pipes for its
+//! output passed as descriptors (`SCM_RIGHTS`); a per-command shim forked by the supervisor
+//! starts the command in its own process group and Landlock domain, with the limits and seccomp
+//! filter, and reports its end (see [`inside`] for the shim, [`wire`] for what is said).
+//!
+//! The mounts of a sandbox are fixed when it starts; the runner keeps one supervisor per set of
+//! mounts ([`crate::sandbox::os`] decides which set a command needs, and starts another when the
+//! set changes: another program's installation, a `.git` created by an earlier step). The
+//! supervisor route needs Landlock signal scoping (ABI ≥ 6) inside bwrap, which is what keeps
+//! commands from signalling the supervisor and each other; without it every command starts its
+//! own bwrap as before.
+
+pub mod client;
+mod inside;
+pub mod wire;
+
+pub use client::{Ended, Remote, Supervisor};
+
+/// The hidden subcommand that runs the supervisor (its stdin is the control socket).
+pub const SUBCOMMAND: &str = "__supervise";
+/// What `SUBCOMMAND --probe` prints, so the runner knows its binary can supervise.
+const PROBE_ANSWER: &str = "acode-run supervise 1";
+
+/// If this process was started as the supervisor, runs it and never returns; otherwise returns
+/// at once. Call it first in `main` (the `acode-run` binary does); an embedder's binary that does
+/// not is still sandboxed, one bwrap per command.
+pub fn main_if_requested() {
+    let mut args = std::env::args();
+    if args.nth(1).as_deref() != Some(SUBCOMMAND) {
+        return;
+    }
+    if args.next().as_deref() == Some("--probe") {
+        println!("{PROBE_ANSWER}");
+        std::process::exit(0);
+    }
+    // SAFETY: descriptor 0 is the control socket the runner passed; nothing else owns it.
+    let control = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(0) };
+    std::process::exit(inside::supervise(control))
+}

@@ -1,0 +1,227 @@
+//! One bwrap sandbox per run (issue #23): the commands of a run start inside one sandbox through
+//! the supervisor, and still cannot reach each other, the supervisor, or outlive their step.
+//! Every probe is harmless if the defence regresses: signal 0, opening for append without
+//! writing, reading.
+
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+/// Whether bwrap works here (fails instead on CI).
+fn bwrap_ok() -> bool {
+    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "bwrap must work in CI: {why}"
+            );
+            eprintln!("skipped: bwrap unavailable: {why}");
+            false
+        }
+    }
+}
+
+fn policy(t: &TestDir) {
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["python3"], "auto_approve_commands": ["python3"]}).to_string(),
+    );
+}
+
+fn py(id: &str, deps: &[&str], code: &str) -> Value {
+    json!({"step_id": id, "tool": "run_command", "depends_on": deps, "parallel_safe": true,
+           "arguments": {"argv": ["python3", "-c", code], "timeout_s": 60}})
+}
+
+fn run_bwrap(t: &TestDir, plan: &std::path::Path, extra: &[&str], supervisor: bool) {
+    let mut c = t.cmd();
+    c.args(["run", plan.to_str().unwrap(), "--sandbox", "bwrap"]);
+    c.args(extra);
+    if !supervisor {
+        c.env(acode_run::sandbox::os::SUPERVISOR_VAR, "off");
+    }
+    let out = c.output().unwrap();
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+}
+
+#[test]
+fn the_commands_of_a_run_share_one_sandbox_unless_the_supervisor_is_off() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    let steps: Vec<Value> = (0..3)
+        .map(|i| {
+            py(
+                &format!("s{i}"),
+                &[],
+                &format!(
+                    "import os; open('ns{i}.txt', 'w').write(os.readlink('/proc/self/ns/pid'))"
+                ),
+            )
+        })
+        .collect();
+    let plan = t.plan("p.json", &json!({"plan_id": "ns", "steps": steps}));
+    t.approve(&plan);
+    let read =
+        |t: &TestDir| -> Vec<String> { (0..3).map(|i| t.read(&format!("ns{i}.txt"))).collect() };
+
+    run_bwrap(&t, &plan, &[], true);
+    let shared = read(&t);
+    assert!(shared[0].starts_with("pid:["), "{shared:?}");
+    assert!(
+        shared.iter().all(|n| *n == shared[0]),
+        "one sandbox for the run: {shared:?}"
+    );
+    let host = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    assert_ne!(
+        shared[0],
+        host.to_string_lossy(),
+        "the commands ran in the host's PID namespace"
+    );
+
+    run_bwrap(&t, &plan, &[], false);
+    let own = read(&t);
+    assert!(
+        own[0] != own[1] && own[1] != own[2] && own[0] != own[2],
+        "one bwrap per command with the supervisor off: {own:?}"
+    );
+}
+
+#[test]
+fn a_daemon_that_leaves_its_process_group_dies_with_its_step() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    let marker = format!("acode-daemon-{}", uuid::Uuid::new_v4());
+    // The leader forks a child that starts its own session (so a process-group kill misses it),
+    // records its pid and sleeps; the leader exits at once.
+    let daemon = format!(
+        "import os, sys, time\n\
+         if os.fork() == 0:\n    os.setsid()\n    open('daemon.pid', 'w').write(str(os.getpid()))\n    \
+         time.sleep(60)\n    sys.exit(0)\n\
+         for _ in range(500):\n    \
+         if os.path.exists('daemon.pid') and open('daemon.pid').read(): break\n    time.sleep(0.01)\n\
+         # {marker}\n"
+    );
+    let probe = "import os\n\
+                 pid = int(open('daemon.pid').read())\n\
+                 try:\n    os.kill(pid, 0); r = 'alive'\n\
+                 except ProcessLookupError: r = 'gone'\n\
+                 except PermissionError: r = 'alive (not ours to signal)'\n\
+                 open('report.txt', 'w').write(r)\n";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "daemon", "steps": [
+            py("daemon", &[], &daemon),
+            py("probe", &["daemon"], probe),
+        ]}),
+    );
+    t.approve(&plan);
+    for supervisor in [true, false] {
+        let _ = std::fs::remove_file(t.ws.join("daemon.pid"));
+        run_bwrap(&t, &plan, &[], supervisor);
+        assert_eq!(t.read("report.txt"), "gone", "supervisor: {supervisor}");
+        // Nothing with the marker is left on the host either.
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).into_owned())
+            .filter(|c| c.contains(&marker))
+            .collect();
+        assert!(left.is_empty(), "left running: {left:?}");
+    }
+}
+
+#[test]
+fn a_command_can_signal_neither_the_supervisor_nor_a_command_beside_it() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    // Runs until the prober is done (or 30 s), so the two overlap.
+    let sleeper = "import os, time\n\
+                   open('sleeper.pid', 'w').write(str(os.getpid()))\n\
+                   for _ in range(3000):\n    \
+                   if os.path.exists('done.flag'): break\n    time.sleep(0.01)\n";
+    // Signal 0 and reads only: harmless whatever the sandbox lets through.
+    let prober = "import os, time\n\
+                  for _ in range(3000):\n    \
+                  if os.path.exists('sleeper.pid') and open('sleeper.pid').read(): break\n    \
+                  time.sleep(0.01)\n\
+                  def sig(pid):\n    \
+                  try:\n        os.kill(pid, 0); return 'signalled'\n    \
+                  except PermissionError: return 'refused'\n    \
+                  except ProcessLookupError: return 'gone'\n\
+                  def env(pid):\n    \
+                  try:\n        open(f'/proc/{pid}/environ', 'rb').read(); return 'read'\n    \
+                  except PermissionError: return 'refused'\n\
+                  me = os.getpid()\n\
+                  sup = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != me and \
+                         b'__supervise' in open(f'/proc/{p}/cmdline', 'rb').read()]\n\
+                  sleeper = int(open('sleeper.pid').read())\n\
+                  lines = [f'supervisors {len(sup)}', f'sleeper signal {sig(sleeper)}', \
+                           f'sleeper environ {env(sleeper)}']\n\
+                  lines += [f'supervisor signal {sig(p)}' for p in sup]\n\
+                  lines += [f'supervisor environ {env(p)}' for p in sup]\n\
+                  lines.append(f'init signal {sig(1)}')\n\
+                  open('report.txt', 'w').write('\\n'.join(lines))\n\
+                  open('done.flag', 'w').write('1')\n";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "scoped", "steps": [py("sleeper", &[], sleeper), py("prober", &[], prober)]}),
+    );
+    t.approve(&plan);
+    run_bwrap(&t, &plan, &["--jobs", "2"], true);
+    let report = t.read("report.txt");
+    let lines: Vec<&str> = report.lines().collect();
+    // bwrap (pid 1), the supervisor and the shims all carry the supervisor's command line.
+    let found: usize = lines[0].trim_start_matches("supervisors ").parse().unwrap();
+    assert!(found >= 2, "{report}");
+    for expected in [
+        "sleeper signal refused",
+        "sleeper environ refused",
+        "supervisor signal refused",
+        "supervisor environ refused",
+        "init signal refused",
+    ] {
+        assert!(
+            lines.contains(&expected),
+            "{expected:?} missing in:\n{report}"
+        );
+    }
+    for line in &lines[1..] {
+        assert!(line.ends_with("refused"), "{line:?} in:\n{report}");
+    }
+}
+
+#[test]
+fn a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    let make = "import os\n\
+                os.makedirs('sub/.git', exist_ok=True)\n\
+                open('sub/.git/config', 'w').write('[core]\\n')\n";
+    // Opening for append without writing: harmless if the mount is missing.
+    let probe = "import errno\n\
+                 try:\n    open('sub/.git/config', 'a').close(); r = 'writable'\n\
+                 except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))\n\
+                 open('report.txt', 'w').write(r)\n";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "git", "steps": [py("make", &[], make), py("probe", &["make"], probe)]}),
+    );
+    t.approve(&plan);
+    run_bwrap(&t, &plan, &[], true);
+    assert_eq!(t.read("report.txt"), "EROFS");
+    assert_eq!(t.read("sub/.git/config"), "[core]\n");
+}
