@@ -5,11 +5,11 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::wire::{self, COMMAND, EXITED, FAILED, KILL, READY, Request, TERM};
+use super::wire::{self, COMMAND, EXITED, FAILED, KILL, READY, Request, SLOT, TERM};
 use crate::sandbox::spawn::{self, ChildSetup};
 
 /// How long a new supervisor may take to say it is ready (bwrap's start plus the runner binary's).
@@ -25,7 +25,13 @@ pub struct Supervisor {
     control: OwnedFd,
     /// bwrap's pid, which is also its process group id (not reaped until the drop).
     pid: libc::pid_t,
+    /// Slots whose shim is waiting for a command (see [`super::inside`]).
+    idle: Slots,
 }
+
+/// The idle slots of a supervisor, shared with the commands running in its other slots, which
+/// give theirs back when they end.
+type Slots = Arc<Mutex<Vec<OwnedFd>>>;
 
 /// How a command started by a supervisor ended, as its shim reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +65,11 @@ impl Supervisor {
                 [theirs.as_raw_fd(), err_w.as_raw_fd(), err_w.as_raw_fd()],
             )
         })??;
-        let sup = Supervisor { control, pid };
+        let sup = Supervisor {
+            control,
+            pid,
+            idle: Arc::default(),
+        };
         let mut pfd = libc::pollfd {
             fd: sup.control.as_raw_fd(),
             events: libc::POLLIN,
@@ -103,9 +113,9 @@ impl Supervisor {
         !crate::sandbox::spawn::has_exited(self.pid)
     }
 
-    /// Hands one command to the supervisor: `stdout` and `stderr` are the write ends of the
-    /// runner's pipes, `landlock` the ruleset every command of the run is confined by. `Err` when
-    /// the supervisor is gone (the caller may start another).
+    /// Hands one command to the supervisor, in an idle slot or a new one: `stdout` and `stderr`
+    /// are the write ends of the runner's pipes, `landlock` the ruleset every command of the run
+    /// is confined by. `Err` when the supervisor is gone (the caller may start another).
     pub fn launch(
         &self,
         req: &Request,
@@ -113,25 +123,42 @@ impl Supervisor {
         stderr: OwnedFd,
         landlock: RawFd,
     ) -> io::Result<Remote> {
-        let (mine, theirs) = wire::socketpair(libc::SOCK_STREAM)?;
-        wire::send_with_fds(
-            &self.control,
-            &[COMMAND],
-            &[
-                theirs.as_raw_fd(),
-                stdout.as_raw_fd(),
-                stderr.as_raw_fd(),
-                landlock,
-            ],
-        )?;
-        drop((theirs, stdout, stderr));
-        send_all(&mine, &req.encode())?;
-        Ok(Remote {
-            sock: File::from(mine),
-            got: Vec::with_capacity(5),
-            ended: None,
-        })
+        let fds = [stdout.as_raw_fd(), stderr.as_raw_fd(), landlock];
+        let bytes = req.encode();
+        loop {
+            let pooled = lock(&self.idle).pop();
+            let fresh = pooled.is_none();
+            let slot = match pooled {
+                Some(slot) => slot,
+                None => self.new_slot()?,
+            };
+            let sent =
+                wire::send_with_fds(&slot, &[COMMAND], &fds).and_then(|()| send_all(&slot, &bytes));
+            match sent {
+                Ok(()) => {
+                    return Ok(Remote {
+                        slot: Some(slot),
+                        home: self.idle.clone(),
+                        got: Vec::with_capacity(5),
+                        ended: None,
+                    });
+                }
+                Err(e) if fresh => return Err(e),
+                Err(_) => {} // that slot's shim has gone: let it go and take another
+            }
+        }
     }
+
+    /// A new slot: a socket pair whose other end goes to the supervisor, which forks its shim.
+    fn new_slot(&self) -> io::Result<OwnedFd> {
+        let (mine, theirs) = wire::socketpair(libc::SOCK_STREAM)?;
+        wire::send_with_fds(&self.control, &[SLOT], &[theirs.as_raw_fd()])?;
+        Ok(mine)
+    }
+}
+
+fn lock(slots: &Slots) -> std::sync::MutexGuard<'_, Vec<OwnedFd>> {
+    slots.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Drop for Supervisor {
@@ -149,18 +176,31 @@ impl Drop for Supervisor {
     }
 }
 
-/// One command running under a supervisor: its socket to the shim.
+/// One command running under a supervisor: the slot it runs in. The slot goes back to the
+/// supervisor's idle ones when the command has ended and its report was read; otherwise it is
+/// closed, and its shim kills what is left and goes away.
 #[derive(Debug)]
 pub struct Remote {
-    sock: File,
+    slot: Option<OwnedFd>,
+    home: Slots,
     got: Vec<u8>,
     ended: Option<Ended>,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        if let (Some(Ended::Exited(_) | Ended::Failed(_)), Some(slot)) =
+            (self.ended, self.slot.take())
+        {
+            lock(&self.home).push(slot);
+        }
+    }
 }
 
 impl Remote {
     /// The descriptor that becomes readable when the command ends (for `poll`).
     pub fn fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
+        self.slot.as_ref().map_or(-1, |s| s.as_raw_fd())
     }
 
     /// How the command ended, if it has, without waiting.
@@ -181,19 +221,27 @@ impl Remote {
 
     /// Asks for SIGTERM to the command's process group.
     pub fn term(&mut self) {
-        let _ = send_all(&self.sock, &[TERM]);
+        if let Some(slot) = &self.slot {
+            let _ = send_all(slot, &[TERM]);
+        }
     }
 
     /// Asks for everything the command started to be killed.
     pub fn kill(&mut self) {
-        let _ = send_all(&self.sock, &[KILL]);
+        if let Some(slot) = &self.slot {
+            let _ = send_all(slot, &[KILL]);
+        }
     }
 
     fn read(&mut self, flags: libc::c_int) {
+        let Some(slot) = &self.slot else {
+            self.ended = Some(Ended::Lost);
+            return;
+        };
         let mut buf = [0u8; 5];
         let want = 5 - self.got.len();
         // SAFETY: recv into a live buffer of at least `want` bytes.
-        let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), want, flags) };
+        let n = unsafe { libc::recv(slot.as_raw_fd(), buf.as_mut_ptr().cast(), want, flags) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if !matches!(

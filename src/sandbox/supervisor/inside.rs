@@ -1,19 +1,23 @@
-//! The supervisor process inside the run's bwrap sandbox, and the shim it forks per command.
+//! The supervisor process inside the run's bwrap sandbox, and the shims it forks.
 //!
-//! The supervisor is single-threaded, so a plain `fork` of it is safe to continue in Rust. For
-//! each command it receives it forks a **shim**, which:
-//! 1. reads the [`Request`] from the command's socket and becomes a child subreaper, so that
-//!    whatever the command starts and abandons (a `setsid` daemon) is re-parented to it;
-//! 2. enters a Landlock domain of its own (the run's ruleset), then starts the command with the
-//!    same ruleset again ([`spawn_fds`]: its own process group, the limits, seccomp), so the
-//!    command is in a domain nested inside the shim's. Landlock's signal scoping then lets the
-//!    command signal neither the shim, nor the supervisor, nor any other command of the run, while
-//!    the shim can signal the command and everything it started — and nothing else;
+//! The supervisor is single-threaded, so a plain `fork` of it is safe to continue in Rust. It
+//! forks one **shim** per slot the runner asks for ([`SLOT`], with the slot's socket); a slot
+//! runs one command at a time, one after another, so a run with `--jobs N` has at most N shims
+//! and a fork is paid once per slot, not per command. A shim:
+//! 1. becomes a child subreaper, so that whatever a command starts and abandons (a `setsid`
+//!    daemon) is re-parented to it, and at its first command enters a Landlock domain of its own
+//!    with the run's ruleset;
+//! 2. for each command ([`COMMAND`], the pipes and the ruleset attached, then the [`Request`])
+//!    starts it with the same ruleset again ([`spawn_fds`]: its own process group, the limits,
+//!    seccomp), so the command is in a domain nested inside the shim's. Landlock's signal scoping
+//!    then lets the command signal neither its shim, nor the supervisor, nor any other command of
+//!    the run, while the shim can signal the command and everything it started — and nothing
+//!    else;
 //! 3. waits for the command's leader, or a [`TERM`]/[`KILL`] from the runner;
 //! 4. kills everything left: `kill(-1, SIGKILL)` from inside its domain reaches exactly the
-//!    command's processes (a process outside the domain is refused by the kernel and skipped),
-//!    repeated until no child is left to reap;
-//! 5. reports how the leader ended ([`EXITED`]) and exits.
+//!    processes of its command (the one it runs now: the last one's were killed before it
+//!    reported), repeated until no child is left to reap;
+//! 5. reports how the leader ended ([`EXITED`]) and waits for the next command.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -21,7 +25,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::wire::{self, COMMAND, EXITED, FAILED, KILL, READY, Request, TERM};
+use super::wire::{self, COMMAND, EXITED, FAILED, KILL, READY, Request, SLOT, TERM};
 use crate::sandbox::spawn::{self, ChildSetup, Resource, Rlimit};
 
 /// Runs the supervisor on the control socket `control` (its stdin) until the runner closes it.
@@ -43,7 +47,7 @@ pub fn supervise(control: OwnedFd) -> i32 {
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one live pollfd. A tick of a second lets finished shims be reaped when idle.
+        // SAFETY: one live pollfd. A tick of a second lets ended shims be reaped when idle.
         if unsafe { libc::poll(&mut pfd, 1, 1000) } <= 0 {
             continue;
         }
@@ -54,32 +58,26 @@ pub fn supervise(control: OwnedFd) -> i32 {
         if n == 0 {
             return 0; // the runner closed the control socket: the run is over
         }
-        if buf[0] != COMMAND || !(3..=wire::MAX_FDS).contains(&fds.len()) {
+        let mut fds = fds.into_iter();
+        let (SLOT, Some(slot)) = (buf[0], fds.next()) else {
             continue; // not ours to understand; its descriptors close here
-        }
+        };
+        drop(fds);
         // SAFETY: this process has one thread, so the child may go on running Rust code.
         match unsafe { libc::fork() } {
             0 => {
                 drop(control);
-                let code = shim(fds);
+                let code = shim(slot);
                 // SAFETY: leaving the forked child without running the parent's exit handlers.
                 unsafe { libc::_exit(code) }
             }
-            pid if pid < 0 => {
-                // No shim: tell the runner on the command's socket, if it is still there.
-                if let Some(sock) = fds.into_iter().next() {
-                    let err = io::Error::last_os_error()
-                        .raw_os_error()
-                        .unwrap_or(libc::EAGAIN);
-                    let _ = wire::report(&mut File::from(sock), FAILED, err);
-                }
-            }
-            _ => drop(fds),
+            // No shim: the slot's socket closes here, which the runner sees as a lost slot.
+            _ => drop(slot),
         }
     }
 }
 
-/// Reaps every shim that has finished, without waiting.
+/// Reaps every shim that has ended, without waiting.
 fn reap_shims() {
     loop {
         let mut status = 0;
@@ -90,44 +88,63 @@ fn reap_shims() {
     }
 }
 
-/// The shim for one command (see the module docs); its exit code matters to nobody.
-fn shim(fds: Vec<OwnedFd>) -> i32 {
+/// One slot's shim (see the module docs): serves commands until the runner closes the slot.
+fn shim(slot: OwnedFd) -> i32 {
     // The supervisor's stdin is the control socket: the shim must not hold a copy of it (the runner
     // would then not see the supervisor go away), nor pass it on.
     if let Ok(null) = spawn::null_stdin() {
         // SAFETY: replacing descriptor 0 of this (single-threaded) process.
         unsafe { libc::dup2(null, 0) };
     }
-    let mut fds = fds.into_iter();
-    let (Some(sock), Some(out), Some(err)) = (fds.next(), fds.next(), fds.next()) else {
+    // SAFETY: prctl with integers on this process.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return 1;
-    };
-    let landlock = fds.next();
-    let mut sock = File::from(sock);
-    let fail = |sock: &mut File, e: &io::Error| {
-        let _ = wire::report(sock, FAILED, e.raw_os_error().unwrap_or(libc::EIO));
-        1
-    };
-    let req = match Request::read(&mut sock) {
-        Ok(r) => r,
-        Err(e) => return fail(&mut sock, &e),
-    };
-    // Without a ruleset the shim's kill(-1) would reach every process in the sandbox: refuse.
-    let Some(landlock) = landlock else {
-        return fail(&mut sock, &io::Error::from_raw_os_error(libc::EPERM));
-    };
-    // SAFETY: prctl with integers on this process; restrict_self on a ruleset descriptor we own.
-    let entered = unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-            && crate::sandbox::landlock::restrict_self(landlock.as_raw_fd()).is_ok()
-    };
-    if !entered {
-        return fail(&mut sock, &io::Error::last_os_error());
     }
-    let program = match program_for(&req) {
-        Ok(p) => p,
-        Err(e) => return fail(&mut sock, &e),
+    let mut sock = File::from(slot);
+    let mut entered = false;
+    let mut buf = [0u8; 1];
+    loop {
+        let Ok((n, fds)) = wire::recv_with_fds(sock.as_raw_fd(), &mut buf) else {
+            return 1;
+        };
+        if n == 0 {
+            return 0; // the runner let the slot go
+        }
+        if buf[0] != COMMAND {
+            continue; // a TERM or KILL that came after its command had ended
+        }
+        match one_command(&mut sock, fds, &mut entered) {
+            Ok(status) => {
+                if wire::report(&mut sock, EXITED, status).is_err() {
+                    return 1;
+                }
+            }
+            Err(e) => {
+                let _ = wire::report(&mut sock, FAILED, e.raw_os_error().unwrap_or(libc::EIO));
+                if !entered {
+                    return 1; // a shim outside its own domain must not start anything
+                }
+            }
+        }
+    }
+}
+
+/// Reads one command's request from `sock`, starts it with the descriptors that came with it
+/// (stdout, stderr, the Landlock ruleset), and returns the leader's wait status once everything
+/// it started is gone.
+fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut bool) -> io::Result<i32> {
+    let req = Request::read(sock)?;
+    let mut fds = fds.into_iter();
+    let (Some(out), Some(err), Some(landlock)) = (fds.next(), fds.next(), fds.next()) else {
+        // Without a ruleset the shim's kill(-1) would reach every process in the sandbox.
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
     };
+    if !*entered {
+        // SAFETY: restrict_self on a ruleset descriptor we own.
+        unsafe { crate::sandbox::landlock::restrict_self(landlock.as_raw_fd())? };
+        *entered = true;
+    }
+    let program = program_for(&req)?;
     let setup = ChildSetup {
         rlimits: req
             .rlimits
@@ -143,26 +160,16 @@ fn shim(fds: Vec<OwnedFd>) -> i32 {
         landlock: Some(Arc::new(landlock)),
         seccomp: req.seccomp.then(crate::sandbox::seccomp::filter),
     };
-    let null = match spawn::null_stdin() {
-        Ok(n) => n,
-        Err(e) => return fail(&mut sock, &e),
-    };
     let started = spawn::spawn_fds(
         &program,
         &req.argv,
         &req.env,
         Path::new(&req.cwd),
         &setup,
-        [null, out.as_raw_fd(), err.as_raw_fd()],
+        [spawn::null_stdin()?, out.as_raw_fd(), err.as_raw_fd()],
     );
     drop((out, err)); // the runner sees end-of-file once the command's processes are gone
-    let pid = match started {
-        Ok(pid) => pid,
-        Err(e) => return fail(&mut sock, &e),
-    };
-    let status = watch(pid, &mut sock);
-    let _ = wire::report(&mut sock, EXITED, status);
-    0
+    Ok(watch(started?, sock))
 }
 
 /// The program to execute: the request's path, or `argv[0]` looked up on the request's `PATH`

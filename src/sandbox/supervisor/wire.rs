@@ -1,12 +1,14 @@
 //! What the runner and the supervisor say to each other, and the descriptors that travel with it.
 //!
-//! - The **control socket** (`SOCK_SEQPACKET`, one per supervisor) carries one message per command:
-//!   the byte `C` and, as `SCM_RIGHTS`, the command's own socket, its stdout and stderr write ends
-//!   and the Landlock ruleset. Message boundaries keep one command's descriptors together, so
+//! - The **control socket** (`SOCK_SEQPACKET`, one per supervisor) carries [`READY`] once from the
+//!   supervisor, then one message per new slot from the runner: [`SLOT`] with the slot's socket
+//!   attached (`SCM_RIGHTS`). Message boundaries keep a message and its descriptor together, so
 //!   threads of a `--jobs` run may send at the same time without a lock.
-//! - The **command socket** (`SOCK_STREAM`, one per command) first carries the [`Request`] from
-//!   the runner, then single bytes from the runner ([`TERM`], [`KILL`]) and five-byte reports from
-//!   the supervisor's shim ([`EXITED`] or [`FAILED`] and a 32-bit value).
+//! - A **slot socket** (`SOCK_STREAM`, one per shim) carries commands one after another: the byte
+//!   [`COMMAND`] with the command's stdout and stderr write ends and the Landlock ruleset
+//!   attached, then the [`Request`]; then single bytes from the runner ([`TERM`], [`KILL`]) and a
+//!   five-byte report from the shim ([`EXITED`] or [`FAILED`] and a 32-bit value), after which the
+//!   slot takes the next command.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -23,7 +25,9 @@ pub const EXITED: u8 = b'X';
 pub const FAILED: u8 = b'F';
 /// Supervisor → runner on the control socket, once: it is running and takes commands.
 pub const READY: u8 = b'R';
-/// Runner → supervisor on the control socket: start a command (descriptors attached).
+/// Runner → supervisor on the control socket: fork a shim for the slot socket attached.
+pub const SLOT: u8 = b'S';
+/// Runner → shim on a slot: start a command (descriptors attached, the request follows).
 pub const COMMAND: u8 = b'C';
 /// The largest request accepted (argv and environment together); `ARG_MAX` is 2 MiB on Linux.
 const MAX_REQUEST: usize = 4 * 1024 * 1024;
