@@ -225,3 +225,59 @@ fn a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
     assert_eq!(t.read("report.txt"), "EROFS");
     assert_eq!(t.read("sub/.git/config"), "[core]\n");
 }
+
+#[test]
+fn a_bounded_fork_bomb_that_leaves_its_group_is_gone_when_its_step_times_out() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    let marker = format!("acode-bomb-{}", uuid::Uuid::new_v4());
+    // A tree of 2^7 - 1 = 127 processes, every other one in a session of its own, all sleeping:
+    // bounded, so a regression cannot hurt the machine, and out of reach of a group kill.
+    let bomb = format!(
+        "import os, time\n\
+         def grow(depth):\n    \
+         for _ in range(2):\n        \
+         if depth < 6 and os.fork() == 0:\n            \
+         if depth % 2 == 0: os.setsid()\n            \
+         grow(depth + 1)\n            time.sleep(120)\n            os._exit(0)\n\
+         grow(0)\n\
+         open('grown.txt', 'w').write('yes')\n\
+         time.sleep(120)\n\
+         # {marker}\n"
+    );
+    let mut step = py("bomb", &[], &bomb);
+    step["arguments"]["timeout_s"] = json!(3);
+    let beside = py("beside", &[], "open('beside.txt', 'w').write('ran')");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "bomb", "steps": [step, beside]}),
+    );
+    t.approve(&plan);
+    let mut c = t.cmd();
+    c.args([
+        "run",
+        plan.to_str().unwrap(),
+        "--sandbox",
+        "bwrap",
+        "--jobs",
+        "2",
+    ]);
+    let out = c.output().unwrap();
+    assert_ne!(code(&out), 0, "the bomb's step timed out: {}", stderr(&out));
+    assert_eq!(
+        t.read("grown.txt"),
+        "yes",
+        "the tree was grown before the timeout"
+    );
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).into_owned())
+        .filter(|c| c.contains(&marker))
+        .collect();
+    assert!(left.is_empty(), "{} processes left", left.len());
+}

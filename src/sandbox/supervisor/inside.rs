@@ -243,15 +243,33 @@ fn watch(pid: libc::pid_t, sock: &mut File) -> i32 {
 }
 
 /// Kills every process in the shim's Landlock domain (the command's, see the module docs) and
-/// reaps them as they come to it, until it has no child left.
+/// reaps them as they come to it, until it has no child left. Each round reaps every child that
+/// is already dead before signalling again, so a fork bomb's thousands of processes cost one
+/// `kill(-1)` per round, not one per process.
 fn kill_the_rest() {
     loop {
         signal(-1, libc::SIGKILL);
-        let mut status = 0;
-        // SAFETY: waitpid writes only into `status`.
-        let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return; // ECHILD: nothing of the command is left
+        let mut reaped = false;
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes only into `status`.
+            let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if rc > 0 {
+                reaped = true;
+                continue;
+            }
+            if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return; // ECHILD: nothing of the command is left
+            }
+            break; // children left, none dead yet
+        }
+        if !reaped {
+            let mut status = 0;
+            // SAFETY: waitpid writes only into `status`. Blocks until the next one dies.
+            let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return;
+            }
         }
     }
 }
