@@ -325,3 +325,213 @@ fn kill_9_mid_parallel_run_then_resume_completes_each_step_once() {
     );
     assert_eq!(last_writes, 1, "the last step ran exactly once");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Within one step: an agent's read-only calls from one answer, and `verify` commands.
+
+use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+
+/// Runs `plan` (approved here) against `server` with `extra` options, events on stdout.
+fn run_with_model(
+    t: &TestDir,
+    plan: &std::path::Path,
+    server: &ScriptedServer,
+    extra: &[&str],
+) -> std::process::Output {
+    let url = server.url();
+    let mut args = vec![
+        "--llm-url",
+        url.as_str(),
+        "--model",
+        "test-model",
+        "--jsonl",
+    ];
+    args.extend_from_slice(extra);
+    t.approve_and_run(plan, &args)
+}
+
+/// (started_at, started_at + duration_ms) of each execution of `tool` in the step, in the
+/// order they were recorded.
+fn execution_intervals(t: &TestDir, tool: &str) -> Vec<(i64, i64)> {
+    let db = t.db();
+    let mut stmt = db
+        .prepare(
+            "SELECT started_at, started_at + duration_ms FROM executions WHERE tool_name = ?1 \
+             ORDER BY rowid",
+        )
+        .unwrap();
+    stmt.query_map([tool], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A tree that takes file_search a measurable while to go through (a few hundred ms in a debug
+/// build): `dir` with three files of 300 000 short lines, none matching `zz[0-9]+q`.
+fn slow_tree(t: &TestDir, dir: &str) {
+    let text: String = (0..100_000)
+        .map(|i| format!("w{i} x\n"))
+        .collect::<String>()
+        .repeat(3);
+    for k in 0..3 {
+        t.file(&format!("{dir}/f{k}.txt"), &text);
+    }
+}
+
+/// The tool results the model was sent after its first answer: (call id, content), in order.
+fn tool_results_sent(server: &ScriptedServer, request: usize) -> Vec<(String, String)> {
+    server.requests()[request].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_calls_from_one_answer_run_at_the_same_time() {
+    let t = TestDir::new();
+    slow_tree(&t, "a");
+    slow_tree(&t, "b");
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "a"})),
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "b"})),
+        ]),
+        ScriptedResponse::chat_text("Nothing found."),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "reads", "steps": [
+        {"step_id": "look", "tool": "agent", "arguments": {
+            "instruction": "Search a and b.", "tools": ["file_search"], "max_turns": 3}}]}),
+    );
+    let out = run_with_model(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let iv = execution_intervals(&t, "file_search");
+    assert_eq!(iv.len(), 2, "{iv:?}");
+    // Each took a measurable while, so overlapping is not an accident of rounding...
+    for (start, end) in &iv {
+        assert!(end - start >= 20, "a search too quick to tell: {iv:?}");
+    }
+    // ...and each started before the other ended: they ran at the same time (one after the
+    // other, the second would start at or after the first's end).
+    assert!(
+        iv[1].0 < iv[0].1 && iv[0].0 < iv[1].1,
+        "the two reads did not overlap: {iv:?}"
+    );
+    // Both calls were announced before either result, each event names its call, `seq` grows.
+    let evs = events(&out);
+    let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let calls: Vec<(String, String)> = evs
+        .iter()
+        .filter(|e| e["type"] == "tool_call" || e["type"] == "tool_result")
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["call_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(calls.len(), 4, "{calls:?} {evs:#?}");
+    assert!(
+        calls[..2].iter().all(|(k, _)| k == "tool_call"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls[2..]
+            .iter()
+            .map(|(k, id)| format!("{k} {id}"))
+            .collect::<Vec<_>>(),
+        ["tool_result call_1", "tool_result call_2"]
+    );
+    // One committed execution per call, linked to the turn that asked for it.
+    let linked: i64 = q(
+        &t.db(),
+        "SELECT COUNT(*) FROM executions WHERE tool_name = 'file_search' \
+         AND parent_execution_id IN (SELECT execution_id FROM executions WHERE tool_name = 'llm')",
+    );
+    assert_eq!(linked, 2);
+    // The results went back in the answer's order.
+    let sent = tool_results_sent(&server, 1);
+    assert_eq!(
+        sent.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        ["call_1", "call_2"]
+    );
+}
+
+#[test]
+fn a_write_between_reads_splits_them_and_the_later_read_sees_it() {
+    let t = TestDir::new();
+    t.file("x.txt", "old\n");
+    t.file("y.txt", "why\n");
+    slow_tree(&t, "b");
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[
+            ("file_read", json!({"path": "x.txt"})),
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "b"})),
+            ("file_write", json!({"path": "x.txt", "contents": "new\n"})),
+            ("file_read", json!({"path": "x.txt"})),
+            ("file_read", json!({"path": "y.txt"})),
+            ("file_read", json!({"path": "missing.txt"})),
+        ]),
+        ScriptedResponse::chat_text("Done."),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "split", "steps": [
+        {"step_id": "rw", "tool": "agent", "arguments": {
+            "instruction": "Read, write, read.", "tools": ["file_read", "file_search", "file_write"],
+            "max_turns": 3}}]}),
+    );
+    let out = run_with_model(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let sent = tool_results_sent(&server, 1);
+    let ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["call_1", "call_2", "call_3", "call_4", "call_5", "call_6"]
+    );
+    assert!(sent[0].1.contains("old"), "{:?}", sent[0]);
+    assert!(
+        sent[3].1.contains("new"),
+        "the read after the write: {:?}",
+        sent[3]
+    );
+    assert!(sent[4].1.contains("why"), "{:?}", sent[4]);
+    // A failed read is that call's result, and the others are unaffected.
+    assert!(sent[5].1.starts_with("error"), "{:?}", sent[5]);
+    // In time: the first reads (together) ended before the write began, and the write ended
+    // before the later reads began.
+    let db = t.db();
+    let mut stmt = db
+        .prepare(
+            "SELECT tool_name, started_at, started_at + duration_ms FROM executions \
+             WHERE tool_name != 'llm' ORDER BY rowid",
+        )
+        .unwrap();
+    let rows: Vec<(String, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let write = rows.iter().position(|r| r.0 == "file_write").unwrap();
+    assert_eq!(write, 2, "recorded in the answer's order: {rows:?}");
+    for before in &rows[..2] {
+        assert!(before.2 <= rows[2].1, "a read ran into the write: {rows:?}");
+    }
+    for after in &rows[3..] {
+        assert!(
+            rows[2].2 <= after.1,
+            "a read started before the write ended: {rows:?}"
+        );
+    }
+}
