@@ -310,6 +310,20 @@ fn step_deadline(ctx: &StepContext, plan: &Plan) -> Option<Deadline> {
     })
 }
 
+/// Results of a model's call that end the step, whatever the call.
+const FATAL: [ErrorKind; 3] = [
+    ErrorKind::ConfirmationDenied,
+    ErrorKind::Interrupted,
+    ErrorKind::McpChanged,
+];
+/// The same under `--strict`, where a refused sandbox violation ends the step too.
+const FATAL_STRICT: [ErrorKind; 4] = [
+    ErrorKind::ConfirmationDenied,
+    ErrorKind::Interrupted,
+    ErrorKind::McpChanged,
+    ErrorKind::SandboxViolation,
+];
+
 /// What one model-requested call came to: text for the model, or a reason to end the step.
 enum CallFate {
     Reply(String),
@@ -586,9 +600,17 @@ impl Session<'_> {
             .iter()
             .map(|c| self.tool_call(ctx, &c.id, &c.name, &c.arguments, turn))
             .collect();
+        // The refusals that end the step (see `fate`) end the batch too: the calls after one are
+        // not run, as if the calls had come one after the other.
+        let ends_on: &[ErrorKind] = if ctx.run.agent.strict {
+            &FATAL_STRICT
+        } else {
+            &FATAL[..]
+        };
         let how = Together {
             width: PARALLEL_READ_CALLS,
             fail_fast: false,
+            ends_on,
         };
         let results = ctx.call_together(tool_calls, &opts, how)?;
         Ok(calls
@@ -616,11 +638,7 @@ impl Session<'_> {
     /// What the model is told of a call's result, or why the step ends because of it.
     fn fate(&self, ctx: &StepContext, name: &str, result: super::ToolResult) -> CallFate {
         match result.error_kind {
-            Some(
-                kind @ (ErrorKind::ConfirmationDenied
-                | ErrorKind::Interrupted
-                | ErrorKind::McpChanged),
-            ) => {
+            Some(kind) if FATAL.contains(&kind) => {
                 return CallFate::Fatal(StepOutcome::failed(
                     kind,
                     result.error.unwrap_or_else(|| kind.to_string()),

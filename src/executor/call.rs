@@ -409,7 +409,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
     /// see the cancel flag (a command's process group gets SIGTERM, then SIGKILL after the grace
     /// period) and the ones not started do not start, and all of them are recorded `cancelled`,
     /// naming the call that failed. A refusal at the checks (or "quit") cancels them before any
-    /// starts.
+    /// starts. A refusal of a kind in `how.ends_on` ends the calls there (see [`Together`]).
     pub fn call_together(
         &mut self,
         calls: Vec<ToolCall>,
@@ -437,10 +437,15 @@ impl<'s, 'r> StepContext<'s, 'r> {
             match self.admit(call, opts)? {
                 Ok(a) => admitted.push((i, a)),
                 Err(refused) => {
+                    let ends = refused.error_kind.is_some_and(|k| how.ends_on.contains(&k));
                     if how.fail_fast {
                         stopped = Some(format!("{what} was refused"));
                     }
                     results[i] = Some(refused);
+                    if ends {
+                        results.truncate(i + 1);
+                        break;
+                    }
                 }
             }
         }
@@ -731,12 +736,16 @@ impl<'s, 'r> StepContext<'s, 'r> {
 
 /// How [`StepContext::call_together`] runs its calls.
 #[derive(Debug, Clone, Copy)]
-pub struct Together {
+pub struct Together<'a> {
     /// Most calls running at once (threads of the pool).
     pub width: usize,
     /// Whether the first failure cancels the others (`verify` commands) rather than being only
     /// that call's result (an agent's reads).
     pub fail_fast: bool,
+    /// Refusals that end the caller's work (for an agent: a denial, or a sandbox violation under
+    /// `--strict`): the calls after such a refusal are neither checked nor run, as if they had
+    /// come one after the other, and the results end with it.
+    pub ends_on: &'a [ErrorKind],
 }
 
 /// A call that passed every check (and the confirmation gate) and may run.

@@ -1346,4 +1346,37 @@ mod tests {
         });
         assert!(inner.most.load(Ordering::SeqCst) > 1);
     }
+
+    /// Answers "quit" once, then counts any further question.
+    #[derive(Default)]
+    struct QuitsOnce {
+        asked: AtomicUsize,
+    }
+
+    impl ConfirmationCallback for QuitsOnce {
+        fn request_confirmation(&self, _request: &ConfirmationRequest) -> Decision {
+            match self.asked.fetch_add(1, Ordering::SeqCst) {
+                0 => Decision::Quit,
+                _ => Decision::Approve,
+            }
+        }
+    }
+
+    #[test]
+    fn after_quit_no_further_question_is_asked() {
+        let inner = QuitsOnce::default();
+        let gate = OneAtATime::new(&inner);
+        let request = ConfirmationRequest {
+            run_id: "r".into(),
+            step_id: "s".into(),
+            tool: "file_delete".into(),
+            arguments: serde_json::json!({}),
+            reason: "test".into(),
+            preview: None,
+        };
+        assert_eq!(gate.request_confirmation(&request), Decision::Quit);
+        // A step that was waiting for its turn gets "quit" without a question.
+        assert_eq!(gate.request_confirmation(&request), Decision::Quit);
+        assert_eq!(inner.asked.load(Ordering::SeqCst), 1);
+    }
 }

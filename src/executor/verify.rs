@@ -65,6 +65,7 @@ pub fn verify(
     let how = Together {
         width: commands.len(),
         fail_fast: true,
+        ends_on: &[],
     };
     let results = ctx.call_together(calls, &opts, how)?;
     Ok(feedback(&commands, &results, v.listed))
