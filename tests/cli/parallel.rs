@@ -468,6 +468,43 @@ fn read_only_calls_from_one_answer_run_at_the_same_time() {
 }
 
 #[test]
+fn at_most_four_reads_of_one_answer_run_at_once() {
+    let t = TestDir::new();
+    slow_tree(&t, "a");
+    let calls: Vec<(&str, Value)> = (0..6)
+        .map(|i| {
+            (
+                "file_search",
+                json!({"pattern": format!("zz[0-9]+q{i}"), "root": "a"}),
+            )
+        })
+        .collect();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&calls),
+        ScriptedResponse::chat_text("Nothing found."),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "reads", "steps": [
+        {"step_id": "look", "tool": "agent", "arguments": {
+            "instruction": "Search.", "tools": ["file_search"], "max_turns": 3}}]}),
+    );
+    let out = run_with_model(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let iv = execution_intervals(&t, "file_search");
+    assert_eq!(iv.len(), 6, "{iv:?}");
+    // How many ran at each start (intervals are [start, end) in ms: a call taken up by a thread
+    // that just finished one starts at or after that one's end).
+    let most = iv
+        .iter()
+        .map(|&(at, _)| iv.iter().filter(|&&(s, e)| s <= at && at < e).count())
+        .max()
+        .unwrap();
+    assert!((2..=4).contains(&most), "{most} at once: {iv:?}");
+    assert_eq!(tool_results_sent(&server, 1).len(), 6);
+}
+
+#[test]
 fn a_write_between_reads_splits_them_and_the_later_read_sees_it() {
     let t = TestDir::new();
     t.file("x.txt", "old\n");
