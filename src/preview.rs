@@ -44,6 +44,10 @@ pub struct StepPreview {
     /// other, and they touch no path in common; see `executor::schedule`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub beside: Vec<String>,
+    /// The `verify` commands run after it, variables substituted (several run at the same time,
+    /// and the first failure cancels the others).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
     /// Why running it will ask the confirmation callback (denied without a terminal unless
     /// `--confirm auto-approve`), or `None` when it runs without asking.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,6 +227,12 @@ pub fn preview(
             tool: step.tool.clone(),
             effect,
             beside: beside.get_mut(i).map(std::mem::take).unwrap_or_default(),
+            verify: step
+                .verify
+                .iter()
+                .flat_map(|v| &v.commands)
+                .map(|c| vars.substitute(c).unwrap_or_else(|_| c.clone()))
+                .collect(),
             confirm: confirmation_reason(step, &args, workspace, policy),
         });
     }
@@ -635,6 +645,21 @@ fn render_raw(preview: &Preview) -> String {
             }
             Effect::WillFail { reason } => {
                 let _ = writeln!(out, "WILL FAIL: {reason}");
+            }
+        }
+        match s.verify.as_slice() {
+            [] => {}
+            [one] => {
+                let _ = writeln!(out, "    then verifies with: {one:?}");
+            }
+            many => {
+                let words: Vec<String> = many.iter().map(|c| format!("{c:?}")).collect();
+                let _ = writeln!(
+                    out,
+                    "    then verifies with, all at the same time (the first failure cancels the \
+                     others): {}",
+                    words.join(", ")
+                );
             }
         }
         if !s.beside.is_empty() {

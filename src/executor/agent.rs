@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::call::{CallOptions, StepContext, sleep_unless_cancelled, truncate_with_note};
+use super::call::{CallOptions, StepContext, Together, sleep_unless_cancelled, truncate_with_note};
 use super::stuck::{self, Repeat, RepeatGuard};
 use super::verify::{call_options, verify};
 use super::{ExecutionError, StepOutcome};
@@ -28,7 +28,9 @@ use crate::store::ExecutionRecord;
 use crate::tools::agent::AgentArgs;
 use crate::tools::{Artifact, ToolCall};
 
-pub use super::settings::{AgentSettings, DEFAULT_MAX_CALLS_PER_ANSWER, DEFAULT_MAX_REQUEST_BYTES};
+pub use super::settings::{
+    AgentSettings, DEFAULT_MAX_CALLS_PER_ANSWER, DEFAULT_MAX_REQUEST_BYTES, PARALLEL_READ_CALLS,
+};
 
 /// The conversation of one agent session, with a sliding window over turns. A turn's messages are
 /// kept or dropped together so a tool result is never separated from the call it answers.
@@ -308,6 +310,20 @@ fn step_deadline(ctx: &StepContext, plan: &Plan) -> Option<Deadline> {
     })
 }
 
+/// Results of a model's call that end the step, whatever the call.
+const FATAL: [ErrorKind; 3] = [
+    ErrorKind::ConfirmationDenied,
+    ErrorKind::Interrupted,
+    ErrorKind::McpChanged,
+];
+/// The same under `--strict`, where a refused sandbox violation ends the step too.
+const FATAL_STRICT: [ErrorKind; 4] = [
+    ErrorKind::ConfirmationDenied,
+    ErrorKind::Interrupted,
+    ErrorKind::McpChanged,
+    ErrorKind::SandboxViolation,
+];
+
 /// What one model-requested call came to: text for the model, or a reason to end the step.
 enum CallFate {
     Reply(String),
@@ -378,7 +394,34 @@ impl Session<'_> {
                     let mut messages = vec![Message::assistant(&response)];
                     // What this answer asked and got, for stuck detection (whole answers compared).
                     let mut answer: Vec<(String, Value, String)> = Vec::new();
-                    for call in &response.tool_calls {
+                    let calls = &response.tool_calls;
+                    let mut next = 0;
+                    while next < calls.len() {
+                        // Consecutive reads run at the same time; the rest one at a time, in order.
+                        let reads = calls[next..]
+                            .iter()
+                            .take_while(|c| self.reads_only(ctx, c))
+                            .count();
+                        if reads >= 2 {
+                            let batch = &calls[next..next + reads];
+                            next += reads;
+                            let fates = self.execute_together(ctx, batch, *turn, &turn_id)?;
+                            for (call, fate) in batch.iter().zip(fates) {
+                                let reply = match fate {
+                                    CallFate::Reply(text) => text,
+                                    CallFate::Fatal(outcome) => return Ok(outcome),
+                                };
+                                answer.push((
+                                    call.name.clone(),
+                                    call.arguments.clone(),
+                                    reply.clone(),
+                                ));
+                                messages.push(Message::tool(call.id.clone(), reply));
+                            }
+                            continue;
+                        }
+                        let call = &calls[next];
+                        next += 1;
                         let reply = match call.parse_error_feedback() {
                             Some(feedback) => {
                                 let tc = self.tool_call(
@@ -521,43 +564,98 @@ impl Session<'_> {
             )?;
             return Ok(CallFate::Reply(msg));
         }
+        let opts = match self.options(ctx, turn_id) {
+            Ok(opts) => opts,
+            Err(fate) => return Ok(fate),
+        };
+        let result = ctx.call_tool(call, &opts)?;
+        Ok(self.fate(ctx, name, result))
+    }
+
+    /// Whether the model's call may run at the same time as the calls beside it in the answer
+    /// (docs/parallel.md): its arguments parsed, the step allows the tool, the tool only reads
+    /// ([`crate::tools::READ_ONLY_TOOLS`]), and the policy does not make it ask for confirmation.
+    fn reads_only(&self, ctx: &StepContext, call: &crate::llm::LlmToolCall) -> bool {
+        call.parse_error_feedback().is_none()
+            && crate::tools::READ_ONLY_TOOLS.contains(&call.name.as_str())
+            && self.allowed.contains(&call.name)
+            && !ctx.run.policy.tool_needs_confirmation(&call.name)
+    }
+
+    /// Runs consecutive read-only calls of one answer at the same time (at most
+    /// [`PARALLEL_READ_CALLS`] at once), each through the whole pipeline; returns what the model
+    /// is told of each, in the answer's order.
+    fn execute_together(
+        &self,
+        ctx: &mut StepContext,
+        calls: &[crate::llm::LlmToolCall],
+        turn: u32,
+        turn_id: &str,
+    ) -> Result<Vec<CallFate>, ExecutionError> {
+        let opts = match self.options(ctx, turn_id) {
+            Ok(opts) => opts,
+            Err(fate) => return Ok(vec![fate]),
+        };
+        let tool_calls = calls
+            .iter()
+            .map(|c| self.tool_call(ctx, &c.id, &c.name, &c.arguments, turn))
+            .collect();
+        // The refusals that end the step (see `fate`) end the batch too: the calls after one are
+        // not run, as if the calls had come one after the other.
+        let ends_on: &[ErrorKind] = if ctx.run.agent.strict {
+            &FATAL_STRICT
+        } else {
+            &FATAL[..]
+        };
+        let how = Together {
+            width: PARALLEL_READ_CALLS,
+            fail_fast: false,
+            ends_on,
+        };
+        let results = ctx.call_together(tool_calls, &opts, how)?;
+        Ok(calls
+            .iter()
+            .zip(results)
+            .map(|(c, r)| self.fate(ctx, &c.name, r))
+            .collect())
+    }
+
+    /// The options of the model's calls made for turn `turn_id`: each gets at most what is left
+    /// of the step's time; `Err` ends the step when none is left.
+    fn options(&self, ctx: &StepContext, turn_id: &str) -> Result<CallOptions, CallFate> {
         let mut opts: CallOptions = call_options(ctx, self.plan);
         opts.parent_execution_id = Some(turn_id.to_string());
         if let Some(d) = self.deadline {
-            // A call gets at most what is left of the step's time.
             let left = d.remaining();
             if left.is_zero() {
-                return Ok(CallFate::Fatal(d.outcome("before a tool call")));
+                return Err(CallFate::Fatal(d.outcome("before a tool call")));
             }
             opts.timeout = Some(opts.timeout.map_or(left, |t| t.min(left)));
         }
-        let result = ctx.call_tool(call, &opts)?;
+        Ok(opts)
+    }
+
+    /// What the model is told of a call's result, or why the step ends because of it.
+    fn fate(&self, ctx: &StepContext, name: &str, result: super::ToolResult) -> CallFate {
         match result.error_kind {
-            Some(
-                kind @ (ErrorKind::ConfirmationDenied
-                | ErrorKind::Interrupted
-                | ErrorKind::McpChanged),
-            ) => {
-                return Ok(CallFate::Fatal(StepOutcome::failed(
+            Some(kind) if FATAL.contains(&kind) => {
+                return CallFate::Fatal(StepOutcome::failed(
                     kind,
                     result.error.unwrap_or_else(|| kind.to_string()),
-                )));
+                ));
             }
             Some(ErrorKind::SandboxViolation) if ctx.run.agent.strict => {
-                return Ok(CallFate::Fatal(StepOutcome::failed(
+                return CallFate::Fatal(StepOutcome::failed(
                     ErrorKind::SandboxViolation,
                     format!(
                         "the model's {name} call was refused as a sandbox violation, and --strict \
                          fails the step on any: {}",
                         result.error.unwrap_or_default()
                     ),
-                )));
+                ));
             }
             _ if ctx.run.cancel.load(Ordering::SeqCst) => {
-                return Ok(CallFate::Fatal(StepOutcome::failed(
-                    ErrorKind::Interrupted,
-                    "interrupted",
-                )));
+                return CallFate::Fatal(StepOutcome::failed(ErrorKind::Interrupted, "interrupted"));
             }
             _ => {}
         }
@@ -575,10 +673,7 @@ impl Session<'_> {
         // Secrets the runner knows never go to the model, and the recorded prompt is the request
         // as sent. Redacted before truncating, so a cut cannot leave a fragment of a secret.
         let text = ctx.run.store.redactor().redact_string(text);
-        Ok(CallFate::Reply(truncate_with_note(
-            &text,
-            ctx.run.agent.tool_result_chars,
-        )))
+        CallFate::Reply(truncate_with_note(&text, ctx.run.agent.tool_result_chars))
     }
 
     /// One model turn with retries; every attempt is recorded. `Ok(Err(outcome))` ends the step.

@@ -4,7 +4,7 @@
 //! Keeping this in one place is what makes "LLM output is untrusted input" true: a model's call and
 //! a plan's call cannot take different paths.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -92,8 +92,8 @@ pub struct RunContext<'r> {
     /// The run's own interruption flag (a signal, "quit"); the same as `cancel` when steps run
     /// one at a time.
     pub interrupt: &'r AtomicBool,
-    /// Set once, to the failed step's id, when a fatal failure stops the steps running beside it.
-    pub sibling_failed: &'r std::sync::OnceLock<String>,
+    /// Set once, when a fatal failure or the user's "quit" stops the steps running beside it.
+    pub stopped_by: &'r std::sync::OnceLock<StopCause>,
     /// The run's OS sandbox (mode, Landlock rules, limits, temp directory).
     pub sandbox: &'r crate::sandbox::OsSandbox,
     /// Retry schedule for transient failures (the step's `retries` sets the count).
@@ -104,6 +104,24 @@ pub struct RunContext<'r> {
     pub agent: &'r AgentSettings,
     /// LLM tokens used so far in the run, by every step (one budget for steps running at once).
     pub tokens: &'r TokenMeter,
+}
+
+/// Why the steps running at once (`--jobs`) were stopped: recorded `cancelled` with this reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopCause {
+    /// This step failed fatally, and the run stops on its first failure.
+    Failed(String),
+    /// The user answered "quit" at a prompt of this step: the run is to stop.
+    Quit(String),
+}
+
+impl StopCause {
+    /// The step at the root of the stop (its dependents are blocked by it).
+    pub fn step_id(&self) -> &str {
+        match self {
+            StopCause::Failed(s) | StopCause::Quit(s) => s,
+        }
+    }
 }
 
 /// The run's LLM token count, shared by the steps running at once.
@@ -230,21 +248,6 @@ impl<'s, 'r> StepContext<'s, 'r> {
         }
     }
 
-    /// Emits a call's `tool_call` event and progress hook, before its `tool_result`: for a call
-    /// that runs and for one refused before running alike.
-    fn announce(&self, call: &ToolCall, attempt: u32) {
-        self.run.emitter.emit(EventKind::ToolCall {
-            step_id: call.step_id.clone(),
-            call_id: call.call_id.clone(),
-            tool: call.tool.clone(),
-            arguments: call.arguments.clone(),
-            attempt,
-            turn: call.turn,
-            server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
-        });
-        self.run.emitter.progress().on_tool_call(call);
-    }
-
     /// Records a call that was refused before running (unknown tool, bad arguments, sandbox,
     /// denial) and reports it like any other result.
     pub fn refuse(
@@ -257,7 +260,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
     ) -> Result<ToolResult, ExecutionError> {
         // Every `tool_result` follows its `tool_call`, a refused call's too: a consumer of the
         // events sees what was asked before what became of it.
-        self.announce(call, attempt);
+        announce(self.run.emitter, call, attempt);
         let mut record = self.base_record(call, attempt, parent);
         record.error_code = Some(kind.as_str().to_string());
         record.error_message = Some(message.clone());
@@ -373,6 +376,11 @@ impl<'s, 'r> StepContext<'s, 'r> {
             Decision::Deny => false,
             Decision::Quit => {
                 self.quit = true;
+                // Seen at once by the scheduler, which cancels the steps running beside this one.
+                let _ = self
+                    .run
+                    .stopped_by
+                    .set(StopCause::Quit(self.step.step_id.clone()));
                 false
             }
         }
@@ -385,6 +393,103 @@ impl<'s, 'r> StepContext<'s, 'r> {
         call: ToolCall,
         opts: &CallOptions,
     ) -> Result<ToolResult, ExecutionError> {
+        match self.admit(call, opts)? {
+            Err(refused) => Ok(refused),
+            Ok(admitted) => self.attempts(&admitted, opts, None),
+        }
+    }
+
+    /// Runs `calls` at the same time, at most `how.width` at once, and returns their results in the
+    /// order of `calls`. Each call goes through the same pipeline as [`Self::call_tool`]: checks
+    /// and confirmations first, one call after the other in order (so prompts come one at a time
+    /// and in the order asked); then the calls that may run start together, each with its own
+    /// `tool_call` event as it starts; then each is recorded — one transaction per execution — and
+    /// reported with its `tool_result`, in order. A failed call is that call's result; with
+    /// `how.fail_fast` the first failure (by time) stops the others instead: the ones still running
+    /// see the cancel flag (a command's process group gets SIGTERM, then SIGKILL after the grace
+    /// period) and the ones not started do not start, and all of them are recorded `cancelled`,
+    /// naming the call that failed. A refusal at the checks (or "quit") cancels them before any
+    /// starts. A refusal of a kind in `how.ends_on` ends the calls there (see [`Together`]).
+    pub fn call_together(
+        &mut self,
+        calls: Vec<ToolCall>,
+        opts: &CallOptions,
+        how: Together,
+    ) -> Result<Vec<ToolResult>, ExecutionError> {
+        let parent = opts.parent_execution_id.clone();
+        let mut results: Vec<Option<ToolResult>> = Vec::new();
+        results.resize_with(calls.len(), || None);
+        let mut admitted: Vec<(usize, Admitted<'r>)> = Vec::new();
+        // Why the calls left are not run (fail-fast after a refusal, or the user quit).
+        let mut stopped: Option<String> = None;
+        for (i, call) in calls.into_iter().enumerate() {
+            if stopped.is_none() && self.quit {
+                stopped = Some("the user quit".to_string());
+            }
+            if let Some(why) = &stopped {
+                self.attempts += 1;
+                let msg = format!("cancelled before it started: {why}");
+                results[i] =
+                    Some(self.refuse(&call, 1, parent.clone(), ErrorKind::Cancelled, msg)?);
+                continue;
+            }
+            let what = self.describe(&call);
+            match self.admit(call, opts)? {
+                Ok(a) => admitted.push((i, a)),
+                Err(refused) => {
+                    let ends = refused.error_kind.is_some_and(|k| how.ends_on.contains(&k));
+                    if how.fail_fast {
+                        stopped = Some(format!("{what} was refused"));
+                    }
+                    results[i] = Some(refused);
+                    if ends {
+                        results.truncate(i + 1);
+                        break;
+                    }
+                }
+            }
+        }
+        if stopped.is_none() && self.quit {
+            stopped = Some("the user quit".to_string());
+        }
+        match (&stopped, admitted.len()) {
+            (Some(why), _) => {
+                for (i, a) in &admitted {
+                    self.attempts += 1;
+                    let msg = format!("cancelled before it started: {why}");
+                    results[*i] =
+                        Some(self.refuse(&a.call, 1, parent.clone(), ErrorKind::Cancelled, msg)?);
+                }
+            }
+            (None, 1) => {
+                let (i, a) = &admitted[0];
+                results[*i] = Some(self.attempts(a, opts, None)?);
+            }
+            (None, _) => {
+                let ran = self.run_together(&admitted, how);
+                for ((i, a), ran) in admitted.iter().zip(ran) {
+                    results[*i] = Some(self.attempts(a, opts, Some(ran))?);
+                }
+            }
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    /// A call as a person reads it: its tool and what it is about (`run_command "cargo test"`).
+    fn describe(&self, call: &ToolCall) -> String {
+        match self.run.registry.get(&call.tool) {
+            Some(tool) => format!("{} {:?}", call.tool, tool.summary(&call.arguments)),
+            None => call.tool.clone(),
+        }
+    }
+
+    /// Every check a call goes through before it may run — schema, sandbox and policy, then the
+    /// confirmation gate — in that order. `Err` is the recorded result of a refused call.
+    fn admit(
+        &mut self,
+        call: ToolCall,
+        opts: &CallOptions,
+    ) -> Result<Result<Admitted<'r>, ToolResult>, ExecutionError> {
         let parent = opts.parent_execution_id.clone();
         // A value a call puts into a secret-named `env` key (a model's call too) is a secret from
         // here on, before the call is recorded or announced.
@@ -394,16 +499,19 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 .redactor()
                 .add_values(crate::plan::variables::secret_env_values(&call.arguments));
         }
-        let Some((tool, schema)) = self.run.registry.lookup(&call.tool) else {
+        let registry: &'r ToolRegistry = self.run.registry;
+        let Some((tool, schema)) = registry.lookup(&call.tool) else {
             self.attempts += 1;
-            let known: Vec<&str> = self.run.registry.names().collect();
+            let known: Vec<&str> = registry.names().collect();
             let msg = format!(
                 "unknown tool {:?}{} (available: {})",
                 call.tool,
                 crate::suggest::did_you_mean(&call.tool, known.iter().copied()),
                 known.join(", ")
             );
-            return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);
+            return self
+                .refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg)
+                .map(Err);
         };
         let schema_errors = crate::tools::schema::validate(schema, &call.arguments, "arguments");
         if !schema_errors.is_empty() {
@@ -413,36 +521,28 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 call.tool,
                 schema_errors.join("; ")
             );
-            return self.refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg);
+            return self
+                .refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg)
+                .map(Err);
         }
         let timeout = opts
             .timeout
             .unwrap_or(Duration::from_secs(self.run.policy.limits.timeout_s));
-        let emitter = self.run.emitter;
-        let heartbeat_step = call.step_id.clone();
-        let heartbeat_call = call.call_id.clone();
-        let heartbeat_tool = call.tool.clone();
-        let heartbeat = move |elapsed: Duration| {
-            emitter.emit(EventKind::ToolHeartbeat {
-                step_id: heartbeat_step.clone(),
-                call_id: heartbeat_call.clone(),
-                tool: heartbeat_tool.clone(),
-                elapsed_ms: elapsed.as_millis() as u64,
-            })
-        };
         let ctx = ToolContext {
             workspace: self.run.workspace,
             policy: self.run.policy,
             timeout,
             sandbox: self.run.sandbox,
             cancel: self.run.cancel,
-            heartbeat: &heartbeat,
+            heartbeat: &|_| {},
             creates: &self.step.creates,
             history: None,
         };
         if let Err(e) = tool.check(&call.arguments, &ctx) {
             self.attempts += 1;
-            return self.refuse(&call, 1, parent, e.kind(), e.to_string());
+            return self
+                .refuse(&call, 1, parent, e.kind(), e.to_string())
+                .map(Err);
         }
 
         // Confirmation, once per call.
@@ -463,47 +563,69 @@ impl<'s, 'r> StepContext<'s, 'r> {
                     "confirmation denied for {} in step {}",
                     call.tool, call.step_id
                 );
-                return self.refuse(&call, 1, parent, ErrorKind::ConfirmationDenied, msg);
+                return self
+                    .refuse(&call, 1, parent, ErrorKind::ConfirmationDenied, msg)
+                    .map(Err);
             }
         }
+        Ok(Ok(Admitted {
+            call,
+            tool: &**tool,
+            timeout,
+        }))
+    }
 
+    /// What a call's run needs of the run: all of it shareable between threads.
+    fn surroundings(&self) -> Surroundings<'_> {
+        Surroundings {
+            emitter: self.run.emitter,
+            workspace: self.run.workspace,
+            policy: self.run.policy,
+            sandbox: self.run.sandbox,
+            creates: &self.step.creates,
+        }
+    }
+
+    /// Runs an admitted call (its first attempt may have run already: `first`), records each
+    /// attempt and retries transient failures with backoff up to `opts.retries`.
+    fn attempts(
+        &mut self,
+        admitted: &Admitted,
+        opts: &CallOptions,
+        mut first: Option<Ran>,
+    ) -> Result<ToolResult, ExecutionError> {
+        let call = &admitted.call;
+        let parent = opts.parent_execution_id.clone();
         let mut attempt = 0;
         loop {
             attempt += 1;
             self.attempts += 1;
-            self.announce(&call, attempt);
-            let record = self.base_record(&call, attempt, parent.clone());
-            let started = Instant::now();
-            let outcome = {
-                // The history of this run's workspace only, read from the run's own database.
-                let history = WorkspaceHistory {
-                    store: self.run.store,
-                    workspace: self.run.workspace.root().display().to_string(),
-                };
-                let ctx = ToolContext {
-                    history: Some(&history),
-                    ..ctx
-                };
-                tool.run(&call.arguments, &ctx)
-            };
-            let elapsed = started.elapsed();
-            let (output, transient) = match outcome {
-                Ok(out) => {
-                    let transient = out.transient;
-                    (out, transient)
-                }
-                Err(e) => {
-                    let transient = e.is_transient();
-                    (ToolOutput::failed(e.kind(), e.to_string()), transient)
+            let ran = match first.take() {
+                Some(ran) => ran,
+                None => {
+                    announce(self.run.emitter, call, attempt);
+                    // The history of this run's workspace only, read from the run's own database.
+                    let history = WorkspaceHistory {
+                        store: &*self.run.store,
+                        workspace: self.run.workspace.root().display().to_string(),
+                    };
+                    run_admitted(
+                        admitted,
+                        self.surroundings(),
+                        self.run.cancel,
+                        Some(&history),
+                    )
                 }
             };
-            let result = self.finish(&call, record, output, elapsed)?;
+            let mut record = self.base_record(call, attempt, parent.clone());
+            record.started_at = ran.started_at;
+            let result = self.finish(call, record, ran.output, ran.elapsed)?;
             let delay = self
                 .run
                 .backoff
                 .with_retries(opts.retries)
                 .delay(attempt, None);
-            if let (true, Some(delay)) = (transient, delay)
+            if let (true, Some(delay)) = (ran.transient, delay)
                 && !self.run.cancel.load(Ordering::SeqCst)
             {
                 self.run.emitter.emit(EventKind::RetryScheduled {
@@ -518,6 +640,210 @@ impl<'s, 'r> StepContext<'s, 'r> {
             }
             return Ok(result);
         }
+    }
+
+    /// The first attempts of `admitted` (at least two), at the same time: each on a thread of a
+    /// bounded pool, except `history` calls, which read the run's database over this step's
+    /// connection and so run on this thread. Returns how each went, in the order of `admitted`.
+    fn run_together(&self, admitted: &[(usize, Admitted<'r>)], how: Together) -> Vec<Ran> {
+        let near = self.surroundings();
+        let run_cancel: &AtomicBool = self.run.cancel;
+        let store: &Store = &*self.run.store;
+        // Set when the run stops this step (a signal, a failed step beside it), and with
+        // `fail_fast` at the first failure: every call running here looks at it.
+        let stop = AtomicBool::new(run_cancel.load(Ordering::SeqCst));
+        let (here, pooled): (Vec<usize>, Vec<usize>) = (0..admitted.len())
+            .partition(|&k| admitted[k].1.call.tool == crate::tools::history::NAME);
+        let next = AtomicUsize::new(0);
+        let mut out: Vec<Option<Ran>> = Vec::new();
+        out.resize_with(admitted.len(), || None);
+        let mut first_failure: Option<usize> = None;
+        let mut settle = |k: usize, ran: Ran, out: &mut Vec<Option<Ran>>| {
+            if how.fail_fast
+                && !ran.output.success
+                && first_failure.is_none()
+                && !stop.load(Ordering::SeqCst)
+            {
+                first_failure = Some(k);
+                stop.store(true, Ordering::SeqCst);
+            }
+            out[k] = Some(ran);
+        };
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, Ran)>();
+            for _ in 0..how.width.max(1).min(pooled.len()) {
+                let tx = tx.clone();
+                let (pooled, next, stop) = (&pooled, &next, &stop);
+                scope.spawn(move || {
+                    while let Some(&k) = pooled.get(next.fetch_add(1, Ordering::SeqCst)) {
+                        let a = &admitted[k].1;
+                        // Announced as it starts, on the thread that runs it.
+                        announce(near.emitter, &a.call, 1);
+                        let ran = if how.fail_fast && stop.load(Ordering::SeqCst) {
+                            Ran::not_started()
+                        } else {
+                            run_admitted(a, near, stop, None)
+                        };
+                        if tx.send((k, ran)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let history = WorkspaceHistory {
+                store,
+                workspace: near.workspace.root().display().to_string(),
+            };
+            for &k in &here {
+                announce(near.emitter, &admitted[k].1.call, 1);
+                let ran = run_admitted(&admitted[k].1, near, &stop, Some(&history));
+                settle(k, ran, &mut out);
+            }
+            loop {
+                match rx.recv_timeout(Duration::from_millis(25)) {
+                    Ok((k, ran)) => settle(k, ran, &mut out),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+                if run_cancel.load(Ordering::SeqCst) {
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
+        });
+        let failed = first_failure.map(|f| self.describe(&admitted[f].1.call));
+        out.into_iter()
+            .map(|ran| {
+                let mut ran = ran.unwrap_or_else(Ran::not_started);
+                // Stopped by the first failure beside it (not by the run): cancelled, naming it.
+                if let Some(failed) = &failed
+                    && ran.output.failure_kind == Some(ErrorKind::Interrupted)
+                {
+                    let msg = format!(
+                        "cancelled: {failed} failed while this call ran, and calls run together \
+                         stop at the first failure"
+                    );
+                    ran.output.failure_kind = Some(ErrorKind::Cancelled);
+                    ran.output.content = msg.clone();
+                    ran.output.error = Some(msg);
+                    ran.transient = false;
+                }
+                ran
+            })
+            .collect()
+    }
+}
+
+/// How [`StepContext::call_together`] runs its calls.
+#[derive(Debug, Clone, Copy)]
+pub struct Together<'a> {
+    /// Most calls running at once (threads of the pool).
+    pub width: usize,
+    /// Whether the first failure cancels the others (`verify` commands) rather than being only
+    /// that call's result (an agent's reads).
+    pub fail_fast: bool,
+    /// Refusals that end the caller's work (for an agent: a denial, or a sandbox violation under
+    /// `--strict`): the calls after such a refusal are neither checked nor run, as if they had
+    /// come one after the other, and the results end with it.
+    pub ends_on: &'a [ErrorKind],
+}
+
+/// A call that passed every check (and the confirmation gate) and may run.
+struct Admitted<'t> {
+    call: ToolCall,
+    tool: &'t dyn crate::tools::Tool,
+    timeout: Duration,
+}
+
+/// One attempt of a call: when it started, how long it took, and what it produced.
+struct Ran {
+    started_at: i64,
+    elapsed: Duration,
+    output: ToolOutput,
+    transient: bool,
+}
+
+impl Ran {
+    /// A call that never started because the calls beside it were stopped.
+    fn not_started() -> Ran {
+        Ran {
+            started_at: now_ms(),
+            elapsed: Duration::ZERO,
+            output: ToolOutput::failed(ErrorKind::Interrupted, "not started"),
+            transient: false,
+        }
+    }
+}
+
+/// What a call needs of its run while it runs; `Copy` and shareable between the threads of
+/// [`StepContext::call_together`].
+#[derive(Clone, Copy)]
+struct Surroundings<'a> {
+    emitter: &'a Emitter,
+    workspace: &'a Workspace,
+    policy: &'a Policy,
+    sandbox: &'a crate::sandbox::OsSandbox,
+    creates: &'a [String],
+}
+
+/// Emits a call's `tool_call` event and progress hook, before its `tool_result`: for a call that
+/// runs and for one refused before running alike.
+fn announce(emitter: &Emitter, call: &ToolCall, attempt: u32) {
+    emitter.emit(EventKind::ToolCall {
+        step_id: call.step_id.clone(),
+        call_id: call.call_id.clone(),
+        tool: call.tool.clone(),
+        arguments: call.arguments.clone(),
+        attempt,
+        turn: call.turn,
+        server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
+    });
+    emitter.progress().on_tool_call(call);
+}
+
+/// One attempt of an admitted call, stopped by `cancel`; heartbeats name the call.
+fn run_admitted(
+    admitted: &Admitted,
+    near: Surroundings,
+    cancel: &AtomicBool,
+    history: Option<&dyn crate::tools::history::HistorySource>,
+) -> Ran {
+    let call = &admitted.call;
+    let heartbeat = |elapsed: Duration| {
+        near.emitter.emit(EventKind::ToolHeartbeat {
+            step_id: call.step_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            elapsed_ms: elapsed.as_millis() as u64,
+        })
+    };
+    let ctx = ToolContext {
+        workspace: near.workspace,
+        policy: near.policy,
+        timeout: admitted.timeout,
+        sandbox: near.sandbox,
+        cancel,
+        heartbeat: &heartbeat,
+        creates: near.creates,
+        history,
+    };
+    let started_at = now_ms();
+    let started = Instant::now();
+    let (output, transient) = match admitted.tool.run(&call.arguments, &ctx) {
+        Ok(out) => {
+            let transient = out.transient;
+            (out, transient)
+        }
+        Err(e) => {
+            let transient = e.is_transient();
+            (ToolOutput::failed(e.kind(), e.to_string()), transient)
+        }
+    };
+    Ran {
+        started_at,
+        elapsed: started.elapsed(),
+        output,
+        transient,
     }
 }
 

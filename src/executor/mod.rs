@@ -25,7 +25,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use agent::AgentSettings;
-pub use call::{CallOptions, Emitter, RunContext, StepContext, TokenMeter};
+pub use call::{CallOptions, Emitter, RunContext, StepContext, StopCause, Together, TokenMeter};
 pub use callbacks::{
     AutoApprove, AutoDeny, CancellableStdin, ConfirmMode, ConfirmationCallback,
     ConfirmationRequest, Decision, Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
@@ -654,7 +654,7 @@ impl Executor {
         });
         let approve_all = Mutex::new(false);
         let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());
-        let sibling_failed = std::sync::OnceLock::new();
+        let stopped_by = std::sync::OnceLock::new();
         // Prompts are asked one at a time, whatever runs beside them.
         let confirm = OneAtATime::new(&*self.confirm);
         // Each step running beside another needs a database connection of its own; a database in
@@ -673,7 +673,7 @@ impl Executor {
             confirm: &confirm,
             approve_all: &approve_all,
             interrupt: &self.cancel,
-            sibling_failed: &sibling_failed,
+            stopped_by: &stopped_by,
             sandbox: &self.sandbox,
             backoff: self.backoff,
             llm: self.llm.as_ref(),
@@ -710,7 +710,11 @@ impl Executor {
 
         std::thread::scope(|scope| -> Result<(), ExecutionError> {
             loop {
-                if cancel.load(Ordering::SeqCst) {
+                // A signal, or "quit" at a prompt of any step (the user wants the run to stop):
+                // nothing new starts, and what runs is cancelled.
+                if cancel.load(Ordering::SeqCst)
+                    || matches!(stopped_by.get(), Some(StopCause::Quit(_)))
+                {
                     stopped.get_or_insert(ErrorKind::Interrupted);
                     for (_, _, flag) in &running {
                         flag.store(true, Ordering::SeqCst);
@@ -821,7 +825,7 @@ impl Executor {
                 };
                 quit_seen |= quit;
                 if result.status == StepStatus::Cancelled {
-                    failed_root[i] = sibling_failed.get().cloned();
+                    failed_root[i] = stopped_by.get().map(|c| c.step_id().to_string());
                 } else if result.status == StepStatus::Failed {
                     let kind = result.error_kind.unwrap_or(ErrorKind::ToolFailed);
                     let interrupted = quit || cancel.load(Ordering::SeqCst);
@@ -839,7 +843,7 @@ impl Executor {
                             stopped = Some(kind);
                             // Stop on first fatal failure: what runs beside it is cancelled.
                             if !running.is_empty() {
-                                let _ = sibling_failed.set(id);
+                                let _ = stopped_by.set(StopCause::Failed(id));
                                 for (_, _, flag) in &running {
                                     flag.store(true, Ordering::SeqCst);
                                 }
@@ -933,7 +937,7 @@ struct Parts<'r> {
     confirm: &'r dyn ConfirmationCallback,
     approve_all: &'r Mutex<bool>,
     interrupt: &'r AtomicBool,
-    sibling_failed: &'r std::sync::OnceLock<String>,
+    stopped_by: &'r std::sync::OnceLock<StopCause>,
     sandbox: &'r OsSandbox,
     backoff: retry::Backoff,
     llm: Option<&'r Arc<dyn LlmClient>>,
@@ -957,7 +961,7 @@ impl<'r> Parts<'r> {
             approve_all: self.approve_all,
             cancel,
             interrupt: self.interrupt,
-            sibling_failed: self.sibling_failed,
+            stopped_by: self.stopped_by,
             sandbox: self.sandbox,
             backoff: self.backoff,
             llm: self.llm,
@@ -1009,9 +1013,13 @@ fn beside(
 
 /// Hands confirmation requests to the callback one at a time: steps running at once
 /// (`--jobs`) never ask two questions together.
+///
+/// "quit" applies to the whole run: once the user answered it, a step that was waiting for its
+/// turn to ask gets "quit" too, without a question (it is being cancelled).
 struct OneAtATime<'c> {
     inner: &'c dyn ConfirmationCallback,
     lock: Mutex<()>,
+    quit: AtomicBool,
 }
 
 impl<'c> OneAtATime<'c> {
@@ -1019,6 +1027,7 @@ impl<'c> OneAtATime<'c> {
         OneAtATime {
             inner,
             lock: Mutex::new(()),
+            quit: AtomicBool::new(false),
         }
     }
 }
@@ -1029,7 +1038,14 @@ impl ConfirmationCallback for OneAtATime<'_> {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        self.inner.request_confirmation(request)
+        if self.quit.load(Ordering::SeqCst) {
+            return Decision::Quit;
+        }
+        let decision = self.inner.request_confirmation(request);
+        if decision == Decision::Quit {
+            self.quit.store(true, Ordering::SeqCst);
+        }
+        decision
     }
 }
 
@@ -1195,20 +1211,26 @@ fn run_step(
     drop(ctx);
 
     let duration_ms = started.elapsed().as_millis() as u64;
-    // Stopped because a step beside it failed (`--jobs`), not by a signal: cancelled, naming it.
-    let sibling = run
-        .sibling_failed
-        .get()
-        .filter(|_| run.cancel.load(Ordering::SeqCst) && !run.interrupt.load(Ordering::SeqCst));
-    let (status, kind, message) = match (&outcome.failure, sibling) {
+    // Stopped because a step beside it failed (`--jobs`), or because the user quit at another
+    // step's prompt, not by a signal: cancelled, saying why.
+    let interrupted = run.interrupt.load(Ordering::SeqCst);
+    let stopped = match run.stopped_by.get() {
+        Some(StopCause::Failed(by)) if run.cancel.load(Ordering::SeqCst) && !interrupted => {
+            Some(format!(
+                "step {by:?} failed while this one ran, and the run stops on its first failure"
+            ))
+        }
+        Some(StopCause::Quit(by)) if *by != step.step_id && !interrupted => Some(format!(
+            "the user quit (at a prompt of step {by:?}) while this one ran"
+        )),
+        _ => None,
+    };
+    let (status, kind, message) = match (&outcome.failure, stopped) {
         (None, _) => (StepStatus::Completed, None, None),
-        (Some((_, m)), Some(by)) => (
+        (Some((_, m)), Some(why)) => (
             StepStatus::Cancelled,
             Some(ErrorKind::Cancelled),
-            Some(format!(
-                "cancelled: step {by:?} failed while this one ran, and the run stops on its first \
-                 failure ({m})"
-            )),
+            Some(format!("cancelled: {why} ({m})")),
         ),
         (Some((k, m)), None) => (StepStatus::Failed, Some(*k), Some(m.clone())),
     };
@@ -1323,5 +1345,38 @@ mod tests {
             }
         });
         assert!(inner.most.load(Ordering::SeqCst) > 1);
+    }
+
+    /// Answers "quit" once, then counts any further question.
+    #[derive(Default)]
+    struct QuitsOnce {
+        asked: AtomicUsize,
+    }
+
+    impl ConfirmationCallback for QuitsOnce {
+        fn request_confirmation(&self, _request: &ConfirmationRequest) -> Decision {
+            match self.asked.fetch_add(1, Ordering::SeqCst) {
+                0 => Decision::Quit,
+                _ => Decision::Approve,
+            }
+        }
+    }
+
+    #[test]
+    fn after_quit_no_further_question_is_asked() {
+        let inner = QuitsOnce::default();
+        let gate = OneAtATime::new(&inner);
+        let request = ConfirmationRequest {
+            run_id: "r".into(),
+            step_id: "s".into(),
+            tool: "file_delete".into(),
+            arguments: serde_json::json!({}),
+            reason: "test".into(),
+            preview: None,
+        };
+        assert_eq!(gate.request_confirmation(&request), Decision::Quit);
+        // A step that was waiting for its turn gets "quit" without a question.
+        assert_eq!(gate.request_confirmation(&request), Decision::Quit);
+        assert_eq!(inner.asked.load(Ordering::SeqCst), 1);
     }
 }

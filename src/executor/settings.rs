@@ -38,6 +38,11 @@ pub struct AgentSettings {
 
 /// Default for [`AgentSettings::max_calls_per_answer`].
 pub const DEFAULT_MAX_CALLS_PER_ANSWER: usize = 16;
+/// Most read-only calls of one model answer that run at the same time (docs/parallel.md). A fixed
+/// number, not `--jobs`: reads change nothing, so running them together does not change what a
+/// plan means (which is what `--jobs` is asked for), and 4 keeps the threads one step adds small
+/// while covering the usual "read these few files" answer.
+pub const PARALLEL_READ_CALLS: usize = 4;
 /// Default for [`AgentSettings::max_request_bytes`] (8 MiB).
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 

@@ -199,14 +199,35 @@ impl Precondition {
     }
 }
 
-/// A command run after a step to check its work.
+/// The commands run after a step to check its work: one (`"command"`), or several
+/// (`"commands"`) run at the same time, where the first failure cancels the rest.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verify {
-    /// The command, split like `run_command`'s `command`.
-    pub command: String,
+    /// The commands (at least one, at most [`MAX_VERIFY_COMMANDS`]), each split like
+    /// `run_command`'s `command`.
+    pub commands: Vec<String>,
+    /// Whether the plan wrote the list form (`commands`), so a problem is reported where it is
+    /// written (`verify.commands[1]` rather than `verify.command`).
+    pub listed: bool,
     /// How many times an agent step may be re-run with the verifier's output (default 3).
     pub max_cycles: u32,
 }
+
+impl Verify {
+    /// Where the `k`th command is written in a step at `at` (`steps[2]`): `steps[2].verify.command`,
+    /// or `steps[2].verify.commands[k]` for the list form.
+    pub fn location(&self, at: &str, k: usize) -> String {
+        if self.listed {
+            format!("{at}.verify.commands[{k}]")
+        } else {
+            format!("{at}.verify.command")
+        }
+    }
+}
+
+/// Most commands one `verify` may list: they all run at once, so this bounds the processes one
+/// step's verification starts.
+pub const MAX_VERIFY_COMMANDS: usize = 16;
 
 /// One step of a plan.
 #[derive(Debug, Clone, Serialize)]

@@ -11,7 +11,9 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::model::{Arguments, Defaults, OnFailure, Plan, Precondition, Step, Verify};
+use super::model::{
+    Arguments, Defaults, MAX_VERIFY_COMMANDS, OnFailure, Plan, Precondition, Step, Verify,
+};
 use super::{Problem, ProblemKind};
 
 /// The largest plan file accepted; larger input is refused before parsing.
@@ -345,6 +347,48 @@ const STEP_FIELDS: &[&str] = &[
     "parallel_safe",
 ];
 
+/// A `verify`'s `commands`: a list of 1 to [`MAX_VERIFY_COMMANDS`] command strings. `None` when
+/// absent or not usable (each problem is reported).
+fn verify_commands(c: &mut Collector, v: &Map<String, Value>, vat: &str) -> Option<Vec<String>> {
+    let at = format!("{vat}.commands");
+    match v.get("commands")? {
+        Value::Array(items) => {
+            if items.is_empty() {
+                c.err(at, "must list at least one command");
+                return None;
+            }
+            if items.len() > MAX_VERIFY_COMMANDS {
+                c.err(
+                    at,
+                    format!(
+                        "lists {} commands; at most {MAX_VERIFY_COMMANDS} run together",
+                        items.len()
+                    ),
+                );
+                return None;
+            }
+            let mut commands = Vec::with_capacity(items.len());
+            for (j, item) in items.iter().enumerate() {
+                match item.as_str() {
+                    Some(s) => commands.push(s.to_string()),
+                    None => c.err(
+                        format!("{at}[{j}]"),
+                        format!("expected a command string, got {}", kind(item)),
+                    ),
+                }
+            }
+            (commands.len() == items.len()).then_some(commands)
+        }
+        other => {
+            c.err(
+                at,
+                format!("expected an array of command strings, got {}", kind(other)),
+            );
+            None
+        }
+    }
+}
+
 fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) -> Option<Step> {
     let at = format!("steps[{i}]");
     let mut owned = match item {
@@ -442,18 +486,42 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         None | Some(Value::Null) => None,
         Some(Value::Object(v)) => {
             let vat = format!("{at}.verify");
-            c.unknown_fields(v, &vat, &["command", "max_cycles"]);
+            c.unknown_fields(v, &vat, &["command", "commands", "max_cycles"]);
             let command = c.string(v, "command", &vat);
-            if command.is_none() {
-                c.err(format!("{vat}.command"), "missing");
-            }
+            let commands = verify_commands(c, v, &vat);
             let max_cycles = c.uint(v, "max_cycles", &vat, 20).unwrap_or(3) as u32;
             if max_cycles == 0 {
                 c.err(format!("{vat}.max_cycles"), "must be at least 1");
             }
-            command.map(|command| {
+            let listed = commands.is_some();
+            match (command, commands) {
+                (Some(_), Some(_)) => {
+                    c.err(
+                        vat,
+                        "give either \"command\" (one command) or \"commands\" (several, run at \
+                         the same time), not both",
+                    );
+                    None
+                }
+                (None, None) => {
+                    // `"command": 1` was reported as not a string already.
+                    let given = |k: &str| v.get(k).is_some_and(|x| !x.is_null());
+                    if !given("command") && !given("commands") {
+                        c.err(
+                            format!("{vat}.command"),
+                            "missing (give \"command\", or \"commands\" for several run at the \
+                             same time)",
+                        );
+                    }
+                    None
+                }
+                (Some(command), None) => Some(vec![command]),
+                (None, Some(commands)) => Some(commands),
+            }
+            .map(|commands| {
                 Box::new(Verify {
-                    command,
+                    commands,
+                    listed,
                     max_cycles,
                 })
             })

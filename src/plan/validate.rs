@@ -253,10 +253,12 @@ pub fn validate_step(
         }
     }
     if let Some(verify) = &step.verify {
-        let vat = format!("{at}.verify.command");
-        match vars.substitute(&verify.command) {
-            Err(e) => problems.push(Problem::invalid(vat, e)),
-            Ok(cmd) => problems.extend(check_command(ctx, &cmd, &vat)),
+        for (k, command) in verify.commands.iter().enumerate() {
+            let vat = verify.location(&at, k);
+            match vars.substitute(command) {
+                Err(e) => problems.push(Problem::invalid(vat, e)),
+                Ok(cmd) => problems.extend(check_command(ctx, &cmd, &vat)),
+            }
         }
     }
     problems

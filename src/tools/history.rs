@@ -84,6 +84,9 @@ pub struct HistoryPage {
     pub truncated: bool,
 }
 
+/// The tool's registered name.
+pub const NAME: &str = "history";
+
 /// Where `history` reads from: implemented by the executor over the execution database, scoped to
 /// one workspace (the tool never says which; the source decides).
 pub trait HistorySource {
@@ -197,7 +200,7 @@ pub struct History;
 
 impl Tool for History {
     fn name(&self) -> &'static str {
-        "history"
+        NAME
     }
 
     fn description(&self) -> &'static str {

@@ -819,6 +819,34 @@ fn edge_cases_get_the_same_verdict() {
             step(json!({"verify": {"command": "true", "cycles": 2}})),
         ),
         (
+            "verify commands",
+            step(json!({"verify": {"commands": ["true", "false"]}})),
+        ),
+        (
+            "verify command and commands",
+            step(json!({"verify": {"command": "true", "commands": ["true"]}})),
+        ),
+        (
+            "verify commands empty",
+            step(json!({"verify": {"commands": []}})),
+        ),
+        (
+            "verify commands not strings",
+            step(json!({"verify": {"commands": ["true", 1]}})),
+        ),
+        (
+            "verify commands null",
+            step(json!({"verify": {"command": "true", "commands": null}})),
+        ),
+        (
+            "verify commands 17",
+            step(json!({"verify": {"commands": vec!["true"; 17]}})),
+        ),
+        (
+            "verify commands 16",
+            step(json!({"verify": {"commands": vec!["true"; 16]}})),
+        ),
+        (
             "depends_on a string",
             json!({"plan_id": "p", "steps": [
             {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}},

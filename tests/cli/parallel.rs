@@ -325,3 +325,562 @@ fn kill_9_mid_parallel_run_then_resume_completes_each_step_once() {
     );
     assert_eq!(last_writes, 1, "the last step ran exactly once");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Within one step: an agent's read-only calls from one answer, and `verify` commands.
+
+use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
+
+/// Runs `plan` (approved here) against `server` with `extra` options, events on stdout.
+fn run_with_model(
+    t: &TestDir,
+    plan: &std::path::Path,
+    server: &ScriptedServer,
+    extra: &[&str],
+) -> std::process::Output {
+    let url = server.url();
+    let mut args = vec![
+        "--llm-url",
+        url.as_str(),
+        "--model",
+        "test-model",
+        "--jsonl",
+    ];
+    args.extend_from_slice(extra);
+    t.approve_and_run(plan, &args)
+}
+
+/// (started_at, started_at + duration_ms) of each execution of `tool` in the step, in the
+/// order they were recorded.
+fn execution_intervals(t: &TestDir, tool: &str) -> Vec<(i64, i64)> {
+    let db = t.db();
+    let mut stmt = db
+        .prepare(
+            "SELECT started_at, started_at + duration_ms FROM executions WHERE tool_name = ?1 \
+             ORDER BY rowid",
+        )
+        .unwrap();
+    stmt.query_map([tool], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A tree that takes file_search a measurable while to go through (a few hundred ms in a debug
+/// build): `dir` with three files of 300 000 short lines, none matching `zz[0-9]+q`.
+fn slow_tree(t: &TestDir, dir: &str) {
+    let text: String = (0..100_000)
+        .map(|i| format!("w{i} x\n"))
+        .collect::<String>()
+        .repeat(3);
+    for k in 0..3 {
+        t.file(&format!("{dir}/f{k}.txt"), &text);
+    }
+}
+
+/// The tool results the model was sent after its first answer: (call id, content), in order.
+fn tool_results_sent(server: &ScriptedServer, request: usize) -> Vec<(String, String)> {
+    server.requests()[request].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_calls_from_one_answer_run_at_the_same_time() {
+    let t = TestDir::new();
+    slow_tree(&t, "a");
+    slow_tree(&t, "b");
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "a"})),
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "b"})),
+        ]),
+        ScriptedResponse::chat_text("Nothing found."),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "reads", "steps": [
+        {"step_id": "look", "tool": "agent", "arguments": {
+            "instruction": "Search a and b.", "tools": ["file_search"], "max_turns": 3}}]}),
+    );
+    let out = run_with_model(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let iv = execution_intervals(&t, "file_search");
+    assert_eq!(iv.len(), 2, "{iv:?}");
+    // Each took a measurable while, so overlapping is not an accident of rounding...
+    for (start, end) in &iv {
+        assert!(end - start >= 20, "a search too quick to tell: {iv:?}");
+    }
+    // ...and each started before the other ended: they ran at the same time (one after the
+    // other, the second would start at or after the first's end).
+    assert!(
+        iv[1].0 < iv[0].1 && iv[0].0 < iv[1].1,
+        "the two reads did not overlap: {iv:?}"
+    );
+    // Both calls were announced before either result, each event names its call, `seq` grows.
+    let evs = events(&out);
+    let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let calls: Vec<(String, String)> = evs
+        .iter()
+        .filter(|e| e["type"] == "tool_call" || e["type"] == "tool_result")
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["call_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(calls.len(), 4, "{calls:?} {evs:#?}");
+    assert!(
+        calls[..2].iter().all(|(k, _)| k == "tool_call"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls[2..]
+            .iter()
+            .map(|(k, id)| format!("{k} {id}"))
+            .collect::<Vec<_>>(),
+        ["tool_result call_1", "tool_result call_2"]
+    );
+    // One committed execution per call, linked to the turn that asked for it.
+    let linked: i64 = q(
+        &t.db(),
+        "SELECT COUNT(*) FROM executions WHERE tool_name = 'file_search' \
+         AND parent_execution_id IN (SELECT execution_id FROM executions WHERE tool_name = 'llm')",
+    );
+    assert_eq!(linked, 2);
+    // The results went back in the answer's order.
+    let sent = tool_results_sent(&server, 1);
+    assert_eq!(
+        sent.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        ["call_1", "call_2"]
+    );
+}
+
+#[test]
+fn at_most_four_reads_of_one_answer_run_at_once() {
+    let t = TestDir::new();
+    slow_tree(&t, "a");
+    let calls: Vec<(&str, Value)> = (0..6)
+        .map(|i| {
+            (
+                "file_search",
+                json!({"pattern": format!("zz[0-9]+q{i}"), "root": "a"}),
+            )
+        })
+        .collect();
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&calls),
+        ScriptedResponse::chat_text("Nothing found."),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "reads", "steps": [
+        {"step_id": "look", "tool": "agent", "arguments": {
+            "instruction": "Search.", "tools": ["file_search"], "max_turns": 3}}]}),
+    );
+    let out = run_with_model(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let iv = execution_intervals(&t, "file_search");
+    assert_eq!(iv.len(), 6, "{iv:?}");
+    // How many ran at each start (intervals are [start, end) in ms: a call taken up by a thread
+    // that just finished one starts at or after that one's end).
+    let most = iv
+        .iter()
+        .map(|&(at, _)| iv.iter().filter(|&&(s, e)| s <= at && at < e).count())
+        .max()
+        .unwrap();
+    assert!((2..=4).contains(&most), "{most} at once: {iv:?}");
+    assert_eq!(tool_results_sent(&server, 1).len(), 6);
+}
+
+#[test]
+fn a_write_between_reads_splits_them_and_the_later_read_sees_it() {
+    let t = TestDir::new();
+    t.file("x.txt", "old\n");
+    t.file("y.txt", "why\n");
+    slow_tree(&t, "b");
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[
+            ("file_read", json!({"path": "x.txt"})),
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "b"})),
+            ("history", json!({"limit": 1})),
+            ("file_write", json!({"path": "x.txt", "contents": "new\n"})),
+            ("file_read", json!({"path": "x.txt"})),
+            ("file_read", json!({"path": "y.txt"})),
+            ("file_read", json!({"path": "missing.txt"})),
+        ]),
+        ScriptedResponse::chat_text("Done."),
+    ]);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "split", "steps": [
+        {"step_id": "rw", "tool": "agent", "arguments": {
+            "instruction": "Read, write, read.", "tools": ["file_read", "file_search", "history", "file_write"],
+            "max_turns": 3}}]}),
+    );
+    let out = run_with_model(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let sent = tool_results_sent(&server, 1);
+    let ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "call_1", "call_2", "call_3", "call_4", "call_5", "call_6", "call_7"
+        ]
+    );
+    assert!(sent[0].1.contains("old"), "{:?}", sent[0]);
+    // `history` (run on the step's own thread, over its database connection) answered too.
+    assert!(!sent[2].1.starts_with("error"), "{:?}", sent[2]);
+    assert!(
+        sent[4].1.contains("new"),
+        "the read after the write: {:?}",
+        sent[4]
+    );
+    assert!(sent[5].1.contains("why"), "{:?}", sent[5]);
+    // A failed read is that call's result, and the others are unaffected.
+    assert!(sent[6].1.starts_with("error"), "{:?}", sent[6]);
+    // In time: the first reads (together) ended before the write began, and the write ended
+    // before the later reads began.
+    let db = t.db();
+    let mut stmt = db
+        .prepare(
+            "SELECT tool_name, started_at, started_at + duration_ms FROM executions \
+             WHERE tool_name != 'llm' ORDER BY rowid",
+        )
+        .unwrap();
+    let rows: Vec<(String, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    let write = rows.iter().position(|r| r.0 == "file_write").unwrap();
+    assert_eq!(write, 3, "recorded in the answer's order: {rows:?}");
+    for before in &rows[..3] {
+        assert!(before.2 <= rows[3].1, "a read ran into the write: {rows:?}");
+    }
+    for after in &rows[4..] {
+        assert!(
+            rows[3].2 <= after.1,
+            "a read started before the write ended: {rows:?}"
+        );
+    }
+}
+
+/// Whether a process whose command line starts with `program` and holds `marker` is running.
+fn process_running(program: &str, marker: &str) -> Option<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find_map(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (cmdline.starts_with(program) && cmdline.contains(marker)).then_some(cmdline)
+        })
+}
+
+/// (call_id, success, error_code, error_message, started_at, started_at + duration_ms) of the
+/// step's `run_command` executions, in call order.
+type CommandRow = (String, i64, Option<String>, Option<String>, i64, i64);
+
+fn command_rows(t: &TestDir) -> Vec<CommandRow> {
+    let db = t.db();
+    let mut stmt = db
+        .prepare(
+            "SELECT json_extract(arguments_json, '$.command'), success, error_code, error_message, \
+             started_at, started_at + duration_ms FROM executions WHERE tool_name = 'run_command' \
+             ORDER BY rowid",
+        )
+        .unwrap();
+    stmt.query_map([], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        ))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+#[test]
+fn verify_commands_run_together_and_the_first_failure_cancels_the_rest() {
+    let t = TestDir::new();
+    policy(&t);
+    let marker = format!("31.{}", std::process::id());
+    let slow = format!("sleep {marker}");
+    let failing = "sh -c 'sleep 0.3; exit 3'";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "verify", "steps": [
+        {"step_id": "build", "tool": "file_write", "arguments": {"path": "out.txt", "contents": "x"},
+         "verify": {"commands": [slow, failing, "sleep 0.1"]}},
+        {"step_id": "after", "tool": "file_write", "arguments": {"path": "after.txt", "contents": "x"}}]}),
+    );
+    let started = Instant::now();
+    let out = t.approve_and_run(&plan, &["--jsonl"]);
+    let took = started.elapsed();
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert!(
+        took < Duration::from_secs(15),
+        "the slow verify command was not cancelled: {took:?}"
+    );
+    assert!(!t.ws.join("after.txt").exists());
+    let rows = command_rows(&t);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let by = |c: &str| rows.iter().find(|r| r.0 == c).unwrap().clone();
+    // The one that failed, the one that passed before it did, and the one it cancelled.
+    let (_, ok, kind, _, _, _) = by(failing);
+    assert_eq!((ok, kind.as_deref()), (0, Some("tool_failed")), "{rows:?}");
+    assert_eq!(by("sleep 0.1").1, 1, "{rows:?}");
+    let (_, ok, kind, message, _, _) = by(&slow);
+    assert_eq!((ok, kind.as_deref()), (0, Some("cancelled")), "{rows:?}");
+    assert!(
+        message.as_deref().unwrap_or_default().contains(failing),
+        "the cancelled one names the failure: {message:?}"
+    );
+    // They ran at the same time: each started before any of them ended.
+    let latest_start = rows.iter().map(|r| r.4).max().unwrap();
+    let earliest_end = rows.iter().map(|r| r.5).min().unwrap();
+    assert!(latest_start < earliest_end, "{rows:?}");
+    // The step's failure names the command that failed and says what became of the others.
+    let error: String = q(
+        &t.db(),
+        "SELECT error_message FROM steps WHERE step_id = 'build'",
+    );
+    assert!(
+        error.contains(&format!("verify command {failing:?} (2 of 3) failed")),
+        "{error}"
+    );
+    assert!(
+        error.contains(&format!("{slow:?} was cancelled")),
+        "{error}"
+    );
+    assert!(error.contains("\"sleep 0.1\" passed"), "{error}");
+    // Every call is announced, then reported, under its own id.
+    let ids: Vec<String> = events(&out)
+        .iter()
+        .filter(|e| e["type"] == "tool_result" && e["tool"] == "run_command")
+        .map(|e| e["call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["build#verify-1", "build#verify-2", "build#verify-3"]);
+    assert!(process_running("sleep", &marker).is_none(), "left running");
+}
+
+#[test]
+fn verify_commands_that_pass_overlap_and_a_single_command_works_as_before() {
+    let t = TestDir::new();
+    policy(&t);
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "verify", "steps": [
+        {"step_id": "two", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "x"},
+         "verify": {"commands": ["sleep 0.5", "sleep 0.5"]}},
+        {"step_id": "one", "tool": "file_write", "arguments": {"path": "b.txt", "contents": "x"},
+         "verify": {"command": "sh -c 'test -f b.txt'"}}]}),
+    );
+    let out = t.approve_and_run(&plan, &["--jsonl"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let rows = command_rows(&t);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r.1 == 1), "{rows:?}");
+    let (a, b) = (&rows[0], &rows[1]);
+    assert!(
+        a.4 < b.5 && b.4 < a.5,
+        "the two sleeps did not overlap: {rows:?}"
+    );
+    let ids: Vec<String> = events(&out)
+        .iter()
+        .filter(|e| e["type"] == "tool_call" && e["tool"] == "run_command")
+        .map(|e| e["call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["two#verify-1", "two#verify-2", "one#verify"]);
+}
+
+#[test]
+fn an_agents_feedback_names_the_verify_command_that_failed() {
+    let t = TestDir::new();
+    policy(&t);
+    t.file(
+        "src/lib.rs",
+        "pub fn add(a: i32, b: i32) -> i32 { a - b }\n",
+    );
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("All done."),
+        ScriptedResponse::chat_tool_calls(&[(
+            "file_edit",
+            json!({"path": "src/lib.rs", "old": "a - b", "new": "a + b"}),
+        )]),
+        ScriptedResponse::chat_text("Fixed for real."),
+    ]);
+    let check = "sh -c 'grep -q \"a + b\" src/lib.rs'";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "verify", "steps": [
+        {"step_id": "fix", "tool": "agent",
+         "arguments": {"instruction": "Make add() add.", "tools": ["file_edit"]},
+         "verify": {"commands": ["sh -c 'test -f src/lib.rs'", check], "max_cycles": 2}}]}),
+    );
+    let out = run_with_model(&t, &plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let retry_prompt = requests[1].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        retry_prompt.contains(&format!("verify command {check:?} (2 of 2) failed")),
+        "{retry_prompt}"
+    );
+}
+
+#[test]
+fn verify_command_and_commands_are_checked_and_shown() {
+    let t = TestDir::new();
+    policy(&t);
+    let refused_with = |verify: Value, exit: i32, needle: &str| {
+        let plan = t.plan(
+            "bad.json",
+            &json!({"plan_id": "bad", "steps": [
+            {"step_id": "s", "tool": "file_read", "arguments": {"path": "x"}, "verify": verify}]}),
+        );
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_eq!(code(&out), exit, "{verify}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{verify}: {}", stderr(&out));
+    };
+    // A plan that is not well-formed is a usage error (exit 2).
+    let refused = |verify: Value, needle: &str| refused_with(verify, 2, needle);
+    refused(
+        json!({"command": "sleep 1", "commands": ["sleep 1"]}),
+        "steps[0].verify: give either \"command\"",
+    );
+    refused(
+        json!({"commands": []}),
+        "steps[0].verify.commands: must list at least one",
+    );
+    refused(
+        json!({"commands": ["sleep 1", 3]}),
+        "steps[0].verify.commands[1]: expected a command string",
+    );
+    // A command the policy does not allow is a sandbox violation (exit 32), as for `command`.
+    refused_with(
+        json!({"commands": ["sleep 1", "nc -l 80"]}),
+        32,
+        "steps[0].verify.commands[1]: sandbox violation",
+    );
+    refused(json!({"max_cycles": 2}), "steps[0].verify.command: missing");
+    refused(
+        json!({"commands": vec!["sleep 1"; 17]}),
+        "steps[0].verify.commands: lists 17 commands; at most 16",
+    );
+    // Nothing ran, nothing was recorded.
+    assert!(!t.ws.join(".acode/executions.db").exists());
+
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "shown", "variables": {"n": "0.1"}, "steps": [
+        {"step_id": "s", "tool": "file_read", "arguments": {"path": "x"},
+         "verify": {"commands": ["sleep ${n}", "sh -c 'exit 0'"]}}]}),
+    );
+    let out = t.run(&["preview", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(
+            "then verifies with, all at the same time (the first failure cancels the others): \
+             \"sleep 0.1\", \"sh -c 'exit 0'\""
+        ),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn quit_at_a_prompt_cancels_the_running_siblings() {
+    let t = TestDir::new();
+    policy(&t);
+    t.file("f.txt", "keep\n");
+    let marker = format!("32.{}", std::process::id());
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "quit", "steps": [
+        {"step_id": "slow", "tool": "run_command", "depends_on": [], "parallel_safe": true,
+         "arguments": {"argv": ["sleep", marker]}},
+        {"step_id": "ask", "tool": "file_delete", "depends_on": [], "arguments": {"path": "f.txt"}},
+        {"step_id": "after-slow", "tool": "file_write", "depends_on": ["slow"],
+         "arguments": {"path": "a.txt", "contents": "a"}}]}),
+    );
+    t.approve(&plan);
+    let started = Instant::now();
+    let mut child = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--confirm", "prompt", "--jobs", "2"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = collect_stderr(&mut child);
+    let mut stdin = child.stdin.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !err.lock().unwrap().contains("allow?") || process_running("sleep", &marker).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no prompt beside the running sleep: {}",
+            err.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stdin.write_all(b"q\n").unwrap();
+    let status = child.wait().unwrap();
+    let took = started.elapsed();
+    // The exit code of "quit" (a denial that ends the run), as with one job.
+    assert_eq!(status.code(), Some(33), "{}", err.lock().unwrap());
+    assert!(
+        took < Duration::from_secs(15),
+        "the running sibling was not cancelled: {took:?}"
+    );
+    assert!(process_running("sleep", &marker).is_none(), "left running");
+    let row = |id: &str| -> (String, String) {
+        t.db()
+            .query_row(
+                "SELECT status, error_message FROM steps WHERE step_id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    ))
+                },
+            )
+            .unwrap()
+    };
+    let (status, message) = row("slow");
+    assert_eq!(status, "cancelled", "{message}");
+    assert!(message.contains("the user quit"), "{message}");
+    assert_eq!(row("ask").0, "failed");
+    assert_eq!(row("after-slow").0, "blocked");
+    assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "cancelled");
+    assert_eq!(t.read("f.txt"), "keep\n");
+    assert!(!t.ws.join("a.txt").exists());
+    // The command's execution is recorded as interrupted by the cancellation.
+    let code: Option<String> = q(
+        &t.db(),
+        "SELECT error_code FROM executions WHERE step_id = 'slow'",
+    );
+    assert_eq!(code.as_deref(), Some("interrupted"));
+}
