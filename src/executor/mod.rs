@@ -992,6 +992,7 @@ fn beside(
         (None, Some(path)) => {
             let mut store = Store::open(path)?;
             store.set_redactor(redactor.clone());
+            store.defer_checkpoints();
             store
         }
         // The scheduler runs steps beside each other only over a database file.

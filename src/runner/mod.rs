@@ -516,6 +516,7 @@ impl PlanRunner {
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
+        store.checkpoint_in_background();
         // `--jobs` over the policy's `jobs` over the default (1).
         let jobs = self
             .settings

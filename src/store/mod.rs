@@ -278,6 +278,63 @@ pub struct Store {
     /// Device and inode of the file when opened, to notice it being deleted or replaced.
     file_id: Option<(u64, u64)>,
     redactor: Arc<Redactor>,
+    /// The run's checkpoints, when [`Store::checkpoint_in_background`] moved them off this
+    /// connection. Dropped (the thread stopped) with the store.
+    checkpointer: Option<Checkpointer>,
+}
+
+/// How many WAL pages a connection whose checkpoints run in the background lets pile up before
+/// it checkpoints itself after all (the background thread fell behind or stopped): 40 MB.
+const FALLBACK_CHECKPOINT_PAGES: i64 = 10_000;
+/// How often the background thread checkpoints.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A thread with its own connection that copies the WAL into the database (`PRAGMA
+/// wal_checkpoint(PASSIVE)`: never waits for or blocks a writer) every [`CHECKPOINT_EVERY`].
+/// SQLite's automatic checkpoint runs inside the commit that crosses 1000 pages, on the thread
+/// that committed, with its `fsync`: during a run that is the step's own thread, between a
+/// command's end and the next start. Stopped and joined when dropped.
+struct Checkpointer {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path) -> Option<Checkpointer> {
+        let conn = Connection::open(path).ok()?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("acode-checkpoint".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(CHECKPOINT_EVERY)
+                {
+                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            })
+            .ok()?;
+        Some(Checkpointer {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop = None; // wakes the thread: its channel is closed
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
 }
 
 fn file_id(path: &Path) -> Option<(u64, u64)> {
@@ -334,7 +391,28 @@ impl Store {
             file_id: path.as_deref().and_then(file_id),
             path,
             redactor: Arc::new(Redactor::from_env()),
+            checkpointer: None,
         })
+    }
+
+    /// Moves the WAL checkpoints of this database off the connections that record a run onto a
+    /// background thread (see [`Checkpointer`]); `open_connection` connections opened for the same
+    /// run use [`Store::defer_checkpoints`]. Nothing changes for an in-memory database, or when
+    /// the thread cannot start.
+    pub fn checkpoint_in_background(&mut self) {
+        let Some(path) = &self.path else { return };
+        if let Some(c) = Checkpointer::start(path) {
+            self.checkpointer = Some(c);
+            self.defer_checkpoints();
+        }
+    }
+
+    /// Lets this connection's WAL grow to [`FALLBACK_CHECKPOINT_PAGES`] before it checkpoints
+    /// itself: for connections of a run whose checkpoints a background thread does.
+    pub fn defer_checkpoints(&self) {
+        let _ = self
+            .conn
+            .pragma_update(None, "wal_autocheckpoint", FALLBACK_CHECKPOINT_PAGES);
     }
 
     /// Replaces the redactor applied to everything written (the default reads the environment).

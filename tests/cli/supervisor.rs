@@ -281,3 +281,32 @@ fn a_bounded_fork_bomb_that_leaves_its_group_is_gone_when_its_step_times_out() {
         .collect();
     assert!(left.is_empty(), "{} processes left", left.len());
 }
+
+#[test]
+fn every_command_of_a_shared_sandbox_has_the_seccomp_filter() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    // Creating a UDP socket is what the filter refuses (sending nothing: harmless either way).
+    let udp = |i: usize| {
+        format!(
+            "import socket\n\
+             try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close(); r = 'created'\n\
+             except OSError as e: r = 'refused'\n\
+             open('udp{i}.txt', 'w').write(r)\n"
+        )
+    };
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "seccomp", "steps": [
+            py("a", &[], &udp(0)), py("b", &["a"], &udp(1)), py("c", &["b"], &udp(2)),
+        ]}),
+    );
+    t.approve(&plan);
+    run_bwrap(&t, &plan, &[], true);
+    for i in 0..3 {
+        assert_eq!(t.read(&format!("udp{i}.txt")), "refused", "command {i}");
+    }
+}

@@ -6,10 +6,11 @@
 //! and a fork is paid once per slot, not per command. A shim:
 //! 1. becomes a child subreaper, so that whatever a command starts and abandons (a `setsid`
 //!    daemon) is re-parented to it, and at its first command enters a Landlock domain of its own
-//!    with the run's ruleset;
+//!    with the run's ruleset and installs the seccomp filter (which its commands inherit:
+//!    compiling the filter for each command was the largest part of a command's start);
 //! 2. for each command ([`COMMAND`], the pipes and the ruleset attached, then the [`Request`])
-//!    starts it with the same ruleset again ([`spawn_fds`]: its own process group, the limits,
-//!    seccomp), so the command is in a domain nested inside the shim's. Landlock's signal scoping
+//!    starts it with the same ruleset again ([`spawn_fds`]: its own process group, the limits),
+//!    so the command is in a domain nested inside the shim's. Landlock's signal scoping
 //!    then lets the command signal neither its shim, nor the supervisor, nor any other command of
 //!    the run, while the shim can signal the command and everything it started — and nothing
 //!    else;
@@ -101,7 +102,7 @@ fn shim(slot: OwnedFd) -> i32 {
         return 1;
     }
     let mut sock = File::from(slot);
-    let mut entered = false;
+    let mut entered = Entered::default();
     let mut buf = [0u8; 1];
     loop {
         let Ok((n, fds)) = wire::recv_with_fds(sock.as_raw_fd(), &mut buf) else {
@@ -121,7 +122,7 @@ fn shim(slot: OwnedFd) -> i32 {
             }
             Err(e) => {
                 let _ = wire::report(&mut sock, FAILED, e.raw_os_error().unwrap_or(libc::EIO));
-                if !entered {
+                if !entered.domain {
                     return 1; // a shim outside its own domain must not start anything
                 }
             }
@@ -132,17 +133,24 @@ fn shim(slot: OwnedFd) -> i32 {
 /// Reads one command's request from `sock`, starts it with the descriptors that came with it
 /// (stdout, stderr, the Landlock ruleset), and returns the leader's wait status once everything
 /// it started is gone.
-fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut bool) -> io::Result<i32> {
+fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut Entered) -> io::Result<i32> {
     let req = Request::read(sock)?;
     let mut fds = fds.into_iter();
     let (Some(out), Some(err), Some(landlock)) = (fds.next(), fds.next(), fds.next()) else {
         // Without a ruleset the shim's kill(-1) would reach every process in the sandbox.
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     };
-    if !*entered {
+    if !entered.domain {
         // SAFETY: restrict_self on a ruleset descriptor we own.
         unsafe { crate::sandbox::landlock::restrict_self(landlock.as_raw_fd())? };
-        *entered = true;
+        entered.domain = true;
+    }
+    // The seccomp filter goes on the shim once, and every command it starts inherits it:
+    // installing it compiles the program, which cost more per command than anything else here.
+    if req.seccomp && !entered.filter {
+        // SAFETY: the filter is a static, valid program.
+        unsafe { crate::sandbox::seccomp::install(crate::sandbox::seccomp::filter().as_ptr())? };
+        entered.filter = true;
     }
     let program = program_for(&req)?;
     let setup = ChildSetup {
@@ -158,7 +166,7 @@ fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut bool) -> io::Re
             })
             .collect(),
         landlock: Some(Arc::new(landlock)),
-        seccomp: req.seccomp.then(crate::sandbox::seccomp::filter),
+        seccomp: None, // inherited from the shim (above)
     };
     let started = spawn::spawn_fds(
         &program,
@@ -170,6 +178,15 @@ fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut bool) -> io::Re
     );
     drop((out, err)); // the runner sees end-of-file once the command's processes are gone
     Ok(watch(started?, sock))
+}
+
+/// What a shim has applied to itself, once, for all its commands.
+#[derive(Default)]
+struct Entered {
+    /// It is in its own Landlock domain (commands get one nested in it).
+    domain: bool,
+    /// It has the seccomp filter, which its commands inherit.
+    filter: bool,
 }
 
 /// The program to execute: the request's path, or `argv[0]` looked up on the request's `PATH`
