@@ -319,6 +319,8 @@ if [[ $HAVE_RUN_COMMAND == 1 ]]; then
     fi
     if "$BIN" run "$WORK/plans/true-500.json" --workspace "$WS_CMD" --quiet --sandbox bwrap >/dev/null 2>&1; then
         cmd_args+=(-n acode-run-sandbox-bwrap "$run_true --sandbox bwrap")
+        # One bwrap per command, as before the supervisor (issue #23): what sharing one sandbox saves.
+        cmd_args+=(-n acode-run-bwrap-per-command "env ACODE_SANDBOX_SUPERVISOR=off $run_true --sandbox bwrap")
     else
         printf 'c-bwrap\t%s\n' "bubblewrap is not usable here" >>"$OUT/skipped.tsv"
     fi

@@ -478,11 +478,21 @@ pub fn credential_paths() -> Vec<PathBuf> {
 /// a command's program is hashed for the audit before every run, and most are the same binary.
 pub fn sha256(path: &Path) -> std::io::Result<String> {
     use std::os::unix::fs::MetadataExt;
-    type Key = (u64, u64, u64, i64, i64);
+    // ctime too: a program's owner can set its mtime back after changing it (`touch -d`), but
+    // not its ctime, which any change of the file moves.
+    type Key = (u64, u64, u64, i64, i64, i64, i64);
     static CACHE: Mutex<Option<HashMap<Key, String>>> = Mutex::new(None);
     let mut file = std::fs::File::open(path)?;
     let m = file.metadata()?;
-    let key = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+    let key = (
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    );
     if let Some(hit) = CACHE
         .lock()
         .ok()
