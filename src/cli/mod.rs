@@ -348,7 +348,7 @@ fn dispatch(
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
         Command::Tools => {
-            let registry = ToolRegistry::builtin();
+            let registry = tools_registry(args)?;
             outln!("{}", pretty(&registry.describe()));
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
@@ -458,6 +458,37 @@ fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
         &plan::validate::builtins(plan, ws, "validation"),
     );
     redactor.add_values(plan::variables::secret_values(plan, &vars));
+}
+
+/// What `acode-run tools` lists: the built-in tools, and the allowed tools of every MCP server the
+/// policy declares, named as plans call them and described as `approve` would pin them — the
+/// servers are started for it, by the code `approve` uses (see docs/mcp.md). A server that cannot
+/// be started is an error (exit 2) naming it, as in `approve` and `mcp tools`.
+fn tools_registry(args: &Args) -> Result<ToolRegistry, CliError> {
+    let (ws, _) = sandboxed_workspace(args, None)?;
+    let policy = load_policy(args, &ws)?;
+    if policy.mcp.is_empty() {
+        return Ok(ToolRegistry::builtin());
+    }
+    let sandbox = mcp_sandbox(&policy, &ws)?;
+    let pins = crate::tools::mcp::pin_servers(&policy, &ws, &sandbox).map_err(|e| {
+        CliError::new(
+            exit::USAGE,
+            format!("cannot list the tools of the policy's MCP servers: {e}"),
+        )
+    })?;
+    crate::tools::mcp::registry(&policy, Some(&pins)).map_err(|e| CliError::new(exit::USAGE, e))
+}
+
+/// The sandbox MCP servers start in outside a run (`mcp tools`, `tools`): the policy's mode,
+/// network and read paths, as a run and `approve` give them.
+fn mcp_sandbox(policy: &Policy, ws: &Workspace) -> Result<crate::sandbox::OsSandbox, CliError> {
+    Ok(
+        crate::sandbox::OsSandbox::resolve(policy.sandbox, ws, &policy.limits)
+            .and_then(|s| s.with_network(&policy.network, ws))
+            .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?
+            .with_read_paths(&policy.read_paths),
+    )
 }
 
 /// The built-in tools and the policy's MCP tools (not yet pinned: any object as arguments), for
