@@ -41,7 +41,8 @@ pub fn schema_for_prompt() -> String {
 
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
 pub use model::{
-    Arguments, Defaults, Dependencies, Intent, OnFailure, Plan, Precondition, Step, Verify,
+    Arguments, Defaults, Dependencies, FileEffect, Intent, OnFailure, Plan, Precondition, Step,
+    Verify,
 };
 
 /// What validation needs to know about the environment a plan will run in.

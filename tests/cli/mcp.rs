@@ -1237,3 +1237,37 @@ fn tools_lists_the_policys_mcp_tools_with_their_servers_descriptions() {
         stderr(&out)
     );
 }
+
+/// An MCP tool may create files (its server is a program acode-run cannot inspect): a later
+/// command naming a workspace program that does not exist yet validates after it, as after a
+/// command; after a step that only reads it does not. (Validation and the scheduler decide
+/// "may write" in one place, `Step::file_effect`.)
+#[test]
+fn a_program_an_mcp_step_may_create_validates_after_it() {
+    let t = TestDir::new();
+    policy(&t, &["stateless"], &["write"], json!({}));
+    let mut p: Value =
+        serde_json::from_str(&std::fs::read_to_string(t.ws.join("acode-policy.json")).unwrap())
+            .unwrap();
+    p["allow_commands"] = json!(["build/*"]);
+    t.file("acode-policy.json", &p.to_string());
+    let use_it =
+        json!({"step_id": "use", "tool": "run_command", "arguments": {"argv": ["build/tool"]}});
+    let after_mcp = t.plan(
+        "m.json",
+        &json!({"plan_id": "after-mcp", "steps": [
+            {"step_id": "make", "tool": "mcp__fx__write",
+             "arguments": {"path": "build/tool", "text": "#!/bin/sh\n"}},
+            use_it]}),
+    );
+    let out = run(&t, &["validate", after_mcp.to_str().unwrap()], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let after_read = t.plan(
+        "r.json",
+        &json!({"plan_id": "after-read", "steps": [
+            {"step_id": "look", "tool": "file_read", "arguments": {"path": "acode-policy.json"}},
+            use_it]}),
+    );
+    let out = run(&t, &["validate", after_read.to_str().unwrap()], &[]);
+    assert_exit_with(&out, 2, "the program build/tool does not exist");
+}
