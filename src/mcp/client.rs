@@ -125,6 +125,26 @@ pub enum McpError {
 }
 
 impl McpError {
+    /// `source`, a failure while the server was starting (its handshake or first `tools/list`),
+    /// with the server's whole `stderr` up to then.
+    pub fn startup(source: McpError, stderr: String) -> McpError {
+        let source = match source {
+            // The excerpt the message ends with shows the last line too.
+            McpError::Exited { server, method, .. } if !stderr.trim().is_empty() => {
+                McpError::Exited {
+                    server,
+                    method,
+                    stderr: String::new(),
+                }
+            }
+            other => other,
+        };
+        McpError::Startup {
+            source: Box::new(source),
+            stderr,
+        }
+    }
+
     /// What the server wrote on stderr before it failed to start (empty for other errors).
     pub fn startup_stderr(&self) -> &str {
         match self {
@@ -326,30 +346,17 @@ impl Client {
         cancel: &AtomicBool,
     ) -> Result<(), McpError> {
         let deadline = Instant::now() + startup;
-        match self.handshake(deadline, cancel) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // Its stderr, read to its end once the process is gone (bounded by the grace
-                // period of the stop and `take_stderr`'s own wait).
-                let _ = self.service.stop();
-                let stderr = self.take_stderr();
-                let source = match e {
-                    // The excerpt that follows shows the last line too.
-                    McpError::Exited { server, method, .. } if !stderr.trim().is_empty() => {
-                        McpError::Exited {
-                            server,
-                            method,
-                            stderr: String::new(),
-                        }
-                    }
-                    other => other,
-                };
-                Err(McpError::Startup {
-                    source: Box::new(source),
-                    stderr,
-                })
-            }
-        }
+        self.handshake(deadline, cancel)
+            .map_err(|e| self.failed_to_start(e))
+    }
+
+    /// Stops the server after `e`, a failure while it was starting, and returns `e` with what it
+    /// wrote on stderr ([`McpError::Startup`]), read to its end once the process is gone (bounded
+    /// by the stop's grace period and [`Client::take_stderr`]'s own wait).
+    pub fn failed_to_start(&mut self, e: McpError) -> McpError {
+        let _ = self.service.stop();
+        let stderr = self.take_stderr();
+        McpError::startup(e, stderr)
     }
 
     /// Tries the `initialize` handshake first (what every server of the handshake era, and every

@@ -296,7 +296,10 @@ fn start_with(
         .map_err(|e| failure(e.to_string(), e.startup_stderr().to_string()))?;
     match client.list_tools(server.startup_timeout(), cancel) {
         Ok(listed) => Ok((client, listed)),
-        Err(e) => Err(failure(e.to_string(), client.take_stderr())),
+        Err(e) => {
+            let e = client.failed_to_start(e);
+            Err(failure(e.to_string(), e.startup_stderr().to_string()))
+        }
     }
 }
 
