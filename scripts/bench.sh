@@ -31,6 +31,10 @@
 #      CPU-bound commands with --jobs 3 against --jobs 1 (target: at least 1.7 x faster on 2
 #      cores), 10 000 independent file_read with --jobs 4 against --jobs 1 (no slower; peak RSS
 #      under 30 MB).
+#   g. peak RSS on 100 000-step plans (100 000 x file_read, and 50 000 x file_write + file_read):
+#      `approve` showing its preview (the preview goes to a file), `approve --quiet`, `validate`,
+#      `preview`, `preview --json`, and one `run --sandbox none --quiet` of the read plan (about a
+#      minute). Target: <= 64 MB (SPEC section 11).
 # c and e are skipped, with a message, while `acode-run tools` does not list run_command.
 
 set -euo pipefail
@@ -408,6 +412,38 @@ else
     msg="run_command is not available in this build (acode-run tools does not list it)"
     printf 'f\t%s\n' "$msg" >>"$OUT/skipped.tsv"
 fi
+
+# --- g. peak RSS on 100 000-step plans ----------------------------------------------------------
+
+log "g. peak RSS on 100 000-step plans: approve (with and without its preview), validate, preview, run"
+WS_BIG="$WORK/ws-big"
+mkdir -p "$WS_BIG"
+printf 'hello!\n' >"$WS_BIG/tiny.txt"
+gen read 100000 "$WORK/plans/read-100000.json"
+gen write-read 50000 "$WORK/plans/write-read-100000.json"
+for name in read-100000 write-read-100000; do
+    plan="$WORK/plans/$name.json"
+    for ((i = 0; i < RSS_RUNS; i++)); do
+        for cmd in approve approve-quiet validate preview preview-json; do
+            case $cmd in
+            approve) argv=(approve "$plan" --by bench) ;;
+            approve-quiet) argv=(approve "$plan" --by bench --quiet) ;;
+            validate) argv=(validate "$plan") ;;
+            preview) argv=(preview "$plan") ;;
+            preview-json) argv=(preview --json "$plan") ;;
+            esac
+            rm -rf "$WS_BIG/.acode"
+            kib=$(peak_rss_kib "$BIN" "${argv[@]}" --workspace "$WS_BIG")
+            printf '%s\t%s\n' "$cmd-$name" "$kib" >>"$OUT/rss.tsv"
+            echo "  $cmd $name: peak RSS ${kib} KiB" >&2
+        done
+    done
+done
+# One run (it takes about a minute): the plan was approved above.
+rm -rf "$WS_BIG/.acode"
+kib=$(peak_rss_kib "$BIN" run "$WORK/plans/read-100000.json" --workspace "$WS_BIG" --sandbox none --quiet)
+printf 'run-read-100000\t%s\n' "$kib" >>"$OUT/rss.tsv"
+echo "  run read-100000: peak RSS ${kib} KiB" >&2
 
 # --- summary -------------------------------------------------------------------------------------
 

@@ -152,6 +152,11 @@ impl<'w> Simulation<'w> {
         self.files.insert(rel.to_string(), content);
     }
 
+    /// Drops what the simulation knows of `rel` (no later step reads it: see [`preview_each`]).
+    fn forget(&mut self, rel: &str) {
+        self.files.remove(rel);
+    }
+
     /// Records `new` as the content of `path` and returns the diff from what it was.
     fn change(&mut self, path: &str, new: Option<String>, assumed: bool) -> Effect {
         match self.content(path) {
@@ -200,52 +205,179 @@ impl<'w> Simulation<'w> {
     }
 }
 
-/// Builds the preview of `plan` over `workspace` (nothing is written).
+/// Builds the preview of `plan` over `workspace` (nothing is written), every step in memory: for
+/// callers that need the whole value (JSON, the MCP server's answer). A large plan is shown with
+/// [`preview_each`] and [`render_each`], which hold one step at a time.
 pub fn preview(
     plan: &Plan,
     workspace: &Workspace,
     policy: &Policy,
 ) -> Result<Preview, Vec<Problem>> {
-    let order = dependency_order(plan)?;
-    let vars = Variables::new(&plan.variables, &builtins(plan, workspace, "(preview)"));
-    let mut sim = Simulation::new(workspace, policy);
-    let mut opaque_before = false;
-    let mut steps = Vec::with_capacity(order.len());
-    let mut beside = together(plan, &order, &vars);
-    for i in order {
-        let step = &plan.steps[i];
-        let args = substitute_arguments(step, &vars)?;
-        let effect = effect_of(&step.tool, &args, &mut sim, opaque_before);
-        if matches!(
-            effect,
-            Effect::Command { .. } | Effect::Agent { .. } | Effect::McpCall { .. }
-        ) {
-            opaque_before = true;
-        }
-        steps.push(StepPreview {
-            step_id: step.step_id.clone(),
-            tool: step.tool.clone(),
-            effect,
-            beside: beside.get_mut(i).map(std::mem::take).unwrap_or_default(),
-            verify: step
-                .verify
-                .iter()
-                .flat_map(|v| &v.commands)
-                .map(|c| vars.substitute(c).unwrap_or_else(|_| c.clone()))
-                .collect(),
-            confirm: confirmation_reason(step, &args, workspace, policy),
-        });
-    }
+    let mut steps = Vec::with_capacity(plan.steps.len());
+    let notes = preview_each(plan, workspace, policy, |_, s| steps.push(s))?;
     Ok(Preview {
         plan_id: plan.plan_id.clone(),
         plan_sha256: plan.sha256.clone(),
         intent: plan.intent,
         steps,
-        notes: network_notes(policy)
-            .into_iter()
-            .chain(mcp_notes(plan, policy))
-            .collect(),
+        notes,
     })
+}
+
+/// The preview step by step: `each` gets every step's preview in execution order (with the step's
+/// index in `plan.steps`) and may drop it, so the memory a preview needs does not grow with the
+/// plan (SPEC §11: a 100 000-step plan is approved in under 64 MB). Returns the plan-level notes.
+///
+/// Every step's arguments are substituted before the first call, so a plan that cannot be
+/// previewed fails before anything is shown. The simulated workspace keeps a file's content only
+/// until the last step that changes it.
+pub fn preview_each(
+    plan: &Plan,
+    workspace: &Workspace,
+    policy: &Policy,
+    each: impl FnMut(usize, StepPreview),
+) -> Result<Vec<String>, Vec<Problem>> {
+    Walk::new(plan, workspace)?.run(plan, workspace, policy, each);
+    Ok(notes(plan, policy))
+}
+
+/// A preview ready to run: the execution order, the variables, and where each file is changed
+/// for the last time. Preparing substitutes every step's arguments, so a plan that cannot be
+/// previewed fails here, before anything is shown (callers that write the preview as they go,
+/// like `preview --json`, prepare first).
+pub struct Walk {
+    order: Vec<usize>,
+    vars: Variables,
+    /// By position in `order`: the last step that changes its file (see [`last_changes`]).
+    last_change: Vec<bool>,
+}
+
+impl Walk {
+    /// Prepares the preview of `plan`, or the problems that make it impossible.
+    pub fn new(plan: &Plan, workspace: &Workspace) -> Result<Self, Vec<Problem>> {
+        let order = dependency_order(plan)?;
+        let vars = Variables::new(&plan.variables, &builtins(plan, workspace, "(preview)"));
+        let last_change = last_changes(plan, &order, &vars)?;
+        Ok(Walk {
+            order,
+            vars,
+            last_change,
+        })
+    }
+
+    /// Previews every step in order, handing each (with its index in `plan.steps`) to `each`.
+    pub fn run(
+        self,
+        plan: &Plan,
+        workspace: &Workspace,
+        policy: &Policy,
+        mut each: impl FnMut(usize, StepPreview),
+    ) {
+        let mut sim = Simulation::new(workspace, policy);
+        let mut opaque_before = false;
+        let mut beside = together(plan, &self.order, &self.vars);
+        for (pos, &i) in self.order.iter().enumerate() {
+            let step = &plan.steps[i];
+            // Substituted once already in `new`: it does not fail the second time.
+            let Ok(args) = substitute_arguments(step, &self.vars) else {
+                continue;
+            };
+            let effect = effect_of(&step.tool, &args, &mut sim, opaque_before);
+            if matches!(
+                effect,
+                Effect::Command { .. } | Effect::Agent { .. } | Effect::McpCall { .. }
+            ) {
+                opaque_before = true;
+            }
+            if self.last_change.get(pos).copied().unwrap_or(false)
+                && let Some(path) = simulated_path(&step.tool, &args)
+            {
+                sim.forget(path);
+            }
+            each(
+                i,
+                StepPreview {
+                    step_id: step.step_id.clone(),
+                    tool: step.tool.clone(),
+                    effect,
+                    beside: beside.get_mut(i).map(std::mem::take).unwrap_or_default(),
+                    verify: step
+                        .verify
+                        .iter()
+                        .flat_map(|v| &v.commands)
+                        .map(|c| self.vars.substitute(c).unwrap_or_else(|_| c.clone()))
+                        .collect(),
+                    confirm: confirmation_reason(step, &args, workspace, policy),
+                },
+            );
+        }
+    }
+}
+
+/// The plan-level notes of a preview: what the policy lets commands reach, and its MCP servers.
+pub fn notes(plan: &Plan, policy: &Policy) -> Vec<String> {
+    network_notes(policy)
+        .into_iter()
+        .chain(mcp_notes(plan, policy))
+        .collect()
+}
+
+/// Why each step that asks for confirmation will ask, in execution order (`each` gets the step's
+/// index in `plan.steps` and the reason): what `validate` reports, without simulating any file.
+pub fn each_confirmation(
+    plan: &Plan,
+    workspace: &Workspace,
+    policy: &Policy,
+    mut each: impl FnMut(usize, String),
+) -> Result<(), Vec<Problem>> {
+    // Substituted up front as in `preview_each`, so a failure reports nothing half-way.
+    let walk = Walk::new(plan, workspace)?;
+    for i in walk.order {
+        let step = &plan.steps[i];
+        let Ok(args) = substitute_arguments(step, &walk.vars) else {
+            continue;
+        };
+        if let Some(why) = confirmation_reason(step, &args, workspace, policy) {
+            each(i, why);
+        }
+    }
+    Ok(())
+}
+
+/// The file a step's simulation reads and changes (the `path` of `file_write`, `file_create`,
+/// `file_edit` and `file_delete`, as [`effect_of`] uses it), or `None` for a step that leaves the
+/// simulated workspace alone.
+fn simulated_path<'a>(tool: &str, args: &'a Value) -> Option<&'a str> {
+    match tool {
+        "file_write" | "file_create" | "file_edit" | "file_delete" => {
+            args.get("path").and_then(Value::as_str)
+        }
+        _ => None,
+    }
+}
+
+/// For each position in `order`: whether it is the last step there that changes its file (after
+/// it, the simulation can forget the file's content). Substitutes every step's arguments; the
+/// first step that cannot be substituted is the error, as when previewing it.
+fn last_changes(plan: &Plan, order: &[usize], vars: &Variables) -> Result<Vec<bool>, Vec<Problem>> {
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (pos, &i) in order.iter().enumerate() {
+        let step = &plan.steps[i];
+        let args = substitute_arguments(step, vars)?;
+        if let Some(path) = simulated_path(&step.tool, &args) {
+            match last.get_mut(path) {
+                Some(p) => *p = pos,
+                None => {
+                    last.insert(path.to_string(), pos);
+                }
+            }
+        }
+    }
+    let mut out = vec![false; order.len()];
+    for pos in last.into_values() {
+        out[pos] = true;
+    }
+    Ok(out)
 }
 
 /// Plans up to this many steps get [`StepPreview::beside`] (the pairs grow with the square).
@@ -564,16 +696,46 @@ fn or_dot(p: &str) -> &str {
 /// The preview for a person: one block per step, diffs indented under it. Text from the plan and
 /// the workspace passes the terminal sanitiser.
 pub fn render(preview: &Preview) -> String {
-    crate::terminal::text(&render_raw(preview)).into_owned()
+    let mut out = heading(&preview.plan_id, &preview.plan_sha256, preview.intent);
+    let total = preview.steps.len();
+    for (n, s) in preview.steps.iter().enumerate() {
+        out.push_str(&step_block(n, total, s));
+    }
+    out.push_str(&notes_block(&preview.notes));
+    out
 }
 
-fn render_raw(preview: &Preview) -> String {
+/// [`render`] block by block, holding one step at a time: `sink` gets the heading, each step's
+/// block and the notes, in order, each sanitised (their concatenation is what [`render`] returns).
+/// Returns the indices in `plan.steps` of the steps that ask for confirmation.
+pub fn render_each(
+    plan: &Plan,
+    workspace: &Workspace,
+    policy: &Policy,
+    mut sink: impl FnMut(&str),
+) -> Result<Vec<usize>, Vec<Problem>> {
+    // Before the heading: a plan that cannot be previewed shows nothing.
+    let walk = Walk::new(plan, workspace)?;
+    sink(&heading(&plan.plan_id, &plan.sha256, plan.intent));
+    let total = plan.steps.len();
+    let mut n = 0;
+    let mut asking = Vec::new();
+    walk.run(plan, workspace, policy, |i, s| {
+        if s.confirm.is_some() {
+            asking.push(i);
+        }
+        sink(&step_block(n, total, &s));
+        n += 1;
+    });
+    sink(&notes_block(&notes(plan, policy)));
+    Ok(asking)
+}
+
+/// The first lines: the plan and its intent (sanitised).
+fn heading(plan_id: &str, sha256: &str, intent: Option<crate::plan::Intent>) -> String {
     use std::fmt::Write as _;
-    let mut out = format!(
-        "preview of plan {} (sha256 {}), nothing written:\n",
-        preview.plan_id, preview.plan_sha256
-    );
-    match preview.intent {
+    let mut out = format!("preview of plan {plan_id} (sha256 {sha256}), nothing written:\n");
+    match intent {
         Some(i) if i.is_read_only() => {
             let _ = writeln!(out, "intent: {} (changes nothing)", i.as_str());
         }
@@ -582,99 +744,110 @@ fn render_raw(preview: &Preview) -> String {
         }
         None => {}
     }
-    let total = preview.steps.len();
-    for (n, s) in preview.steps.iter().enumerate() {
-        let _ = write!(out, "[{}/{total}] {} {}: ", n + 1, s.step_id, s.tool);
-        match &s.effect {
-            Effect::FileChange {
-                path,
-                diff,
-                assumed,
-            } => {
-                let note = if *assumed {
-                    " (assuming the earlier command/agent steps leave it alone)"
-                } else {
-                    ""
-                };
-                if diff.is_empty() {
-                    let _ = writeln!(out, "{path} unchanged{note}");
-                } else {
-                    let _ = writeln!(out, "changes {path}{note}");
-                    for line in diff.lines() {
-                        let _ = writeln!(out, "    {line}");
-                    }
+    crate::terminal::text(&out).into_owned()
+}
+
+/// The closing lines: one per note (sanitised).
+fn notes_block(notes: &[String]) -> String {
+    let mut out = String::new();
+    for note in notes {
+        out.push_str(note);
+        out.push('\n');
+    }
+    crate::terminal::text(&out).into_owned()
+}
+
+/// The block of the `n`-th step (from 0) of `total` (sanitised).
+fn step_block(n: usize, total: usize, s: &StepPreview) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = write!(out, "[{}/{total}] {} {}: ", n + 1, s.step_id, s.tool);
+    match &s.effect {
+        Effect::FileChange {
+            path,
+            diff,
+            assumed,
+        } => {
+            let note = if *assumed {
+                " (assuming the earlier command/agent steps leave it alone)"
+            } else {
+                ""
+            };
+            if diff.is_empty() {
+                let _ = writeln!(out, "{path} unchanged{note}");
+            } else {
+                let _ = writeln!(out, "changes {path}{note}");
+                for line in diff.lines() {
+                    let _ = writeln!(out, "    {line}");
                 }
-            }
-            Effect::Command {
-                argv,
-                cwd,
-                env,
-                program,
-            } => {
-                let words: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
-                let _ = write!(out, "runs [{}] in {cwd}", words.join(", "));
-                if !env.is_empty() {
-                    let _ = write!(out, " with env {}", env.join(", "));
-                }
-                let _ = writeln!(out, " (its effect on files cannot be known in advance)");
-                if let Some(p) = program {
-                    let _ = writeln!(out, "    program: {p}");
-                }
-            }
-            Effect::Agent { instruction, tools } => {
-                let short: String = instruction.chars().take(200).collect();
-                let _ = writeln!(
-                    out,
-                    "a model chooses calls among [{}] for: {short:?} (effect unknown in advance)",
-                    tools.join(", ")
-                );
-            }
-            Effect::McpCall {
-                server,
-                tool,
-                arguments,
-            } => {
-                let _ = writeln!(
-                    out,
-                    "calls tool {tool} of MCP server {server} with {arguments} (runs as a \
-                     command: its effect cannot be known in advance)"
-                );
-            }
-            Effect::ReadOnly { summary } => {
-                let _ = writeln!(out, "reads only ({summary})");
-            }
-            Effect::WillFail { reason } => {
-                let _ = writeln!(out, "WILL FAIL: {reason}");
             }
         }
-        match s.verify.as_slice() {
-            [] => {}
-            [one] => {
-                let _ = writeln!(out, "    then verifies with: {one:?}");
+        Effect::Command {
+            argv,
+            cwd,
+            env,
+            program,
+        } => {
+            let words: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+            let _ = write!(out, "runs [{}] in {cwd}", words.join(", "));
+            if !env.is_empty() {
+                let _ = write!(out, " with env {}", env.join(", "));
             }
-            many => {
-                let words: Vec<String> = many.iter().map(|c| format!("{c:?}")).collect();
-                let _ = writeln!(
-                    out,
-                    "    then verifies with, all at the same time (the first failure cancels the \
-                     others): {}",
-                    words.join(", ")
-                );
+            let _ = writeln!(out, " (its effect on files cannot be known in advance)");
+            if let Some(p) = program {
+                let _ = writeln!(out, "    program: {p}");
             }
         }
-        if !s.beside.is_empty() {
+        Effect::Agent { instruction, tools } => {
+            let short: String = instruction.chars().take(200).collect();
             let _ = writeln!(
                 out,
-                "    with --jobs above 1, may run at the same time as: {}",
-                s.beside.join(", ")
+                "a model chooses calls among [{}] for: {short:?} (effect unknown in advance)",
+                tools.join(", ")
             );
         }
-        if let Some(why) = &s.confirm {
-            let _ = writeln!(out, "    asks for confirmation: {why}");
+        Effect::McpCall {
+            server,
+            tool,
+            arguments,
+        } => {
+            let _ = writeln!(
+                out,
+                "calls tool {tool} of MCP server {server} with {arguments} (runs as a \
+                     command: its effect cannot be known in advance)"
+            );
+        }
+        Effect::ReadOnly { summary } => {
+            let _ = writeln!(out, "reads only ({summary})");
+        }
+        Effect::WillFail { reason } => {
+            let _ = writeln!(out, "WILL FAIL: {reason}");
         }
     }
-    for note in &preview.notes {
-        let _ = writeln!(out, "{note}");
+    match s.verify.as_slice() {
+        [] => {}
+        [one] => {
+            let _ = writeln!(out, "    then verifies with: {one:?}");
+        }
+        many => {
+            let words: Vec<String> = many.iter().map(|c| format!("{c:?}")).collect();
+            let _ = writeln!(
+                out,
+                "    then verifies with, all at the same time (the first failure cancels the \
+                 others): {}",
+                words.join(", ")
+            );
+        }
     }
-    out
+    if !s.beside.is_empty() {
+        let _ = writeln!(
+            out,
+            "    with --jobs above 1, may run at the same time as: {}",
+            s.beside.join(", ")
+        );
+    }
+    if let Some(why) = &s.confirm {
+        let _ = writeln!(out, "    asks for confirmation: {why}");
+    }
+    crate::terminal::text(&out).into_owned()
 }

@@ -139,7 +139,7 @@ pub const COMMANDS: &[CommandDef] = &[
         command: Command::Tools,
         name: "tools",
         positionals: &[],
-        about: "List every tool with the JSON schema of its arguments",
+        about: "List every tool with the JSON schema of its arguments, the policy's MCP tools included (their servers are started to describe them)",
     },
     CommandDef {
         command: Command::Skills,
@@ -352,7 +352,7 @@ pub const FLAGS: &[Flag] = &[
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
             Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Import,
-            Mcp, Draft, Review, Do,
+            Mcp, Draft, Review, Do, Tools,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -558,7 +558,7 @@ pub const FLAGS: &[Flag] = &[
         name: "policy",
         value: Some("FILE"),
         doc: "Policy file [default: WORKSPACE/acode-policy.json if present]",
-        commands: &[Run, Resume, Validate, Preview, Approve, Import],
+        commands: &[Run, Resume, Validate, Preview, Approve, Import, Tools],
         update: |a, v| {
             a.policy = Some(PathBuf::from(val(v)?));
             Ok(())

@@ -20,7 +20,7 @@ use super::{Args, CliError, load_policy, mcp_registry, open_store, pretty, previ
 use crate::error::exit;
 use crate::mcp::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
 use crate::plan::{self, ValidationContext};
-use crate::sandbox::{OsSandbox, Policy, Redactor, Workspace};
+use crate::sandbox::{Policy, Redactor, Workspace};
 
 /// Longest request line read (a bigger one is answered with an error and skipped).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
@@ -67,17 +67,14 @@ fn list_server_tools(args: &Args) -> Result<i32, CliError> {
             Some(auth.mcp)
         }
     };
-    let sandbox = OsSandbox::resolve(policy.sandbox, &ws, &policy.limits)
-        .and_then(|s| s.with_network(&policy.network, &ws))
-        .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?
-        .with_read_paths(&policy.read_paths);
+    let sandbox = super::mcp_sandbox(&policy, &ws)?;
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let mut report = Vec::new();
     let mut differs = false;
     for (name, server) in &policy.mcp.servers {
         let (client, listed) =
             crate::tools::mcp::start_and_list(name, server, &ws, &sandbox, &cancel)
-                .map_err(|e| CliError::new(exit::USAGE, e))?;
+                .map_err(|e| CliError::new(exit::USAGE, e.message))?;
         let id = client.identity().clone();
         drop(client);
         let pin = pins.as_ref().map(|p| p.get(name));

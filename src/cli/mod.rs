@@ -348,7 +348,7 @@ fn dispatch(
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
         Command::Tools => {
-            let registry = ToolRegistry::builtin();
+            let registry = tools_registry(args)?;
             outln!("{}", pretty(&registry.describe()));
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
@@ -460,6 +460,37 @@ fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
     redactor.add_values(plan::variables::secret_values(plan, &vars));
 }
 
+/// What `acode-run tools` lists: the built-in tools, and the allowed tools of every MCP server the
+/// policy declares, named as plans call them and described as `approve` would pin them — the
+/// servers are started for it, by the code `approve` uses (see docs/mcp.md). A server that cannot
+/// be started is an error (exit 2) naming it, as in `approve` and `mcp tools`.
+fn tools_registry(args: &Args) -> Result<ToolRegistry, CliError> {
+    let (ws, _) = sandboxed_workspace(args, None)?;
+    let policy = load_policy(args, &ws)?;
+    if policy.mcp.is_empty() {
+        return Ok(ToolRegistry::builtin());
+    }
+    let sandbox = mcp_sandbox(&policy, &ws)?;
+    let pins = crate::tools::mcp::pin_servers(&policy, &ws, &sandbox).map_err(|e| {
+        CliError::new(
+            exit::USAGE,
+            format!("cannot list the tools of the policy's MCP servers: {e}"),
+        )
+    })?;
+    crate::tools::mcp::registry(&policy, Some(&pins)).map_err(|e| CliError::new(exit::USAGE, e))
+}
+
+/// The sandbox MCP servers start in outside a run (`mcp tools`, `tools`): the policy's mode,
+/// network and read paths, as a run and `approve` give them.
+fn mcp_sandbox(policy: &Policy, ws: &Workspace) -> Result<crate::sandbox::OsSandbox, CliError> {
+    Ok(
+        crate::sandbox::OsSandbox::resolve(policy.sandbox, ws, &policy.limits)
+            .and_then(|s| s.with_network(&policy.network, ws))
+            .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?
+            .with_read_paths(&policy.read_paths),
+    )
+}
+
 /// The built-in tools and the policy's MCP tools (not yet pinned: any object as arguments), for
 /// validating a plan before it runs.
 pub(crate) fn mcp_registry(policy: &Policy) -> Result<ToolRegistry, CliError> {
@@ -566,16 +597,12 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                         .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
                         .collect();
                 let mut out = serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256});
-                if let Ok(p) = crate::preview::preview(&plan, &ws, &policy) {
-                    let asking: Vec<serde_json::Value> = p
-                        .steps
-                        .iter()
-                        .filter_map(|s| {
-                            s.confirm.as_ref().map(|why| {
-                                serde_json::json!({"step_id": redactor.redact(&s.step_id), "reason": why})
-                            })
-                        })
-                        .collect();
+                let mut asking = Vec::new();
+                if crate::preview::each_confirmation(&plan, &ws, &policy, |i, why| {
+                    asking.push(serde_json::json!({"step_id": redactor.redact(&plan.steps[i].step_id), "reason": why}));
+                })
+                .is_ok()
+                {
                     out["confirmations"] = serde_json::Value::Array(asking);
                     out["confirm_mode"] = confirm_mode(args).as_str().into();
                 }
@@ -591,19 +618,20 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
-                if let Ok(p) = crate::preview::preview(&plan, &ws, &policy) {
-                    for s in p.steps.iter() {
-                        if let Some(why) = &s.confirm {
-                            errln!(
-                                "  step {} asks for confirmation: {}",
-                                crate::terminal::line(&redactor.redact(&s.step_id)),
-                                redactor.redact(why)
-                            );
-                        }
-                    }
-                    if let Some(line) = confirmation_outlook(args, &asking_steps(&p)) {
-                        errln!("{}", redactor.redact(&line));
-                    }
+                let mut asking = Vec::new();
+                let walked = crate::preview::each_confirmation(&plan, &ws, &policy, |i, why| {
+                    let id = &plan.steps[i].step_id;
+                    errln!(
+                        "  step {} asks for confirmation: {}",
+                        crate::terminal::line(&redactor.redact(id)),
+                        redactor.redact(&why)
+                    );
+                    asking.push(id.clone());
+                });
+                if walked.is_ok()
+                    && let Some(line) = confirmation_outlook(args, &asking)
+                {
+                    errln!("{}", redactor.redact(&line));
                 }
                 for (step_id, r) in resolved_skills(&plan, &ws) {
                     errln!(
@@ -737,15 +765,26 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let policy = load_policy(args, &ws)?;
     let plan = load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?;
     learn_plan_secrets(&plan, &ws, redactor);
-    let preview = preview_of(&plan, &ws, &policy)?;
-    let asking = asking_steps(&preview);
     if args.json {
-        let mut value = serde_json::to_value(&preview).unwrap_or_default();
-        value["confirm_mode"] = confirm_mode(args).as_str().into();
-        let value = redactor.redact_value(&value);
-        outln!("{}", pretty(&value));
+        // A closed stdout is ignored, as `outln!` does.
+        let _ = reports::write_preview_json(
+            &mut std::io::stdout().lock(),
+            &plan,
+            &ws,
+            &policy,
+            confirm_mode(args).as_str(),
+            redactor,
+        )
+        .map_err(|problems| cannot_preview(&plan, &problems))?;
     } else {
-        out!("{}", redactor.redact(&crate::preview::render(&preview)));
+        let asking = show_preview(
+            &plan,
+            &ws,
+            &policy,
+            redactor,
+            &mut std::io::stdout().lock(),
+            false,
+        )?;
         if let Some(line) = confirmation_outlook(args, &asking) {
             outln!("{}", redactor.redact(&line));
         }
@@ -761,16 +800,6 @@ fn confirm_mode(args: &Args) -> ConfirmMode {
     } else {
         ConfirmMode::AutoDeny
     })
-}
-
-/// The ids of the steps whose calls will ask for confirmation.
-fn asking_steps(preview: &crate::preview::Preview) -> Vec<String> {
-    preview
-        .steps
-        .iter()
-        .filter(|s| s.confirm.is_some())
-        .map(|s| s.step_id.clone())
-        .collect()
 }
 
 /// What the confirmation mode will do to the steps that ask, in one sentence, so a plan that
@@ -813,13 +842,51 @@ fn preview_of(
     ws: &Workspace,
     policy: &Policy,
 ) -> Result<crate::preview::Preview, CliError> {
-    crate::preview::preview(plan, ws, policy).map_err(|problems| {
-        let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
-        CliError::new(
-            exit::USAGE,
-            format!("cannot preview {}:\n{}", plan.plan_id, list.join("\n")),
-        )
+    crate::preview::preview(plan, ws, policy).map_err(|problems| cannot_preview(plan, &problems))
+}
+
+/// The error of a plan that cannot be previewed (exit 2), with its problems.
+fn cannot_preview(plan: &Plan, problems: &[plan::Problem]) -> CliError {
+    let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+    CliError::new(
+        exit::USAGE,
+        format!("cannot preview {}:\n{}", plan.plan_id, list.join("\n")),
+    )
+}
+
+/// Prints the preview of `plan` to `to` block by block, redacted, holding one step at a time (a
+/// 100 000-step plan is shown in bounded memory, SPEC §11); the bytes are those of
+/// `redact(render(preview))`, except that with `trim_end` the text ends in exactly one newline
+/// (as `approve` shows it). Returns the ids of the steps that ask for confirmation.
+fn show_preview(
+    plan: &Plan,
+    ws: &Workspace,
+    policy: &Policy,
+    redactor: &Redactor,
+    to: &mut dyn std::io::Write,
+    trim_end: bool,
+) -> Result<Vec<String>, CliError> {
+    let mut to = std::io::BufWriter::new(to);
+    // One block behind, so that the last one can be trimmed.
+    let mut pending: Option<String> = None;
+    let asking = crate::preview::render_each(plan, ws, policy, |block| {
+        if let Some(p) = pending.take() {
+            let _ = to.write_all(p.as_bytes());
+        }
+        pending = Some(redactor.redact(block).into_owned());
     })
+    .map_err(|problems| cannot_preview(plan, &problems))?;
+    let last = pending.unwrap_or_default();
+    let _ = if trim_end {
+        writeln!(to, "{}", last.trim_end())
+    } else {
+        to.write_all(last.as_bytes())
+    };
+    let _ = to.flush();
+    Ok(asking
+        .into_iter()
+        .map(|i| plan.steps[i].step_id.clone())
+        .collect())
 }
 
 fn cmd_decide(
@@ -840,8 +907,14 @@ fn cmd_decide(
     learn_plan_secrets(&plan, &ws, redactor);
     if status == AuthStatus::Approved && !args.quiet {
         // The approver sees the plan's effect, with the secrets it now knows redacted.
-        let shown = crate::preview::render(&preview_of(&plan, &ws, &policy)?);
-        errln!("{}", redactor.redact(shown.trim_end()));
+        show_preview(
+            &plan,
+            &ws,
+            &policy,
+            redactor,
+            &mut std::io::stderr().lock(),
+            true,
+        )?;
     }
     let decision = Decision {
         plan: &plan,

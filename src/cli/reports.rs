@@ -190,6 +190,111 @@ pub(super) fn write_json(
     buffered.flush()
 }
 
+/// `preview --json`: the bytes of `to_string_pretty` of the whole redacted [`Preview`]
+/// (with `confirm_mode` added), written one step at a time as `write_json` writes a run, so a
+/// 100 000-step plan is previewed in bounded memory. The walk is prepared (every step substituted)
+/// before the first byte, so a plan that cannot be previewed writes nothing.
+///
+/// [`Preview`]: crate::preview::Preview
+pub(super) fn write_preview_json(
+    out: &mut dyn Write,
+    plan: &crate::plan::Plan,
+    ws: &crate::sandbox::Workspace,
+    policy: &crate::sandbox::Policy,
+    confirm_mode: &str,
+    redactor: &Redactor,
+) -> Result<std::io::Result<()>, Vec<crate::plan::Problem>> {
+    use serde::ser::{SerializeMap, SerializeSeq};
+    use std::cell::RefCell;
+
+    let walk = crate::preview::Walk::new(plan, ws)?;
+    struct Steps<'a> {
+        walk: RefCell<Option<crate::preview::Walk>>,
+        plan: &'a crate::plan::Plan,
+        ws: &'a crate::sandbox::Workspace,
+        policy: &'a crate::sandbox::Policy,
+        redactor: &'a Redactor,
+    }
+    impl serde::Serialize for Steps<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(self.plan.steps.len()))?;
+            let mut failed = None;
+            if let Some(walk) = self.walk.borrow_mut().take() {
+                walk.run(self.plan, self.ws, self.policy, |_, step| {
+                    if failed.is_some() {
+                        return;
+                    }
+                    let written = serde_json::to_value(&step)
+                        .map_err(serde::ser::Error::custom)
+                        .and_then(|v| seq.serialize_element(&self.redactor.redact_value(&v)));
+                    if let Err(e) = written {
+                        failed = Some(e);
+                    }
+                });
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            seq.end()
+        }
+    }
+    struct Whole<'a> {
+        top: serde_json::Map<String, serde_json::Value>,
+        steps: Steps<'a>,
+    }
+    impl serde::Serialize for Whole<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut map = s.serialize_map(Some(self.top.len() + 1))?;
+            let mut steps_written = false;
+            for (k, v) in &self.top {
+                if !steps_written && k.as_str() > "steps" {
+                    map.serialize_entry("steps", &self.steps)?;
+                    steps_written = true;
+                }
+                map.serialize_entry(k, v)?;
+            }
+            if !steps_written {
+                map.serialize_entry("steps", &self.steps)?;
+            }
+            map.end()
+        }
+    }
+
+    // The fields of `Preview` but its steps, as `serde_json::to_value` of it would have them.
+    let mut top = serde_json::Map::new();
+    top.insert("plan_id".into(), plan.plan_id.clone().into());
+    top.insert("plan_sha256".into(), plan.sha256.clone().into());
+    if let Some(intent) = plan.intent
+        && let Ok(v) = serde_json::to_value(intent)
+    {
+        top.insert("intent".into(), v);
+    }
+    top.insert(
+        "notes".into(),
+        serde_json::to_value(crate::preview::notes(plan, policy)).unwrap_or_default(),
+    );
+    top.insert("confirm_mode".into(), confirm_mode.into());
+    let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let whole = Whole {
+        top,
+        steps: Steps {
+            walk: RefCell::new(Some(walk)),
+            plan,
+            ws,
+            policy,
+            redactor,
+        },
+    };
+    let mut buffered = std::io::BufWriter::new(out);
+    Ok(serde_json::to_writer_pretty(&mut buffered, &whole)
+        .map_err(std::io::Error::from)
+        .and_then(|()| buffered.write_all(b"\n"))
+        .and_then(|()| buffered.flush()))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::cli::flags::{Parsed, parse};

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::plan::{Dependencies, Precondition, Step};
+use crate::plan::{Dependencies, FileEffect, Step};
 
 /// Steps run at once unless `--jobs` or the policy's `jobs` says otherwise: one (docs/parallel.md).
 /// Why not the machine's CPUs: with steps running at once, a step the plan declared independent
@@ -48,30 +48,20 @@ impl Footprint {
     /// The footprint of `step` with its substituted arguments `args`.
     pub fn of(step: &Step, args: &Value) -> Footprint {
         let path = |key: &str| args.get(key).and_then(Value::as_str).map(normalise);
-        let root = || path("root").unwrap_or_default();
-        let runs_commands = step.verify.is_some()
-            || matches!(
-                step.precondition.as_deref(),
-                Some(Precondition::CommandSucceeds(_))
-            );
-        let own = match step.tool.as_str() {
-            "file_read" | "list_directory" => Footprint::Reads(path("path").into_iter().collect()),
-            "file_search" | "file_glob" => Footprint::Reads(vec![root()]),
-            "history" => Footprint::Reads(Vec::new()),
-            "file_write" | "file_create" | "file_edit" | "file_delete" => {
-                // A missing path is refused by validation; here it just means "the workspace".
-                Footprint::Writes(vec![path("path").unwrap_or_default()])
-            }
-            _ if step.parallel_safe => return Footprint::Independent,
-            _ => Footprint::Anywhere,
-        };
-        if runs_commands {
-            if step.parallel_safe {
-                return Footprint::Independent;
-            }
-            return Footprint::Anywhere;
+        match step.file_effect() {
+            FileEffect::Reads => match step.tool.as_str() {
+                "file_search" | "file_glob" => {
+                    Footprint::Reads(vec![path("root").unwrap_or_default()])
+                }
+                // `history` reads the database, not the workspace.
+                "history" => Footprint::Reads(Vec::new()),
+                _ => Footprint::Reads(path("path").into_iter().collect()),
+            },
+            // A missing path is refused by validation; here it just means "the workspace".
+            FileEffect::WritesPath => Footprint::Writes(vec![path("path").unwrap_or_default()]),
+            FileEffect::Anywhere if step.parallel_safe => Footprint::Independent,
+            FileEffect::Anywhere => Footprint::Anywhere,
         }
-        own
     }
 
     /// Whether the step is a file step, done in the runner's own process in microseconds (no
@@ -210,6 +200,48 @@ mod tests {
         let p = plan(&format!(r#"{{"plan_id":"p","steps":[{json}]}}"#));
         let step = &p.steps[0];
         Footprint::of(step, &step.arguments.to_value())
+    }
+
+    /// Validation's "may create files" and the scheduler's footprint come from one decision
+    /// (`Step::file_effect`): a step that may create files is never a mere reader here.
+    #[test]
+    fn may_create_files_and_the_footprint_agree() {
+        for (json, creates, fp) in [
+            (
+                r#"{"step_id":"a","tool":"mcp__fx__write","arguments":{}}"#,
+                true,
+                Footprint::Anywhere,
+            ),
+            (
+                r#"{"step_id":"a","tool":"run_command","arguments":{"command":"true"}}"#,
+                true,
+                Footprint::Anywhere,
+            ),
+            (
+                r#"{"step_id":"a","tool":"file_read","arguments":{"path":"x"}}"#,
+                false,
+                Footprint::Reads(vec!["x".into()]),
+            ),
+            (
+                r#"{"step_id":"a","tool":"file_read","arguments":{"path":"x"},"verify":{"command":"true"}}"#,
+                true,
+                Footprint::Anywhere,
+            ),
+            (
+                r#"{"step_id":"a","tool":"file_delete","arguments":{"path":"x"}}"#,
+                false,
+                Footprint::Writes(vec!["x".into()]),
+            ),
+            (
+                r#"{"step_id":"a","tool":"file_edit","arguments":{"path":"x"}}"#,
+                true,
+                Footprint::Writes(vec!["x".into()]),
+            ),
+        ] {
+            let p = plan(&format!(r#"{{"plan_id":"p","steps":[{json}]}}"#));
+            assert_eq!(p.steps[0].may_create_files(), creates, "{json}");
+            assert_eq!(footprint(json), fp, "{json}");
+        }
     }
 
     #[test]

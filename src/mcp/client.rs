@@ -111,6 +111,76 @@ pub enum McpError {
         /// What is wrong.
         message: String,
     },
+    /// The server started but did not get through its handshake (it exited at once, printed
+    /// something else, refused, ...): why, and what it wrote on stderr meanwhile, which usually
+    /// says more (a missing module, a bad flag) and is otherwise lost with the process.
+    #[error("{source}{}", stderr_excerpt(.stderr))]
+    Startup {
+        /// Why the handshake failed.
+        source: Box<McpError>,
+        /// Its whole stderr up to then (lossy UTF-8, at most [`STDERR_CAP`] bytes; unsanitised:
+        /// shown through [`stderr_excerpt`], stored as an artifact).
+        stderr: String,
+    },
+}
+
+impl McpError {
+    /// `source`, a failure while the server was starting (its handshake or first `tools/list`),
+    /// with the server's whole `stderr` up to then.
+    pub fn startup(source: McpError, stderr: String) -> McpError {
+        let source = match source {
+            // The excerpt the message ends with shows the last line too.
+            McpError::Exited { server, method, .. } if !stderr.trim().is_empty() => {
+                McpError::Exited {
+                    server,
+                    method,
+                    stderr: String::new(),
+                }
+            }
+            other => other,
+        };
+        McpError::Startup {
+            source: Box::new(source),
+            stderr,
+        }
+    }
+
+    /// What the server wrote on stderr before it failed to start (empty for other errors).
+    pub fn startup_stderr(&self) -> &str {
+        match self {
+            McpError::Startup { stderr, .. } => stderr,
+            _ => "",
+        }
+    }
+}
+
+/// Lines of a failed start's stderr shown in the error, and characters at most.
+const EXCERPT_LINES: usize = 10;
+const EXCERPT_CHARS: usize = 2000;
+
+/// The last lines of a server's stderr, each sanitised, for an error message: at most
+/// [`EXCERPT_LINES`] lines and [`EXCERPT_CHARS`] characters (empty when it wrote nothing).
+fn stderr_excerpt(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let start = lines.len().saturating_sub(EXCERPT_LINES);
+    let mut shown = String::new();
+    for line in &lines[start..] {
+        let line = sanitize_line(line, SHOWN);
+        if shown.chars().count() + line.chars().count() > EXCERPT_CHARS {
+            break;
+        }
+        shown.push_str("\n  | ");
+        shown.push_str(&line);
+    }
+    let skipped = if start > 0 {
+        format!(" (last {} of {} lines)", lines.len() - start, lines.len())
+    } else {
+        String::new()
+    };
+    format!("; its stderr{skipped}:{shown}")
 }
 
 /// `2 s`, or `0.5 s` below a whole second.
@@ -217,6 +287,14 @@ impl Client {
         startup: Duration,
         cancel: &AtomicBool,
     ) -> Result<Client, McpError> {
+        let mut client = Client::launch(server, spec)?;
+        client.handshake_within(startup, cancel)?;
+        Ok(client)
+    }
+
+    /// Starts the server's process and its reader threads, without talking to it yet (the
+    /// caller may start it on a thread of its choosing, see `tools::mcp`).
+    pub fn launch(server: &str, spec: &CommandSpec) -> Result<Client, McpError> {
         let mut service = process::start(spec).map_err(|source| McpError::Start {
             server: server.to_string(),
             source,
@@ -238,7 +316,7 @@ impl Client {
         let sink = log.clone();
         let stderr_fd = stderr.try_clone().ok();
         std::thread::spawn(move || read_stderr(stderr, sink));
-        let mut client = Client {
+        let client = Client {
             server: server.to_string(),
             service,
             stdin,
@@ -256,9 +334,29 @@ impl Client {
             refused: Vec::new(),
             list_changed: false,
         };
-        let deadline = Instant::now() + startup;
-        client.handshake(deadline, cancel)?;
         Ok(client)
+    }
+
+    /// Chooses the protocol era by what the server answers, within `startup` (and the cancel
+    /// flag). On failure the error carries the server's stderr ([`McpError::Startup`]); the
+    /// server is stopped.
+    pub fn handshake_within(
+        &mut self,
+        startup: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<(), McpError> {
+        let deadline = Instant::now() + startup;
+        self.handshake(deadline, cancel)
+            .map_err(|e| self.failed_to_start(e))
+    }
+
+    /// Stops the server after `e`, a failure while it was starting, and returns `e` with what it
+    /// wrote on stderr ([`McpError::Startup`]), read to its end once the process is gone (bounded
+    /// by the stop's grace period and [`Client::take_stderr`]'s own wait).
+    pub fn failed_to_start(&mut self, e: McpError) -> McpError {
+        let _ = self.service.stop();
+        let stderr = self.take_stderr();
+        McpError::startup(e, stderr)
     }
 
     /// Tries the `initialize` handshake first (what every server of the handshake era, and every

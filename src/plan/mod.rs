@@ -41,8 +41,8 @@ pub fn schema_for_prompt() -> String {
 
 pub use auth::{ApprovedPlan, AuthError, AuthStatus, PlanAuthorization};
 pub use model::{
-    Arguments, Defaults, Dependencies, Intent, MAX_VERIFY_COMMANDS, OnFailure, Plan, Precondition,
-    Step, Verify,
+    Arguments, Defaults, Dependencies, FileEffect, Intent, MAX_VERIFY_COMMANDS, OnFailure, Plan,
+    Precondition, Step, Verify,
 };
 
 /// What validation needs to know about the environment a plan will run in.

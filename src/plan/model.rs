@@ -262,6 +262,54 @@ pub struct Step {
     pub parallel_safe: bool,
 }
 
+/// What a step may do to the workspace's files, decided from its tool and whether it runs commands
+/// (`verify`, a `command_succeeds` precondition). The one decision behind validation's "an earlier
+/// step may create files" ([`Step::may_create_files`], `validate::after_writers`) and the
+/// scheduler's footprints (`executor::schedule::Footprint`), so the two cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileEffect {
+    /// Only reads: `file_read`, `list_directory`, `file_search`, `file_glob`, `history`.
+    Reads,
+    /// Writes the one path its `path` argument names: `file_write`, `file_create`, `file_edit`,
+    /// `file_delete`.
+    WritesPath,
+    /// May write anywhere in the workspace: a command, an agent, `lsp_check`, an MCP server's
+    /// tool (a program acode-run cannot inspect), any other tool, and any step that runs a
+    /// `verify` or `command_succeeds` command.
+    Anywhere,
+}
+
+impl Step {
+    /// See [`FileEffect`].
+    pub fn file_effect(&self) -> FileEffect {
+        let runs_commands = self.verify.is_some()
+            || matches!(
+                self.precondition.as_deref(),
+                Some(Precondition::CommandSucceeds(_))
+            );
+        if runs_commands {
+            return FileEffect::Anywhere;
+        }
+        match self.tool.as_str() {
+            "file_read" | "list_directory" | "file_search" | "file_glob" | "history" => {
+                FileEffect::Reads
+            }
+            "file_write" | "file_create" | "file_edit" | "file_delete" => FileEffect::WritesPath,
+            _ => FileEffect::Anywhere,
+        }
+    }
+
+    /// Whether running the step may create a file, so that a later step's program named by a
+    /// workspace path may not exist before the run (deleting one creates nothing).
+    pub fn may_create_files(&self) -> bool {
+        match self.file_effect() {
+            FileEffect::Reads => false,
+            FileEffect::WritesPath => self.tool != "file_delete",
+            FileEffect::Anywhere => true,
+        }
+    }
+}
+
 /// A step's arguments, held as their compact JSON text and parsed when a step is validated or run.
 ///
 /// Why not a `serde_json::Map`: a map's first B-tree node takes ~640 bytes even for one argument,

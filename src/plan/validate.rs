@@ -104,16 +104,12 @@ fn tool_problem(location: String, e: ToolError) -> Problem {
     }
 }
 
-/// For each step: whether a step it depends on, directly or not, may create files (see
-/// [`validate_step`]). Cycles and unknown ids are reported elsewhere; here they just end the walk.
+/// For each step: whether a step it depends on, directly or not, may create files
+/// ([`Step::may_create_files`]; see [`validate_step`]). Cycles and unknown ids are reported
+/// elsewhere; here they just end the walk.
 pub fn after_writers(plan: &Plan) -> Vec<bool> {
     let dependencies = plan.dependency_positions();
-    let writes = |s: &Step| {
-        matches!(
-            s.tool.as_str(),
-            "run_command" | "lsp_check" | "agent" | "file_write" | "file_create" | "file_edit"
-        )
-    };
+    let writes = Step::may_create_files;
     // Memoised over the dependency graph (linear in steps and edges): `memo[i]` once known.
     let mut memo: Vec<Option<bool>> = vec![None; plan.steps.len()];
     let mut on_stack = vec![false; plan.steps.len()];
@@ -176,7 +172,8 @@ pub fn check_command(ctx: &ValidationContext, command: &str, at: &str) -> Option
 /// Validates one step's tool, arguments and precondition with the given variables.
 ///
 /// `after_writer`: an earlier step this one depends on (transitively) may create files — a
-/// command, a file tool, an agent — so a program it names by workspace path may not exist yet.
+/// command, a file tool, an agent, an MCP tool ([`Step::may_create_files`]) — so a program it
+/// names by workspace path may not exist yet.
 pub fn validate_step(
     step: &Step,
     vars: &Variables,

@@ -157,6 +157,13 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE executions ADD COLUMN program_path TEXT;
     ALTER TABLE executions ADD COLUMN program_sha256 TEXT;
     "#,
+    // 12: the `history` tool's query (store/history.rs: a workspace's newest executions, newest
+    // first, optionally since a time) walks this index backwards and stops at its limit, instead
+    // of reading and sorting every execution. (An index on runs(workspace) would make SQLite start
+    // from the runs and sort all their executions: not added.)
+    r#"
+    CREATE INDEX executions_started ON executions(started_at);
+    "#,
 ];
 
 /// The newest schema this binary knows.

@@ -29,17 +29,91 @@ const SERVER_CPU_S: u64 = 3600;
 const RESULT_CAP: usize = 1024 * 1024;
 
 /// The servers of one run: how to start them, what was approved, and the ones started.
+///
+/// Each server has its own lock: one server's calls run one at a time (a stdio server gets one
+/// request at a time, and its stderr and refused requests are attributed to the call that
+/// caused them), while calls to different servers run at the same time under `--jobs`.
 pub struct McpRuntime {
     servers: BTreeMap<String, McpServer>,
     pins: BTreeMap<String, ServerPin>,
-    clients: Mutex<BTreeMap<String, Client>>,
+    /// Per declared server: its client once started (`None` before, or after it was stopped).
+    clients: BTreeMap<String, Mutex<Option<Client>>>,
+    launcher: Launcher,
+}
+
+/// A job for the launcher thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Starts the run's server processes from one thread that lives as long as the runtime. A
+/// child's `PR_SET_PDEATHSIG` (which no command may outlive the runner without) fires when the
+/// *thread* that started it ends, not the process: under `--jobs` a step runs on a worker thread
+/// that ends with the step, and a server it started would be killed before the next call.
+#[derive(Default)]
+struct Launcher {
+    jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
+}
+
+impl Launcher {
+    /// [`Client::launch`] on the launcher thread (started the first time); on the calling thread
+    /// if that thread cannot be started.
+    fn launch(&self, name: &str, spec: &CommandSpec) -> Result<Client, McpError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (owned_name, owned_spec) = (name.to_string(), spec.clone());
+        let job: Job = Box::new(move || {
+            let _ = tx.send(Client::launch(&owned_name, &owned_spec));
+        });
+        let sent = match self.jobs.lock() {
+            Ok(mut jobs) => {
+                if jobs.is_none() {
+                    let (jtx, jrx) = std::sync::mpsc::channel::<Job>();
+                    let started = std::thread::Builder::new()
+                        .name("mcp-launcher".into())
+                        .spawn(move || {
+                            for job in jrx {
+                                job();
+                            }
+                        });
+                    if started.is_ok() {
+                        *jobs = Some(jtx);
+                    }
+                }
+                jobs.as_ref().is_some_and(|j| j.send(job).is_ok())
+            }
+            Err(_) => false,
+        };
+        match sent.then(|| rx.recv().ok()).flatten() {
+            Some(launched) => launched,
+            None => Client::launch(name, spec),
+        }
+    }
+}
+
+/// Why a server could not be started and its tools listed: the message (naming the server, with
+/// a sanitised excerpt of its stderr when it wrote any) and its whole stderr, capped, for the
+/// record (the `mcp_stderr` artifact of the call that tried to start it).
+#[derive(Debug)]
+pub struct StartFailure {
+    /// What went wrong, for a person.
+    pub message: String,
+    /// What the server wrote on stderr (unsanitised; empty when it never ran).
+    pub stderr: String,
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl McpRuntime {
     /// Stops every server started (the end of a run, a failure, Ctrl-C).
     pub fn shutdown(&self) {
-        if let Ok(mut clients) = self.clients.lock() {
-            clients.clear();
+        for slot in self.clients.values() {
+            // A poisoned slot still holds a client to stop.
+            let mut slot = slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *slot = None;
         }
     }
 }
@@ -76,7 +150,13 @@ pub fn register(
     let runtime = Arc::new(McpRuntime {
         servers: policy.mcp.servers.clone(),
         pins: approved.cloned().unwrap_or_default(),
-        clients: Mutex::new(BTreeMap::new()),
+        clients: policy
+            .mcp
+            .servers
+            .keys()
+            .map(|name| (name.clone(), Mutex::new(None)))
+            .collect(),
+        launcher: Launcher::default(),
     });
     for (server, config) in &policy.mcp.servers {
         let pin = approved.map(|p| p.get(server));
@@ -188,15 +268,39 @@ pub fn start_and_list(
     workspace: &Workspace,
     sandbox: &OsSandbox,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Result<(Client, Vec<ListedTool>), String> {
-    let spec =
-        server_spec(server, workspace, sandbox).map_err(|e| format!("MCP server {name}: {e}"))?;
-    let mut client =
-        Client::start(name, &spec, server.startup_timeout(), cancel).map_err(|e| e.to_string())?;
-    let listed = client
-        .list_tools(server.startup_timeout(), cancel)
-        .map_err(|e| e.to_string())?;
-    Ok((client, listed))
+) -> Result<(Client, Vec<ListedTool>), StartFailure> {
+    start_with(name, server, workspace, sandbox, cancel, None)
+}
+
+/// [`start_and_list`], the process started by `launcher` when given (a run's servers).
+fn start_with(
+    name: &str,
+    server: &McpServer,
+    workspace: &Workspace,
+    sandbox: &OsSandbox,
+    cancel: &std::sync::atomic::AtomicBool,
+    launcher: Option<&Launcher>,
+) -> Result<(Client, Vec<ListedTool>), StartFailure> {
+    let failure = |message: String, stderr: String| StartFailure { message, stderr };
+    let spec = server_spec(server, workspace, sandbox)
+        .map_err(|e| failure(format!("MCP server {name}: {e}"), String::new()))?;
+    let launched = match launcher {
+        Some(l) => l.launch(name, &spec),
+        None => Client::launch(name, &spec),
+    };
+    let mut client = launched
+        .and_then(|mut c| {
+            c.handshake_within(server.startup_timeout(), cancel)
+                .map(|()| c)
+        })
+        .map_err(|e| failure(e.to_string(), e.startup_stderr().to_string()))?;
+    match client.list_tools(server.startup_timeout(), cancel) {
+        Ok(listed) => Ok((client, listed)),
+        Err(e) => {
+            let e = client.failed_to_start(e);
+            Err(failure(e.to_string(), e.startup_stderr().to_string()))
+        }
+    }
 }
 
 /// Starts every server `policy` declares, lists its tools and pins the allowed ones (what
@@ -209,7 +313,8 @@ pub fn pin_servers(
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let mut out = BTreeMap::new();
     for (name, server) in &policy.mcp.servers {
-        let (client, listed) = start_and_list(name, server, workspace, sandbox, &cancel)?;
+        let (client, listed) =
+            start_and_list(name, server, workspace, sandbox, &cancel).map_err(|e| e.message)?;
         let pin = pins::pin_server(client.identity(), &listed, &server.tools)
             .map_err(|e| format!("MCP server {name}: {e}"))?;
         out.insert(name.clone(), pin);
@@ -232,10 +337,10 @@ impl McpTool {
     /// Starts the server if this run has not yet, checking it against its pins first.
     fn ensure_started(
         &self,
-        clients: &mut BTreeMap<String, Client>,
+        slot: &mut Option<Client>,
         ctx: &ToolContext,
     ) -> Result<(), Box<ToolOutput>> {
-        if clients.contains_key(&self.server) {
+        if slot.is_some() {
             return Ok(());
         }
         let (Some(config), Some(pin)) = (
@@ -250,9 +355,21 @@ impl McpTool {
                 ),
             )));
         };
-        let (mut client, listed) =
-            start_and_list(&self.server, config, ctx.workspace, ctx.sandbox, ctx.cancel)
-                .map_err(|e| Box::new(ToolOutput::failed(ErrorKind::ToolFailed, e)))?;
+        let (mut client, listed) = start_with(
+            &self.server,
+            config,
+            ctx.workspace,
+            ctx.sandbox,
+            ctx.cancel,
+            Some(&self.runtime.launcher),
+        )
+        .map_err(|e| {
+            let mut failed = ToolOutput::failed(ErrorKind::ToolFailed, e.message);
+            if !e.stderr.is_empty() {
+                failed.artifacts.push(Artifact::new("mcp_stderr", e.stderr));
+            }
+            Box::new(failed)
+        })?;
         let what = pins::differences(pin, client.identity(), &listed);
         if !what.is_empty() {
             let mut refused = changed(&self.server, &what);
@@ -262,19 +379,15 @@ impl McpTool {
             }
             return Err(Box::new(refused));
         }
-        clients.insert(self.server.clone(), client);
+        *slot = Some(client);
         Ok(())
     }
 
     /// After `notifications/tools/list_changed`: lists the tools again and compares them with the
     /// pins. `Some(what changed)` when a pinned tool (or the identity) differs; the server is then
     /// stopped. A list change that leaves every pinned tool as approved is not a change.
-    fn recheck(
-        &self,
-        clients: &mut BTreeMap<String, Client>,
-        ctx: &ToolContext,
-    ) -> Option<Vec<String>> {
-        let client = clients.get_mut(&self.server)?;
+    fn recheck(&self, slot: &mut Option<Client>, ctx: &ToolContext) -> Option<Vec<String>> {
+        let client = slot.as_mut()?;
         if !client.take_list_changed() {
             return None;
         }
@@ -295,7 +408,7 @@ impl McpTool {
             0,
             "it announced that its tool list changed (notifications/tools/list_changed)".into(),
         );
-        clients.remove(&self.server);
+        *slot = None;
         Some(what)
     }
 }
@@ -409,13 +522,17 @@ impl Tool for McpTool {
     }
 
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let Ok(mut clients) = self.runtime.clients.lock() else {
-            return Err(ToolError::Failed("the MCP client state is poisoned".into()));
+        let Some(Ok(mut slot)) = self.runtime.clients.get(&self.server).map(Mutex::lock) else {
+            return Err(ToolError::Failed(format!(
+                "the client state of MCP server {} is missing or poisoned",
+                self.server
+            )));
         };
-        if let Err(refused) = self.ensure_started(&mut clients, ctx) {
+        let slot = &mut *slot;
+        if let Err(refused) = self.ensure_started(slot, ctx) {
             return Ok(*refused);
         }
-        if let Some(what) = self.recheck(&mut clients, ctx) {
+        if let Some(what) = self.recheck(slot, ctx) {
             return Ok(changed(&self.server, &what));
         }
         let limit = self
@@ -423,7 +540,7 @@ impl Tool for McpTool {
             .servers
             .get(&self.server)
             .map_or(ctx.timeout, |s| s.call_timeout().min(ctx.timeout));
-        let Some(client) = clients.get_mut(&self.server) else {
+        let Some(client) = slot.as_mut() else {
             return Err(ToolError::Failed("the MCP server is not running".into()));
         };
         let request = Artifact::new(
@@ -435,10 +552,7 @@ impl Tool for McpTool {
         let refused = client.take_refused();
         // A list change announced during the call: the result may come from a changed tool, so
         // it only counts when the pinned tools are still as approved.
-        let rechecked = outcome
-            .is_ok()
-            .then(|| self.recheck(&mut clients, ctx))
-            .flatten();
+        let rechecked = outcome.is_ok().then(|| self.recheck(slot, ctx)).flatten();
         let mut output = match (outcome, rechecked) {
             (Ok(_), Some(what)) => changed(&self.server, &what),
             (Ok(result), None) => to_output(self.name, &result),
@@ -450,7 +564,7 @@ impl Tool for McpTool {
                 };
                 // Only a refusal leaves the server in a known state; anything else stops it.
                 if !matches!(e, McpError::Rpc { .. }) {
-                    clients.remove(&self.server);
+                    *slot = None;
                 }
                 let message = match &e {
                     McpError::Timeout { .. } => {

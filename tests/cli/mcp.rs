@@ -1055,3 +1055,219 @@ fn a_server_cannot_reach_the_network_the_policy_does_not_allow() {
         );
     }
 }
+
+/// The `(start, end)` of every `sleep` call a fixture logged, in milliseconds since the epoch.
+fn sleeps(log: &str) -> Vec<(u128, u128)> {
+    let starts = log.lines().filter_map(|l| l.strip_prefix("sleep start "));
+    let ends = log.lines().filter_map(|l| l.strip_prefix("sleep end "));
+    starts
+        .zip(ends)
+        .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
+        .collect()
+}
+
+/// With `--jobs`, calls to different servers run at the same time; calls to one server still run
+/// one at a time (one request at a time on its stdio).
+#[test]
+fn with_jobs_calls_to_different_servers_overlap_and_one_servers_calls_do_not() {
+    let t = TestDir::new();
+    let server = |log: &str| {
+        json!({"command": ["acode-mcp-fixture", "stateless", "--log", log],
+               "tools": ["sleep"], "confirm": false})
+    };
+    t.file(
+        "acode-policy.json",
+        &json!({"mcp": {"servers": {"fx": server("fx.log"), "fy": server("fy.log")}}}).to_string(),
+    );
+    let step = |id: &str, server: &str| {
+        json!({"step_id": id, "tool": format!("mcp__{server}__sleep"), "arguments": {"ms": 700},
+               "depends_on": [], "parallel_safe": true})
+    };
+    let plan = t.plan(
+        "mcp.json",
+        &json!({"plan_id": "mcp-jobs", "steps": [
+            step("x1", "fx"), step("y1", "fy"), step("x2", "fx"), step("y2", "fy")]}),
+    );
+    approve(&t, &plan);
+    for log in ["fx.log", "fy.log"] {
+        std::fs::write(t.ws.join(log), "").unwrap();
+    }
+    let out = run(
+        &t,
+        &[
+            "run",
+            plan.to_str().unwrap(),
+            "--jobs",
+            "4",
+            "--sandbox",
+            "landlock",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fx = sleeps(&std::fs::read_to_string(t.ws.join("fx.log")).unwrap());
+    let fy = sleeps(&std::fs::read_to_string(t.ws.join("fy.log")).unwrap());
+    assert_eq!((fx.len(), fy.len()), (2, 2), "{fx:?} {fy:?}");
+    let overlap = |a: (u128, u128), b: (u128, u128)| a.0 < b.1 && b.0 < a.1;
+    assert!(
+        fx.iter().any(|&a| fy.iter().any(|&b| overlap(a, b))),
+        "calls to fx and fy ran one after the other: fx {fx:?}, fy {fy:?}"
+    );
+    for calls in [&fx, &fy] {
+        assert!(
+            !overlap(calls[0], calls[1]),
+            "two calls to one server overlapped: {calls:?}"
+        );
+    }
+}
+
+/// A server that exits at once (before its handshake) leaves what it wrote on stderr in the
+/// error, sanitised, and whole in the `mcp_stderr` artifact of the call that tried to start it;
+/// `approve` and `mcp tools` say it too.
+#[test]
+fn a_server_that_exits_at_once_is_reported_with_its_stderr() {
+    let t = TestDir::new();
+    policy(
+        &t,
+        &["stateless", "--fail-if", "broken"],
+        &["echo"],
+        json!({}),
+    );
+    let plan = direct_plan(&t, "echo", json!({"text": "hi"}));
+    approve(&t, &plan);
+    std::fs::write(t.ws.join("broken"), "").unwrap();
+    let out = run(
+        &t,
+        &[
+            "run",
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "landlock",
+            "--jsonl",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    let failed = events(&out)
+        .into_iter()
+        .find(|e| e["type"] == "step_failed")
+        .expect("a step_failed event");
+    let message = failed["error"].as_str().unwrap();
+    assert!(
+        message.contains("exited during initialize; its stderr:"),
+        "{failed}"
+    );
+    assert!(
+        message.contains("module 'fixture_tools' not found"),
+        "{failed}"
+    );
+    // Sanitised: the escape character is shown, not sent to the terminal.
+    assert!(message.contains(r"\u{1b}[31mnow"), "{failed}");
+    assert!(!message.contains('\x1b'), "{failed}");
+    assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
+    let logged = artifacts(&t, "mcp_stderr");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(
+        logged[0].contains("fixture: loading configuration\n"),
+        "{logged:?}"
+    );
+
+    // Outside a run: `approve` (of a fresh plan) and `mcp tools` say why too.
+    let other = t.plan(
+        "other.json",
+        &json!({"plan_id": "other", "steps": [
+            {"step_id": "a", "tool": "mcp__fx__echo", "arguments": {"text": "x"}}]}),
+    );
+    let out = run(&t, &["approve", other.to_str().unwrap(), "--by", "t"], &[]);
+    assert_ne!(code(&out), 0);
+    assert!(
+        stderr(&out).contains("module 'fixture_tools' not found"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&t, &["mcp", "tools"], &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("module 'fixture_tools' not found"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `acode-run tools` lists the policy's allowed MCP tools as plans call them, with the
+/// description and schema their server gives (started for it), and not the tools it does not allow.
+#[test]
+fn tools_lists_the_policys_mcp_tools_with_their_servers_descriptions() {
+    let t = TestDir::new();
+    policy(&t, &["stateless"], &["echo", "sleep"], json!({}));
+    let out = run(&t, &["tools"], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"file_read"), "{names:?}");
+    assert!(names.contains(&"mcp__fx__sleep"), "{names:?}");
+    assert!(!names.contains(&"mcp__fx__env"), "not allowed: {names:?}");
+    let echo = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__fx__echo")
+        .expect("mcp__fx__echo listed");
+    assert_eq!(echo["description"], "Echoes its text.");
+    assert_eq!(echo["parameters"]["required"], json!(["text"]));
+
+    // A server that cannot start: exit 2, naming it and what it said.
+    policy(
+        &t,
+        &["stateless", "--fail-if", "acode-policy.json"],
+        &["echo"],
+        json!({}),
+    );
+    let out = run(&t, &["tools"], &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("MCP server fx"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("module 'fixture_tools' not found"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// An MCP tool may create files (its server is a program acode-run cannot inspect): a later
+/// command naming a workspace program that does not exist yet validates after it, as after a
+/// command; after a step that only reads it does not. (Validation and the scheduler decide
+/// "may write" in one place, `Step::file_effect`.)
+#[test]
+fn a_program_an_mcp_step_may_create_validates_after_it() {
+    let t = TestDir::new();
+    policy(&t, &["stateless"], &["write"], json!({}));
+    let mut p: Value =
+        serde_json::from_str(&std::fs::read_to_string(t.ws.join("acode-policy.json")).unwrap())
+            .unwrap();
+    p["allow_commands"] = json!(["build/*"]);
+    t.file("acode-policy.json", &p.to_string());
+    let use_it =
+        json!({"step_id": "use", "tool": "run_command", "arguments": {"argv": ["build/tool"]}});
+    let after_mcp = t.plan(
+        "m.json",
+        &json!({"plan_id": "after-mcp", "steps": [
+            {"step_id": "make", "tool": "mcp__fx__write",
+             "arguments": {"path": "build/tool", "text": "#!/bin/sh\n"}},
+            use_it]}),
+    );
+    let out = run(&t, &["validate", after_mcp.to_str().unwrap()], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let after_read = t.plan(
+        "r.json",
+        &json!({"plan_id": "after-read", "steps": [
+            {"step_id": "look", "tool": "file_read", "arguments": {"path": "acode-policy.json"}},
+            use_it]}),
+    );
+    let out = run(&t, &["validate", after_read.to_str().unwrap()], &[]);
+    assert_exit_with(&out, 2, "the program build/tool does not exist");
+}

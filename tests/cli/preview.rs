@@ -112,3 +112,53 @@ fn approve_shows_the_preview_unless_quiet() {
     assert_eq!(code(&quiet), 0);
     assert!(!stderr(&quiet).contains("+new"));
 }
+
+/// The preview is produced step by step and forgets a file after the last step (in execution
+/// order, not file order) that changes it: a later step on the same file must still see what the
+/// earlier ones did, and `approve` shows the same text as `preview`.
+#[test]
+fn streamed_preview_keeps_what_later_steps_need_in_execution_order() {
+    let t = TestDir::new();
+    t.file("old.txt", "on disk\n");
+    // File order differs from execution order: e6 is first in the file and runs last.
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "pv-stream", "steps": [
+        {"step_id": "e6", "tool": "file_edit", "depends_on": ["c5"],
+         "arguments": {"path": "a.txt", "old": "second", "new": "third"}},
+        {"step_id": "x2", "tool": "file_write", "depends_on": [],
+         "arguments": {"path": "a.txt", "contents": "first\n"}},
+        {"step_id": "e1", "tool": "file_edit", "depends_on": ["x2"],
+         "arguments": {"path": "a.txt", "old": "first", "new": "second"}},
+        {"step_id": "d3", "tool": "file_delete", "depends_on": ["e1"],
+         "arguments": {"path": "old.txt"}},
+        {"step_id": "w4", "tool": "file_write", "depends_on": ["d3"],
+         "arguments": {"path": "b.txt", "contents": "b\n"}},
+        {"step_id": "c5", "tool": "file_create", "depends_on": ["w4"],
+         "arguments": {"path": "old.txt", "contents": "again\n"}}]}),
+    );
+    let out = t.run(&["preview", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let order: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .collect();
+    assert_eq!(order, ["x2", "e1", "d3", "w4", "c5", "e6"], "{text}");
+    // e1 sees x2's write, e6 sees e1's edit; c5 sees d3's delete, not the file still on disk.
+    assert!(text.contains("    -first\n    +second\n"), "{text}");
+    assert!(text.contains("    -second\n    +third\n"), "{text}");
+    assert!(text.contains("c5 file_create: changes old.txt\n"), "{text}");
+    assert!(!text.contains("WILL FAIL"), "{text}");
+    let approve = t.run(&["approve", plan.to_str().unwrap(), "--by", "tester"]);
+    assert_eq!(code(&approve), 0, "{}", stderr(&approve));
+    // `preview` ends with what the confirmation mode will do; up to the notes, the same text.
+    let steps_part = text.split("network:").next().unwrap();
+    assert!(steps_part.ends_with("    +third\n"), "{text}");
+    assert!(
+        stderr(&approve).starts_with(steps_part),
+        "approve shows the same preview:\n{}\n---\n{text}",
+        stderr(&approve)
+    );
+}

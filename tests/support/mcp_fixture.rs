@@ -15,11 +15,14 @@
 //!   `roots/list` during a call and logs the answers;
 //! - `--wrong-id`: answers a `tools/call` under another id;
 //! - `--exit-on-call`: prints a last word on stderr and exits at a `tools/call`;
+//! - `--fail-if F`: when F exists, prints three lines (the last with an escape sequence) on stderr
+//!   and exits 3 at once, before reading anything (a server that cannot start);
 //! - `--log F`: appends every line received, and its pid (and that of a `hang` child), to F.
 //!
 //! Tools: `echo {text}`, `env {names}` (values of those variables, or null), `write {path, text}`,
 //! `read {path}`, `connect {address}` (a TCP connection), `secret` (a result holding a token), `image` (an image content), `fail`
-//! (`isError: true`), `hang` (starts a `sleep` child and never answers).
+//! (`isError: true`), `hang` (starts a `sleep` child and never answers), `sleep {ms}` (logs
+//! `sleep start MS` and `sleep end MS`, milliseconds since the epoch, around a sleep of `ms`).
 
 use std::io::{BufRead, Write};
 
@@ -83,6 +86,8 @@ fn tools(opts: &Options) -> Value {
         {"name": "connect", "description": "Opens a TCP connection.",
          "inputSchema": obj(json!({"address": {"type": "string"}}), json!(["address"]))},
         {"name": "hang", "description": "Never answers.", "inputSchema": obj(json!({}), json!([]))},
+        {"name": "sleep", "description": "Sleeps, logging when it starts and ends.",
+         "inputSchema": obj(json!({"ms": {"type": "integer"}}), json!(["ms"]))},
     ])
 }
 
@@ -177,6 +182,18 @@ fn call(
                 json!({"isError": true, "content": [{"type": "text", "text": format!("connect failed: {e}")}]})
             }
         },
+        "sleep" => {
+            let now = || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis())
+            };
+            log(opts, &format!("sleep start {}", now()));
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            log(opts, &format!("sleep end {}", now()));
+            text("slept")
+        }
         "fail" => json!({"isError": true, "content": [{"type": "text", "text": "it went wrong"}]}),
         "hang" => {
             if let Ok(child) = std::process::Command::new("sleep").arg("300").spawn() {
@@ -216,6 +233,18 @@ fn main() {
             "--log" => {
                 i += 1;
                 opts.log = args.get(i).cloned();
+            }
+            "--fail-if" => {
+                i += 1;
+                if args
+                    .get(i)
+                    .is_some_and(|f| std::path::Path::new(f).exists())
+                {
+                    eprintln!("fixture: loading configuration");
+                    eprintln!("Error: module 'fixture_tools' not found");
+                    eprintln!("hint: reinstall the server \x1b[31mnow\x1b[0m");
+                    std::process::exit(3);
+                }
             }
             "--list-changed" => opts.list_changed = true,
             "--sampling" => opts.sampling = true,
