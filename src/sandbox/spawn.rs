@@ -583,6 +583,44 @@ pub fn has_exited(pid: libc::pid_t) -> bool {
     }
 }
 
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `f` on one thread that lives as long as the process, and returns what it returned: for
+/// starting a child that must outlive the thread asking for it (the run's sandbox supervisor, an
+/// MCP server). Every child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that started
+/// it ends, not the process, and a `--jobs` worker thread ends with its step. `Err` only when
+/// that thread cannot be started or has gone.
+pub fn on_lasting_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<T> {
+    static STARTER: std::sync::Mutex<Option<std::sync::mpsc::Sender<Job>>> =
+        std::sync::Mutex::new(None);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let job: Job = Box::new(move || {
+        let _ = tx.send(f());
+    });
+    {
+        let mut starter = STARTER.lock().unwrap_or_else(|p| p.into_inner());
+        if starter.is_none() {
+            let (jobs, incoming) = std::sync::mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("acode-starter".into())
+                .spawn(move || {
+                    for job in incoming {
+                        job();
+                    }
+                })?;
+            *starter = Some(jobs);
+        }
+        if let Some(s) = starter.as_ref() {
+            s.send(job)
+                .map_err(|_| io::Error::other("the starter thread is gone"))?;
+        }
+    }
+    rx.recv()
+        .map_err(|_| io::Error::other("the starter thread did not answer"))
+}
+
 /// Reaps child `pid` and returns how it ended (retrying on `EINTR`).
 pub fn wait(pid: libc::pid_t) -> io::Result<ExitStatus> {
     loop {

@@ -21,6 +21,7 @@ use crate::mcp::client::{Client, ListedTool, McpError};
 use crate::mcp::pins::{self, ServerPin};
 use crate::sandbox::policy::{McpServer, mcp_tool_name};
 use crate::sandbox::process::CommandSpec;
+use crate::sandbox::spawn;
 use crate::sandbox::{OsSandbox, Policy, Workspace, program};
 
 /// The CPU-time budget a server gets for its whole life (its `RLIMIT_CPU`), in seconds.
@@ -38,54 +39,15 @@ pub struct McpRuntime {
     pins: BTreeMap<String, ServerPin>,
     /// Per declared server: its client once started (`None` before, or after it was stopped).
     clients: BTreeMap<String, Mutex<Option<Client>>>,
-    launcher: Launcher,
 }
 
-/// A job for the launcher thread.
-type Job = Box<dyn FnOnce() + Send>;
-
-/// Starts the run's server processes from one thread that lives as long as the runtime. A
-/// child's `PR_SET_PDEATHSIG` (which no command may outlive the runner without) fires when the
-/// *thread* that started it ends, not the process: under `--jobs` a step runs on a worker thread
-/// that ends with the step, and a server it started would be killed before the next call.
-#[derive(Default)]
-struct Launcher {
-    jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
-}
-
-impl Launcher {
-    /// [`Client::launch`] on the launcher thread (started the first time); on the calling thread
-    /// if that thread cannot be started.
-    fn launch(&self, name: &str, spec: &CommandSpec) -> Result<Client, McpError> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (owned_name, owned_spec) = (name.to_string(), spec.clone());
-        let job: Job = Box::new(move || {
-            let _ = tx.send(Client::launch(&owned_name, &owned_spec));
-        });
-        let sent = match self.jobs.lock() {
-            Ok(mut jobs) => {
-                if jobs.is_none() {
-                    let (jtx, jrx) = std::sync::mpsc::channel::<Job>();
-                    let started = std::thread::Builder::new()
-                        .name("mcp-launcher".into())
-                        .spawn(move || {
-                            for job in jrx {
-                                job();
-                            }
-                        });
-                    if started.is_ok() {
-                        *jobs = Some(jtx);
-                    }
-                }
-                jobs.as_ref().is_some_and(|j| j.send(job).is_ok())
-            }
-            Err(_) => false,
-        };
-        match sent.then(|| rx.recv().ok()).flatten() {
-            Some(launched) => launched,
-            None => Client::launch(name, spec),
-        }
-    }
+/// [`Client::launch`] on [`spawn::on_lasting_thread`] (on the calling thread if that one cannot
+/// run): under `--jobs` a step runs on a worker thread that ends with the step, and a server it
+/// started would be killed (`PR_SET_PDEATHSIG`) before the next call.
+fn launch_lasting(name: &str, spec: &CommandSpec) -> Result<Client, McpError> {
+    let (owned_name, owned_spec) = (name.to_string(), spec.clone());
+    spawn::on_lasting_thread(move || Client::launch(&owned_name, &owned_spec))
+        .unwrap_or_else(|_| Client::launch(name, spec))
 }
 
 /// Why a server could not be started and its tools listed: the message (naming the server, with
@@ -156,7 +118,6 @@ pub fn register(
             .keys()
             .map(|name| (name.clone(), Mutex::new(None)))
             .collect(),
-        launcher: Launcher::default(),
     });
     for (server, config) in &policy.mcp.servers {
         let pin = approved.map(|p| p.get(server));
@@ -269,24 +230,25 @@ pub fn start_and_list(
     sandbox: &OsSandbox,
     cancel: &std::sync::atomic::AtomicBool,
 ) -> Result<(Client, Vec<ListedTool>), StartFailure> {
-    start_with(name, server, workspace, sandbox, cancel, None)
+    start_with(name, server, workspace, sandbox, cancel, false)
 }
 
-/// [`start_and_list`], the process started by `launcher` when given (a run's servers).
+/// [`start_and_list`], the process started on the lasting thread when `lasting` (a run's servers).
 fn start_with(
     name: &str,
     server: &McpServer,
     workspace: &Workspace,
     sandbox: &OsSandbox,
     cancel: &std::sync::atomic::AtomicBool,
-    launcher: Option<&Launcher>,
+    lasting: bool,
 ) -> Result<(Client, Vec<ListedTool>), StartFailure> {
     let failure = |message: String, stderr: String| StartFailure { message, stderr };
     let spec = server_spec(server, workspace, sandbox)
         .map_err(|e| failure(format!("MCP server {name}: {e}"), String::new()))?;
-    let launched = match launcher {
-        Some(l) => l.launch(name, &spec),
-        None => Client::launch(name, &spec),
+    let launched = if lasting {
+        launch_lasting(name, &spec)
+    } else {
+        Client::launch(name, &spec)
     };
     let mut client = launched
         .and_then(|mut c| {
@@ -361,7 +323,7 @@ impl McpTool {
             ctx.workspace,
             ctx.sandbox,
             ctx.cancel,
-            Some(&self.runtime.launcher),
+            true,
         )
         .map_err(|e| {
             let mut failed = ToolOutput::failed(ErrorKind::ToolFailed, e.message);

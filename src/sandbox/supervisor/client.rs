@@ -5,7 +5,6 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -52,10 +51,8 @@ impl Supervisor {
         let (control, theirs) = wire::socketpair(libc::SOCK_SEQPACKET)?;
         let (err_r, err_w) = spawn::pipe()?;
         let (program, argv, env) = (program.to_path_buf(), argv.to_vec(), env.to_vec());
-        // Started from a thread that lives as long as the process: the sandbox gets
-        // PR_SET_PDEATHSIG, which fires when the *thread* that started it ends, and a `--jobs`
-        // worker thread ends long before the run does.
-        let pid = on_starter_thread(move || {
+        // The sandbox outlives the `--jobs` worker thread that may be starting it.
+        let pid = spawn::on_lasting_thread(move || {
             spawn::spawn_fds(
                 &program,
                 &argv,
@@ -298,37 +295,6 @@ fn set_nonblocking(fd: RawFd) {
         let flags = libc::fcntl(fd, libc::F_GETFL);
         libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
-}
-
-type Job = Box<dyn FnOnce() + Send>;
-
-/// Runs `f` on one thread that lives as long as the process (see [`Supervisor::start`]).
-fn on_starter_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
-    static STARTER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
-    let (tx, rx) = mpsc::channel();
-    let job: Job = Box::new(move || {
-        let _ = tx.send(f());
-    });
-    {
-        let mut starter = STARTER.lock().unwrap_or_else(|p| p.into_inner());
-        if starter.is_none() {
-            let (jobs, incoming) = mpsc::channel::<Job>();
-            std::thread::Builder::new()
-                .name("acode-sandbox-starter".into())
-                .spawn(move || {
-                    for job in incoming {
-                        job();
-                    }
-                })?;
-            *starter = Some(jobs);
-        }
-        if let Some(s) = starter.as_ref() {
-            s.send(job)
-                .map_err(|_| io::Error::other("the sandbox starter thread is gone"))?;
-        }
-    }
-    rx.recv()
-        .map_err(|_| io::Error::other("the sandbox starter thread did not answer"))
 }
 
 /// The runner binary, when it answers the supervisor's probe (an embedder's binary that does not
