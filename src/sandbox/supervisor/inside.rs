@@ -263,7 +263,15 @@ fn watch(pid: libc::pid_t, sock: &mut File) -> i32 {
 /// reaps them as they come to it, until it has no child left. Each round reaps every child that
 /// is already dead before signalling again, so a fork bomb's thousands of processes cost one
 /// `kill(-1)` per round, not one per process.
+///
+/// Called once the leader is reaped. A shim with no child then has nothing left to kill, and
+/// skips the `kill(-1)`, which walks every process on the machine: every process the command
+/// started descends from the leader, and whichever of them outlived its parent was re-parented
+/// to the shim (its subreaper) before that parent could be reaped.
 fn kill_the_rest() {
+    if no_child_left() {
+        return;
+    }
     loop {
         signal(-1, libc::SIGKILL);
         let mut reaped = false;
@@ -289,6 +297,22 @@ fn kill_the_rest() {
             }
         }
     }
+}
+
+/// Whether the calling process has no child at all, alive or dead.
+fn no_child_left() -> bool {
+    // SAFETY: `info` is plain data that waitid fills in.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes only into `info`; WNOWAIT leaves any child as it is.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
 }
 
 fn signal(target: libc::pid_t, sig: libc::c_int) {
