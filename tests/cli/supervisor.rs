@@ -29,6 +29,26 @@ fn policy(t: &TestDir) {
     );
 }
 
+/// The pid namespace of each of `n` commands run one after another in one plan (`--sandbox
+/// bwrap`, the policy already written).
+fn namespaces(t: &TestDir, n: usize, supervisor: bool) -> Vec<String> {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            py(
+                &format!("s{i}"),
+                &[],
+                &format!(
+                    "import os; open('ns{i}.txt', 'w').write(os.readlink('/proc/self/ns/pid'))"
+                ),
+            )
+        })
+        .collect();
+    let plan = t.plan("ns.json", &json!({"plan_id": "ns", "steps": steps}));
+    t.approve(&plan);
+    run_bwrap(t, &plan, &[], supervisor);
+    (0..n).map(|i| t.read(&format!("ns{i}.txt"))).collect()
+}
+
 fn py(id: &str, deps: &[&str], code: &str) -> Value {
     json!({"step_id": id, "tool": "run_command", "depends_on": deps, "parallel_safe": true,
            "arguments": {"argv": ["python3", "-c", code], "timeout_s": 60}})
@@ -52,24 +72,7 @@ fn the_commands_of_a_run_share_one_sandbox_unless_the_supervisor_is_off() {
     }
     let t = TestDir::new();
     policy(&t);
-    let steps: Vec<Value> = (0..3)
-        .map(|i| {
-            py(
-                &format!("s{i}"),
-                &[],
-                &format!(
-                    "import os; open('ns{i}.txt', 'w').write(os.readlink('/proc/self/ns/pid'))"
-                ),
-            )
-        })
-        .collect();
-    let plan = t.plan("p.json", &json!({"plan_id": "ns", "steps": steps}));
-    t.approve(&plan);
-    let read =
-        |t: &TestDir| -> Vec<String> { (0..3).map(|i| t.read(&format!("ns{i}.txt"))).collect() };
-
-    run_bwrap(&t, &plan, &[], true);
-    let shared = read(&t);
+    let shared = namespaces(&t, 3, true);
     assert!(shared[0].starts_with("pid:["), "{shared:?}");
     assert!(
         shared.iter().all(|n| *n == shared[0]),
@@ -82,12 +85,27 @@ fn the_commands_of_a_run_share_one_sandbox_unless_the_supervisor_is_off() {
         "the commands ran in the host's PID namespace"
     );
 
-    run_bwrap(&t, &plan, &[], false);
-    let own = read(&t);
+    let own = namespaces(&t, 3, false);
     assert!(
         own[0] != own[1] && own[1] != own[2] && own[0] != own[2],
         "one bwrap per command with the supervisor off: {own:?}"
     );
+}
+
+#[test]
+fn with_hosts_allowed_the_commands_still_share_one_sandbox_behind_the_forwarder() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["python3"], "auto_approve_commands": ["python3"],
+                "network": {"allow": ["allowed.example.org"]}})
+        .to_string(),
+    );
+    let shared = namespaces(&t, 2, true);
+    assert_eq!(shared[0], shared[1], "{shared:?}");
 }
 
 #[test]
