@@ -619,6 +619,26 @@ impl OsSandbox {
     /// bwrap wrapper or the Landlock ruleset per mode; `TMPDIR` set to the run's temp directory
     /// outside bwrap. `Err` when the Landlock ruleset cannot be built (the command must not run).
     pub fn prepare(&self, spec: &mut CommandSpec, workspace: &Workspace) -> std::io::Result<()> {
+        self.prepare_with(spec, workspace, self.supervise)
+    }
+
+    /// [`OsSandbox::prepare`] for a long-lived child started with
+    /// [`start`](super::process::start) (an MCP server): under bwrap it gets a sandbox of its own,
+    /// as it lives for the run and its start is paid once, so no shared sandbox is started for it.
+    pub fn prepare_service(
+        &self,
+        spec: &mut CommandSpec,
+        workspace: &Workspace,
+    ) -> std::io::Result<()> {
+        self.prepare_with(spec, workspace, false)
+    }
+
+    fn prepare_with(
+        &self,
+        spec: &mut CommandSpec,
+        workspace: &Workspace,
+        supervise: bool,
+    ) -> std::io::Result<()> {
         spec.setup.rlimits = self.limits.rlimits(spec.timeout);
         match self.mode {
             SandboxMode::Bwrap => {
@@ -628,7 +648,7 @@ impl OsSandbox {
                         .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();
                     wrap.write_paths.extend(self.downloads.iter().cloned());
-                    if self.supervise {
+                    if supervise {
                         spec.supervisor = self.supervisor_for(&wrap);
                     }
                     spec.wrap = Some(std::sync::Arc::new(wrap));

@@ -213,7 +213,7 @@ pub fn server_spec(
     spec.program_by_name = program.found_by_name;
     spec.env = env;
     spec.timeout = Duration::from_secs(SERVER_CPU_S);
-    sandbox.prepare(&mut spec, workspace).map_err(|e| {
+    sandbox.prepare_service(&mut spec, workspace).map_err(|e| {
         format!(
             "cannot confine it in the {} sandbox: {e}",
             sandbox.describe()
