@@ -124,6 +124,33 @@ pub(super) fn write(
     }
 }
 
+/// A JSON object streamed with its `steps` written in their place: `top`'s entries in key order
+/// (the order a `serde_json::Map` has) and `steps` between the keys before and after it, so a
+/// step list serialised one step at a time gives the bytes the whole value would have.
+struct WithSteps<T> {
+    top: serde_json::Map<String, serde_json::Value>,
+    steps: T,
+}
+
+impl<T: serde::Serialize> serde::Serialize for WithSteps<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.top.len() + 1))?;
+        let mut steps_written = false;
+        for (k, v) in &self.top {
+            if !steps_written && k.as_str() > "steps" {
+                map.serialize_entry("steps", &self.steps)?;
+                steps_written = true;
+            }
+            map.serialize_entry(k, v)?;
+        }
+        if !steps_written {
+            map.serialize_entry("steps", &self.steps)?;
+        }
+        map.end()
+    }
+}
+
 /// `run --json`: the run's result as pretty JSON on `out`, every string through the redactor.
 ///
 /// Written step by step instead of as one redacted `Value` tree: a tree of a 100 000-step result
@@ -135,7 +162,7 @@ pub(super) fn write_json(
     result: &ExecutionResult,
     redactor: &Redactor,
 ) -> std::io::Result<()> {
-    use serde::ser::{SerializeMap, SerializeSeq};
+    use serde::ser::SerializeSeq;
 
     struct Steps<'a>(&'a [crate::executor::StepResult], &'a Redactor);
     impl serde::Serialize for Steps<'_> {
@@ -146,27 +173,6 @@ pub(super) fn write_json(
                 seq.serialize_element(&self.1.redact_value(&value))?;
             }
             seq.end()
-        }
-    }
-    struct Whole<'a> {
-        top: serde_json::Map<String, serde_json::Value>,
-        steps: Steps<'a>,
-    }
-    impl serde::Serialize for Whole<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut map = s.serialize_map(Some(self.top.len() + 1))?;
-            let mut steps_written = false;
-            for (k, v) in &self.top {
-                if !steps_written && k.as_str() > "steps" {
-                    map.serialize_entry("steps", &self.steps)?;
-                    steps_written = true;
-                }
-                map.serialize_entry(k, v)?;
-            }
-            if !steps_written {
-                map.serialize_entry("steps", &self.steps)?;
-            }
-            map.end()
         }
     }
 
@@ -180,7 +186,7 @@ pub(super) fn write_json(
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),
     };
-    let whole = Whole {
+    let whole = WithSteps {
         top,
         steps: Steps(&result.steps, redactor),
     };
@@ -204,7 +210,7 @@ pub(super) fn write_preview_json(
     confirm_mode: &str,
     redactor: &Redactor,
 ) -> Result<std::io::Result<()>, Vec<crate::plan::Problem>> {
-    use serde::ser::{SerializeMap, SerializeSeq};
+    use serde::ser::SerializeSeq;
     use std::cell::RefCell;
 
     let walk = crate::preview::Walk::new(plan, ws)?;
@@ -238,27 +244,6 @@ pub(super) fn write_preview_json(
             seq.end()
         }
     }
-    struct Whole<'a> {
-        top: serde_json::Map<String, serde_json::Value>,
-        steps: Steps<'a>,
-    }
-    impl serde::Serialize for Whole<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut map = s.serialize_map(Some(self.top.len() + 1))?;
-            let mut steps_written = false;
-            for (k, v) in &self.top {
-                if !steps_written && k.as_str() > "steps" {
-                    map.serialize_entry("steps", &self.steps)?;
-                    steps_written = true;
-                }
-                map.serialize_entry(k, v)?;
-            }
-            if !steps_written {
-                map.serialize_entry("steps", &self.steps)?;
-            }
-            map.end()
-        }
-    }
 
     // The fields of `Preview` but its steps, as `serde_json::to_value` of it would have them.
     let mut top = serde_json::Map::new();
@@ -278,7 +263,7 @@ pub(super) fn write_preview_json(
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),
     };
-    let whole = Whole {
+    let whole = WithSteps {
         top,
         steps: Steps {
             walk: RefCell::new(Some(walk)),

@@ -32,21 +32,6 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Whether bwrap works here; `false` after printing why (fails instead on CI).
-fn bwrap_ok() -> bool {
-    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
-        Ok(_) => true,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "bwrap must work in CI: {why}"
-            );
-            eprintln!("skipped: bwrap unavailable: {why}");
-            false
-        }
-    }
-}
-
 /// The users to attack as; prints why a user is skipped.
 fn users() -> Vec<As> {
     if !bwrap_ok() {

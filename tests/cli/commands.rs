@@ -359,23 +359,9 @@ fn stderr_of_step(t: &TestDir, step: &str) -> String {
     stdout(&t.run(&["artifact", &id, "stderr"]))
 }
 
-fn bwrap_usable() -> bool {
-    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
-        Ok(_) => true,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "bwrap must work in CI: {why}"
-            );
-            eprintln!("skipped: bwrap unavailable: {why}");
-            false
-        }
-    }
-}
-
 #[test]
 fn under_bwrap_writes_outside_fail_and_inside_succeed() {
-    if !bwrap_usable() {
+    if !bwrap_ok() {
         return;
     }
     let t = TestDir::new();
@@ -413,7 +399,7 @@ fn under_bwrap_writes_outside_fail_and_inside_succeed() {
 
 #[test]
 fn under_bwrap_the_network_is_unreachable() {
-    if !bwrap_usable() {
+    if !bwrap_ok() {
         return;
     }
     let t = TestDir::new();

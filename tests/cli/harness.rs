@@ -225,3 +225,19 @@ pub fn collect_stderr(child: &mut std::process::Child) -> std::sync::Arc<std::sy
     });
     text
 }
+
+/// Whether bwrap works here; `false` after printing why the test is skipped. On CI (`CI` set) a
+/// machine without a working bwrap fails the test instead.
+pub fn bwrap_ok() -> bool {
+    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "bwrap must work in CI: {why}"
+            );
+            eprintln!("skipped: bwrap unavailable: {why}");
+            false
+        }
+    }
+}

@@ -7,19 +7,15 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-/// Whether bwrap works here (fails instead on CI).
-fn bwrap_ok() -> bool {
-    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
-        Ok(_) => true,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "bwrap must work in CI: {why}"
-            );
-            eprintln!("skipped: bwrap unavailable: {why}");
-            false
-        }
-    }
+/// The command lines of the host's processes that contain `marker`.
+fn running_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).into_owned())
+        .filter(|c| c.contains(marker))
+        .collect()
 }
 
 fn policy(t: &TestDir) {
@@ -145,13 +141,7 @@ fn a_daemon_that_leaves_its_process_group_dies_with_its_step() {
         run_bwrap(&t, &plan, &[], supervisor);
         assert_eq!(t.read("report.txt"), "gone", "supervisor: {supervisor}");
         // Nothing with the marker is left on the host either.
-        let left: Vec<String> = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-            .map(|c| String::from_utf8_lossy(&c).into_owned())
-            .filter(|c| c.contains(&marker))
-            .collect();
+        let left = running_with(&marker);
         assert!(left.is_empty(), "left running: {left:?}");
     }
 }
@@ -290,13 +280,7 @@ fn a_bounded_fork_bomb_that_leaves_its_group_is_gone_when_its_step_times_out() {
         "yes",
         "the tree was grown before the timeout"
     );
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).into_owned())
-        .filter(|c| c.contains(&marker))
-        .collect();
+    let left = running_with(&marker);
     assert!(left.is_empty(), "{} processes left", left.len());
 }
 

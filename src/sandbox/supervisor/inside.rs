@@ -238,7 +238,7 @@ fn watch(pid: libc::pid_t, sock: &mut File) -> i32 {
                 _ => break,
             }
         }
-        if leader_exited(pid) {
+        if spawn::has_exited(pid) {
             break;
         }
     }
@@ -320,21 +320,4 @@ fn signal(target: libc::pid_t, sig: libc::c_int) {
     unsafe {
         libc::kill(target, sig);
     }
-}
-
-/// Whether child `pid` has exited, without reaping it.
-fn leader_exited(pid: libc::pid_t) -> bool {
-    // SAFETY: `info` is plain data that waitid fills in; zeroed means "still running".
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid writes only into `info`.
-    let rc = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: after a successful waitid, si_pid is initialised.
-    rc != 0 || unsafe { info.si_pid() } != 0
 }
