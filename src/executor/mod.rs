@@ -1321,18 +1321,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_embedders_callback_gets_one_request_at_a_time() {
-        let inner = Counting::default();
-        let gate = OneAtATime::new(&inner);
-        let request = ConfirmationRequest {
+    /// A confirmation request like a step deleting a file would make.
+    fn a_request() -> ConfirmationRequest {
+        ConfirmationRequest {
             run_id: "r".into(),
             step_id: "s".into(),
             tool: "file_delete".into(),
             arguments: serde_json::json!({}),
             reason: "test".into(),
             preview: None,
-        };
+        }
+    }
+
+    #[test]
+    fn an_embedders_callback_gets_one_request_at_a_time() {
+        let inner = Counting::default();
+        let gate = OneAtATime::new(&inner);
+        let request = a_request();
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| gate.request_confirmation(&request));
@@ -1367,14 +1372,7 @@ mod tests {
     fn after_quit_no_further_question_is_asked() {
         let inner = QuitsOnce::default();
         let gate = OneAtATime::new(&inner);
-        let request = ConfirmationRequest {
-            run_id: "r".into(),
-            step_id: "s".into(),
-            tool: "file_delete".into(),
-            arguments: serde_json::json!({}),
-            reason: "test".into(),
-            preview: None,
-        };
+        let request = a_request();
         assert_eq!(gate.request_confirmation(&request), Decision::Quit);
         // A step that was waiting for its turn gets "quit" without a question.
         assert_eq!(gate.request_confirmation(&request), Decision::Quit);
