@@ -312,3 +312,32 @@ fn every_command_of_a_shared_sandbox_has_the_seccomp_filter() {
         assert_eq!(t.read(&format!("udp{i}.txt")), "refused", "command {i}");
     }
 }
+
+#[test]
+fn each_command_has_a_tmpdir_of_its_own_that_is_gone_when_it_ends() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    let leave = "import os\n\
+                 d = os.environ['TMPDIR']\n\
+                 open(os.path.join(d, 'left.bin'), 'wb').write(b'x' * 4096)\n\
+                 open('tmpdir.txt', 'w').write(d)\n";
+    let look = "import os\n\
+                d = open('tmpdir.txt').read()\n\
+                mine = os.environ['TMPDIR']\n\
+                open('report.txt', 'w').write(f'{os.path.exists(d)} {mine != d} {os.path.isdir(mine)}')\n";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "tmp", "steps": [py("leave", &[], leave), py("look", &["leave"], look)]}),
+    );
+    t.approve(&plan);
+    run_bwrap(&t, &plan, &[], true);
+    assert!(
+        t.read("tmpdir.txt").starts_with("/tmp/"),
+        "{}",
+        t.read("tmpdir.txt")
+    );
+    assert_eq!(t.read("report.txt"), "False True True");
+}

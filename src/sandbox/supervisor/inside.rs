@@ -23,6 +23,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -168,16 +169,38 @@ fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut Entered) -> io:
         landlock: Some(Arc::new(landlock)),
         seccomp: None, // inherited from the shim (above)
     };
+    // A TMPDIR of its own, removed when it ends: the sandbox's /tmp is a tmpfs (memory) that lives
+    // as long as the run, and what a command leaves in its TMPDIR should not pile up there.
+    let mut env = req.env;
+    let tmp = if env.iter().any(|(k, _)| k == "TMPDIR") {
+        None
+    } else {
+        entered.commands += 1;
+        // SAFETY: getpid has no preconditions.
+        let dir = PathBuf::from(format!(
+            "/tmp/acode-{}-{}",
+            unsafe { libc::getpid() },
+            entered.commands
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        env.push(("TMPDIR".to_string(), dir.to_string_lossy().into_owned()));
+        Some(dir)
+    };
     let started = spawn::spawn_fds(
         &program,
         &req.argv,
-        &req.env,
+        &env,
         Path::new(&req.cwd),
         &setup,
         [spawn::null_stdin()?, out.as_raw_fd(), err.as_raw_fd()],
     );
     drop((out, err)); // the runner sees end-of-file once the command's processes are gone
-    Ok(watch(started?, sock))
+    let status = started.map(|pid| watch(pid, sock));
+    if let Some(dir) = tmp {
+        // Every process of the command is gone: nothing can race the removal.
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    status
 }
 
 /// What a shim has applied to itself, once, for all its commands.
@@ -187,6 +210,8 @@ struct Entered {
     domain: bool,
     /// It has the seccomp filter, which its commands inherit.
     filter: bool,
+    /// How many commands it was given a TMPDIR for (names them).
+    commands: u64,
 }
 
 /// The program to execute: the request's path, or `argv[0]` looked up on the request's `PATH`
