@@ -297,21 +297,12 @@ fn set_nonblocking(fd: RawFd) {
     }
 }
 
-/// The runner binary, when it answers the supervisor's probe (an embedder's binary that does not
-/// call [`super::main_if_requested`] does not, and its commands start one bwrap each instead).
-/// Asked once per process.
+/// The runner binary, when it can be re-executed as the supervisor: it called
+/// [`super::main_if_requested`] (an embedder's binary that does not gets one bwrap per command).
 pub fn runner_exe() -> Option<&'static Path> {
     static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    EXE.get_or_init(|| {
-        let exe = std::env::current_exe().ok()?;
-        let out = std::process::Command::new(&exe)
-            .args([super::SUBCOMMAND, "--probe"])
-            .env_clear()
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        (String::from_utf8_lossy(&out.stdout).trim() == super::PROBE_ANSWER).then_some(exe)
-    })
-    .as_deref()
+    if !super::HOOKED.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    EXE.get_or_init(|| std::env::current_exe().ok()).as_deref()
 }

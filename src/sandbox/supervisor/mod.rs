@@ -24,20 +24,18 @@ pub use client::{Ended, Remote, Supervisor};
 
 /// The hidden subcommand that runs the supervisor (its stdin is the control socket).
 pub const SUBCOMMAND: &str = "__supervise";
-/// What `SUBCOMMAND --probe` prints, so the runner knows its binary can supervise.
-const PROBE_ANSWER: &str = "acode-run supervise 1";
 
-/// If this process was started as the supervisor, runs it and never returns; otherwise returns
-/// at once. Call it first in `main` (the `acode-run` binary does); an embedder's binary that does
-/// not is still sandboxed, one bwrap per command.
+/// Set when this process called [`main_if_requested`] (and is not the supervisor): its binary
+/// can then be re-executed as one, which the runner checks before using the route.
+static HOOKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// If this process was started as the supervisor, runs it and never returns; otherwise notes
+/// that the binary can supervise and returns at once. Call it first in `main` (the `acode-run`
+/// binary does); an embedder's binary that does not is still sandboxed, one bwrap per command.
 pub fn main_if_requested() {
-    let mut args = std::env::args();
-    if args.nth(1).as_deref() != Some(SUBCOMMAND) {
+    if std::env::args().nth(1).as_deref() != Some(SUBCOMMAND) {
+        HOOKED.store(true, std::sync::atomic::Ordering::Relaxed);
         return;
-    }
-    if args.next().as_deref() == Some("--probe") {
-        println!("{PROBE_ANSWER}");
-        std::process::exit(0);
     }
     // SAFETY: descriptor 0 is the control socket the runner passed; nothing else owns it.
     let control = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(0) };
