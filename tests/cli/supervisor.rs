@@ -341,3 +341,53 @@ fn each_command_has_a_tmpdir_of_its_own_that_is_gone_when_it_ends() {
     );
     assert_eq!(t.read("report.txt"), "False True True");
 }
+
+#[test]
+fn a_command_the_sandbox_cannot_execute_fails_alone_and_the_next_one_runs() {
+    if !bwrap_ok() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["python3", "./bad.bin"],
+                "auto_approve_commands": ["python3", "./bad.bin"]})
+        .to_string(),
+    );
+    // Executable, but neither ELF nor `#!`: execve says ENOEXEC inside the sandbox.
+    let bad = t.file("bad.bin", "\u{1}\u{2}not a program\n");
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "noexec", "steps": [
+            {"step_id": "bad", "tool": "run_command", "on_failure": "continue",
+             "arguments": {"argv": ["./bad.bin"]}},
+            py("after", &["bad"], "open('after.txt', 'w').write('ran')"),
+            py("again", &["after"], "open('again.txt', 'w').write('ran')"),
+        ]}),
+    );
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "bwrap",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err: String = q(
+        &t.db(),
+        "SELECT error_message FROM executions WHERE step_id = 'bad'",
+    );
+    assert!(
+        err.contains("cannot run './bad.bin' inside the bwrap sandbox"),
+        "{err}\n{}",
+        stderr(&out)
+    );
+    assert_eq!(t.read("after.txt"), "ran");
+    assert_eq!(t.read("again.txt"), "ran");
+}

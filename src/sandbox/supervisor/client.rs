@@ -174,8 +174,9 @@ impl Drop for Supervisor {
 }
 
 /// One command running under a supervisor: the slot it runs in. The slot goes back to the
-/// supervisor's idle ones when the command has ended and its report was read; otherwise it is
-/// closed, and its shim kills what is left and goes away.
+/// supervisor's idle ones when the command ran and ended and its report was read; otherwise
+/// (it could not start, or was abandoned) it is closed, and its shim kills what is left and goes
+/// away (a shim that could not start a command leaves by itself).
 #[derive(Debug)]
 pub struct Remote {
     slot: Option<OwnedFd>,
@@ -186,9 +187,7 @@ pub struct Remote {
 
 impl Drop for Remote {
     fn drop(&mut self) {
-        if let (Some(Ended::Exited(_) | Ended::Failed(_)), Some(slot)) =
-            (self.ended, self.slot.take())
-        {
+        if let (Some(Ended::Exited(_)), Some(slot)) = (self.ended, self.slot.take()) {
             lock(&self.home).push(slot);
         }
     }
