@@ -309,7 +309,7 @@ impl Client {
                 source: std::io::Error::other("the server's pipes are missing"),
             });
         };
-        set_nonblocking(&stdin);
+        crate::sandbox::spawn::set_nonblocking(&stdin);
         let (tx, rx) = channel();
         std::thread::spawn(move || read_stdout(stdout, tx));
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -836,18 +836,6 @@ fn wait_writable(file: &std::fs::File, limit: Duration) {
     }];
     // SAFETY: one live pollfd; the timeout is bounded.
     unsafe { libc::poll(fds.as_mut_ptr(), 1, limit.as_millis() as libc::c_int) };
-}
-
-/// Makes writes to `file` return `WouldBlock` instead of blocking.
-fn set_nonblocking(file: &std::fs::File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: fcntl on a descriptor we own, with integer arguments.
-    unsafe {
-        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-    }
 }
 
 /// Whether `file` has bytes to read now.

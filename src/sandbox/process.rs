@@ -407,26 +407,6 @@ fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
     }
 }
 
-/// `program` as an absolute path found on the `PATH` of `env` (absolute entries only), or unchanged
-/// when it has a `/` (then it is relative to the command's working directory, as for a shell).
-/// A bare name that is not on that `PATH` is `NotFound`: it is never looked up in the working
-/// directory.
-fn resolve_program(program: &str, env: &[(String, String)]) -> std::io::Result<PathBuf> {
-    if program.contains('/') {
-        return Ok(program.into());
-    }
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str());
-    super::program::on_path(program, path).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("{program}: not found on the command's PATH"),
-        )
-    })
-}
-
 /// Protects the runner's own secrets (SPEC §6 "The runner's own secrets"); call first thing in
 /// `main`, while the process is still single-threaded.
 ///
@@ -491,35 +471,40 @@ fn env_block() -> Option<(usize, usize)> {
 /// The program to execute and its argv for `spec`: wrapped in bwrap when the spec says so, the
 /// resolved program standing in for `argv[0]` where a `PATH` search would not find it.
 fn command_line(spec: &CommandSpec) -> std::io::Result<(PathBuf, Vec<String>)> {
-    if spec.argv.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "empty command",
-        ));
-    }
-    // argv[0] stays as written when a PATH search for it finds the program itself; otherwise (a
-    // pyenv shim's interpreter) the program's path stands in for it — an interpreter that looked
-    // its name up would find the shim, not itself (and bwrap cannot set argv[0] anyway).
-    let inner = unwrapped_argv(spec);
+    let inner = unwrapped_argv(spec)?;
     let argv = match &spec.wrap {
         Some(w) => w.wrap(&spec.cwd, &inner),
         None => inner,
     };
     let program = match (&spec.wrap, &spec.program) {
         (None, Some(p)) => p.clone(),
-        _ => resolve_program(&argv[0], &spec.env)?,
+        // Never the working directory for a bare name (see `program::lookup`).
+        _ => super::program::lookup(&argv[0], &spec.env).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{}: not found on the command's PATH", argv[0]),
+            )
+        })?,
     };
     Ok((program, argv))
 }
 
 /// The command's own argv: as written, except that the resolved program's path stands in for
-/// `argv[0]` when a `PATH` search for the name would not find that program (see `command_line`).
-fn unwrapped_argv(spec: &CommandSpec) -> Vec<String> {
+/// `argv[0]` when a `PATH` search for the name would not find that program — an interpreter that
+/// looked its name up (a pyenv shim's) would find the shim, not itself, and bwrap cannot set
+/// `argv[0]`. An empty argv is `InvalidInput`.
+fn unwrapped_argv(spec: &CommandSpec) -> std::io::Result<Vec<String>> {
+    if spec.argv.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "empty command",
+        ));
+    }
     let mut inner = spec.argv.clone();
     if let (Some(p), false) = (&spec.program, spec.program_by_name) {
         inner[0] = p.to_string_lossy().into_owned();
     }
-    inner
+    Ok(inner)
 }
 
 /// Hands `spec` to the run's sandbox supervisor: the same program, arguments, environment,
@@ -527,12 +512,7 @@ fn unwrapped_argv(spec: &CommandSpec) -> Vec<String> {
 /// program is the one resolved at the check, or else `argv[0]` looked up inside the sandbox (as
 /// bwrap's own `execvp` does). Returns the child and the read ends of its output pipes.
 fn launch_in(sup: &Supervisor, spec: &CommandSpec) -> std::io::Result<(Child, File, File)> {
-    if spec.argv.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "empty command",
-        ));
-    }
+    let argv = unwrapped_argv(spec)?;
     let landlock =
         spec.setup.landlock.as_ref().ok_or_else(|| {
             std::io::Error::other("a supervised command needs a Landlock ruleset")
@@ -540,7 +520,7 @@ fn launch_in(sup: &Supervisor, spec: &CommandSpec) -> std::io::Result<(Child, Fi
     let path = |p: &Path| p.to_string_lossy().into_owned();
     let req = Request {
         program: spec.program.as_deref().map(path).unwrap_or_default(),
-        argv: unwrapped_argv(spec),
+        argv,
         env: spec.env.clone(),
         cwd: path(&spec.cwd),
         rlimits: spec

@@ -219,6 +219,19 @@ fn check_executable(written: &str, real: &Path) -> Result<(), ProgramError> {
     }
 }
 
+/// `name` as the command's own `execvp` would find it in the environment `env`: unchanged when it
+/// has a `/` (relative to the working directory, as for a shell), else on the `PATH` the command
+/// sees — the last `PATH` in `env`, as [`spawn`](super::spawn) passes a name given twice with its
+/// last value. `None` for a bare name not on that `PATH`: it is never looked up in the working
+/// directory.
+pub fn lookup(name: &str, env: &[(String, String)]) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(name.into());
+    }
+    let path = env.iter().rev().find(|(k, _)| k == "PATH");
+    on_path(name, path.map(|(_, v)| v.as_str()))
+}
+
 /// `name` in the absolute entries of `path_var` (an executable regular file), never in the working
 /// directory.
 pub fn on_path(name: &str, path_var: Option<&str>) -> Option<PathBuf> {

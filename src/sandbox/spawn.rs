@@ -217,6 +217,18 @@ fn dev_null() -> io::Result<RawFd> {
     Ok(DEV_NULL.get_or_init(|| fd).as_raw_fd())
 }
 
+/// Makes reads and writes on `fd` return `WouldBlock` instead of blocking (a pipe the runner
+/// reads or writes only as far as it can at once).
+pub fn set_nonblocking(fd: &impl AsRawFd) {
+    // SAFETY: fcntl on a descriptor the caller owns, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
 /// `pipe2(O_CLOEXEC)`: (read end, write end).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];

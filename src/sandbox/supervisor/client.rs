@@ -93,7 +93,7 @@ impl Supervisor {
         }
         drop(sup); // ends what was started
         let mut said = String::new();
-        set_nonblocking(err_r.as_raw_fd());
+        spawn::set_nonblocking(&err_r);
         let _ = File::from(err_r).take(4096).read_to_string(&mut said);
         Err(io::Error::other(format!(
             "the sandbox supervisor did not start{}",
@@ -286,14 +286,6 @@ fn send_all(sock: &impl AsRawFd, mut bytes: &[u8]) -> io::Result<()> {
         bytes = &bytes[n as usize..];
     }
     Ok(())
-}
-
-fn set_nonblocking(fd: RawFd) {
-    // SAFETY: fcntl on a descriptor the caller owns.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
 }
 
 /// The runner binary, when it can be re-executed as the supervisor: it called

@@ -222,11 +222,7 @@ fn program_for(req: &Request) -> io::Result<PathBuf> {
         return Ok(PathBuf::from(&req.program));
     }
     let name = req.argv.first().map(String::as_str).unwrap_or_default();
-    if name.contains('/') {
-        return Ok(PathBuf::from(name));
-    }
-    let path = req.env.iter().rev().find(|(k, _)| k == "PATH");
-    crate::sandbox::program::on_path(name, path.map(|(_, v)| v.as_str()))
+    crate::sandbox::program::lookup(name, &req.env)
         .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
 }
 
