@@ -217,6 +217,9 @@ pub struct OsSandbox {
     /// The run's supervised sandboxes by their mounts ([`BwrapSpec::mount_key`]), most recently
     /// used first, at most [`SUPERVISORS`].
     supervisors: std::sync::Mutex<Vec<(Vec<String>, std::sync::Arc<Supervisor>)>>,
+    /// Set when a supervisor did not start: the run's later commands do not try again (each try
+    /// may wait for a sandbox that never says it is ready) and get a bwrap each.
+    supervisor_failed: std::sync::atomic::AtomicBool,
 }
 
 /// How many sandboxes with different mounts a run keeps (plans alternate between a few
@@ -250,6 +253,7 @@ impl OsSandbox {
             downloads: None,
             supervise: false,
             supervisors: std::sync::Mutex::new(Vec::new()),
+            supervisor_failed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -709,6 +713,12 @@ impl OsSandbox {
             all.insert(0, found);
             return Some(sup);
         }
+        if self
+            .supervisor_failed
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return None;
+        }
         let exe = super::supervisor::client::runner_exe()?;
         let mut w = wrap.clone();
         w.runner_exe = Some(exe.to_path_buf());
@@ -719,7 +729,12 @@ impl OsSandbox {
                 super::supervisor::SUBCOMMAND.to_string(),
             ],
         );
-        let sup = std::sync::Arc::new(Supervisor::start(&w.bwrap, &argv, &[]).ok()?);
+        let Ok(sup) = Supervisor::start(&w.bwrap, &argv, &[]) else {
+            self.supervisor_failed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return None;
+        };
+        let sup = std::sync::Arc::new(sup);
         all.insert(0, (key, sup.clone()));
         all.truncate(SUPERVISORS);
         Some(sup)
