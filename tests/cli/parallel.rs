@@ -394,27 +394,41 @@ fn tool_results_sent(server: &ScriptedServer, request: usize) -> Vec<(String, St
         .collect()
 }
 
-#[test]
-fn read_only_calls_from_one_answer_run_at_the_same_time() {
-    let t = TestDir::new();
-    slow_tree(&t, "a");
-    slow_tree(&t, "b");
+/// Runs an agent step whose model answers `calls` (file searches) at once, then "Nothing
+/// found."; returns the run's output, the model server (what it was sent), and the searches'
+/// recorded (start, end) in ms.
+fn searches_in_one_answer(
+    t: &TestDir,
+    calls: &[(&str, Value)],
+) -> (std::process::Output, ScriptedServer, Vec<(i64, i64)>) {
     let server = ScriptedServer::start(vec![
-        ScriptedResponse::chat_tool_calls(&[
-            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "a"})),
-            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "b"})),
-        ]),
+        ScriptedResponse::chat_tool_calls(calls),
         ScriptedResponse::chat_text("Nothing found."),
     ]);
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "reads", "steps": [
         {"step_id": "look", "tool": "agent", "arguments": {
-            "instruction": "Search a and b.", "tools": ["file_search"], "max_turns": 3}}]}),
+            "instruction": "Search.", "tools": ["file_search"], "max_turns": 3}}]}),
     );
-    let out = run_with_model(&t, &plan, &server, &[]);
+    let out = run_with_model(t, &plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let iv = execution_intervals(&t, "file_search");
+    let iv = execution_intervals(t, "file_search");
+    (out, server, iv)
+}
+
+#[test]
+fn read_only_calls_from_one_answer_run_at_the_same_time() {
+    let t = TestDir::new();
+    slow_tree(&t, "a");
+    slow_tree(&t, "b");
+    let (out, server, iv) = searches_in_one_answer(
+        &t,
+        &[
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "a"})),
+            ("file_search", json!({"pattern": "zz[0-9]+q", "root": "b"})),
+        ],
+    );
     assert_eq!(iv.len(), 2, "{iv:?}");
     // Each took a measurable while, so overlapping is not an accident of rounding...
     for (start, end) in &iv {
@@ -479,19 +493,7 @@ fn at_most_four_reads_of_one_answer_run_at_once() {
             )
         })
         .collect();
-    let server = ScriptedServer::start(vec![
-        ScriptedResponse::chat_tool_calls(&calls),
-        ScriptedResponse::chat_text("Nothing found."),
-    ]);
-    let plan = t.plan(
-        "p.json",
-        &json!({"plan_id": "reads", "steps": [
-        {"step_id": "look", "tool": "agent", "arguments": {
-            "instruction": "Search.", "tools": ["file_search"], "max_turns": 3}}]}),
-    );
-    let out = run_with_model(&t, &plan, &server, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let iv = execution_intervals(&t, "file_search");
+    let (_, server, iv) = searches_in_one_answer(&t, &calls);
     assert_eq!(iv.len(), 6, "{iv:?}");
     // How many ran at each start (intervals are [start, end) in ms: a call taken up by a thread
     // that just finished one starts at or after that one's end).
