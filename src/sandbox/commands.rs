@@ -69,6 +69,13 @@ pub fn check_argv(
     if program.contains('/') {
         let rel = program_path(program, workspace, cwd)?;
         if !policy.program_path_allowed(&rel) {
+            // An entry without a `/` names a program on PATH, so a program at the workspace's
+            // root is named `./NAME`.
+            let entry = if rel.contains('/') {
+                rel.clone()
+            } else {
+                format!("./{rel}")
+            };
             let dir = Path::new(&rel)
                 .parent()
                 .map(|d| d.to_string_lossy().into_owned())
@@ -79,7 +86,7 @@ pub fn check_argv(
             return Err(SandboxViolation::new(
                 program,
                 format!(
-                    "a program given by path runs only when the policy names it: add \"{rel}\"{glob} \
+                    "a program given by path runs only when the policy names it: add \"{entry}\"{glob} \
                      to \"allow_commands\" in acode-policy.json"
                 ),
             ));

@@ -210,6 +210,23 @@ fn program_paths_outside_the_workspace_or_not_in_the_policy_are_refused() {
     );
     assert!(!stderr(&out).contains("steps[0]"), "{}", stderr(&out));
 
+    // A program at the workspace's root: the advice names it `./NAME` (a bare name would mean a
+    // program on PATH), and following it makes the plan valid.
+    exe(&t.ws.join("gradlew"), "#!/bin/sh\necho gradle\n");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "root", "steps": [
+        {"step_id": "g", "tool": "run_command", "arguments": {"argv": ["./gradlew"]}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_exit_with(&out, 32, "add \"./gradlew\" to \"allow_commands\"");
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": [".venv/bin/*", "./gradlew"]}).to_string(),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
     // Allowed but not auto-approved: it asks, and without a terminal that is a denial.
     let plan = t.plan(
         "p.json",
