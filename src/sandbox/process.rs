@@ -296,6 +296,9 @@ impl Watch {
         let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
         // SAFETY: `fds` is a live array of three pollfd; negative fds are ignored by poll.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
+        if ms == 0 {
+            spawn::spin_pause();
+        }
         if n <= 0 {
             return; // timeout, or EINTR: the caller looks at the clock and loops
         }
@@ -655,6 +658,7 @@ pub fn run(
     let deadline = start + spec.timeout;
     let beat = spec.heartbeat_every.max(Duration::from_millis(1));
     let mut next_beat = start + beat;
+    let spin_until = start + spawn::SPIN;
     loop {
         if child.exited() {
             exited = true;
@@ -674,10 +678,12 @@ pub fn run(
             next_beat += beat;
             continue;
         }
-        watch.pump(
-            POLL.min(deadline - now).min(next_beat - now),
-            child.wake_fd(),
-        );
+        let wait = if now < spin_until {
+            Duration::ZERO
+        } else {
+            POLL.min(deadline - now).min(next_beat - now)
+        };
+        watch.pump(wait, child.wake_fd());
     }
     if !exited {
         child.term();

@@ -569,6 +569,22 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
+/// How long whoever waits for a command it just started polls without sleeping (the runner for
+/// its child or its supervised command, a supervisor's shim for its command). In a virtual
+/// machine, waking a thread whose virtual CPU went idle costs ~40-90 µs (the host must resume the
+/// CPU), more than a short command runs; a waiter that keeps polling is woken by nothing. Past
+/// this, waits sleep as usual, so a long command costs at most this much CPU of polling.
+/// Measured in docs/performance.md.
+pub const SPIN: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// One turn of a [`SPIN`] wait: gives the CPU to whatever else is ready on it — often the command
+/// itself, started on the waiter's CPU, which a waiter that only polled would hold off until the
+/// scheduler moved one of them.
+pub fn spin_pause() {
+    // SAFETY: sched_yield has no preconditions.
+    unsafe { libc::sched_yield() };
+}
+
 /// Whether process `pid` (our child) has exited, without reaping it, so its pid — the process
 /// group id — stays reserved until we call `wait`.
 pub fn has_exited(pid: libc::pid_t) -> bool {

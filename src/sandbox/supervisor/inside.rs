@@ -106,6 +106,9 @@ fn shim(slot: OwnedFd) -> i32 {
     let mut entered = Entered::default();
     let mut buf = [0u8; 1];
     loop {
+        // The runner's next command usually comes within the spin: waiting for it awake saves
+        // the wake-up of an idle CPU on every command of a run of short ones.
+        spin_until_readable(sock.as_raw_fd());
         let Ok((n, fds)) = wire::recv_with_fds(sock.as_raw_fd(), &mut buf) else {
             return 1;
         };
@@ -129,6 +132,23 @@ fn shim(slot: OwnedFd) -> i32 {
                 return 1;
             }
         }
+    }
+}
+
+/// Polls `fd` without sleeping for at most [`spawn::SPIN`], until it is readable (or hung up).
+fn spin_until_readable(fd: RawFd) {
+    let until = std::time::Instant::now() + spawn::SPIN;
+    while std::time::Instant::now() < until {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
+            return;
+        }
+        spawn::spin_pause();
     }
 }
 
@@ -232,6 +252,7 @@ fn watch(pid: libc::pid_t, sock: &mut File) -> i32 {
     // SAFETY: pidfd_open with integers; a returned descriptor is ours.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
     let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+    let spin_until = std::time::Instant::now() + spawn::SPIN;
     loop {
         let mut fds = [
             libc::pollfd {
@@ -246,9 +267,18 @@ fn watch(pid: libc::pid_t, sock: &mut File) -> i32 {
             },
         ];
         // Without a pidfd the leader's exit is looked for every 10 ms.
-        let tick = if pidfd.is_some() { -1 } else { 10 };
+        let tick = if std::time::Instant::now() < spin_until {
+            0
+        } else if pidfd.is_some() {
+            -1
+        } else {
+            10
+        };
         // SAFETY: two live pollfd; negative fds are ignored.
         unsafe { libc::poll(fds.as_mut_ptr(), 2, tick) };
+        if tick == 0 {
+            spawn::spin_pause();
+        }
         if fds[0].revents != 0 {
             let mut word = [0u8; 1];
             match sock.read(&mut word) {
