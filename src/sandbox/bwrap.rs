@@ -202,26 +202,6 @@ pub struct Forward {
     pub socket: PathBuf,
 }
 
-/// Every `.git` (a repository directory, or the `gitdir:` file of a worktree or submodule) inside
-/// `root` at any depth — `vendor/lib/.git` as well as the top one — so each is mounted read-only:
-/// the file tools already refuse writes under any `.git` component, and a command must not get
-/// around that. Links are not followed (a link cannot lead a mount outside), and the walk does
-/// not descend into a `.git` it found.
-fn nested_git_entries(root: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut walk = walkdir::WalkDir::new(root).follow_links(false).into_iter();
-    while let Some(entry) = walk.next() {
-        let Ok(entry) = entry else { continue };
-        if entry.depth() > 0 && entry.file_name() == ".git" && !entry.path_is_symlink() {
-            found.push(entry.path().to_path_buf());
-            if entry.file_type().is_dir() {
-                walk.skip_current_dir();
-            }
-        }
-    }
-    found
-}
-
 impl ArgvWrapper for BwrapSpec {
     fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
         BwrapSpec::wrap(self, cwd, argv)
@@ -231,9 +211,15 @@ impl ArgvWrapper for BwrapSpec {
 impl BwrapSpec {
     /// The spec for `workspace`, with its protected paths and existing approval files read-only.
     pub fn new(bwrap: &Path, workspace: &Workspace) -> Self {
+        Self::with_git(bwrap, workspace, super::nested_git::walk(workspace.root()))
+    }
+
+    /// [`Self::new`] with the workspace's `.git` entries already known (every one, at any depth:
+    /// [`super::nested_git`]), each mounted read-only.
+    pub fn with_git(bwrap: &Path, workspace: &Workspace, git: Vec<PathBuf>) -> Self {
         let mut read_only = workspace.protected().to_vec();
         read_only.extend(ProtectedGuard::before(workspace).approval_files());
-        for git in nested_git_entries(workspace.root()) {
+        for git in git {
             if !read_only.contains(&git) {
                 read_only.push(git);
             }

@@ -9,6 +9,7 @@ pub mod glob;
 pub mod guard;
 pub mod input;
 pub mod landlock;
+pub mod nested_git;
 pub mod network;
 pub mod os;
 pub mod paths;

@@ -22,6 +22,7 @@ use thiserror::Error;
 
 use super::bwrap::{self, BwrapSpec, Forward};
 use super::landlock::{self, LandlockRules};
+use super::nested_git::{self, NestedGit};
 use super::network::proxy::Proxy;
 use super::network::{Entry, NetworkPolicy, NetworkRequest, forward};
 use super::paths::Workspace;
@@ -220,6 +221,9 @@ pub struct OsSandbox {
     /// Set when a supervisor did not start: the run's later commands do not try again (each try
     /// may wait for a sandbox that never says it is ready) and get a bwrap each.
     supervisor_failed: std::sync::atomic::AtomicBool,
+    /// Under bwrap: the workspace's `.git` entries, kept current between commands instead of a
+    /// walk per command ([`NestedGit`]); started by the first command.
+    nested_git: std::sync::OnceLock<NestedGit>,
 }
 
 /// How many sandboxes with different mounts a run keeps (plans alternate between a few
@@ -254,6 +258,7 @@ impl OsSandbox {
             supervise: false,
             supervisors: std::sync::Mutex::new(Vec::new()),
             supervisor_failed: std::sync::atomic::AtomicBool::new(false),
+            nested_git: std::sync::OnceLock::new(),
         }
     }
 
@@ -647,7 +652,15 @@ impl OsSandbox {
         match self.mode {
             SandboxMode::Bwrap => {
                 if let Some(b) = &self.bwrap {
-                    let mut wrap = BwrapSpec::new(b, workspace)
+                    let git = self
+                        .nested_git
+                        .get_or_init(|| NestedGit::new(workspace.root()));
+                    let git = if git.root() == workspace.root() {
+                        git.entries()
+                    } else {
+                        nested_git::walk(workspace.root())
+                    };
+                    let mut wrap = BwrapSpec::with_git(b, workspace, git)
                         .read_paths(&self.read_paths)
                         .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();

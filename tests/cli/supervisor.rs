@@ -216,22 +216,30 @@ fn a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
     }
     let t = TestDir::new();
     policy(&t);
+    // One at the top, one deep in a tree made at once, one in a tree made elsewhere in the
+    // workspace and then moved (the run follows the workspace between commands, not by walking).
     let make = "import os\n\
-                os.makedirs('sub/.git', exist_ok=True)\n\
-                open('sub/.git/config', 'w').write('[core]\\n')\n";
+                for d in ['sub', 'deep/a/b/c', 'staging/r']:\n    \
+                    os.makedirs(d + '/.git', exist_ok=True)\n    \
+                    open(d + '/.git/config', 'w').write('[core]\\n')\n\
+                os.rename('staging', 'moved')\n";
     // Opening for append without writing: harmless if the mount is missing.
     let probe = "import errno\n\
-                 try:\n    open('sub/.git/config', 'a').close(); r = 'writable'\n\
-                 except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))\n\
-                 open('report.txt', 'w').write(r)\n";
+                 out = []\n\
+                 for d in ['sub', 'deep/a/b/c', 'moved/r']:\n    \
+                     try:\n        open(d + '/.git/config', 'a').close(); out.append('writable')\n    \
+                     except OSError as e: out.append(errno.errorcode.get(e.errno, str(e.errno)))\n\
+                 open('report.txt', 'w').write(' '.join(out))\n";
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "git", "steps": [py("make", &[], make), py("probe", &["make"], probe)]}),
     );
     t.approve(&plan);
     run_bwrap(&t, &plan, &[], true);
-    assert_eq!(t.read("report.txt"), "EROFS");
-    assert_eq!(t.read("sub/.git/config"), "[core]\n");
+    assert_eq!(t.read("report.txt"), "EROFS EROFS EROFS");
+    for d in ["sub", "deep/a/b/c", "moved/r"] {
+        assert_eq!(t.read(&format!("{d}/.git/config")), "[core]\n");
+    }
 }
 
 #[test]
