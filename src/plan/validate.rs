@@ -464,6 +464,10 @@ pub fn check_intent(plan: &Plan) -> Vec<Problem> {
 
 /// Validates the whole plan; an empty result means it may run.
 pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
+    crate::sandbox::program::with_memo(|| validate_all(plan, ctx))
+}
+
+fn validate_all(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     let vars = Variables::new(
         &plan.variables,
         &builtins(plan, ctx.workspace, "validation"),

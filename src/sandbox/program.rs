@@ -109,6 +109,66 @@ pub fn resolve(
     cwd: &Path,
     path_var: Option<&str>,
 ) -> Result<Program, ProgramError> {
+    let key = (
+        written.to_string(),
+        ws.root().to_path_buf(),
+        cwd.to_path_buf(),
+        path_var.map(str::to_string),
+    );
+    let cached = MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.get(&key).cloned()));
+    if let Some(found) = cached {
+        return found;
+    }
+    let found = resolve_now(written, ws, cwd, path_var);
+    MEMO.with(|m| {
+        if let Some(m) = m.borrow_mut().as_mut() {
+            m.insert(key, found.clone());
+        }
+    });
+    found
+}
+
+/// What [`with_memo`] remembers: a resolution by program as written, workspace, directory and
+/// `PATH`.
+type MemoKey = (String, PathBuf, PathBuf, Option<String>);
+
+thread_local! {
+    static MEMO: std::cell::RefCell<Option<HashMap<MemoKey, Result<Program, ProgramError>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with [`resolve`] remembering its answers on this thread: for a validation pass, which
+/// changes nothing on disk, so a plan running the same program in every step looks it up once
+/// instead of once per step. Never around anything that runs commands (a step may install a
+/// program). Nested calls share the outer memo.
+pub fn with_memo<T>(f: impl FnOnce() -> T) -> T {
+    let outer = MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        let outer = m.is_some();
+        if !outer {
+            *m = Some(HashMap::new());
+        }
+        outer
+    });
+    // Dropped on the way out, a panic included, so a memo never outlives its pass.
+    struct Clear(bool);
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            if !self.0 {
+                MEMO.with(|m| *m.borrow_mut() = None);
+            }
+        }
+    }
+    let _clear = Clear(outer);
+    f()
+}
+
+fn resolve_now(
+    written: &str,
+    ws: &Workspace,
+    cwd: &Path,
+    path_var: Option<&str>,
+) -> Result<Program, ProgramError> {
     if written.contains('/') {
         return resolve_workspace_path(written, ws, cwd, path_var);
     }
@@ -544,6 +604,25 @@ mod tests {
         std::fs::create_dir_all(base.join("ws/sub")).unwrap();
         let ws = Workspace::new(&base.join("ws")).unwrap();
         (base.canonicalize().unwrap(), ws)
+    }
+
+    #[test]
+    fn a_memo_answers_for_its_pass_only() {
+        let (base, ws) = ws();
+        let bin = base.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let path = bin.to_string_lossy().into_owned();
+        let look = || resolve("tool", &ws, ws.root(), Some(&path)).map(|p| p.exec);
+        with_memo(|| {
+            assert_eq!(look(), Err(ProgramError::NotFound("tool".into())));
+            // Made during the pass (validation never does this): the pass keeps its first answer,
+            // nested passes share it.
+            exe(&bin.join("tool"), "#!/bin/sh\n");
+            assert!(look().is_err());
+            assert!(with_memo(look).is_err());
+        });
+        assert_eq!(look(), Ok(bin.join("tool")), "the memo ended with its pass");
+        assert_eq!(with_memo(look), Ok(bin.join("tool")));
     }
 
     #[test]

@@ -119,8 +119,14 @@ fn shim(slot: OwnedFd) -> i32 {
             continue; // a TERM or KILL that came after its command had ended
         }
         match one_command(&mut sock, fds, &mut entered) {
-            Ok(status) => {
-                if wire::report(&mut sock, EXITED, status).is_err() {
+            Ok((status, tmp)) => {
+                let reported = wire::report(&mut sock, EXITED, status);
+                if let Some(dir) = tmp {
+                    // Every process of the command is gone: nothing can race the removal, which
+                    // comes after the report so that the runner need not wait for it.
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                if reported.is_err() {
                     return 1;
                 }
             }
@@ -154,8 +160,12 @@ fn spin_until_readable(fd: RawFd) {
 
 /// Reads one command's request from `sock`, starts it with the descriptors that came with it
 /// (stdout, stderr, the Landlock ruleset), and returns the leader's wait status once everything
-/// it started is gone.
-fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut Entered) -> io::Result<i32> {
+/// it started is gone, with the TMPDIR it made for the command (to remove).
+fn one_command(
+    sock: &mut File,
+    fds: Vec<OwnedFd>,
+    entered: &mut Entered,
+) -> io::Result<(i32, Option<PathBuf>)> {
     let req = Request::read(sock)?;
     let mut fds = fds.into_iter();
     let (Some(out), Some(err), Some(landlock)) = (fds.next(), fds.next(), fds.next()) else {
@@ -216,12 +226,15 @@ fn one_command(sock: &mut File, fds: Vec<OwnedFd>, entered: &mut Entered) -> io:
         [spawn::null_stdin()?, out.as_raw_fd(), err.as_raw_fd()],
     );
     drop((out, err)); // the runner sees end-of-file once the command's processes are gone
-    let status = started.map(|pid| watch(pid, sock));
-    if let Some(dir) = tmp {
-        // Every process of the command is gone: nothing can race the removal.
-        let _ = std::fs::remove_dir_all(dir);
+    match started {
+        Ok(pid) => Ok((watch(pid, sock), tmp)),
+        Err(e) => {
+            if let Some(dir) = tmp {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Err(e)
+        }
     }
-    status
 }
 
 /// What a shim has applied to itself, once, for all its commands.
