@@ -12,6 +12,11 @@
 //! What it does not follow precisely it walks again: a queue that overflowed, a directory moved
 //! (the paths of everything under it changed). When inotify cannot be used at all (no instance,
 //! the watch limit reached) it walks before every command, as before.
+//!
+//! A small workspace is simply walked every time: closing an inotify instance that holds watches
+//! waits for an RCU grace period, measured at 0.1 to 24 ms here, which the end of every run
+//! would pay, more than walking a few dozen directories per command costs. The watcher starts
+//! once a walk meets more than [`WATCH_FROM`] directories.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::CString;
@@ -23,12 +28,22 @@ use std::sync::Mutex;
 /// The name looked for.
 const GIT: &str = ".git";
 
+/// How many directories a workspace must have before it is watched instead of walked.
+pub const WATCH_FROM: usize = 64;
+
 /// Every `.git` inside `root` at any depth, by walking it, sorted. Links are not followed (a link cannot
 /// lead a mount outside), and the walk does not descend into a `.git` it found.
 pub fn walk(root: &Path) -> Vec<PathBuf> {
+    walk_counting(root).0
+}
+
+/// [`walk`], and how many directories it went through.
+fn walk_counting(root: &Path) -> (Vec<PathBuf>, usize) {
     let mut found = Vec::new();
+    let mut dirs = 0;
     scan(root, &mut |p, is_dir| {
         if is_dir {
+            dirs += 1;
             Visit::Descend
         } else {
             found.push(p.to_path_buf());
@@ -36,7 +51,7 @@ pub fn walk(root: &Path) -> Vec<PathBuf> {
         }
     });
     found.sort();
-    found
+    (found, dirs)
 }
 
 /// What [`scan`] does with a directory it met.
@@ -69,6 +84,8 @@ fn scan(root: &Path, on: &mut dyn FnMut(&Path, bool) -> Visit) {
 #[derive(Debug)]
 pub struct NestedGit {
     root: PathBuf,
+    /// Walked, not watched, while it has at most this many directories ([`WATCH_FROM`]).
+    watch_from: usize,
     state: Mutex<State>,
 }
 
@@ -97,8 +114,14 @@ const MASK: u32 = libc::IN_CREATE
 impl NestedGit {
     /// A watcher for the workspace at `root`; nothing is walked or watched until [`Self::entries`].
     pub fn new(root: &Path) -> Self {
+        Self::watching_from(root, WATCH_FROM)
+    }
+
+    /// [`Self::new`] with another size from which the workspace is watched (tests use 0).
+    pub fn watching_from(root: &Path, dirs: usize) -> Self {
         NestedGit {
             root: root.to_path_buf(),
+            watch_from: dirs,
             state: Mutex::new(State::default()),
         }
     }
@@ -106,6 +129,12 @@ impl NestedGit {
     /// The workspace this watcher follows.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether it follows the workspace with inotify now (rather than walking it).
+    pub fn watching(&self) -> bool {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.inotify.is_some() && !st.broken
     }
 
     /// Every `.git` in the workspace now, sorted.
@@ -116,7 +145,13 @@ impl NestedGit {
         }
         let current = match st.inotify.as_ref().map(|fd| fd.as_raw_fd()) {
             Some(fd) => st.catch_up(fd),
-            None => false,
+            None => {
+                let (found, dirs) = walk_counting(&self.root);
+                if dirs <= self.watch_from {
+                    return found;
+                }
+                false
+            }
         };
         if !current && !st.restart(&self.root) {
             *st = State {
@@ -289,8 +324,9 @@ mod tests {
         let root = ws("follow");
         std::fs::create_dir_all(root.join(".git")).unwrap();
         std::fs::create_dir_all(root.join("vendor/a/.git/objects")).unwrap();
-        let w = NestedGit::new(&root);
+        let w = NestedGit::watching_from(&root, 0);
         assert_eq!(rel(&root, w.entries()), [".git", "vendor/a/.git"]);
+        assert!(w.watching());
 
         // A repository made deep in a new tree, a worktree's `.git` file, a link named `.git`.
         std::fs::create_dir_all(root.join("x/y/z/.git")).unwrap();
@@ -328,7 +364,7 @@ mod tests {
     #[test]
     fn a_flood_of_events_falls_back_to_a_walk_and_stays_right() {
         let root = ws("flood");
-        let w = NestedGit::new(&root);
+        let w = NestedGit::watching_from(&root, 0);
         assert!(w.entries().is_empty());
         // More than the default queue (16 384 events) between two calls.
         for i in 0..200 {
@@ -342,6 +378,24 @@ mod tests {
         assert_eq!(rel(&root, w.entries()), ["d7/.git"]);
         std::fs::create_dir_all(root.join("d9/sub/.git")).unwrap();
         assert_eq!(rel(&root, w.entries()), ["d7/.git", "d9/sub/.git"]);
+        assert!(w.watching());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_small_workspace_is_walked_until_it_grows() {
+        let root = ws("grow");
+        let w = NestedGit::new(&root);
+        std::fs::create_dir_all(root.join("a/.git")).unwrap();
+        assert_eq!(rel(&root, w.entries()), ["a/.git"]);
+        assert!(!w.watching());
+        for i in 0..WATCH_FROM {
+            std::fs::create_dir_all(root.join(format!("pkg/{i}"))).unwrap();
+        }
+        assert_eq!(rel(&root, w.entries()), ["a/.git"]);
+        assert!(w.watching());
+        std::fs::create_dir_all(root.join("pkg/3/b/.git")).unwrap();
+        assert_eq!(rel(&root, w.entries()), ["a/.git", "pkg/3/b/.git"]);
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -379,8 +379,27 @@ impl OsSandbox {
         let abi = landlock::kernel_abi();
         let no_landlock = "the kernel has no Landlock (it needs Linux ≥ 5.13 with `landlock` in the \
                            active LSMs, see /sys/kernel/security/lsm)";
+        // Where bwrap starts with the network-and-scopes ruleset applied, it works without it
+        // too: one start of bwrap answers both questions (the plain probe runs only when that
+        // one fails, to say why).
+        let with_landlock = match (requested, abi) {
+            (SandboxMode::Bwrap | SandboxMode::Auto, Some(abi)) => {
+                bwrap::find_on_path().and_then(|b| {
+                    landlock_inside_bwrap(&LandlockRules::new(abi, Vec::new()), &b, workspace)
+                        .map(|fd| (b, fd))
+                })
+            }
+            _ => None,
+        };
         match requested {
             SandboxMode::None => {}
+            SandboxMode::Bwrap | SandboxMode::Auto if with_landlock.is_some() => {
+                if let Some((b, fd)) = with_landlock {
+                    sb.bwrap = Some(b);
+                    sb.bwrap_landlock = Some(fd);
+                    sb.mode = SandboxMode::Bwrap;
+                }
+            }
             SandboxMode::Bwrap => {
                 sb.bwrap = bwrap::resolve(SandboxMode::Bwrap).map_err(|why| {
                     unavailable(
@@ -428,8 +447,10 @@ impl OsSandbox {
         if sb.mode == SandboxMode::Bwrap
             && let (Some(abi), Some(b)) = (abi, sb.bwrap.clone())
         {
-            sb.bwrap_landlock =
-                landlock_inside_bwrap(&LandlockRules::new(abi, Vec::new()), &b, workspace);
+            if sb.bwrap_landlock.is_none() {
+                sb.bwrap_landlock =
+                    landlock_inside_bwrap(&LandlockRules::new(abi, Vec::new()), &b, workspace);
+            }
             sb.landlock_abi = sb.bwrap_landlock.as_ref().map(|_| abi);
             sb.supervise = sb.landlock_abi.is_some_and(|a| a >= SCOPED_SIGNALS_ABI)
                 && std::env::var(SUPERVISOR_VAR).as_deref() != Ok("off")

@@ -23,7 +23,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -345,16 +345,13 @@ thread_local! {
     static NO_PIDFD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// `pidfd_open(pid)`, or `None` where the kernel lacks it.
+/// [`spawn::pidfd_open`], which tests can turn off on their thread.
 fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
     #[cfg(test)]
     if NO_PIDFD.with(|f| f.get()) {
         return None;
     }
-    // SAFETY: pidfd_open takes integers; on success it returns a new descriptor we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+    spawn::pidfd_open(pid)
 }
 
 /// Drops an incomplete UTF-8 sequence at the end of `bytes` (one the cap cut in half).

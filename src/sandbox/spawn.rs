@@ -585,6 +585,46 @@ pub fn spin_pause() {
     unsafe { libc::sched_yield() };
 }
 
+/// `pidfd_open(pid)`, or `None` where the kernel lacks it (< 5.3): a descriptor that becomes
+/// readable when the process exits, so a wait for it can sleep in `poll` instead of ticking.
+pub fn pidfd_open(pid: libc::pid_t) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes integers; on success it returns a new descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Waits at most `limit` for our child `pid` to exit, without reaping it; whether it has. Sleeps
+/// in `poll` on its pidfd where there is one (woken at the exit), else looks every 2 ms.
+pub fn wait_exit(pid: libc::pid_t, limit: std::time::Duration) -> bool {
+    use std::os::fd::AsRawFd;
+    let until = std::time::Instant::now() + limit;
+    let pidfd = pidfd_open(pid);
+    loop {
+        if has_exited(pid) {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return false;
+        }
+        match &pidfd {
+            Some(fd) => {
+                let mut pfd = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ms = (until - now).as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+                // SAFETY: one live pollfd.
+                unsafe { libc::poll(&mut pfd, 1, ms) };
+            }
+            None => std::thread::sleep((until - now).min(std::time::Duration::from_millis(2))),
+        }
+    }
+}
+
 /// Whether process `pid` (our child) has exited, without reaping it, so its pid — the process
 /// group id — stays reserved until we call `wait`.
 pub fn has_exited(pid: libc::pid_t) -> bool {

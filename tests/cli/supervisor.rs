@@ -216,6 +216,11 @@ fn a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
     }
     let t = TestDir::new();
     policy(&t);
+    // Enough directories that the run follows the workspace with inotify rather than walking it
+    // before each command (sandbox::nested_git).
+    for i in 0..=acode_run::sandbox::nested_git::WATCH_FROM {
+        std::fs::create_dir_all(t.ws.join(format!("pkgs/{i}"))).unwrap();
+    }
     // One at the top, one deep in a tree made at once, one in a tree made elsewhere in the
     // workspace and then moved (the run follows the workspace between commands, not by walking).
     let make = "import os\n\

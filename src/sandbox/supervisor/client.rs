@@ -163,10 +163,7 @@ impl Drop for Supervisor {
         // The supervisor leaves at end-of-file on its control socket.
         // SAFETY: shutdown(2) on a socket this struct owns.
         unsafe { libc::shutdown(self.control.as_raw_fd(), libc::SHUT_RDWR) };
-        let until = Instant::now() + LEAVE_WAIT;
-        while !spawn::has_exited(self.pid) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        spawn::wait_exit(self.pid, LEAVE_WAIT);
         // SAFETY: kill(2) on the group of our own unreaped child.
         unsafe { libc::kill(-self.pid, libc::SIGKILL) };
         let _ = spawn::wait(self.pid);

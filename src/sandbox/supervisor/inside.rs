@@ -22,7 +22,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -262,9 +262,7 @@ fn program_for(req: &Request) -> io::Result<PathBuf> {
 /// Waits for the leader `pid` or the runner's word, then kills and reaps everything the command
 /// started; returns the leader's raw wait status.
 fn watch(pid: libc::pid_t, sock: &mut File) -> i32 {
-    // SAFETY: pidfd_open with integers; a returned descriptor is ours.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
-    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+    let pidfd = spawn::pidfd_open(pid);
     let spin_until = std::time::Instant::now() + spawn::SPIN;
     loop {
         let mut fds = [
