@@ -211,14 +211,24 @@ impl ArgvWrapper for BwrapSpec {
 impl BwrapSpec {
     /// The spec for `workspace`, with its protected paths and existing approval files read-only.
     pub fn new(bwrap: &Path, workspace: &Workspace) -> Self {
-        Self::with_git(bwrap, workspace, super::nested_git::walk(workspace.root()))
+        Self::with_git(
+            bwrap,
+            workspace,
+            super::nested_git::walk(workspace.root()),
+            ProtectedGuard::before(workspace).approval_files(),
+        )
     }
 
-    /// [`Self::new`] with the workspace's `.git` entries already known (every one, at any depth:
-    /// [`super::nested_git`]), each mounted read-only.
-    pub fn with_git(bwrap: &Path, workspace: &Workspace, git: Vec<PathBuf>) -> Self {
+    /// [`Self::new`] with the workspace's `.git` entries (every one, at any depth:
+    /// [`super::nested_git`]) and approval files already known, each mounted read-only.
+    pub fn with_git(
+        bwrap: &Path,
+        workspace: &Workspace,
+        git: Vec<PathBuf>,
+        approvals: impl Iterator<Item = PathBuf>,
+    ) -> Self {
         let mut read_only = workspace.protected().to_vec();
-        read_only.extend(ProtectedGuard::before(workspace).approval_files());
+        read_only.extend(approvals);
         for git in git {
             if !read_only.contains(&git) {
                 read_only.push(git);

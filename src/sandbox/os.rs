@@ -21,6 +21,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::bwrap::{self, BwrapSpec, Forward};
+use super::guard::ProtectedGuard;
 use super::landlock::{self, LandlockRules};
 use super::nested_git::{self, NestedGit};
 use super::network::proxy::Proxy;
@@ -647,8 +648,14 @@ impl OsSandbox {
 
     /// Confines `spec` (a command about to start in `workspace`): resource limits always; the
     /// bwrap wrapper or the Landlock ruleset per mode; `TMPDIR` set to the run's temp directory
-    /// outside bwrap. `Err` when the Landlock ruleset cannot be built (the command must not run).
-    pub fn prepare(&self, spec: &mut CommandSpec, workspace: &Workspace) -> std::io::Result<()> {
+    /// outside bwrap. Returns the protected paths as they are now, the snapshot the bwrap mounts
+    /// were made from: the caller checks it with [`ProtectedGuard::after`] once the command has
+    /// ended. `Err` when the Landlock ruleset cannot be built (the command must not run).
+    pub fn prepare(
+        &self,
+        spec: &mut CommandSpec,
+        workspace: &Workspace,
+    ) -> std::io::Result<ProtectedGuard> {
         self.prepare_with(spec, workspace, self.supervise)
     }
 
@@ -660,7 +667,7 @@ impl OsSandbox {
         spec: &mut CommandSpec,
         workspace: &Workspace,
     ) -> std::io::Result<()> {
-        self.prepare_with(spec, workspace, false)
+        self.prepare_with(spec, workspace, false).map(drop)
     }
 
     fn prepare_with(
@@ -668,7 +675,8 @@ impl OsSandbox {
         spec: &mut CommandSpec,
         workspace: &Workspace,
         supervise: bool,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<ProtectedGuard> {
+        let guard = ProtectedGuard::before(workspace);
         spec.setup.rlimits = self.limits.rlimits(spec.timeout);
         match self.mode {
             SandboxMode::Bwrap => {
@@ -681,7 +689,7 @@ impl OsSandbox {
                     } else {
                         nested_git::walk(workspace.root())
                     };
-                    let mut wrap = BwrapSpec::with_git(b, workspace, git)
+                    let mut wrap = BwrapSpec::with_git(b, workspace, git, guard.approval_files())
                         .read_paths(&self.read_paths)
                         .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();
@@ -727,7 +735,7 @@ impl OsSandbox {
                 &[("TMPDIR".to_string(), temp.to_string_lossy().into_owned())],
             );
         }
-        Ok(())
+        Ok(guard)
     }
 }
 

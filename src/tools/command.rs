@@ -28,7 +28,6 @@ use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, ro
 use crate::error::ErrorKind;
 use crate::sandbox::commands::{check_argv, check_command_line, needs_confirmation, split_command};
 use crate::sandbox::env::{check_env_additions, child_env, harden_for_program};
-use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, Captured, CommandOutput, CommandSpec};
 use crate::sandbox::program::{self, Program, ProgramError};
 use crate::sandbox::{CommandLimits, Policy, Workspace};
@@ -444,20 +443,22 @@ impl Tool for RunCommand {
                 .is_ok_and(|m| m.is_file()))
         .then(|| ctx.workspace.root());
         let created = root_entries::prepare(ctx, &root_entries::declared(ctx, cargo_root)?)?;
-        if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
-            created.remove_unused(ctx.workspace);
-            return Ok(ToolOutput::failed(
-                ErrorKind::ToolFailed,
-                format!(
-                    "cannot confine the command in the {} sandbox: {e}",
-                    ctx.sandbox.describe()
-                ),
-            ));
-        }
+        let guard = match ctx.sandbox.prepare(&mut spec, ctx.workspace) {
+            Ok(guard) => guard,
+            Err(e) => {
+                created.remove_unused(ctx.workspace);
+                return Ok(ToolOutput::failed(
+                    ErrorKind::ToolFailed,
+                    format!(
+                        "cannot confine the command in the {} sandbox: {e}",
+                        ctx.sandbox.describe()
+                    ),
+                ));
+            }
+        };
         let bwrap = ctx.sandbox.bwrap();
         // Hashed just before it runs: the audit names the bytes that ran.
         let executed = p.program.executed().ok();
-        let guard = ProtectedGuard::before(ctx.workspace);
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
         let network = ctx.sandbox.collect_network(&spec);
         created.remove_unused(ctx.workspace);

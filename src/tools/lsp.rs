@@ -23,7 +23,6 @@ use super::args::{parse, schema_for};
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
 use crate::sandbox::env::child_env;
-use crate::sandbox::guard::ProtectedGuard;
 use crate::sandbox::process::{self, CommandSpec};
 use crate::sandbox::{SandboxViolation, Workspace};
 
@@ -259,18 +258,20 @@ impl Tool for LspCheck {
         spec.env = child_env(ctx.policy, &extra_env);
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        if let Err(e) = ctx.sandbox.prepare(&mut spec, ctx.workspace) {
-            created.remove_unused(ctx.workspace);
-            return Ok(ToolOutput::failed(
-                ErrorKind::ToolFailed,
-                format!(
-                    "cannot confine cargo in the {} sandbox: {e}",
-                    ctx.sandbox.describe()
-                ),
-            ));
-        }
-        // cargo runs build scripts: arbitrary code, guarded like any command.
-        let guard = ProtectedGuard::before(ctx.workspace);
+        let guard = match ctx.sandbox.prepare(&mut spec, ctx.workspace) {
+            Ok(guard) => guard,
+            Err(e) => {
+                created.remove_unused(ctx.workspace);
+                return Ok(ToolOutput::failed(
+                    ErrorKind::ToolFailed,
+                    format!(
+                        "cannot confine cargo in the {} sandbox: {e}",
+                        ctx.sandbox.describe()
+                    ),
+                ));
+            }
+        };
+        // cargo runs build scripts: arbitrary code, guarded like any command (`guard`).
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);
         let network = ctx.sandbox.collect_network(&spec);
         created.remove_unused(ctx.workspace);
