@@ -234,6 +234,34 @@ impl LandlockRules {
         Ok(fd)
     }
 
+    /// A ruleset with the scopes (ABI ≥ 6: signals and abstract UNIX sockets stay inside the
+    /// domain) and nothing else denied: the own domain of a supervisor's shim under Landlock
+    /// alone ([`super::supervisor`]), in which each command's ruleset nests and decides files and
+    /// network alone. Linking or renaming across directories is the one right every layer of a
+    /// domain denies unless it grants it, so this one grants it everywhere (`/` and beneath):
+    /// without that, a command's `rename` between two directories it may write fails with
+    /// `EXDEV`. `None` below ABI 6.
+    pub fn scopes_only(&self) -> Result<Option<OwnedFd>, LandlockError> {
+        if self.abi < 6 {
+            return Ok(None);
+        }
+        let abi = crate_abi(self.abi);
+        let err = |e: landlock::RulesetError| LandlockError(e.to_string());
+        let root = landlock::PathFd::new("/").map_err(|e| LandlockError(e.to_string()))?;
+        let created = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::Refer)
+            .map_err(err)?
+            .scope(Scope::from_all(abi))
+            .map_err(err)?
+            .create()
+            .map_err(err)?
+            .add_rule(PathBeneath::new(root, AccessFs::Refer))
+            .map_err(err)?;
+        let fd: Option<OwnedFd> = created.into();
+        Ok(fd)
+    }
+
     fn build(&self, grants: &[Grant]) -> Result<OwnedFd, LandlockError> {
         let abi = crate_abi(self.abi);
         let err = |e: landlock::RulesetError| LandlockError(e.to_string());

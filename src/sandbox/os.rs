@@ -198,6 +198,9 @@ pub struct OsSandbox {
     landlock: Option<LandlockRules>,
     /// Under bwrap: the network-and-scopes-only ruleset (see the module docs).
     bwrap_landlock: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// Under Landlock alone: the scopes-only ruleset a supervisor's shims enter, in which each
+    /// command's ruleset nests ([`super::supervisor`]); `None` when commands start from the runner.
+    landlock_shim: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     limits: CommandLimits,
     temp: Option<PathBuf>,
     notes: Vec<String>,
@@ -247,6 +250,7 @@ impl OsSandbox {
             bwrap: None,
             landlock: None,
             bwrap_landlock: None,
+            landlock_shim: None,
             limits: CommandLimits::from_policy(&Limits::default()),
             temp: None,
             notes: Vec::new(),
@@ -453,9 +457,19 @@ impl OsSandbox {
                     landlock_inside_bwrap(&LandlockRules::new(abi, Vec::new()), &b, workspace);
             }
             sb.landlock_abi = sb.bwrap_landlock.as_ref().map(|_| abi);
-            sb.supervise = sb.landlock_abi.is_some_and(|a| a >= SCOPED_SIGNALS_ABI)
-                && std::env::var(SUPERVISOR_VAR).as_deref() != Ok("off")
-                && super::supervisor::client::runner_exe().is_some();
+            sb.supervise =
+                sb.landlock_abi.is_some_and(|a| a >= SCOPED_SIGNALS_ABI) && supervisor_wanted();
+        }
+        if sb.mode == SandboxMode::Landlock
+            && sb.landlock_abi.is_some_and(|a| a >= SCOPED_SIGNALS_ABI)
+            && supervisor_wanted()
+        {
+            sb.landlock_shim = sb
+                .landlock
+                .as_ref()
+                .and_then(|rules| rules.scopes_only().ok().flatten())
+                .map(std::sync::Arc::new);
+            sb.supervise = sb.landlock_shim.is_some();
         }
         if sb.mode != SandboxMode::Bwrap && sb.temp.is_none() {
             sb.temp = Some(make_temp_dir()?);
@@ -547,6 +561,12 @@ impl OsSandbox {
                         .into_iter()
                         .map(|m| format!("not restricted on this kernel: {m}")),
                 );
+                if self.supervise {
+                    notes.push(
+                        "commands start from one supervisor process: each in its own process                          group and Landlock domain, and everything it started is killed when it                          ends"
+                            .to_string(),
+                    );
+                }
             }
             SandboxMode::None => {
                 notes.push("no OS sandbox: commands can write anywhere this user can".to_string());
@@ -694,8 +714,20 @@ impl OsSandbox {
                         .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();
                     wrap.write_paths.extend(self.downloads.iter().cloned());
-                    if supervise {
-                        spec.supervisor = self.supervisor_for(&wrap);
+                    if supervise && let Some(domain) = &self.bwrap_landlock {
+                        spec.supervisor = self.supervisor_for(wrap.mount_key(), || {
+                            let exe = super::supervisor::client::runner_exe()?;
+                            let mut w = wrap.clone();
+                            w.runner_exe = Some(exe.to_path_buf());
+                            let argv = w.wrap(
+                                &w.workspace,
+                                &[
+                                    forward::INSIDE_EXE.to_string(),
+                                    super::supervisor::SUBCOMMAND.to_string(),
+                                ],
+                            );
+                            Supervisor::start(&w.bwrap, &argv, &[], domain.clone()).ok()
+                        });
                     }
                     spec.wrap = Some(std::sync::Arc::new(wrap));
                 }
@@ -711,6 +743,17 @@ impl OsSandbox {
                     spec.setup.landlock = Some(rules.ruleset_for(workspace)?);
                 }
                 spec.setup.seccomp = Some(seccomp::filter());
+                if supervise && let Some(domain) = &self.landlock_shim {
+                    // One supervisor for the run: there are no mounts to tell sandboxes apart.
+                    spec.supervisor = self.supervisor_for(Vec::new(), || {
+                        let exe = super::supervisor::client::runner_exe()?;
+                        let argv = [
+                            exe.to_string_lossy().into_owned(),
+                            super::supervisor::SUBCOMMAND.to_string(),
+                        ];
+                        Supervisor::start(exe, &argv, &[], domain.clone()).ok()
+                    });
+                }
             }
             SandboxMode::None | SandboxMode::Auto => {}
         }
@@ -740,13 +783,16 @@ impl OsSandbox {
 }
 
 impl OsSandbox {
-    /// The supervised sandbox with exactly the mounts of `wrap`: one already running, or a new
-    /// one (the least recently used beyond [`SUPERVISORS`] is let go; commands still running in
-    /// it keep it alive). `None` when it cannot start: the command then gets a bwrap of its own,
-    /// and so do the run's later commands.
-    fn supervisor_for(&self, wrap: &BwrapSpec) -> Option<std::sync::Arc<Supervisor>> {
-        use super::network::forward::INSIDE_EXE;
-        let key = wrap.mount_key();
+    /// The run's supervisor for commands whose sandbox is `key` (under bwrap, its mounts:
+    /// [`BwrapSpec::mount_key`]): one already running, or a new one from `start` (the least
+    /// recently used beyond [`SUPERVISORS`] is let go; commands still running in it keep it
+    /// alive). `None` when it cannot start: the command is then started by the runner (under
+    /// bwrap, in a bwrap of its own), and so are the run's later commands.
+    fn supervisor_for(
+        &self,
+        key: Vec<String>,
+        start: impl FnOnce() -> Option<Supervisor>,
+    ) -> Option<std::sync::Arc<Supervisor>> {
         let mut all = self.supervisors.lock().unwrap_or_else(|p| p.into_inner());
         all.retain(|(_, s)| s.alive());
         if let Some(i) = all.iter().position(|(k, _)| *k == key) {
@@ -761,17 +807,7 @@ impl OsSandbox {
         {
             return None;
         }
-        let exe = super::supervisor::client::runner_exe()?;
-        let mut w = wrap.clone();
-        w.runner_exe = Some(exe.to_path_buf());
-        let argv = w.wrap(
-            &w.workspace,
-            &[
-                INSIDE_EXE.to_string(),
-                super::supervisor::SUBCOMMAND.to_string(),
-            ],
-        );
-        let Ok(sup) = Supervisor::start(&w.bwrap, &argv, &[]) else {
+        let Some(sup) = start() else {
             self.supervisor_failed
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             return None;
@@ -884,6 +920,13 @@ fn landlock_inside_bwrap(
     let ok = super::process::run(&probe, &std::sync::atomic::AtomicBool::new(false), &|_| {})
         .is_ok_and(|out| out.success());
     ok.then_some(fd)
+}
+
+/// Whether commands may go through a supervisor ([`super::supervisor`]): not turned off with
+/// [`SUPERVISOR_VAR`], and this binary can run one.
+fn supervisor_wanted() -> bool {
+    std::env::var(SUPERVISOR_VAR).as_deref() != Ok("off")
+        && super::supervisor::client::runner_exe().is_some()
 }
 
 /// A working bwrap, or why there is none.

@@ -626,8 +626,9 @@ pub fn run(
 ) -> std::io::Result<CommandOutput> {
     let start = Instant::now();
     let (mut child, stdout, stderr) = match &spec.supervisor {
-        // A supervisor that went away: the command gets a bwrap of its own, as without one.
-        Some(sup) if sup.alive() || spec.wrap.is_none() => launch_in(sup, spec)?,
+        // A supervisor that went away: the command starts from the runner, as without one (under
+        // bwrap, in a bwrap of its own), confined by the same `setup`.
+        Some(sup) if sup.alive() => launch_in(sup, spec)?,
         _ => {
             let (program, argv) = command_line(spec)?;
             let c = spawn::spawn(&program, &argv, &spec.env, &spec.cwd, &spec.setup)?;

@@ -51,8 +51,12 @@ fn py(id: &str, deps: &[&str], code: &str) -> Value {
 }
 
 fn run_bwrap(t: &TestDir, plan: &std::path::Path, extra: &[&str], supervisor: bool) {
+    run_in("bwrap", t, plan, extra, supervisor);
+}
+
+fn run_in(mode: &str, t: &TestDir, plan: &std::path::Path, extra: &[&str], supervisor: bool) {
     let mut c = t.cmd();
-    c.args(["run", plan.to_str().unwrap(), "--sandbox", "bwrap"]);
+    c.args(["run", plan.to_str().unwrap(), "--sandbox", mode]);
     c.args(extra);
     if !supervisor {
         c.env(acode_run::sandbox::os::SUPERVISOR_VAR, "off");
@@ -403,4 +407,125 @@ fn a_command_the_sandbox_cannot_execute_fails_alone_and_the_next_one_runs() {
     );
     assert_eq!(t.read("after.txt"), "ran");
     assert_eq!(t.read("again.txt"), "ran");
+}
+
+/// Whether the kernel has Landlock with signal scoping (ABI >= 6), which the supervisor needs
+/// under Landlock alone; `false` after printing why the test is skipped.
+fn scoped_landlock() -> bool {
+    let abi = acode_run::sandbox::landlock::kernel_abi().unwrap_or(0);
+    if abi < 6 {
+        eprintln!("skipped: Landlock ABI {abi} has no signal scoping");
+    }
+    abi >= 6
+}
+
+#[test]
+fn under_landlock_alone_one_supervisor_starts_the_commands_unless_it_is_off() {
+    if !scoped_landlock() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    // Under Landlock a command cannot make top-level entries: what it writes goes in `out/`.
+    std::fs::create_dir_all(t.ws.join("out")).unwrap();
+    // Each command writes its parent's and grandparent's command lines (reads only).
+    let steps: Vec<Value> = (0..3)
+        .map(|i| {
+            py(
+                &format!("s{i}"),
+                &[],
+                &format!(
+                    "import os\n\
+                     def cmd(pid): return open(f'/proc/{{pid}}/cmdline', 'rb').read().replace(b'\\0', b' ').decode()\n\
+                     def ppid(pid): return int(open(f'/proc/{{pid}}/stat').read().rsplit(')', 1)[1].split()[1])\n\
+                     p = os.getppid(); g = ppid(p)\n\
+                     open('out/parents{i}.txt', 'w').write(f'{{cmd(p)}}|{{g}}|{{cmd(g)}}')\n"
+                ),
+            )
+        })
+        .collect();
+    let plan = t.plan("p.json", &json!({"plan_id": "parents", "steps": steps}));
+    t.approve(&plan);
+    run_in("landlock", &t, &plan, &[], true);
+    let seen: Vec<String> = (0..3)
+        .map(|i| t.read(&format!("out/parents{i}.txt")))
+        .collect();
+    for s in &seen {
+        let parts: Vec<&str> = s.split('|').collect();
+        assert!(parts[0].contains("__supervise"), "parent is a shim: {s}");
+        assert!(
+            parts[2].contains("__supervise"),
+            "grandparent is the supervisor: {s}"
+        );
+    }
+    let supervisor = |s: &String| s.split('|').nth(1).unwrap().to_string();
+    assert!(
+        seen.iter().all(|s| supervisor(s) == supervisor(&seen[0])),
+        "one supervisor for the run: {seen:?}"
+    );
+
+    run_in("landlock", &t, &plan, &[], false);
+    for i in 0..3 {
+        let s = t.read(&format!("out/parents{i}.txt"));
+        assert!(!s.contains("__supervise"), "started by the runner: {s}");
+        assert!(s.split('|').next().unwrap().contains(" run "), "{s}");
+    }
+}
+
+#[test]
+fn under_landlock_alone_a_supervised_command_keeps_its_filter_scopes_and_renames() {
+    if !scoped_landlock() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    // Under Landlock a command cannot make top-level entries: what it writes goes in `out/`.
+    std::fs::create_dir_all(t.ws.join("out")).unwrap();
+    std::fs::create_dir_all(t.ws.join("a")).unwrap();
+    std::fs::create_dir_all(t.ws.join("b")).unwrap();
+    let marker = format!("acode-daemon-{}", uuid::Uuid::new_v4());
+    // A daemon leaves its session; the filter refuses UDP; a rename across two writable
+    // directories works (the shim's own domain must not deny it); writing outside is refused;
+    // and the supervisor and the runner cannot be signalled (signal 0 only).
+    let first = format!(
+        "import os, sys, time, socket\n\
+         if os.fork() == 0:\n    os.setsid()\n    open('out/daemon.pid', 'w').write(str(os.getpid()))\n    \
+         time.sleep(60)\n    sys.exit(0)\n\
+         for _ in range(500):\n    \
+         if os.path.exists('out/daemon.pid') and open('out/daemon.pid').read(): break\n    time.sleep(0.01)\n\
+         out = []\n\
+         try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close(); out.append('udp created')\n\
+         except OSError: out.append('udp refused')\n\
+         open('a/f', 'w').write('x'); os.rename('a/f', 'b/f'); out.append('rename ' + open('b/f').read())\n\
+         try:\n    open('/etc/acode-probe', 'a').close(); out.append('outside writable')\n\
+         except OSError: out.append('outside refused')\n\
+         def sig(pid):\n    \
+         try:\n        os.kill(pid, 0); return 'signalled'\n    \
+         except PermissionError: return 'refused'\n\
+         g = int(open(f'/proc/{{os.getppid()}}/stat').read().rsplit(')', 1)[1].split()[1])\n\
+         r = int(open(f'/proc/{{g}}/stat').read().rsplit(')', 1)[1].split()[1])\n\
+         out += [f'shim {{sig(os.getppid())}}', f'supervisor {{sig(g)}}', f'runner {{sig(r)}}']\n\
+         open('out/report.txt', 'w').write('\\n'.join(out))\n\
+         # {marker}\n"
+    );
+    let probe = "import os\n\
+                 pid = int(open('out/daemon.pid').read())\n\
+                 try:\n    os.kill(pid, 0); r = 'alive'\n\
+                 except ProcessLookupError: r = 'gone'\n\
+                 except PermissionError: r = 'alive (not ours to signal)'\n\
+                 open('out/daemon.txt', 'w').write(r)\n";
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "shim", "steps": [py("first", &[], &first), py("probe", &["first"], probe)]}),
+    );
+    t.approve(&plan);
+    run_in("landlock", &t, &plan, &[], true);
+    assert_eq!(
+        t.read("out/report.txt"),
+        "udp refused\nrename x\noutside refused\nshim refused\nsupervisor refused\nrunner refused"
+    );
+    assert_eq!(t.read("out/daemon.txt"), "gone");
+    assert!(!std::path::Path::new("/etc/acode-probe").exists());
+    let left = running_with(&marker);
+    assert!(left.is_empty(), "left running: {left:?}");
 }

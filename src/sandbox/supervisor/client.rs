@@ -26,6 +26,9 @@ pub struct Supervisor {
     pid: libc::pid_t,
     /// Slots whose shim is waiting for a command (see [`super::inside`]).
     idle: Slots,
+    /// The ruleset each shim enters as its own domain before its first command (its commands'
+    /// domains nest in it): what makes a shim's `kill(-1)` reach its own commands only.
+    domain: Arc<OwnedFd>,
 }
 
 /// The idle slots of a supervisor, shared with the commands running in its other slots, which
@@ -44,10 +47,16 @@ pub enum Ended {
 }
 
 impl Supervisor {
-    /// Starts `program` with `argv` and `env` — bwrap running the runner binary's supervisor
-    /// subcommand — with the control socket as its stdin, and waits until it says it is ready.
-    /// `Err` carries what it printed when it did not.
-    pub fn start(program: &Path, argv: &[String], env: &[(String, String)]) -> io::Result<Self> {
+    /// Starts `program` with `argv` and `env` — the runner binary's supervisor subcommand, under
+    /// bwrap or directly (Landlock alone) — with the control socket as its stdin, and waits until
+    /// it says it is ready. Its shims take `domain` as their own Landlock domain. `Err` carries
+    /// what it printed when it did not.
+    pub fn start(
+        program: &Path,
+        argv: &[String],
+        env: &[(String, String)],
+        domain: Arc<OwnedFd>,
+    ) -> io::Result<Self> {
         let (control, theirs) = wire::socketpair(libc::SOCK_SEQPACKET)?;
         let (err_r, err_w) = spawn::pipe()?;
         let (program, argv, env) = (program.to_path_buf(), argv.to_vec(), env.to_vec());
@@ -66,6 +75,7 @@ impl Supervisor {
             control,
             pid,
             idle: Arc::default(),
+            domain,
         };
         let mut pfd = libc::pollfd {
             fd: sup.control.as_raw_fd(),
@@ -111,8 +121,9 @@ impl Supervisor {
     }
 
     /// Hands one command to the supervisor, in an idle slot or a new one: `stdout` and `stderr`
-    /// are the write ends of the runner's pipes, `landlock` the ruleset every command of the run
-    /// is confined by. `Err` when the supervisor is gone (the caller may start another).
+    /// are the write ends of the runner's pipes, `landlock` the ruleset the command is confined
+    /// by (nested in its shim's own domain). `Err` when the supervisor is gone (the caller may
+    /// start another).
     pub fn launch(
         &self,
         req: &Request,
@@ -120,7 +131,12 @@ impl Supervisor {
         stderr: OwnedFd,
         landlock: RawFd,
     ) -> io::Result<Remote> {
-        let fds = [stdout.as_raw_fd(), stderr.as_raw_fd(), landlock];
+        let fds = [
+            stdout.as_raw_fd(),
+            stderr.as_raw_fd(),
+            landlock,
+            self.domain.as_raw_fd(),
+        ];
         let bytes = req.encode();
         loop {
             let pooled = lock(&self.idle).pop();

@@ -65,11 +65,13 @@ pub fn supervise(control: OwnedFd) -> i32 {
             continue; // not ours to understand; its descriptors close here
         };
         drop(fds);
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
         // SAFETY: this process has one thread, so the child may go on running Rust code.
         match unsafe { libc::fork() } {
             0 => {
                 drop(control);
-                let code = shim(slot);
+                let code = shim(slot, me);
                 // SAFETY: leaving the forked child without running the parent's exit handlers.
                 unsafe { libc::_exit(code) }
             }
@@ -91,15 +93,22 @@ fn reap_shims() {
 }
 
 /// One slot's shim (see the module docs): serves commands until the runner closes the slot.
-fn shim(slot: OwnedFd) -> i32 {
+/// `supervisor` is its parent's pid.
+fn shim(slot: OwnedFd, supervisor: libc::pid_t) -> i32 {
     // The supervisor's stdin is the control socket: the shim must not hold a copy of it (the runner
     // would then not see the supervisor go away), nor pass it on.
     if let Ok(null) = spawn::null_stdin() {
         // SAFETY: replacing descriptor 0 of this (single-threaded) process.
         unsafe { libc::dup2(null, 0) };
     }
-    // SAFETY: prctl with integers on this process.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+    // SAFETY: prctl with integers on this process. The shim dies with the supervisor (under
+    // Landlock alone no PID namespace would take it along), and its commands with it.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0
+        || unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0
+        // SAFETY: getppid has no preconditions. (The supervisor may have gone before the line
+        // above took effect.)
+        || unsafe { libc::getppid() } != supervisor
+    {
         return 1;
     }
     let mut sock = File::from(slot);
@@ -168,15 +177,18 @@ fn one_command(
 ) -> io::Result<(i32, Option<PathBuf>)> {
     let req = Request::read(sock)?;
     let mut fds = fds.into_iter();
-    let (Some(out), Some(err), Some(landlock)) = (fds.next(), fds.next(), fds.next()) else {
+    let (Some(out), Some(err), Some(landlock), Some(own)) =
+        (fds.next(), fds.next(), fds.next(), fds.next())
+    else {
         // Without a ruleset the shim's kill(-1) would reach every process in the sandbox.
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     };
     if !entered.domain {
         // SAFETY: restrict_self on a ruleset descriptor we own.
-        unsafe { crate::sandbox::landlock::restrict_self(landlock.as_raw_fd())? };
+        unsafe { crate::sandbox::landlock::restrict_self(own.as_raw_fd())? };
         entered.domain = true;
     }
+    drop(own);
     // The seccomp filter goes on the shim once, and every command it starts inherits it:
     // installing it compiles the program, which cost more per command than anything else here.
     if req.seccomp && !entered.filter {

@@ -15,6 +15,13 @@
 //! supervisor route needs Landlock signal scoping (ABI ≥ 6) inside bwrap, which is what keeps
 //! commands from signalling the supervisor and each other; without it every command starts its
 //! own bwrap as before.
+//!
+//! Under Landlock alone (`--sandbox landlock`, or `auto` without bwrap) the same supervisor runs
+//! outside any sandbox, for one reason: the seccomp filter. The kernel compiles a filter at every
+//! install, and a command started by the runner installs its own; a shim installs it once and
+//! its commands inherit it. Its shims enter a domain that only scopes signals and abstract
+//! sockets, and each command's filesystem-and-network ruleset nests in it, so a command gets
+//! exactly the ruleset it would have got from the runner.
 
 pub mod client;
 mod inside;

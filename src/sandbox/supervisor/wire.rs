@@ -5,8 +5,9 @@
 //!   attached (`SCM_RIGHTS`). Message boundaries keep a message and its descriptor together, so
 //!   threads of a `--jobs` run may send at the same time without a lock.
 //! - A **slot socket** (`SOCK_STREAM`, one per shim) carries commands one after another: the byte
-//!   [`COMMAND`] with the command's stdout and stderr write ends and the Landlock ruleset
-//!   attached, then the [`Request`]; then single bytes from the runner ([`TERM`], [`KILL`]) and a
+//!   [`COMMAND`] with the command's stdout and stderr write ends, its Landlock ruleset and the
+//!   shim's own (the domain the shim enters before its first command) attached, then the
+//!   [`Request`]; then single bytes from the runner ([`TERM`], [`KILL`]) and a
 //!   five-byte report from the shim ([`EXITED`] or [`FAILED`] and a 32-bit value), after which the
 //!   slot takes the next command.
 
