@@ -443,18 +443,9 @@ impl Tool for RunCommand {
                 .is_ok_and(|m| m.is_file()))
         .then(|| ctx.workspace.root());
         let created = root_entries::prepare(ctx, &root_entries::declared(ctx, cargo_root)?)?;
-        let guard = match ctx.sandbox.prepare(&mut spec, ctx.workspace) {
-            Ok(guard) => guard,
-            Err(e) => {
-                created.remove_unused(ctx.workspace);
-                return Ok(ToolOutput::failed(
-                    ErrorKind::ToolFailed,
-                    format!(
-                        "cannot confine the command in the {} sandbox: {e}",
-                        ctx.sandbox.describe()
-                    ),
-                ));
-            }
+        let (guard, created) = match super::confine(ctx, &mut spec, created, "the command") {
+            Ok(confined) => confined,
+            Err(failed) => return Ok(*failed),
         };
         let bwrap = ctx.sandbox.bwrap();
         // Hashed just before it runs: the audit names the bytes that ran.

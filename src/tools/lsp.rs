@@ -258,18 +258,9 @@ impl Tool for LspCheck {
         spec.env = child_env(ctx.policy, &extra_env);
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
-        let guard = match ctx.sandbox.prepare(&mut spec, ctx.workspace) {
-            Ok(guard) => guard,
-            Err(e) => {
-                created.remove_unused(ctx.workspace);
-                return Ok(ToolOutput::failed(
-                    ErrorKind::ToolFailed,
-                    format!(
-                        "cannot confine cargo in the {} sandbox: {e}",
-                        ctx.sandbox.describe()
-                    ),
-                ));
-            }
+        let (guard, created) = match super::confine(ctx, &mut spec, created, "cargo") {
+            Ok(confined) => confined,
+            Err(failed) => return Ok(*failed),
         };
         // cargo runs build scripts: arbitrary code, guarded like any command (`guard`).
         let result = process::run(&spec, ctx.cancel, ctx.heartbeat);

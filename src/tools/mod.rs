@@ -256,6 +256,31 @@ pub struct ToolContext<'a> {
     pub history: Option<&'a dyn history::HistorySource>,
 }
 
+/// Confines the command `spec` in the run's sandbox ([`OsSandbox::prepare`]) and returns the
+/// protected-path snapshot to check once it has ended, with the root entries made for it. When it
+/// cannot be confined it must not run: the entries go again, and the `Err` is the failed output
+/// that says so, naming `what` ("the command", "cargo").
+pub(crate) fn confine(
+    ctx: &ToolContext,
+    spec: &mut crate::sandbox::process::CommandSpec,
+    created: root_entries::Created,
+    what: &str,
+) -> Result<(crate::sandbox::guard::ProtectedGuard, root_entries::Created), Box<ToolOutput>> {
+    match ctx.sandbox.prepare(spec, ctx.workspace) {
+        Ok(guard) => Ok((guard, created)),
+        Err(e) => {
+            created.remove_unused(ctx.workspace);
+            Err(Box::new(ToolOutput::failed(
+                ErrorKind::ToolFailed,
+                format!(
+                    "cannot confine {what} in the {} sandbox: {e}",
+                    ctx.sandbox.describe()
+                ),
+            )))
+        }
+    }
+}
+
 /// A tool (see the module docs). Implementations are stateless; all state is in the context.
 pub trait Tool: Send + Sync {
     /// The registered name, as used in plans and shown to LLMs.

@@ -108,6 +108,32 @@ fn with_hosts_allowed_the_commands_still_share_one_sandbox_behind_the_forwarder(
     assert_eq!(shared[0], shared[1], "{shared:?}");
 }
 
+/// Python that forks a child which starts its own session (so a process-group kill misses it),
+/// writes its pid to `{dir}daemon.pid` and sleeps; the leader waits for the pid file. `marker`
+/// ends up in the command line, to look for leftovers on the host.
+fn daemon_code(dir: &str, marker: &str) -> String {
+    format!(
+        "import os, sys, time\n\
+         if os.fork() == 0:\n    os.setsid()\n    open('{dir}daemon.pid', 'w').write(str(os.getpid()))\n    \
+         time.sleep(60)\n    sys.exit(0)\n\
+         for _ in range(500):\n    \
+         if os.path.exists('{dir}daemon.pid') and open('{dir}daemon.pid').read(): break\n    time.sleep(0.01)\n\
+         # {marker}\n"
+    )
+}
+
+/// Python that writes to `report` whether the daemon of [`daemon_code`] is still alive (signal 0).
+fn daemon_probe(dir: &str, report: &str) -> String {
+    format!(
+        "import os\n\
+         pid = int(open('{dir}daemon.pid').read())\n\
+         try:\n    os.kill(pid, 0); r = 'alive'\n\
+         except ProcessLookupError: r = 'gone'\n\
+         except PermissionError: r = 'alive (not ours to signal)'\n\
+         open('{report}', 'w').write(r)\n"
+    )
+}
+
 #[test]
 fn a_daemon_that_leaves_its_process_group_dies_with_its_step() {
     if !bwrap_ok() {
@@ -116,27 +142,13 @@ fn a_daemon_that_leaves_its_process_group_dies_with_its_step() {
     let t = TestDir::new();
     policy(&t);
     let marker = format!("acode-daemon-{}", uuid::Uuid::new_v4());
-    // The leader forks a child that starts its own session (so a process-group kill misses it),
-    // records its pid and sleeps; the leader exits at once.
-    let daemon = format!(
-        "import os, sys, time\n\
-         if os.fork() == 0:\n    os.setsid()\n    open('daemon.pid', 'w').write(str(os.getpid()))\n    \
-         time.sleep(60)\n    sys.exit(0)\n\
-         for _ in range(500):\n    \
-         if os.path.exists('daemon.pid') and open('daemon.pid').read(): break\n    time.sleep(0.01)\n\
-         # {marker}\n"
-    );
-    let probe = "import os\n\
-                 pid = int(open('daemon.pid').read())\n\
-                 try:\n    os.kill(pid, 0); r = 'alive'\n\
-                 except ProcessLookupError: r = 'gone'\n\
-                 except PermissionError: r = 'alive (not ours to signal)'\n\
-                 open('report.txt', 'w').write(r)\n";
+    let daemon = daemon_code("", &marker);
+    let probe = daemon_probe("", "report.txt");
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "daemon", "steps": [
             py("daemon", &[], &daemon),
-            py("probe", &["daemon"], probe),
+            py("probe", &["daemon"], &probe),
         ]}),
     );
     t.approve(&plan);
@@ -487,12 +499,8 @@ fn under_landlock_alone_a_supervised_command_keeps_its_filter_scopes_and_renames
     // A daemon leaves its session; the filter refuses UDP; a rename across two writable
     // directories works (the shim's own domain must not deny it); writing outside is refused;
     // and the supervisor and the runner cannot be signalled (signal 0 only).
-    let first = format!(
-        "import os, sys, time, socket\n\
-         if os.fork() == 0:\n    os.setsid()\n    open('out/daemon.pid', 'w').write(str(os.getpid()))\n    \
-         time.sleep(60)\n    sys.exit(0)\n\
-         for _ in range(500):\n    \
-         if os.path.exists('out/daemon.pid') and open('out/daemon.pid').read(): break\n    time.sleep(0.01)\n\
+    let first = daemon_code("out/", &marker)
+        + "import socket\n\
          out = []\n\
          try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close(); out.append('udp created')\n\
          except OSError: out.append('udp refused')\n\
@@ -502,21 +510,14 @@ fn under_landlock_alone_a_supervised_command_keeps_its_filter_scopes_and_renames
          def sig(pid):\n    \
          try:\n        os.kill(pid, 0); return 'signalled'\n    \
          except PermissionError: return 'refused'\n\
-         g = int(open(f'/proc/{{os.getppid()}}/stat').read().rsplit(')', 1)[1].split()[1])\n\
-         r = int(open(f'/proc/{{g}}/stat').read().rsplit(')', 1)[1].split()[1])\n\
-         out += [f'shim {{sig(os.getppid())}}', f'supervisor {{sig(g)}}', f'runner {{sig(r)}}']\n\
-         open('out/report.txt', 'w').write('\\n'.join(out))\n\
-         # {marker}\n"
-    );
-    let probe = "import os\n\
-                 pid = int(open('out/daemon.pid').read())\n\
-                 try:\n    os.kill(pid, 0); r = 'alive'\n\
-                 except ProcessLookupError: r = 'gone'\n\
-                 except PermissionError: r = 'alive (not ours to signal)'\n\
-                 open('out/daemon.txt', 'w').write(r)\n";
+         g = int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])\n\
+         r = int(open(f'/proc/{g}/stat').read().rsplit(')', 1)[1].split()[1])\n\
+         out += [f'shim {sig(os.getppid())}', f'supervisor {sig(g)}', f'runner {sig(r)}']\n\
+         open('out/report.txt', 'w').write('\\n'.join(out))\n";
+    let probe = daemon_probe("out/", "out/daemon.txt");
     let plan = t.plan(
         "p.json",
-        &json!({"plan_id": "shim", "steps": [py("first", &[], &first), py("probe", &["first"], probe)]}),
+        &json!({"plan_id": "shim", "steps": [py("first", &[], &first), py("probe", &["first"], &probe)]}),
     );
     t.approve(&plan);
     run_in("landlock", &t, &plan, &[], true);
