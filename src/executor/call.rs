@@ -360,6 +360,9 @@ impl<'s, 'r> StepContext<'s, 'r> {
             preview,
         };
         let decision = self.run.confirm.request_confirmation(&request);
+        // Anything may have changed on disk while the question waited: programs are looked up
+        // again for the run.
+        crate::sandbox::program::forget();
         self.run.emitter.emit(EventKind::ConfirmationDecided {
             step_id: call.step_id.clone(),
             tool: call.tool.clone(),
@@ -393,9 +396,13 @@ impl<'s, 'r> StepContext<'s, 'r> {
         call: ToolCall,
         opts: &CallOptions,
     ) -> Result<ToolResult, ExecutionError> {
+        // The admission resolves the call's program (a command's); its first run, microseconds
+        // later, gets the same answer without the dozen lookups again. A prompt in between
+        // forgets it (see `confirm`), and the memo ends with the first run.
+        let memo = crate::sandbox::program::memo();
         match self.admit(call, opts)? {
             Err(refused) => Ok(refused),
-            Ok(admitted) => self.attempts(&admitted, opts, None),
+            Ok(admitted) => self.attempts(&admitted, opts, None, Some(memo)),
         }
     }
 
@@ -463,12 +470,12 @@ impl<'s, 'r> StepContext<'s, 'r> {
             }
             (None, 1) => {
                 let (i, a) = &admitted[0];
-                results[*i] = Some(self.attempts(a, opts, None)?);
+                results[*i] = Some(self.attempts(a, opts, None, None)?);
             }
             (None, _) => {
                 let ran = self.run_together(&admitted, how);
                 for ((i, a), ran) in admitted.iter().zip(ran) {
-                    results[*i] = Some(self.attempts(a, opts, Some(ran))?);
+                    results[*i] = Some(self.attempts(a, opts, Some(ran), None)?);
                 }
             }
         }
@@ -593,6 +600,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         admitted: &Admitted,
         opts: &CallOptions,
         mut first: Option<Ran>,
+        mut memo: Option<crate::sandbox::program::Memo>,
     ) -> Result<ToolResult, ExecutionError> {
         let call = &admitted.call;
         let parent = opts.parent_execution_id.clone();
@@ -609,12 +617,15 @@ impl<'s, 'r> StepContext<'s, 'r> {
                         store: &*self.run.store,
                         workspace: self.run.workspace.root().display().to_string(),
                     };
-                    run_admitted(
+                    let ran = run_admitted(
                         admitted,
                         self.surroundings(),
                         self.run.cancel,
                         Some(&history),
-                    )
+                    );
+                    // A retry resolves its program afresh: the first attempt may have changed it.
+                    drop(memo.take());
+                    ran
                 }
             };
             let mut record = self.base_record(call, attempt, parent.clone());

@@ -137,11 +137,20 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` with [`resolve`] remembering its answers on this thread: for a validation pass, which
-/// changes nothing on disk, so a plan running the same program in every step looks it up once
-/// instead of once per step. Never around anything that runs commands (a step may install a
-/// program). Nested calls share the outer memo.
+/// Runs `f` with [`resolve`] remembering its answers on this thread (see [`memo`]): for a
+/// validation pass, which changes nothing on disk, so a plan running the same program in every
+/// step looks it up once instead of once per step.
 pub fn with_memo<T>(f: impl FnOnce() -> T) -> T {
+    let _memo = memo();
+    f()
+}
+
+/// Makes [`resolve`] remember its answers on this thread until the returned guard is dropped:
+/// for a stretch in which nothing can change what a program name resolves to (a validation pass;
+/// a call's admission and its first run, with [`forget`] after anything that waited). Never
+/// around a command that runs (a step may install a program). Nested guards share the outer
+/// memo, which the outermost one ends.
+pub fn memo() -> Memo {
     let outer = MEMO.with(|m| {
         let mut m = m.borrow_mut();
         let outer = m.is_some();
@@ -150,17 +159,31 @@ pub fn with_memo<T>(f: impl FnOnce() -> T) -> T {
         }
         outer
     });
-    // Dropped on the way out, a panic included, so a memo never outlives its pass.
-    struct Clear(bool);
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            if !self.0 {
-                MEMO.with(|m| *m.borrow_mut() = None);
-            }
+    Memo { outer }
+}
+
+/// Forgets what the memo on this thread holds, if there is one: the filesystem may have changed
+/// since (a confirmation prompt waited for a person).
+pub fn forget() {
+    MEMO.with(|m| {
+        if let Some(m) = m.borrow_mut().as_mut() {
+            m.clear();
+        }
+    });
+}
+
+/// The scope of a [`memo`]: dropped, the memo it started ends, a panic's unwinding included.
+#[must_use = "the memo ends when this is dropped"]
+pub struct Memo {
+    outer: bool,
+}
+
+impl Drop for Memo {
+    fn drop(&mut self) {
+        if !self.outer {
+            MEMO.with(|m| *m.borrow_mut() = None);
         }
     }
-    let _clear = Clear(outer);
-    f()
 }
 
 fn resolve_now(
@@ -623,6 +646,18 @@ mod tests {
         });
         assert_eq!(look(), Ok(bin.join("tool")), "the memo ended with its pass");
         assert_eq!(with_memo(look), Ok(bin.join("tool")));
+
+        // `forget` drops what a memo holds, and the guard ends it.
+        let guard = memo();
+        assert!(look().is_ok());
+        std::fs::remove_file(bin.join("tool")).unwrap();
+        assert!(look().is_ok(), "remembered");
+        forget();
+        assert!(look().is_err(), "looked up again");
+        exe(&bin.join("tool"), "#!/bin/sh\n");
+        assert!(look().is_err(), "remembered again");
+        drop(guard);
+        assert!(look().is_ok());
     }
 
     #[test]
