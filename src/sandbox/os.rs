@@ -751,7 +751,10 @@ impl OsSandbox {
                             exe.to_string_lossy().into_owned(),
                             super::supervisor::SUBCOMMAND.to_string(),
                         ];
-                        Supervisor::start(exe, &argv, &[], domain.clone()).ok()
+                        // The running binary itself, even where a build has since replaced the
+                        // file at its path (a newer binary may not speak this one's protocol).
+                        let running = Path::new("/proc/self/exe");
+                        Supervisor::start(running, &argv, &[], domain.clone()).ok()
                     });
                 }
             }
