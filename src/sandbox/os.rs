@@ -563,7 +563,9 @@ impl OsSandbox {
                 );
                 if self.supervise {
                     notes.push(
-                        "commands start from one supervisor process: each in its own process                          group and Landlock domain, and everything it started is killed when it                          ends"
+                        "commands start from one supervisor process: each in its own process \
+                         group and Landlock domain, and everything it started is killed when it \
+                         ends"
                             .to_string(),
                     );
                 }
