@@ -588,22 +588,14 @@ impl Service {
             return Ok(None);
         }
         self.stdin = None;
-        let grace_end = Instant::now() + self.kill_grace;
-        let mut exited = has_exited(self.pid);
-        if !exited {
+        if !has_exited(self.pid) {
             signal_group(self.pid, libc::SIGTERM);
-            while !exited && Instant::now() < grace_end {
-                std::thread::sleep(Duration::from_millis(10));
-                exited = has_exited(self.pid);
-            }
+            spawn::wait_exit(self.pid, self.kill_grace);
         }
         // Whatever is left of the group goes now; the leader is not reaped yet, so the group id
         // still belongs to it.
         signal_group(self.pid, libc::SIGKILL);
-        let kill_end = Instant::now() + KILL_WAIT;
-        while !has_exited(self.pid) && Instant::now() < kill_end {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        spawn::wait_exit(self.pid, KILL_WAIT);
         let status = spawn::wait(self.pid)?;
         self.reaped = true;
         Ok(Some(status))
