@@ -26,31 +26,13 @@ fn agent_plan(t: &TestDir, tools: &[&str], max_turns: u64) -> std::path::PathBuf
     )
 }
 
-fn run_agent(
-    t: &TestDir,
-    plan: &Path,
-    server: &ScriptedServer,
-    extra: &[&str],
-) -> std::process::Output {
-    let url = server.url();
-    let mut args = vec![
-        "--llm-url",
-        url.as_str(),
-        "--model",
-        "test-model",
-        "--jsonl",
-    ];
-    args.extend_from_slice(extra);
-    t.approve_and_run(plan, &args)
-}
-
 #[test]
 fn read_then_edit_completes_and_changes_the_file() {
     let t = TestDir::new();
     t.file("src/lib.rs", LIB);
     let server = ScriptedServer::start(fixture("read_then_edit.json"));
     let plan = agent_plan(&t, &["file_read", "file_edit"], 10);
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(t.read("src/lib.rs").contains("a + b"));
 
@@ -128,7 +110,7 @@ fn arguments_as_object_and_missing_ids_are_accepted() {
         script.push(ScriptedResponse::chat_text("done"));
         let server = ScriptedServer::start(script);
         let plan = agent_plan(&t, &["file_read"], 5);
-        let out = run_agent(&t, &plan, &server, &[]);
+        let out = t.approve_and_run_with_model(&plan, &server, &[]);
         assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
         let db = t.db();
         let ok: i64 = q(
@@ -175,7 +157,7 @@ fn turn_limit_exits_31_with_the_transcript_recorded() {
         .collect();
     let server = ScriptedServer::start(script);
     let plan = agent_plan(&t, &["file_read"], 3);
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 31, "{}", stderr(&out));
     let db = t.db();
     assert_eq!(
@@ -212,7 +194,7 @@ fn forbidden_tools_and_escaping_paths_go_back_to_the_model() {
         ScriptedResponse::chat_text("I could not do it."),
     ]);
     let plan = agent_plan(&t, &["file_read", "file_write"], 10);
-    let out = run_agent(&t, &plan, &server, &["--confirm", "auto-approve"]);
+    let out = t.approve_and_run_with_model(&plan, &server, &["--confirm", "auto-approve"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(t.read("src/lib.rs"), LIB, "nothing was executed");
     t.assert_outside_untouched();
@@ -265,7 +247,7 @@ fn invalid_json_arguments_are_reported_and_corrected() {
     script.push(ScriptedResponse::chat_text("read it"));
     let server = ScriptedServer::start(script);
     let plan = agent_plan(&t, &["file_read"], 5);
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let db = t.db();
     assert_eq!(
@@ -294,7 +276,7 @@ fn rate_limit_with_retry_after_then_success() {
     ]);
     let plan = agent_plan(&t, &["file_read"], 3);
     let started = std::time::Instant::now();
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         started.elapsed() >= std::time::Duration::from_millis(900),
@@ -361,7 +343,7 @@ fn length_warning_is_recorded() {
     let t = TestDir::new();
     let server = ScriptedServer::start(fixture("length_warning.json"));
     let plan = agent_plan(&t, &["file_read"], 3);
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let warning: String = q(
         &t.db(),
@@ -379,7 +361,7 @@ fn react_protocol_round_trip() {
     t.file("src/lib.rs", LIB);
     let server = ScriptedServer::start(fixture("react_round_trip.json"));
     let plan = agent_plan(&t, &["file_read"], 5);
-    let out = run_agent(&t, &plan, &server, &["--tool-protocol", "react"]);
+    let out = t.approve_and_run_with_model(&plan, &server, &["--tool-protocol", "react"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let requests = server.requests();
     assert!(
@@ -412,7 +394,7 @@ fn token_budget_is_enforced() {
     t.file("src/lib.rs", LIB);
     let server = ScriptedServer::start(fixture("read_then_edit.json"));
     let plan = agent_plan(&t, &["file_read", "file_edit"], 10);
-    let out = run_agent(&t, &plan, &server, &["--token-budget", "500"]);
+    let out = t.approve_and_run_with_model(&plan, &server, &["--token-budget", "500"]);
     assert_exit_with(&out, 30, "token budget");
     assert_eq!(
         q::<String>(&t.db(), "SELECT error_code FROM steps"),
@@ -466,7 +448,7 @@ fn verify_failing_once_then_passing_reruns_the_agent_with_feedback() {
          "arguments": {"instruction": "Make add() add.", "tools": ["file_edit"]},
          "verify": {"command": "grep -q \"a + b\" src/lib.rs", "max_cycles": 2}}]}),
     );
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
@@ -503,7 +485,7 @@ fn verify_still_failing_after_the_last_cycle_fails_the_step() {
          "arguments": {"instruction": "Make add() add.", "tools": ["file_edit"]},
          "verify": {"command": "grep -q \"a + b\" src/lib.rs", "max_cycles": 2}}]}),
     );
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 30, "{}", stderr(&out));
     assert_eq!(
         q::<String>(&t.db(), "SELECT error_code FROM steps"),
@@ -588,7 +570,7 @@ fn tool_results_sent_to_the_model_are_cut_to_the_budget() {
         ScriptedResponse::chat_text("read"),
     ]);
     let plan = agent_plan(&t, &["file_read"], 3);
-    let out = run_agent(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let requests = server.requests();
     let tool_msg = requests[1].body["messages"]
@@ -620,7 +602,7 @@ fn llm_retries_can_be_turned_off() {
         ScriptedResponse::chat_text("never reached"),
     ]);
     let plan = agent_plan(&t, &["file_read"], 3);
-    let out = run_agent(&t, &plan, &server, &["--llm-retries", "0"]);
+    let out = t.approve_and_run_with_model(&plan, &server, &["--llm-retries", "0"]);
     assert_eq!(code(&out), 30, "{}", stderr(&out));
     assert_eq!(server.requests().len(), 1);
     assert_eq!(
@@ -681,7 +663,7 @@ fn the_anthropic_messages_provider_drives_the_same_loop() {
     t.file("src/lib.rs", LIB);
     let server = ScriptedServer::start(fixture("anthropic_read_then_edit.json"));
     let plan = agent_plan(&t, &["file_read", "file_edit"], 10);
-    let out = run_agent(&t, &plan, &server, &["--llm-provider", "anthropic"]);
+    let out = t.approve_and_run_with_model(&plan, &server, &["--llm-provider", "anthropic"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(t.read("src/lib.rs").contains("a + b"));
     let requests = server.requests();

@@ -83,6 +83,26 @@ impl TestDir {
         self.run(&args)
     }
 
+    /// Approves then runs a plan against a scripted model `server` (its URL, model
+    /// `test-model`), events on stdout as JSONL, with `extra` args.
+    pub fn approve_and_run_with_model(
+        &self,
+        plan: &Path,
+        server: &acode_run::llm::scripted::ScriptedServer,
+        extra: &[&str],
+    ) -> Output {
+        let url = server.url();
+        let mut args = vec![
+            "--llm-url",
+            url.as_str(),
+            "--model",
+            "test-model",
+            "--jsonl",
+        ];
+        args.extend_from_slice(extra);
+        self.approve_and_run(plan, &args)
+    }
+
     /// Opens the run database.
     pub fn db(&self) -> Connection {
         Connection::open(self.ws.join(".acode/executions.db")).unwrap()

@@ -331,25 +331,6 @@ fn kill_9_mid_parallel_run_then_resume_completes_each_step_once() {
 
 use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
 
-/// Runs `plan` (approved here) against `server` with `extra` options, events on stdout.
-fn run_with_model(
-    t: &TestDir,
-    plan: &std::path::Path,
-    server: &ScriptedServer,
-    extra: &[&str],
-) -> std::process::Output {
-    let url = server.url();
-    let mut args = vec![
-        "--llm-url",
-        url.as_str(),
-        "--model",
-        "test-model",
-        "--jsonl",
-    ];
-    args.extend_from_slice(extra);
-    t.approve_and_run(plan, &args)
-}
-
 /// (started_at, started_at + duration_ms) of each execution of `tool` in the step, in the
 /// order they were recorded.
 fn execution_intervals(t: &TestDir, tool: &str) -> Vec<(i64, i64)> {
@@ -411,7 +392,7 @@ fn searches_in_one_answer(
         {"step_id": "look", "tool": "agent", "arguments": {
             "instruction": "Search.", "tools": ["file_search"], "max_turns": 3}}]}),
     );
-    let out = run_with_model(t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let iv = execution_intervals(t, "file_search");
     (out, server, iv)
@@ -531,7 +512,7 @@ fn a_write_between_reads_splits_them_and_the_later_read_sees_it() {
             "instruction": "Read, write, read.", "tools": ["file_read", "file_search", "history", "file_write"],
             "max_turns": 3}}]}),
     );
-    let out = run_with_model(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let sent = tool_results_sent(&server, 1);
     let ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
@@ -738,7 +719,7 @@ fn an_agents_feedback_names_the_verify_command_that_failed() {
          "arguments": {"instruction": "Make add() add.", "tools": ["file_edit"]},
          "verify": {"commands": ["sh -c 'test -f src/lib.rs'", check], "max_cycles": 2}}]}),
     );
-    let out = run_with_model(&t, &plan, &server, &[]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
