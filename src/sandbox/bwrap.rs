@@ -52,12 +52,6 @@ const ISOLATION: &[&str] = &[
     "--new-session",
 ];
 
-/// Host directories that hold programs and libraries, mounted read-only when they are
-/// directories and recreated as the same symlink when they are symlinks (usr-merge).
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-];
-
 /// The flags every sandbox starts with: isolation, identity, the system directories, `/dev`,
 /// `/proc`, `/tmp` and the toolchain homes. Computed once per process: the host layout and the
 /// runner's environment do not change during a run, and a run may start hundreds of commands.
@@ -73,7 +67,7 @@ fn base_args() -> &'static [String] {
             "--gid".into(),
             gid.to_string(),
         ]);
-        for dir in SYSTEM_DIRS {
+        for dir in super::view::SYSTEM_DIRS {
             match std::fs::symlink_metadata(dir) {
                 Ok(m) if m.is_symlink() => {
                     if let Ok(target) = std::fs::read_link(dir) {
@@ -103,7 +97,7 @@ fn base_args() -> &'static [String] {
             .map(String::from),
         );
         // After the tmpfs /tmp, so a toolchain home under /tmp is not hidden by it.
-        for home in toolchain_homes_cached() {
+        for home in super::view::toolchain_homes() {
             let h = lossy(home);
             out.extend(["--ro-bind".into(), h.clone(), h]);
         }
@@ -124,37 +118,6 @@ fn socket_masks() -> impl Iterator<Item = String> {
         .iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
         .flat_map(|p| ["--ro-bind".to_string(), "/dev/null".to_string(), lossy(p)])
-}
-
-/// [`toolchain_homes`], once per process (the runner's environment does not change).
-fn toolchain_homes_cached() -> &'static [PathBuf] {
-    static HOMES: OnceLock<Vec<PathBuf>> = OnceLock::new();
-    HOMES.get_or_init(toolchain_homes)
-}
-
-/// The runner's cargo and rustup homes (`CARGO_HOME`, `RUSTUP_HOME`, else `~/.cargo`,
-/// `~/.rustup`) that exist and that it can reach, canonicalised.
-fn toolchain_homes() -> Vec<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let pick = |var: &str, dir: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .or_else(|| home.as_ref().map(|h| h.join(dir)))
-    };
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in [pick("CARGO_HOME", ".cargo"), pick("RUSTUP_HOME", ".rustup")]
-        .into_iter()
-        .flatten()
-        .filter(|p| p.is_absolute())
-    {
-        if let Ok(c) = p.canonicalize()
-            && c.is_dir()
-            && !out.contains(&c)
-        {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The UNIX sockets beneath `dir` (not following symlinks).
@@ -263,15 +226,8 @@ impl BwrapSpec {
             out.extend(["--ro-bind-try".into(), s(p), s(p)]);
         }
         // Credentials inside anything shown stay hidden: an empty tmpfs over a directory,
-        // /dev/null over a file.
-        let shown: Vec<&PathBuf> = toolchain_homes_cached()
-            .iter()
-            .chain(&self.read_paths)
-            .collect();
-        for cred in super::program::credential_paths() {
-            if !shown.iter().any(|d| cred.starts_with(d)) {
-                continue;
-            }
+        // /dev/null over a file (the one decision of what is shown: `super::view`).
+        for cred in super::view::hidden_within(&super::view::shown(&self.read_paths, &[])) {
             match std::fs::symlink_metadata(&cred) {
                 Ok(m) if m.is_dir() => out.extend(["--tmpfs".into(), s(&cred)]),
                 Ok(_) => out.extend(["--ro-bind".into(), "/dev/null".into(), s(&cred)]),

@@ -7,12 +7,19 @@
 //! async-signal-safe and allocate nothing — the runner is multi-threaded.
 //!
 //! What the ruleset says, by kernel ABI:
+//! - **Reads and execution** (every ABI) follow the bwrap view ([`super::view`], one decision for
+//!   both modes): the system directories, `/proc`, the device nodes programs use, the workspace,
+//!   the run's temporary directory, the toolchain homes, the policy's `read_paths` and the
+//!   installation of the program the command runs — each granted around the credential files
+//!   inside it (the same split as for protected paths, below). Nothing else can be read, listed or
+//!   executed: no home directory, no `~/.ssh`, no host `/tmp`, no disk device. (Landlock does not
+//!   restrict `stat`: a command can still learn that a path exists, not what it holds.)
 //! - **Writes** (every write-like filesystem right the ABI knows: create, remove, rename, write,
 //!   truncate (ABI 3), device ioctls (ABI 5), connecting to pathname UNIX sockets (ABI 9)) are
-//!   handled, so they are denied except beneath the granted hierarchies. Reads and execution are
-//!   not handled: they stay allowed everywhere.
+//!   handled, so they are denied except beneath the granted hierarchies.
 //! - **Protected paths** (`.git/`, `.acode/`, the policy file, the plan and the database — whatever
-//!   [`Workspace::protected`] lists): Landlock grants rights on whole hierarchies and cannot deny a
+//!   [`Workspace::protected`] lists — plus every `.git` at any depth and the approval files the
+//!   caller passes, as bwrap mounts them read-only): Landlock grants rights on whole hierarchies and cannot deny a
 //!   subtree of a granted directory. So the workspace root itself gets *no* right; every existing
 //!   top-level entry that is not protected gets every write right on its hierarchy; a directory
 //!   that *contains* a protected path is split the same way, one level down. Consequences,
@@ -45,9 +52,6 @@ use landlock::{
 };
 
 use super::paths::Workspace;
-
-/// Device files every command may write (discarding sinks and sources of bytes).
-const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// The Landlock ABI version the running kernel supports, or `None` when Landlock is not built in
 /// or not enabled (`lsm=` boot parameter).
@@ -89,12 +93,24 @@ pub fn missing_restrictions(abi: u32) -> Vec<&'static str> {
     out
 }
 
-/// One hierarchy that gets write rights.
+/// Which rights a grant gives beneath its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rights {
+    /// Read, list and execute.
+    Read,
+    /// Every write right (create, remove, rename, write, truncate, device ioctls, ...).
+    Write,
+    /// Both.
+    ReadWrite,
+}
+
+/// One hierarchy (or file) that gets rights.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Grant {
     path: PathBuf,
     ino: u64,
     dir: bool,
+    rights: Rights,
 }
 
 /// The rights the kernel supports at `abi`, as the crate's ABI value (capped at what it knows).
@@ -108,6 +124,10 @@ fn crate_abi(abi: u32) -> ABI {
 pub struct LandlockRules {
     abi: u32,
     extra_writable: Vec<PathBuf>,
+    /// The policy's `read_paths`.
+    read_paths: Vec<PathBuf>,
+    /// What every command of the run may read whatever it runs ([`super::view`]), computed once.
+    fixed_reads: std::sync::OnceLock<Vec<Grant>>,
     /// TCP ports commands may connect to (the run's proxy), at ABI ≥ 4.
     connect_ports: Vec<u16>,
     /// TCP ports commands may bind (the forwarder inside bwrap), at ABI ≥ 4.
@@ -139,6 +159,8 @@ impl LandlockRules {
         LandlockRules {
             abi,
             extra_writable,
+            read_paths: Vec::new(),
+            fixed_reads: std::sync::OnceLock::new(),
             connect_ports: Vec::new(),
             bind_ports: Vec::new(),
             cache: Mutex::new(None),
@@ -150,6 +172,13 @@ impl LandlockRules {
     pub fn with_tcp_ports(mut self, connect: &[u16], bind: &[u16]) -> Self {
         self.connect_ports = connect.to_vec();
         self.bind_ports = bind.to_vec();
+        self
+    }
+
+    /// Lets commands read the policy's `read_paths` too (absolute ones; credentials inside them
+    /// stay hidden), as bwrap shows them.
+    pub fn with_read_paths(mut self, paths: &[PathBuf]) -> Self {
+        self.read_paths = paths.to_vec();
         self
     }
 
@@ -178,18 +207,27 @@ impl LandlockRules {
     }
 
     /// The ruleset (a Landlock file descriptor) for a command in `workspace` now; see the module
-    /// docs. Shared: the child only reads the descriptor number.
-    pub fn ruleset_for(&self, workspace: &Workspace) -> Result<Arc<OwnedFd>, LandlockError> {
+    /// docs. `protected` adds paths no command may write beyond [`Workspace::protected`] (every
+    /// nested `.git`, the approval files); `program_roots` is the installation of the program the
+    /// command runs ([`super::program::Program::roots`]). Shared: the child only reads the
+    /// descriptor number.
+    pub fn ruleset_for(
+        &self,
+        workspace: &Workspace,
+        protected: &[PathBuf],
+        program_roots: &[PathBuf],
+    ) -> Result<Arc<OwnedFd>, LandlockError> {
         let mut grants = Vec::new();
         let protected: Vec<Vec<OsString>> = workspace
             .protected()
             .iter()
+            .chain(protected)
             .filter_map(|p| p.strip_prefix(workspace.root()).ok())
             .map(|rel| rel.iter().map(|c| c.to_os_string()).collect::<Vec<_>>())
             .filter(|c| !c.is_empty())
             .collect();
         let protected: Vec<&[OsString]> = protected.iter().map(Vec::as_slice).collect();
-        split(workspace.root(), &protected, &mut grants);
+        split(workspace.root(), &protected, Rights::Write, &mut grants);
         for extra in &self.extra_writable {
             if let Ok(m) = std::fs::symlink_metadata(extra)
                 && m.is_dir()
@@ -198,7 +236,21 @@ impl LandlockRules {
                     path: extra.clone(),
                     ino: m.ino(),
                     dir: true,
+                    rights: Rights::ReadWrite,
                 });
+            }
+        }
+        grants.extend(grant(workspace.root(), Rights::Read));
+        grants.extend(
+            self.fixed_reads
+                .get_or_init(|| fixed_reads(&self.read_paths))
+                .iter()
+                .cloned(),
+        );
+        let fixed = super::view::shown(&self.read_paths, &[]);
+        for root in program_roots {
+            if !fixed.iter().any(|f| root.starts_with(f)) {
+                shown_read(root, &mut grants);
             }
         }
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -266,10 +318,11 @@ impl LandlockRules {
         let abi = crate_abi(self.abi);
         let err = |e: landlock::RulesetError| LandlockError(e.to_string());
         let write = AccessFs::from_write(abi);
-        let file_write = write & AccessFs::from_file(abi);
+        let read = AccessFs::from_read(abi);
+        let file = AccessFs::from_file(abi);
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(write)
+            .handle_access(write | read)
             .map_err(err)?;
         if self.abi >= 4 {
             ruleset = ruleset
@@ -295,22 +348,79 @@ impl LandlockRules {
             if meta.ino() != g.ino || meta.is_dir() != g.dir || meta.file_type().is_symlink() {
                 continue;
             }
-            let access = if g.dir { write } else { file_write };
+            let mut access: BitFlags<AccessFs> = match g.rights {
+                Rights::Read => read,
+                Rights::Write => write,
+                Rights::ReadWrite => read | write,
+            };
+            if !g.dir {
+                access &= file;
+            }
             created = created
                 .add_rule(PathBeneath::new(fd, access))
                 .map_err(err)?;
         }
-        let device_access: BitFlags<AccessFs> = file_write;
-        for dev in WRITABLE_DEVICES {
-            if let Some(fd) = open_path(Path::new(dev)) {
-                created = created
-                    .add_rule(PathBeneath::new(fd, device_access))
-                    .map_err(err)?;
-            }
-        }
         let fd: Option<OwnedFd> = created.into();
         fd.ok_or_else(|| LandlockError("the kernel returned no ruleset".to_string()))
     }
+}
+
+/// The read grants every command of a run gets whatever it runs: the system directories, `/proc`,
+/// the device nodes ([`super::view::DEVICES`], some writable), and the toolchain homes and
+/// `read_paths` around the credentials inside them.
+fn fixed_reads(read_paths: &[PathBuf]) -> Vec<Grant> {
+    let mut out = Vec::new();
+    for dir in super::view::SYSTEM_DIRS.iter().chain(&["/proc"]) {
+        // A usr-merge symlink (`/bin` -> `usr/bin`) gets nothing: its target is granted.
+        out.extend(grant(Path::new(dir), Rights::Read));
+    }
+    for (dev, writable) in super::view::DEVICES {
+        let rights = if *writable {
+            Rights::ReadWrite
+        } else {
+            Rights::Read
+        };
+        out.extend(grant(Path::new(dev), rights));
+    }
+    for root in super::view::shown(read_paths, &[]) {
+        shown_read(&root, &mut out);
+    }
+    out
+}
+
+/// Read grants for `root`, a directory (or file) [`super::view`] shows: whole, or split around the
+/// credential paths inside it; nothing when `root` is one.
+fn shown_read(root: &Path, out: &mut Vec<Grant>) {
+    let hidden = super::view::hidden_within(&[root.to_path_buf()]);
+    if hidden.iter().any(|h| root.starts_with(h)) {
+        return;
+    }
+    if hidden.is_empty() {
+        out.extend(grant(root, Rights::Read));
+        return;
+    }
+    let hidden: Vec<Vec<OsString>> = hidden
+        .iter()
+        .filter_map(|h| h.strip_prefix(root).ok())
+        .map(|rel| rel.iter().map(|c| c.to_os_string()).collect())
+        .collect();
+    let hidden: Vec<&[OsString]> = hidden.iter().map(Vec::as_slice).collect();
+    split(root, &hidden, Rights::Read, out);
+}
+
+/// A grant of `rights` on `path` as it is now (a directory or a regular or device file; never a
+/// symlink, which the rule would follow), or nothing when it does not exist.
+fn grant(path: &Path, rights: Rights) -> Option<Grant> {
+    use std::os::unix::fs::FileTypeExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let ft = m.file_type();
+    let usable = ft.is_dir() || ft.is_file() || ft.is_char_device();
+    usable.then(|| Grant {
+        path: path.to_path_buf(),
+        ino: m.ino(),
+        dir: ft.is_dir(),
+        rights,
+    })
 }
 
 fn io_err(e: std::io::Error) -> LandlockError {
@@ -334,9 +444,10 @@ fn open_path(path: &Path) -> Option<OwnedFd> {
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Grants every entry of `dir` except those on a protected path; an entry that contains a
-/// protected path is split again one level down. Symlinks and special files are never granted.
-fn split(dir: &Path, protected: &[&[OsString]], out: &mut Vec<Grant>) {
+/// Grants `rights` on every entry of `dir` except those on an excluded path (a protected path for
+/// writes, a credential for reads); an entry that contains one is split again one level down.
+/// Symlinks and special files are never granted.
+fn split(dir: &Path, protected: &[&[OsString]], rights: Rights, out: &mut Vec<Grant>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -359,9 +470,10 @@ fn split(dir: &Path, protected: &[&[OsString]], out: &mut Vec<Grant>) {
                 path,
                 ino: entry.ino(),
                 dir: ft.is_dir(),
+                rights,
             });
         } else if below.iter().all(|rest| !rest.is_empty()) && ft.is_dir() {
-            split(&path, &below, out);
+            split(&path, &below, rights, out);
         }
     }
 }
@@ -432,7 +544,7 @@ mod tests {
             .collect();
         let protected: Vec<&[OsString]> = protected.iter().map(Vec::as_slice).collect();
         let mut grants = Vec::new();
-        split(&root, &protected, &mut grants);
+        split(&root, &protected, Rights::Write, &mut grants);
         // The root, `.git`, `.acode`, the policy, the plan and the symlink get nothing; `plans/`
         // is split so its other entries stay writable.
         assert_eq!(

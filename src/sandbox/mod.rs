@@ -21,6 +21,7 @@ pub mod seccomp;
 pub mod spawn;
 pub mod state;
 pub mod supervisor;
+pub mod view;
 
 pub use os::{CommandLimits, OsSandbox, SandboxSetupError};
 pub use paths::{Access, SandboxViolation, Workspace};

@@ -225,7 +225,7 @@ pub struct OsSandbox {
     /// Set when a supervisor did not start: the run's later commands do not try again (each try
     /// may wait for a sandbox that never says it is ready) and get a bwrap each.
     supervisor_failed: std::sync::atomic::AtomicBool,
-    /// Under bwrap: the workspace's `.git` entries, kept current between commands instead of a
+    /// Under bwrap and Landlock: the workspace's `.git` entries, kept current between commands instead of a
     /// walk per command ([`NestedGit`]); started by the first command.
     nested_git: std::sync::OnceLock<NestedGit>,
 }
@@ -307,7 +307,8 @@ impl OsSandbox {
                 if let Some(rules) = self.landlock.take() {
                     self.landlock = Some(
                         LandlockRules::new(rules.abi(), self.temp.iter().cloned().collect())
-                            .with_tcp_ports(&[port], &[]),
+                            .with_tcp_ports(&[port], &[])
+                            .with_read_paths(&self.read_paths),
                     );
                 }
             }
@@ -353,9 +354,13 @@ impl OsSandbox {
         }
     }
 
-    /// Adds the policy's `read_paths` to what commands under bwrap can see (read-only).
+    /// Adds the policy's `read_paths` to what commands can see (read-only), under bwrap and
+    /// Landlock alike ([`super::view`]).
     pub fn with_read_paths(mut self, paths: &[PathBuf]) -> Self {
         self.read_paths = paths.to_vec();
+        if let Some(rules) = self.landlock.take() {
+            self.landlock = Some(rules.with_read_paths(paths));
+        }
         self
     }
 
@@ -486,7 +491,7 @@ impl OsSandbox {
         let temp = make_temp_dir().map_err(|e| landlock::LandlockError::new(e.to_string()))?;
         let rules = LandlockRules::new(abi, vec![temp.clone()]);
         // Built once now so that a kernel that refuses the ruleset fails the run before any step.
-        if let Err(e) = rules.ruleset_for(workspace) {
+        if let Err(e) = rules.ruleset_for(workspace, &[], &[]) {
             let _ = std::fs::remove_dir_all(&temp);
             return Err(e);
         }
@@ -703,14 +708,7 @@ impl OsSandbox {
         match self.mode {
             SandboxMode::Bwrap => {
                 if let Some(b) = &self.bwrap {
-                    let git = self
-                        .nested_git
-                        .get_or_init(|| NestedGit::new(workspace.root()));
-                    let git = if git.root() == workspace.root() {
-                        git.entries()
-                    } else {
-                        nested_git::walk(workspace.root())
-                    };
+                    let git = self.git_entries(workspace);
                     let mut wrap = BwrapSpec::with_git(b, workspace, git, guard.approval_files())
                         .read_paths(&self.read_paths)
                         .read_paths(&spec.program_roots);
@@ -742,8 +740,14 @@ impl OsSandbox {
             }
             SandboxMode::Landlock => {
                 if let Some(rules) = &self.landlock {
-                    spec.setup.landlock = Some(rules.ruleset_for(workspace)?);
+                    // Every `.git` at any depth and the approval files stay unwritable, as bwrap
+                    // mounts them read-only.
+                    let mut protected = self.git_entries(workspace);
+                    protected.extend(guard.approval_files());
+                    spec.setup.landlock =
+                        Some(rules.ruleset_for(workspace, &protected, &spec.program_roots)?);
                 }
+                spec.setup.drop_caps = true;
                 spec.setup.seccomp = Some(seccomp::filter());
                 if supervise && let Some(domain) = &self.landlock_shim {
                     // One supervisor for the run: there are no mounts to tell sandboxes apart.
@@ -788,6 +792,19 @@ impl OsSandbox {
 }
 
 impl OsSandbox {
+    /// The workspace's `.git` entries now, at any depth: followed for the run's workspace
+    /// ([`NestedGit`], started by the first command), walked for another.
+    fn git_entries(&self, workspace: &Workspace) -> Vec<PathBuf> {
+        let git = self
+            .nested_git
+            .get_or_init(|| NestedGit::new(workspace.root()));
+        if git.root() == workspace.root() {
+            git.entries()
+        } else {
+            nested_git::walk(workspace.root())
+        }
+    }
+
     /// The run's supervisor for commands whose sandbox is `key` (under bwrap, its mounts:
     /// [`BwrapSpec::mount_key`]): one already running, or a new one from `start` (the least
     /// recently used beyond [`SUPERVISORS`] is let go; commands still running in it keep it
@@ -991,6 +1008,17 @@ mod tests {
             ws.root().to_path_buf(),
         );
         spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        // As the command tool does: the program resolved (a pyenv shim to its interpreter) and its
+        // installation shown.
+        let path = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str());
+        let program = crate::sandbox::program::resolve("python3", ws, ws.root(), path).unwrap();
+        spec.program = Some(program.exec.clone());
+        spec.program_roots = program.roots.clone();
+        spec.program_by_name = program.found_by_name;
         spec.timeout = Duration::from_secs(60);
         sb.prepare(&mut spec, ws).unwrap();
         run(&spec, &AtomicBool::new(false), &|_| {}).unwrap()

@@ -14,10 +14,11 @@
 //!   component may be a symlink to a program outside (a virtualenv's `python`); the path is what
 //!   runs (so the interpreter finds its `pyvenv.cfg`), the link's target is what executes.
 //!
-//! Under bwrap the program's **installation** is made visible read-only ([`Program::roots`]): the
+//! In every OS sandbox mode the program's **installation** is made visible read-only ([`Program::roots`]; the
+//! one decision of what a command sees is [`super::view`]): the
 //! virtualenv and the interpreter it was made from, a pyenv version, an nvm node, or the prefix of
 //! `PREFIX/bin/prog`; never the home directory itself, and never a credential file inside what is
-//! shown ([`credential_paths`]). A program that cannot be shown without exposing the home
+//! shown ([`super::view::credential_paths`]). A program that cannot be shown without exposing the home
 //! directory is refused when the plan is validated.
 //!
 //! What ran is audited: [`Executed::sha256`] is the SHA-256 of the file executed (a script's own
@@ -95,12 +96,6 @@ pub enum ProgramError {
     #[error("{0}")]
     Invisible(String),
 }
-
-/// Directories every bwrap sandbox shows already (see `bwrap.rs`), so a program there needs
-/// nothing more.
-const SYSTEM_PREFIXES: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-];
 
 /// Resolves `written` for a command in `cwd` (absolute, inside `ws`) whose `PATH` is `path_var`.
 pub fn resolve(
@@ -392,13 +387,6 @@ fn pyenv_shim_target(
 }
 
 /// The home directory of the runner.
-fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute())
-        .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
-}
-
 /// What a bwrap sandbox must show for a program executed as `exec` whose bytes are at `real`: the
 /// installations of both. A virtualenv's `bin/python3` on `PATH` links to a system interpreter,
 /// yet the interpreter finds its packages through the link's own directory (`pyvenv.cfg`), so the
@@ -413,7 +401,7 @@ fn program_roots(
     // A script runs its `#!` interpreter, which must be visible too (a virtualenv's `bin/pip`
     // names the virtualenv's python, a link to an interpreter outside). Best effort: when it
     // cannot be shown, the script fails as it would have. System scripts name system interpreters.
-    if !SYSTEM_PREFIXES.iter().any(|p| real.starts_with(p))
+    if !super::view::is_system(real)
         && let Some(interp) = shebang_interpreter(real, path_var)
     {
         let interp_real = std::fs::canonicalize(&interp).unwrap_or_else(|_| interp.clone());
@@ -463,7 +451,7 @@ fn shebang_interpreter(path: &Path, path_var: Option<&str>) -> Option<PathBuf> {
 
 /// Whether every bwrap sandbox shows `path` already: the workspace and the system directories.
 fn shown_already(path: &Path, ws: &Workspace) -> bool {
-    path.starts_with(ws.root()) || SYSTEM_PREFIXES.iter().any(|p| path.starts_with(p))
+    path.starts_with(ws.root()) || super::view::is_system(path)
 }
 
 fn add_install_root(
@@ -502,7 +490,7 @@ fn add_install_root(
             .map(|a| a.to_path_buf());
     }
     // `PREFIX/bin/prog` → `PREFIX`, unless that is the home directory or above it.
-    let home = home();
+    let home = super::view::home();
     let too_wide =
         |p: &Path| p.parent().is_none() || home.as_ref().is_some_and(|h| h.starts_with(p));
     if root.is_none() {
@@ -517,8 +505,8 @@ fn add_install_root(
     if too_wide(&root) {
         return Err(ProgramError::Invisible(format!(
             "{} cannot be shown in the sandbox without exposing {} (the home directory or \
-             above); install it elsewhere (a prefix of its own, a virtualenv) or run with \
-             --sandbox landlock",
+             above), which no sandbox mode shows; install it elsewhere (a prefix of its own, \
+             a virtualenv)",
             real.display(),
             root.display()
         )));
@@ -537,37 +525,6 @@ fn venv_home(venv: &Path) -> Option<PathBuf> {
         let (k, v) = l.split_once('=')?;
         (k.trim() == "home").then(|| PathBuf::from(v.trim()))
     })
-}
-
-/// Credential files and directories that a sandbox must never show, even inside a directory it
-/// shows (a toolchain home, a program's installation).
-pub fn credential_paths() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(h) = home() {
-        for rel in [
-            ".ssh",
-            ".aws",
-            ".azure",
-            ".config/gh",
-            ".config/gcloud",
-            ".docker",
-            ".gnupg",
-            ".kube",
-            ".netrc",
-            ".git-credentials",
-            ".npmrc",
-            ".pypirc",
-            ".cargo/credentials",
-            ".cargo/credentials.toml",
-        ] {
-            out.push(h.join(rel));
-        }
-    }
-    if let Some(cargo) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
-        out.push(cargo.join("credentials"));
-        out.push(cargo.join("credentials.toml"));
-    }
-    out
 }
 
 /// The SHA-256 (hex) of the file at `path`, cached per process by (device, inode, size, mtime):

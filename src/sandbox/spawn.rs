@@ -138,6 +138,11 @@ pub struct ChildSetup {
     pub landlock: Option<Arc<OwnedFd>>,
     /// The seccomp filter refusing UDP and raw sockets (see [`super::seccomp`]).
     pub seccomp: Option<&'static super::seccomp::Filter>,
+    /// Whether the child gives up every capability before `exec` ([`drop_capabilities`]): under
+    /// Landlock alone a command run by root is root without privilege, as inside bwrap, so that
+    /// it cannot read another command's `/proc/PID/environ` (which `CAP_SYS_ADMIN` or
+    /// `CAP_PERFMON` would let it, across Landlock domains) nor use root's other powers.
+    pub drop_caps: bool,
 }
 
 /// A started child: its pid (also its process group id) and the read ends of its output pipes.
@@ -183,6 +188,8 @@ struct ChildArgs {
     landlock: RawFd,
     /// The seccomp program, or null.
     seccomp: *const libc::sock_fprog,
+    /// Whether to drop every capability ([`ChildSetup::drop_caps`]).
+    drop_caps: bool,
     /// Written by the child when a step fails: the `errno`. 0 while everything succeeded (which,
     /// once `clone` has returned, means the `exec` succeeded).
     error: libc::c_int,
@@ -439,6 +446,7 @@ pub fn spawn_fds(
             .as_ref()
             .map_or(-1, |fd| super::landlock::raw(fd)),
         seccomp: setup.seccomp.map_or(std::ptr::null(), |f| f.as_ptr()),
+        drop_caps: setup.drop_caps,
         error: 0,
     };
 
@@ -554,6 +562,9 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 return fail(args);
             }
         }
+        if args.drop_caps && drop_capabilities().is_err() {
+            return fail(args);
+        }
         if args.landlock >= 0 && super::landlock::restrict_self(args.landlock).is_err() {
             return fail(args);
         }
@@ -567,6 +578,67 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::execve(args.program, args.argv, args.envp);
         fail(args)
     }
+}
+
+/// `struct __user_cap_header_struct` of `capset(2)`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct` of `capset(2)` (two of them for the 64-bit sets of version 3).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Gives up every capability for good, as bwrap's `--cap-drop ALL` does: as root (effective uid
+/// 0, which `exec` would otherwise grant the whole bounding set again) every capability leaves the
+/// bounding set first; the ambient set is cleared; the effective, permitted and inheritable sets
+/// become empty. Async-signal-safe: system calls on locals only. Fails (the command does not run)
+/// when a capability root holds cannot be dropped.
+pub fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl and capset take integers and pointers to locals that outlive the calls.
+    unsafe {
+        if libc::geteuid() == 0 {
+            for cap in 0..64 {
+                // 1: in the set; 0: not; -1 (EINVAL): beyond the kernel's last capability.
+                if libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) == 1
+                    && libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        // Absent before Linux 4.3 (EINVAL): then there is no ambient set to clear.
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// How long whoever waits for a command it just started polls without sleeping (the runner for

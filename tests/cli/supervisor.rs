@@ -177,14 +177,13 @@ fn under_landlock_alone_a_command_can_signal_neither_the_supervisor_nor_a_comman
 }
 
 /// Two commands of one run side by side (`--jobs 2`) in `mode`: the prober can neither signal the
-/// sleeper, the supervisor's processes or init, nor read their memory: their `environ` under bwrap,
-/// their `mem` under Landlock alone, whose ptrace scoping stops `mem` but not `environ` for root
-/// (docs/security.md, "Landlock"). Under bwrap it looks at every process with the supervisor's
-/// command line in the sandbox's PID namespace; under Landlock alone (the host's `/proc`, where
-/// other runs' supervisors come and go) at its own ancestors that have it: its shim and the
-/// supervisor.
+/// sleeper, the supervisor's processes or init, nor read their memory or environment
+/// (`/proc/PID/mem`, `/proc/PID/environ`) — in every mode, also as root: under Landlock alone a
+/// command holds no capability, as inside bwrap (issue #32). Under bwrap it looks at every process
+/// with the supervisor's command line in the sandbox's PID namespace; under Landlock alone (the
+/// host's `/proc`, where other runs' supervisors come and go) at its own ancestors that have it:
+/// its shim and the supervisor.
 fn signals_and_environ_stay_inside(mode: &str) {
-    let memory = if mode == "bwrap" { "environ" } else { "mem" };
     let t = TestDir::new();
     policy(&t);
     // Under Landlock a command cannot make top-level entries: what they write goes in `out/`.
@@ -209,8 +208,8 @@ fn signals_and_environ_stay_inside(mode: &str) {
          try:\n        os.kill(pid, 0); return 'signalled'\n    \
          except PermissionError: return 'refused'\n    \
          except ProcessLookupError: return 'gone'\n\
-         def env(pid):\n    \
-         try:\n        open(f'/proc/{{pid}}/{memory}', 'rb').close(); return 'opened'\n    \
+         def env(pid, what):\n    \
+         try:\n        open(f'/proc/{{pid}}/{{what}}', 'rb').close(); return 'opened'\n    \
          except PermissionError: return 'refused'\n\
          def ancestors(pid):\n    \
          out = []\n    \
@@ -221,9 +220,9 @@ fn signals_and_environ_stay_inside(mode: &str) {
          sup = [p for p in {candidates} if b'__supervise' in open(f'/proc/{{p}}/cmdline', 'rb').read()]\n\
          sleeper = int(open('out/sleeper.pid').read())\n\
          lines = [f'supervisors {{len(sup)}}', f'sleeper signal {{sig(sleeper)}}', \
-                  f'sleeper {memory} {{env(sleeper)}}']\n\
+                  f'sleeper environ {{env(sleeper, \"environ\")}}', f'sleeper mem {{env(sleeper, \"mem\")}}']\n\
          lines += [f'supervisor signal {{sig(p)}}' for p in sup]\n\
-         lines += [f'supervisor {memory} {{env(p)}}' for p in sup]\n\
+         lines += [f'supervisor {{w}} {{env(p, w)}}' for p in sup for w in ('environ', 'mem')]\n\
          lines.append(f'init signal {{sig(1)}}')\n\
          open('out/report.txt', 'w').write('\\n'.join(lines))\n\
          open('out/done.flag', 'w').write('1')\n"
@@ -241,14 +240,16 @@ fn signals_and_environ_stay_inside(mode: &str) {
     let found: usize = lines[0].trim_start_matches("supervisors ").parse().unwrap();
     assert!(found >= 2, "{report}");
     for expected in [
-        "sleeper signal refused".to_string(),
-        format!("sleeper {memory} refused"),
-        "supervisor signal refused".to_string(),
-        format!("supervisor {memory} refused"),
-        "init signal refused".to_string(),
+        "sleeper signal refused",
+        "sleeper environ refused",
+        "sleeper mem refused",
+        "supervisor signal refused",
+        "supervisor environ refused",
+        "supervisor mem refused",
+        "init signal refused",
     ] {
         assert!(
-            lines.contains(&expected.as_str()),
+            lines.contains(&expected),
             "{expected:?} missing in:\n{report}"
         );
     }

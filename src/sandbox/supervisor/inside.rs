@@ -211,6 +211,8 @@ fn one_command(
             .collect(),
         landlock: Some(Arc::new(landlock)),
         seccomp: None, // inherited from the shim (above)
+        // Root without privilege in every mode: inside bwrap there is nothing left to drop.
+        drop_caps: true,
     };
     // A TMPDIR of its own, removed when it ends: the sandbox's /tmp is a tmpfs (memory) that lives
     // as long as the run, and what a command leaves in its TMPDIR should not pile up there.
