@@ -557,8 +557,15 @@ impl OsSandbox {
             SandboxMode::Landlock => {
                 let abi = self.landlock_abi.unwrap_or(0);
                 notes.push(
-                    "commands write only inside existing workspace entries (not .git, .acode, the \
-                     policy or the plan; no new top-level entries) and the run's temp directory"
+                    "commands read only the system directories, the workspace, the toolchain \
+                     homes, read_paths and their own program's installation (no home directory, \
+                     no credential file), and hold no capability"
+                        .to_string(),
+                );
+                notes.push(
+                    "commands write only inside existing workspace entries (not any .git, \
+                     .acode, the policy or the plan; no new entries at the root or beside a \
+                     nested .git) and the run's temp directory"
                         .to_string(),
                 );
                 notes.extend(
@@ -667,9 +674,12 @@ impl OsSandbox {
             && !out.success()
             && DENIED.iter().any(|d| out.stderr.text.contains(d)))
         .then_some(
-            "under Landlock a command may write only inside existing workspace entries other \
-             than .git, .acode, the policy and the plan, and in $TMPDIR; it cannot create entries \
-             at the workspace root (create them with a file tool first) or open TCP connections",
+            "under Landlock a command may read only the system directories, the workspace, the \
+             toolchain homes, the policy's read_paths and its program's installation (never a \
+             home directory or a credential file), and write only inside existing workspace \
+             entries other than any .git, .acode, the policy and the plan, and in $TMPDIR; it \
+             cannot create entries at the workspace root or in a directory holding a nested .git \
+             (create them with a file tool first, or declare them), or open TCP connections",
         )
     }
 

@@ -1,6 +1,7 @@
-//! Attacks on the bubblewrap sandbox through the real binary (`--sandbox bwrap`), each run twice:
-//! as the user the tests run as (root in CI) and, when the tests run as root, as an unprivileged
-//! user (`setpriv --reuid=65534`). Every attack is a `python3 -c` step that tries the escape and
+//! Attacks on the OS sandbox through the real binary, under bubblewrap (`--sandbox bwrap`) and —
+//! for every promise both modes hold (issue #32) — under Landlock alone (`--sandbox landlock`),
+//! each run as the user the tests run as (root in CI) and, when the tests run as root, as an
+//! unprivileged user (`setpriv --reuid=65534`). Every attack is a `python3 -c` step that tries the escape and
 //! writes what happened to `report.txt` in the workspace; the test then checks the report (so it
 //! knows the attack really ran) and the host (marker files absent, listeners untouched, files
 //! unchanged). See `docs/security.md`, "bubblewrap".
@@ -50,19 +51,47 @@ fn users() -> Vec<As> {
     out
 }
 
+/// Every (user, sandbox mode) to attack in, for the promises bwrap and Landlock alone both hold:
+/// [`users`] under bwrap, and the same users under Landlock. A kernel without Landlock fails in
+/// CI and is a named skip elsewhere.
+fn everywhere() -> Vec<(As, &'static str)> {
+    let mut out: Vec<(As, &'static str)> = users().into_iter().map(|u| (u, "bwrap")).collect();
+    if acode_run::sandbox::landlock::kernel_abi().is_some() {
+        let mut landlock = vec![As::Me];
+        if is_root() && Command::new("setpriv").arg("--version").output().is_ok() {
+            landlock.push(As::Nobody);
+        }
+        out.extend(landlock.into_iter().map(|u| (u, "landlock")));
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Landlock must be usable in CI: the attacks under Landlock alone cannot run"
+        );
+        eprintln!("skipped under Landlock: the kernel has no Landlock");
+    }
+    out
+}
+
 /// A workspace owned by `user`, and the binary run as that user with the fake key in its
-/// environment.
+/// environment, under `mode`.
 struct Attack {
     t: TestDir,
     user: As,
+    mode: &'static str,
 }
 
 impl Attack {
     fn new(user: As) -> Attack {
+        Attack::in_mode(user, "bwrap")
+    }
+
+    fn in_mode(user: As, mode: &'static str) -> Attack {
         let t = TestDir::new();
         std::fs::create_dir_all(t.ws.join(".git")).unwrap();
         std::fs::write(t.ws.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
-        Attack { t, user }
+        // Under Landlock a command cannot create top-level entries: the report exists already.
+        std::fs::write(t.ws.join("report.txt"), "").unwrap();
+        Attack { t, user, mode }
     }
 
     /// Gives every file of the test directory to the unprivileged user (when attacking as it).
@@ -123,7 +152,7 @@ impl Attack {
             self.user,
             stderr(&out)
         );
-        self.acode(&["run", p, "--sandbox", "bwrap", "--json"])
+        self.acode(&["run", p, "--sandbox", self.mode, "--json"])
     }
 
     /// The report the attack wrote; panics (with the run's output) when the attack did not run.
@@ -219,8 +248,9 @@ const DONE: &str = "rep('done', 1)";
 
 #[test]
 fn capabilities_are_all_gone() {
-    for user in users() {
-        let a = Attack::new(user);
+    for (user, mode) in everywhere() {
+        let a = Attack::in_mode(user, mode);
+        let user = (user, mode);
         let out = a.python(&format!(
             r#"
 for line in open('/proc/self/status'):
@@ -232,12 +262,22 @@ rep('unshare_user', call('unshare', 0x10000000))
         ));
         let r = a.report(&out);
         for cap in ["CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh"] {
+            // An unprivileged runner cannot empty its bounding set, and needs not: no_new_privs
+            // (below) keeps `exec` from granting anything from it.
+            if cap == "CapBnd" && mode == "landlock" && user.0 == As::Nobody {
+                continue;
+            }
             assert_eq!(field(&r, cap), "0000000000000000", "{user:?}: {cap}\n{r}");
         }
-        // Nested user namespaces (which would hand out capabilities again) are disabled.
-        assert_ne!(field(&r, "unshare_user"), "ok", "{user:?}\n{r}");
+        assert_eq!(field(&r, "NoNewPrivs"), "1", "{user:?}\n{r}");
+        // Nested user namespaces (which would hand out capabilities again) are disabled under
+        // bwrap. Under Landlock alone one can be made, and gains nothing outside it: the domain,
+        // the filter and the refusal of mount(2) hold in it (docs/security.md).
+        if mode == "bwrap" {
+            assert_ne!(field(&r, "unshare_user"), "ok", "{user:?}\n{r}");
+        }
         // The same uid as the runner: no privilege gained, none pretended.
-        let uid = if user == As::Nobody {
+        let uid = if user.0 == As::Nobody {
             NOBODY
         } else {
             unsafe { libc::geteuid() }
@@ -249,8 +289,9 @@ rep('unshare_user', call('unshare', 0x10000000))
 
 #[test]
 fn remounting_read_only_mounts_fails_and_nothing_is_written_outside() {
-    for user in users() {
-        let a = Attack::new(user);
+    for (user, mode) in everywhere() {
+        let a = Attack::in_mode(user, mode);
+        let user = (user, mode);
         let id = uuid::Uuid::new_v4().simple().to_string();
         let markers: Vec<PathBuf> = ["/usr", "/etc", "/var/tmp", "/bin", "/"]
             .iter()
@@ -292,8 +333,9 @@ rep('wrote_outside', wrote)
 
 #[test]
 fn unmounting_the_git_bind_fails_and_git_is_unchanged() {
-    for user in users() {
-        let a = Attack::new(user);
+    for (user, mode) in everywhere() {
+        let a = Attack::in_mode(user, mode);
+        let user = (user, mode);
         let git = a.t.ws.join(".git");
         let out = a.python(&format!(
             r#"
@@ -333,8 +375,9 @@ rep('rmtree', attempt(lambda: os.rmdir(g)))
 /// writing, write back what they read, or create an empty marker.
 #[test]
 fn nested_git_directories_are_read_only_too() {
-    for user in users() {
-        let a = Attack::new(user);
+    for (user, mode) in everywhere() {
+        let a = Attack::in_mode(user, mode);
+        let user = (user, mode);
         let config = "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = x\n";
         a.t.file("vendor/lib/.git/config", config);
         a.t.file("vendor/lib/README", "lib\n");
@@ -369,8 +412,9 @@ rep('control', attempt(lambda: open_w('vendor/lib/README')))
 
 #[test]
 fn the_runners_environment_is_not_readable() {
-    for user in users() {
-        let a = Attack::new(user);
+    for (user, mode) in everywhere() {
+        let a = Attack::in_mode(user, mode);
+        let user = (user, mode);
         let out = a.python(&format!(
             r#"
 key = bytes.fromhex({hex:?})
@@ -410,8 +454,9 @@ rep('found', len(found))
 
 #[test]
 fn the_host_network_is_unreachable_even_through_setns() {
-    for user in users() {
-        let a = Attack::new(user);
+    for (user, mode) in everywhere() {
+        let a = Attack::in_mode(user, mode);
+        let user = (user, mode);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let out = a.python(&format!(
@@ -446,8 +491,9 @@ rep('connect_after_setns', attempt(connect))
 
 #[test]
 fn kernel_settings_cannot_be_opened_for_writing() {
-    for user in users() {
-        let a = Attack::new(user);
+    for (user, mode) in everywhere() {
+        let a = Attack::in_mode(user, mode);
+        let user = (user, mode);
         let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
         let out = a.python(&format!(
             r#"
