@@ -92,7 +92,7 @@ fn run_plan_in(t: &TestDir, name: &str, steps: Value, mode: &str) -> (i32, Strin
 
 /// The sandbox modes this machine supports: `none` always, `bwrap` where it works.
 fn modes() -> Vec<&'static str> {
-    let mut m = vec!["none"];
+    let mut m = vec!["none", "landlock"];
     match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
         Ok(_) => m.push("bwrap"),
         Err(why) => eprintln!("bwrap mode skipped: {why}"),
@@ -113,8 +113,10 @@ fn step(id: &str, argv: &[&str], cwd: Option<&str>) -> Value {
 #[test]
 fn program_naming_config_in_a_nested_repository_never_runs() {
     let t = TestDir::new();
-    // Inside the workspace, which every sandbox mode lets commands write.
-    let marker = t.ws.join("MARK");
+    // Inside the workspace, in an existing directory, which every sandbox mode lets commands
+    // write (under Landlock not the root itself).
+    std::fs::create_dir_all(t.ws.join("marks")).unwrap();
+    let marker = t.ws.join("marks/MARK");
     repo_with_commit(&t, &t.ws);
     let nested = t.ws.join("vendor/lib");
     repo_with_commit(&t, &nested);
@@ -188,7 +190,9 @@ fn program_naming_config_in_a_nested_repository_never_runs() {
 #[test]
 fn program_naming_config_in_the_workspace_repository_is_forced_inert() {
     let t = TestDir::new();
-    let marker = t.ws.join("MARK");
+    // In an existing directory: under Landlock a command cannot make entries at the root.
+    std::fs::create_dir_all(t.ws.join("marks")).unwrap();
+    let marker = t.ws.join("marks/MARK");
     repo_with_commit(&t, &t.ws);
     append_config(
         &t.ws.join(".git"),

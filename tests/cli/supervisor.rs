@@ -260,9 +260,22 @@ fn signals_and_environ_stay_inside(mode: &str) {
 
 #[test]
 fn a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
-    if !bwrap_ok() {
-        return;
+    if bwrap_ok() {
+        git_made_by_an_earlier_step_is_read_only("bwrap", "EROFS");
     }
+}
+
+#[test]
+fn under_landlock_alone_a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
+    if scoped_landlock() {
+        git_made_by_an_earlier_step_is_read_only("landlock", "EACCES");
+    }
+}
+
+/// One step makes `.git` directories (at once, deep, and by moving a tree), the next tries to open
+/// their configs for writing in `mode`, where the kernel answers `refusal`. Everything happens in
+/// `work/` (under Landlock a command cannot make entries at the workspace root).
+fn git_made_by_an_earlier_step_is_read_only(mode: &str, refusal: &str) {
     let t = TestDir::new();
     policy(&t);
     // Enough directories that the run follows the workspace with inotify rather than walking it
@@ -270,17 +283,19 @@ fn a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
     for i in 0..=acode_run::sandbox::nested_git::WATCH_FROM {
         std::fs::create_dir_all(t.ws.join(format!("pkgs/{i}"))).unwrap();
     }
-    // One at the top, one deep in a tree made at once, one in a tree made elsewhere in the
+    std::fs::create_dir_all(t.ws.join("work")).unwrap();
+    t.file("report.txt", "");
+    // One near the top, one deep in a tree made at once, one in a tree made elsewhere in the
     // workspace and then moved (the run follows the workspace between commands, not by walking).
     let make = "import os\n\
-                for d in ['sub', 'deep/a/b/c', 'staging/r']:\n    \
+                for d in ['work/sub', 'work/deep/a/b/c', 'work/staging/r']:\n    \
                     os.makedirs(d + '/.git', exist_ok=True)\n    \
                     open(d + '/.git/config', 'w').write('[core]\\n')\n\
-                os.rename('staging', 'moved')\n";
-    // Opening for append without writing: harmless if the mount is missing.
+                os.rename('work/staging', 'work/moved')\n";
+    // Opening for append without writing: harmless if the protection is missing.
     let probe = "import errno\n\
                  out = []\n\
-                 for d in ['sub', 'deep/a/b/c', 'moved/r']:\n    \
+                 for d in ['work/sub', 'work/deep/a/b/c', 'work/moved/r']:\n    \
                      try:\n        open(d + '/.git/config', 'a').close(); out.append('writable')\n    \
                      except OSError as e: out.append(errno.errorcode.get(e.errno, str(e.errno)))\n\
                  open('report.txt', 'w').write(' '.join(out))\n";
@@ -289,9 +304,13 @@ fn a_git_directory_an_earlier_step_made_is_read_only_in_the_next_step() {
         &json!({"plan_id": "git", "steps": [py("make", &[], make), py("probe", &["make"], probe)]}),
     );
     t.approve(&plan);
-    run_bwrap(&t, &plan, &[], true);
-    assert_eq!(t.read("report.txt"), "EROFS EROFS EROFS");
-    for d in ["sub", "deep/a/b/c", "moved/r"] {
+    run_in(mode, &t, &plan, &[], true);
+    assert_eq!(
+        t.read("report.txt"),
+        [refusal; 3].join(" "),
+        "{mode}: every nested .git must stay unwritable"
+    );
+    for d in ["work/sub", "work/deep/a/b/c", "work/moved/r"] {
         assert_eq!(t.read(&format!("{d}/.git/config")), "[core]\n");
     }
 }
