@@ -7,6 +7,7 @@ mod agent;
 mod auth;
 mod bwrap_attacks;
 mod commands;
+mod container;
 mod credentials;
 mod database;
 mod decisions;
