@@ -14,6 +14,7 @@ mod decisions;
 mod docs;
 mod edges;
 mod escape;
+mod fallback;
 mod first_hour;
 mod git_attacks;
 mod history;
