@@ -514,6 +514,36 @@ mod tests {
     }
 
     #[test]
+    fn refusals_are_read_by_their_message() {
+        let cases = [
+            (
+                "bwrap: setting up uid map: Permission denied",
+                Refusal::AppArmor,
+            ),
+            (
+                "bwrap: Can't mount proc on /newroot/proc: Operation not permitted",
+                Refusal::Container,
+            ),
+            (
+                "bwrap: No permissions to create new namespace, likely because the kernel does \
+                 not allow non-privileged user namespaces.",
+                Refusal::NoUserNamespaces,
+            ),
+            ("bwrap: Unknown option --disable-userns", Refusal::TooOld),
+            (
+                "bwrap: execvp true: No such file or directory",
+                Refusal::Other,
+            ),
+        ];
+        for (said, refusal) in cases {
+            assert_eq!(Refusal::of(said), refusal, "{said}");
+            let why = refusal.explain(Path::new("/usr/bin/bwrap"), "exited with code 1", said);
+            assert!(why.contains(said), "{why}");
+            assert_eq!(why.contains("; fix: "), refusal.fix().is_some(), "{why}");
+        }
+    }
+
+    #[test]
     fn wrap_argv_layout() {
         let (root, mut ws) = temp_ws();
         ws.protect(Path::new(".acode/executions.db"));

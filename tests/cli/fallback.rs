@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::container::Suite;
 use crate::harness::*;
+use crate::landlock::landlock_usable;
 
 /// What bwrap prints under AppArmor's restriction on unprivileged user namespaces (Ubuntu 24.04).
 const APPARMOR: &str = "bwrap: setting up uid map: Permission denied";
@@ -41,14 +42,6 @@ fn path_with(bin: &Path) -> String {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     )
-}
-
-fn landlock_usable() -> bool {
-    let ok = acode_run::sandbox::landlock::kernel_abi().is_some();
-    if !ok {
-        eprintln!("skipped: the kernel has no Landlock");
-    }
-    ok
 }
 
 /// Everything a one-step run says of its sandbox when bwrap says `said`: the header (stderr),
