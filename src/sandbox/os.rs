@@ -550,9 +550,7 @@ impl OsSandbox {
     /// The promises of SPEC §6 ("One view in every mode") this mode does not hold here
     /// ([`super::promises::not_held`]), for the run header, `preview` and the CI reports.
     pub fn not_held(&self) -> Vec<String> {
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        super::promises::not_held(self.mode, self.landlock_abi, root)
+        super::promises::not_held(self.mode, self.landlock_abi)
     }
 
     /// What the run header says about the sandbox: what it does not restrict on this kernel, the
