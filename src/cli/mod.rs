@@ -765,6 +765,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let policy = load_policy(args, &ws)?;
     let plan = load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?;
     learn_plan_secrets(&plan, &ws, redactor);
+    let sandbox = preview_sandbox(&policy, &ws);
     if args.json {
         // A closed stdout is ignored, as `outln!` does.
         let _ = reports::write_preview_json(
@@ -773,6 +774,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             &ws,
             &policy,
             confirm_mode(args).as_str(),
+            &sandbox,
             redactor,
         )
         .map_err(|problems| cannot_preview(&plan, &problems))?;
@@ -785,11 +787,29 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             &mut std::io::stdout().lock(),
             false,
         )?;
+        let lines = match &sandbox {
+            Ok(info) => info.lines(),
+            Err(e) => vec![e.clone()],
+        };
+        for line in lines {
+            outln!(
+                "sandbox: {}",
+                crate::terminal::line(&redactor.redact(&line))
+            );
+        }
         if let Some(line) = confirmation_outlook(args, &asking) {
             outln!("{}", redactor.redact(&line));
         }
     }
     Ok(exit::OK)
+}
+
+/// The sandbox a run would get here (the policy's mode, resolved as a run resolves it: `auto`
+/// probes bwrap), for `preview`; `Err` says why a run would refuse to start.
+fn preview_sandbox(policy: &Policy, ws: &Workspace) -> Result<crate::events::SandboxInfo, String> {
+    crate::sandbox::OsSandbox::resolve(policy.sandbox, ws, &policy.limits)
+        .map(|sb| crate::events::SandboxInfo::of(&sb))
+        .map_err(|e| format!("a run would refuse to start: {e}"))
 }
 
 /// The confirmation mode a run started like this one would use: `--confirm`, else prompt on a
@@ -1082,6 +1102,7 @@ fn execute_plan(
     if let Some(warning) = runner.sandbox().warning() {
         eprintln!("acode-run: warning: {}", redactor.redact(warning));
     }
+    let sandbox = crate::events::SandboxInfo::of(runner.sandbox());
     let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
     let (result, executor) = runner
@@ -1092,7 +1113,7 @@ fn execute_plan(
             RunnerError::Execution(e) => CliError::execution(&e),
             other => CliError::new(other.exit_code(), other.to_string()),
         })?;
-    reports::write(args, &result, executor.store(), redactor);
+    reports::write(args, &result, executor.store(), redactor, &sandbox);
     if args.json {
         // A closed stdout is ignored, as for every other output.
         let _ = reports::write_json(&mut std::io::stdout().lock(), &result, redactor);

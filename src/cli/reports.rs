@@ -96,9 +96,10 @@ pub(super) fn write(
     result: &ExecutionResult,
     source: &dyn ArtifactSource,
     redactor: &Redactor,
+    sandbox: &crate::events::SandboxInfo,
 ) {
     if let Some(path) = &args.junit {
-        let xml = junit::render(result, source, redactor);
+        let xml = junit::render(result, source, redactor, Some(sandbox));
         if let Err(e) = std::fs::write(path, xml) {
             eprintln!(
                 "acode-run: warning: cannot write the JUnit report {}: {e}",
@@ -114,7 +115,7 @@ pub(super) fn write(
         append_to_env_file(
             "GITHUB_STEP_SUMMARY",
             "job summary",
-            &github::summary(result, redactor),
+            &github::summary(result, redactor, Some(sandbox)),
         );
         append_to_env_file(
             "GITHUB_OUTPUT",
@@ -208,6 +209,7 @@ pub(super) fn write_preview_json(
     ws: &crate::sandbox::Workspace,
     policy: &crate::sandbox::Policy,
     confirm_mode: &str,
+    sandbox: &Result<crate::events::SandboxInfo, String>,
     redactor: &Redactor,
 ) -> Result<std::io::Result<()>, Vec<crate::plan::Problem>> {
     use serde::ser::SerializeSeq;
@@ -259,6 +261,17 @@ pub(super) fn write_preview_json(
         serde_json::to_value(crate::preview::notes(plan, policy)).unwrap_or_default(),
     );
     top.insert("confirm_mode".into(), confirm_mode.into());
+    match sandbox {
+        Ok(info) => {
+            top.insert(
+                "sandbox".into(),
+                serde_json::to_value(info).unwrap_or_default(),
+            );
+        }
+        Err(e) => {
+            top.insert("sandbox_error".into(), e.clone().into());
+        }
+    }
     let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),

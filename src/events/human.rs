@@ -154,15 +154,8 @@ impl<W: Write + Send> HumanPrinter<W> {
                 if let Some(db) = database {
                     header.push_str(&format!("\n  database: {}", l(db)));
                 }
-                header.push_str(&format!("\n  sandbox: {}", sandbox.mode));
-                if let Some(abi) = sandbox.landlock_abi {
-                    header.push_str(&format!(" (Landlock ABI {abi})"));
-                }
-                if sandbox.requested != sandbox.mode {
-                    header.push_str(&format!(" (requested: {})", sandbox.requested));
-                }
-                for note in &sandbox.notes {
-                    header.push_str(&format!("\n  sandbox: {note}"));
+                for line in sandbox.lines().iter().chain(&sandbox.notes) {
+                    header.push_str(&format!("\n  sandbox: {}", l(line)));
                 }
                 Some(header)
             }

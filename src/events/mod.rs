@@ -57,6 +57,57 @@ pub struct SandboxInfo {
     pub landlock_abi: Option<u32>,
     /// What the sandbox does not restrict here, the limits, and secret exposure (for the header).
     pub notes: Vec<String>,
+    /// Why `auto` chose this mode rather than bwrap: bwrap's refusal, its cause (AppArmor, a
+    /// container, ...) and the fix. Absent when nothing was chosen for the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The sandbox's promises this mode does not hold here ([`crate::sandbox::promises`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_held: Vec<String>,
+}
+
+impl SandboxInfo {
+    /// The description of `sandbox`, as every report of the run gives it.
+    pub fn of(sandbox: &crate::sandbox::OsSandbox) -> SandboxInfo {
+        SandboxInfo {
+            mode: sandbox.mode().as_str().to_string(),
+            requested: sandbox.requested().as_str().to_string(),
+            landlock_abi: sandbox.landlock_abi(),
+            notes: sandbox.notes().to_vec(),
+            reason: sandbox.fallback().map(str::to_string),
+            not_held: sandbox.not_held(),
+        }
+    }
+
+    /// The mode as one phrase: `landlock (Landlock ABI 7) (requested: auto)`.
+    pub fn describe(&self) -> String {
+        let mut out = self.mode.clone();
+        if let Some(abi) = self.landlock_abi {
+            out.push_str(&format!(" (Landlock ABI {abi})"));
+        }
+        if self.requested != self.mode {
+            out.push_str(&format!(" (requested: {})", self.requested));
+        }
+        out
+    }
+
+    /// What the run header, `preview` and the job summary say of the mode, one line each: the
+    /// mode, why `auto` chose it, and each promise it does not hold.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![self.describe()];
+        if let Some(reason) = &self.reason {
+            out.push(format!(
+                "{} chose {} because {reason}",
+                self.requested, self.mode
+            ));
+        }
+        out.extend(
+            self.not_held
+                .iter()
+                .map(|n| format!("not held in this mode: {n}")),
+        );
+        out
+    }
 }
 
 /// What happened; serialised with a `type` tag.

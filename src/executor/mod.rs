@@ -645,12 +645,7 @@ impl Executor {
             steps: plan.steps.len(),
             resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
             already_completed,
-            sandbox: crate::events::SandboxInfo {
-                mode: self.sandbox.mode().as_str().to_string(),
-                requested: self.sandbox.requested().as_str().to_string(),
-                landlock_abi: self.sandbox.landlock_abi(),
-                notes: self.sandbox.notes().to_vec(),
-            },
+            sandbox: crate::events::SandboxInfo::of(&self.sandbox),
         });
         let approve_all = Mutex::new(false);
         let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());

@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use serde::Deserialize;
 
 use super::{ArtifactSource, Counts, last_artifact};
+use crate::events::SandboxInfo;
 use crate::executor::{ExecutionResult, StepResult, StepStatus};
 use crate::sandbox::Redactor;
 
@@ -109,8 +110,13 @@ fn diagnostics(
     }
 }
 
-/// The Markdown job summary: a heading with the outcome and one table row per step.
-pub fn summary(result: &ExecutionResult, redactor: &Redactor) -> String {
+/// The Markdown job summary: a heading with the outcome, the sandbox (its mode, why `auto` chose
+/// it, what it does not hold here) when known, and one table row per step.
+pub fn summary(
+    result: &ExecutionResult,
+    redactor: &Redactor,
+    sandbox: Option<&SandboxInfo>,
+) -> String {
     let counts = Counts::of(result);
     let icon = if result.exit_code == 0 { "✅" } else { "❌" };
     let mut out = format!(
@@ -133,6 +139,23 @@ pub fn summary(result: &ExecutionResult, redactor: &Redactor) -> String {
         result.duration_ms as f64 / 1000.0,
         result.run_id
     );
+    if let Some(sandbox) = sandbox {
+        let lines = sandbox.lines();
+        // Whole lines (a table cell is cut short), each on one line and without HTML.
+        let mut lines = lines.iter().map(|l| {
+            redactor
+                .redact(l)
+                .replace(['\n', '\r'], " ")
+                .replace('<', "&lt;")
+        });
+        if let Some(mode) = lines.next() {
+            let _ = writeln!(out, "sandbox: {mode}\n");
+        }
+        for line in lines {
+            let _ = writeln!(out, "- {line}");
+        }
+        out.push('\n');
+    }
     out.push_str("| step | tool | status | time | error |\n|---|---|---|---:|---|\n");
     for s in &result.steps {
         let status = match (s.status, s.tolerated) {

@@ -13,15 +13,20 @@ use super::Refusal;
 use std::fmt::Write as _;
 
 use super::{ArtifactSource, Counts, last_artifact};
+use crate::events::SandboxInfo;
 use crate::executor::{ExecutionResult, StepStatus};
 use crate::sandbox::Redactor;
 
 /// Renders `result` as a JUnit XML document. Every text from the plan, a model or a command passes
 /// `redactor` first.
+/// The run's `sandbox` (when known) is stated in the suite's properties: `sandbox` (the mode),
+/// `sandbox_reason` (why `auto` chose it) and one `sandbox_not_held` per promise the mode does not
+/// hold here.
 pub fn render(
     result: &ExecutionResult,
     source: &dyn ArtifactSource,
     redactor: &Redactor,
+    sandbox: Option<&SandboxInfo>,
 ) -> String {
     let counts = Counts::of(result);
     let failures = counts.failed + counts.tolerated;
@@ -36,13 +41,30 @@ pub fn render(
     );
     let _ = writeln!(out, "<testsuites name=\"acode-run\" {totals}>");
     let _ = writeln!(out, "  <testsuite name=\"{plan_id}\" {totals}>");
-    let _ = writeln!(
+    let _ = write!(
         out,
         "    <properties><property name=\"run_id\" value=\"{}\"/><property name=\"exit_code\" \
-         value=\"{}\"/></properties>",
+         value=\"{}\"/>",
         escape(&result.run_id),
         result.exit_code
     );
+    if let Some(sandbox) = sandbox {
+        let mut property = |name: &str, value: &str| {
+            let _ = write!(
+                out,
+                "<property name=\"{name}\" value=\"{}\"/>",
+                escape(&redactor.redact(value))
+            );
+        };
+        property("sandbox", &sandbox.describe());
+        if let Some(reason) = &sandbox.reason {
+            property("sandbox_reason", reason);
+        }
+        for gap in &sandbox.not_held {
+            property("sandbox_not_held", gap);
+        }
+    }
+    out.push_str("</properties>\n");
     for step in &result.steps {
         let _ = write!(
             out,

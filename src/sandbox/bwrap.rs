@@ -335,20 +335,112 @@ pub fn probe(bwrap: &Path) -> Result<(), String> {
         (None, _) => format!("was killed by signal {}", out.signal.unwrap_or(0)),
     };
     let stderr = out.stderr.text.trim();
-    if stderr.contains("Unknown option") {
-        return Err(format!(
-            "{} is too old: acode-run needs bubblewrap 0.8.0 or later (for --disable-userns). \
-             bwrap said: {stderr}",
-            bwrap.display()
-        ));
+    Err(Refusal::of(stderr).explain(bwrap, &status, stderr))
+}
+
+/// Why bwrap could not start a sandbox, as far as its message tells. Each cause has its own narrow
+/// fix, which the run header, `preview` and the CI reports name after `auto` fell back (issue 32):
+/// "user namespaces are probably unavailable" sent people to turn a protection off system-wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `setting up uid map: Permission denied`: AppArmor's restriction on unprivileged user
+    /// namespaces (`kernel.apparmor_restrict_unprivileged_userns=1`, the default from Ubuntu 23.10
+    /// on, so on GitHub's `ubuntu-24.04` runners): the namespace is made, but its uid map cannot
+    /// be written.
+    AppArmor,
+    /// `Can't mount proc on /newroot/proc`: a container (Docker, Podman, a CI job's image) whose
+    /// runtime masks parts of `/proc`, so the kernel refuses a new `/proc` mount.
+    Container,
+    /// `No permissions to create new namespace`, `Creating new namespace failed`: unprivileged
+    /// user namespaces are off (a sysctl, or a container's seccomp profile).
+    NoUserNamespaces,
+    /// `Unknown option`: bubblewrap older than 0.8.0 (no `--disable-userns`).
+    TooOld,
+    /// Anything else: bwrap's words are quoted as they are.
+    Other,
+}
+
+impl Refusal {
+    /// The cause bwrap's stderr points at.
+    pub fn of(stderr: &str) -> Refusal {
+        if stderr.contains("setting up uid map") && stderr.contains("Permission denied") {
+            Refusal::AppArmor
+        } else if stderr.contains("Can't mount proc") {
+            Refusal::Container
+        } else if stderr.contains("No permissions to create new namespace")
+            || stderr.contains("Creating new namespace failed")
+        {
+            Refusal::NoUserNamespaces
+        } else if stderr.contains("Unknown option") {
+            Refusal::TooOld
+        } else {
+            Refusal::Other
+        }
     }
-    Err(format!(
-        "{} is installed but cannot create a sandbox here (it {status}); user namespaces are \
-         probably unavailable (container without privileges, kernel.unprivileged_userns_clone=0, \
-         or an AppArmor restriction on unprivileged user namespaces). bwrap said: {}",
-        bwrap.display(),
-        stderr
-    ))
+
+    /// The cause, in words.
+    pub fn cause(self) -> &'static str {
+        match self {
+            Refusal::AppArmor => {
+                "AppArmor restricts unprivileged user namespaces here \
+                 (kernel.apparmor_restrict_unprivileged_userns=1, the default on Ubuntu 23.10 and \
+                 later, GitHub's ubuntu-24.04 runners included)"
+            }
+            Refusal::Container => {
+                "this runs in a container whose runtime masks parts of /proc, so bwrap cannot \
+                 mount a /proc of its own"
+            }
+            Refusal::NoUserNamespaces => {
+                "unprivileged user namespaces are off here (kernel.unprivileged_userns_clone=0, \
+                 user.max_user_namespaces=0, or a container's seccomp profile)"
+            }
+            Refusal::TooOld => {
+                "it is too old: acode-run needs bubblewrap 0.8.0 or later (for --disable-userns)"
+            }
+            Refusal::Other => "its message names no cause acode-run knows",
+        }
+    }
+
+    /// The narrowest change that makes bwrap work, or `None` when its message does not say.
+    pub fn fix(self) -> Option<&'static str> {
+        match self {
+            Refusal::AppArmor => Some(
+                "give /usr/bin/bwrap an AppArmor profile that allows `userns` (docs/ci.md, \
+                 \"Ubuntu 24.04 runners\") rather than turning the restriction off for every \
+                 program",
+            ),
+            Refusal::Container => Some(
+                "run the container with /proc unmasked (podman: --security-opt unmask=/proc/*; \
+                 docs/ci.md, \"Containers\"), or keep Landlock",
+            ),
+            Refusal::NoUserNamespaces => Some(
+                "allow unprivileged user namespaces (or, in a container, a seccomp profile that \
+                 allows them), or keep Landlock",
+            ),
+            Refusal::TooOld => Some("install bubblewrap 0.8.0 or later"),
+            Refusal::Other => None,
+        }
+    }
+
+    /// The probe's error: which bwrap, the cause, how it ended, its words, and the fix.
+    fn explain(self, bwrap: &Path, status: &str, stderr: &str) -> String {
+        let mut why = match self {
+            Refusal::Other => format!(
+                "{} cannot create a sandbox here (it {status}); bwrap said: {stderr}",
+                bwrap.display()
+            ),
+            known => format!(
+                "{} cannot create a sandbox: {} (it {status}; bwrap said: {stderr})",
+                bwrap.display(),
+                known.cause()
+            ),
+        };
+        if let Some(fix) = self.fix() {
+            why.push_str("; fix: ");
+            why.push_str(fix);
+        }
+        why
+    }
 }
 
 /// Turns the sandbox mode into the bwrap binary to use: `None` and `Landlock` modes → no bwrap;
@@ -419,6 +511,36 @@ mod tests {
 
     fn write_code(path: &Path) -> String {
         format!("open({:?}, 'w').write('x')", path.to_str().unwrap())
+    }
+
+    #[test]
+    fn refusals_are_read_by_their_message() {
+        let cases = [
+            (
+                "bwrap: setting up uid map: Permission denied",
+                Refusal::AppArmor,
+            ),
+            (
+                "bwrap: Can't mount proc on /newroot/proc: Operation not permitted",
+                Refusal::Container,
+            ),
+            (
+                "bwrap: No permissions to create new namespace, likely because the kernel does \
+                 not allow non-privileged user namespaces.",
+                Refusal::NoUserNamespaces,
+            ),
+            ("bwrap: Unknown option --disable-userns", Refusal::TooOld),
+            (
+                "bwrap: execvp true: No such file or directory",
+                Refusal::Other,
+            ),
+        ];
+        for (said, refusal) in cases {
+            assert_eq!(Refusal::of(said), refusal, "{said}");
+            let why = refusal.explain(Path::new("/usr/bin/bwrap"), "exited with code 1", said);
+            assert!(why.contains(said), "{why}");
+            assert_eq!(why.contains("; fix: "), refusal.fix().is_some(), "{why}");
+        }
     }
 
     #[test]

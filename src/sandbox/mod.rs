@@ -16,6 +16,7 @@ pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod program;
+pub mod promises;
 pub mod redact;
 pub mod seccomp;
 pub mod spawn;

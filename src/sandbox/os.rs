@@ -205,6 +205,8 @@ pub struct OsSandbox {
     temp: Option<PathBuf>,
     notes: Vec<String>,
     warning: Option<String>,
+    /// Why `auto` did not choose bwrap (its probe's classified refusal, [`bwrap::Refusal`]).
+    fallback: Option<String>,
     /// Extra read-only paths bwrap shows commands (the policy's `read_paths`).
     read_paths: Vec<PathBuf>,
     /// The run's proxy, when the policy allows hosts.
@@ -255,6 +257,7 @@ impl OsSandbox {
             temp: None,
             notes: Vec::new(),
             warning: None,
+            fallback: None,
             read_paths: Vec::new(),
             proxy: None,
             forward: None,
@@ -425,34 +428,36 @@ impl OsSandbox {
                 sb.use_landlock(abi, workspace)
                     .map_err(|e| unavailable(e.to_string()))?;
             }
-            SandboxMode::Auto => match bwrap_if_usable() {
-                Ok(b) => {
-                    sb.bwrap = Some(b);
-                    sb.mode = SandboxMode::Bwrap;
-                }
-                Err(why_not_bwrap) => match abi {
-                    Some(abi) => match sb.use_landlock(abi, workspace) {
-                        Ok(()) => {
-                            sb.warning = Some(format!(
-                                "bubblewrap is not usable ({why_not_bwrap}); commands run under \
+            SandboxMode::Auto => {
+                match bwrap_if_usable().inspect_err(|why| sb.fallback = Some(why.clone())) {
+                    Ok(b) => {
+                        sb.bwrap = Some(b);
+                        sb.mode = SandboxMode::Bwrap;
+                    }
+                    Err(why_not_bwrap) => match abi {
+                        Some(abi) => match sb.use_landlock(abi, workspace) {
+                            Ok(()) => {
+                                sb.warning = Some(format!(
+                                    "bubblewrap is not usable ({why_not_bwrap}); commands run under \
                                  Landlock (ABI {abi}) instead"
-                            ));
-                        }
-                        Err(e) => {
-                            sb.warning = Some(format!(
-                                "no OS sandbox: bubblewrap is not usable ({why_not_bwrap}) and \
+                                ));
+                            }
+                            Err(e) => {
+                                sb.warning = Some(format!(
+                                    "no OS sandbox: bubblewrap is not usable ({why_not_bwrap}) and \
                                  Landlock failed ({e}); commands can write anywhere this user can"
+                                ));
+                            }
+                        },
+                        None => {
+                            sb.warning = Some(format!(
+                                "no OS sandbox: bubblewrap is not usable ({why_not_bwrap}) and {no_landlock}; \
+                             commands can write anywhere this user can"
                             ));
                         }
                     },
-                    None => {
-                        sb.warning = Some(format!(
-                            "no OS sandbox: bubblewrap is not usable ({why_not_bwrap}) and {no_landlock}; \
-                             commands can write anywhere this user can"
-                        ));
-                    }
-                },
-            },
+                }
+            }
         }
         if sb.mode == SandboxMode::Bwrap
             && let (Some(abi), Some(b)) = (abi, sb.bwrap.clone())
@@ -537,6 +542,17 @@ impl OsSandbox {
         self.warning.as_deref()
     }
 
+    /// Why `auto` chose this mode rather than bwrap: bwrap's refusal, its cause and the fix.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// The promises of SPEC §6 ("One view in every mode") this mode does not hold here
+    /// ([`super::promises::not_held`]), for the run header, `preview` and the CI reports.
+    pub fn not_held(&self) -> Vec<String> {
+        super::promises::not_held(self.mode, self.landlock_abi)
+    }
+
     /// What the run header says about the sandbox: what it does not restrict on this kernel, the
     /// limits, and whether the runner's own secrets are exposed.
     pub fn notes(&self) -> &[String] {
@@ -555,7 +571,6 @@ impl OsSandbox {
         let mut notes = Vec::new();
         match self.mode {
             SandboxMode::Landlock => {
-                let abi = self.landlock_abi.unwrap_or(0);
                 notes.push(
                     "commands read only the system directories, the workspace, the toolchain \
                      homes, read_paths and their own program's installation (no home directory, \
@@ -567,11 +582,6 @@ impl OsSandbox {
                      .acode, the policy or the plan; no new entries at the root or beside a \
                      nested .git) and the run's temp directory"
                         .to_string(),
-                );
-                notes.extend(
-                    landlock::missing_restrictions(abi)
-                        .into_iter()
-                        .map(|m| format!("not restricted on this kernel: {m}")),
                 );
                 if self.supervise {
                     notes.push(

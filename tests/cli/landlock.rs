@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::harness::*;
 
 /// Whether the kernel has Landlock; prints why a test is skipped when not.
-fn landlock_usable() -> bool {
+pub(crate) fn landlock_usable() -> bool {
     let ok = acode_run::sandbox::landlock::kernel_abi().is_some();
     if !ok {
         eprintln!("skipped: the kernel has no Landlock");
