@@ -55,6 +55,7 @@ pub mod store;
 pub mod suggest;
 pub mod terminal;
 pub mod tools;
+pub mod util;
 
 pub use error::{ErrorKind, ExitCode, exit};
 

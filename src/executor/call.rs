@@ -893,24 +893,13 @@ pub fn sleep_unless_cancelled(d: Duration, cancel: &AtomicBool) {
 }
 
 /// Truncates `s` to at most `max` bytes on a char boundary, saying how much was cut.
-/// The first `max` bytes of `s`, cut on a character boundary.
-pub fn bounded(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
 
 /// `s` cut to `max` bytes with a note saying how much was shown.
 pub fn truncate_with_note(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let shown = bounded(s, max);
+    let shown = crate::util::cut_at_char_boundary(s, max);
     format!(
         "{shown}\n[truncated: {} of {} bytes shown]",
         shown.len(),

@@ -1255,7 +1255,7 @@ fn run_step(
             if step.tool == crate::tools::agent::NAME {
                 call::truncate_with_note(o, run.agent.answer_chars)
             } else {
-                call::bounded(o, STEP_OUTPUT_BYTES).to_string()
+                crate::util::cut_at_char_boundary(o, STEP_OUTPUT_BYTES).to_string()
             }
         }),
         output_truncated: step.tool != crate::tools::agent::NAME

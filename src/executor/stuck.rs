@@ -116,14 +116,11 @@ pub fn stuck_message(tool: &str, args: &Value, n: u32, repeated_total: u32) -> S
 
 fn short(s: &str) -> String {
     const MAX: usize = 200;
-    if s.len() <= MAX {
+    let cut = crate::util::cut_at_char_boundary(s, MAX);
+    if cut.len() == s.len() {
         return s.to_string();
     }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    format!("{cut}…")
 }
 
 #[cfg(test)]

@@ -230,7 +230,7 @@ pub(crate) fn parse_response(
     let Value::Object(root) = root else {
         return Err(malformed(format!(
             "the body is {}, not an object",
-            parse::json_type(&root)
+            crate::util::json_kind(&root)
         )));
     };
     // Tolerated: a plain string where the API sends an array of blocks.

@@ -202,7 +202,7 @@ pub(crate) fn parse_response(
     let Value::Object(root) = root else {
         return Err(malformed(format!(
             "the body is {}, not an object",
-            parse::json_type(&root)
+            crate::util::json_kind(&root)
         )));
     };
     let choices = match root.get("choices") {

@@ -95,7 +95,7 @@ pub(crate) fn arguments(raw: Option<&Value>) -> (Value, Option<String>) {
                     Value::String(s.clone()),
                     Some(format!(
                         "arguments must be a JSON object, got {}",
-                        json_type(&other)
+                        crate::util::json_kind(&other)
                     )),
                 ),
                 Err(e) => (
@@ -108,7 +108,7 @@ pub(crate) fn arguments(raw: Option<&Value>) -> (Value, Option<String>) {
             other.clone(),
             Some(format!(
                 "arguments must be a JSON object, got {}",
-                json_type(other)
+                crate::util::json_kind(other)
             )),
         ),
     }
@@ -171,7 +171,10 @@ pub(crate) fn tool_calls(
         }
         Some(single @ Value::Object(_)) => calls.push(tool_call(single, ids, warnings)),
         Some(Value::Null) | None => {}
-        Some(other) => warnings.push(format!("ignored `tool_calls` of type {}", json_type(other))),
+        Some(other) => warnings.push(format!(
+            "ignored `tool_calls` of type {}",
+            crate::util::json_kind(other)
+        )),
     }
     if calls.is_empty()
         && let Some(legacy) = message.get("function_call").filter(|f| f.is_object())
@@ -276,18 +279,6 @@ pub(crate) fn response(
         request_body: String::new(),
         response_body: String::new(),
     })
-}
-
-/// `object`, `array`, ... for messages.
-pub(crate) fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

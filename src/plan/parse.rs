@@ -261,7 +261,10 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
                 other => {
                     c.err(
                         format!("plan.secrets[{j}]"),
-                        format!("expected a variable name (a string), got {}", kind(other)),
+                        format!(
+                            "expected a variable name (a string), got {}",
+                            crate::util::json_kind(other)
+                        ),
                     );
                     None
                 }
@@ -270,7 +273,10 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         Some(other) => {
             c.err(
                 "plan.secrets",
-                format!("expected an array of variable names, got {}", kind(other)),
+                format!(
+                    "expected an array of variable names, got {}",
+                    crate::util::json_kind(other)
+                ),
             );
             Vec::new()
         }
@@ -320,17 +326,6 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
     (Some(plan), c.problems)
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 const STEP_FIELDS: &[&str] = &[
     "step_id",
     "tool",
@@ -373,7 +368,10 @@ fn verify_commands(c: &mut Collector, v: &Map<String, Value>, vat: &str) -> Opti
                     Some(s) => commands.push(s.to_string()),
                     None => c.err(
                         format!("{at}[{j}]"),
-                        format!("expected a command string, got {}", kind(item)),
+                        format!(
+                            "expected a command string, got {}",
+                            crate::util::json_kind(item)
+                        ),
                     ),
                 }
             }
@@ -382,7 +380,10 @@ fn verify_commands(c: &mut Collector, v: &Map<String, Value>, vat: &str) -> Opti
         other => {
             c.err(
                 at,
-                format!("expected an array of command strings, got {}", kind(other)),
+                format!(
+                    "expected an array of command strings, got {}",
+                    crate::util::json_kind(other)
+                ),
             );
             None
         }
@@ -394,7 +395,13 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
     let mut owned = match item {
         Value::Object(obj) => obj,
         other => {
-            c.err(at, format!("expected a step object, got {}", kind(&other)));
+            c.err(
+                at,
+                format!(
+                    "expected a step object, got {}",
+                    crate::util::json_kind(&other)
+                ),
+            );
             return None;
         }
     };
@@ -433,7 +440,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         Some(other) => {
             c.err(
                 format!("{at}.arguments"),
-                format!("expected an object, got {}", kind(&other)),
+                format!("expected an object, got {}", crate::util::json_kind(&other)),
             );
             Arguments::default()
         }
@@ -461,7 +468,10 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         Some(other) => {
             c.err(
                 format!("{at}.depends_on"),
-                format!("expected an array of step ids, got {}", kind(other)),
+                format!(
+                    "expected an array of step ids, got {}",
+                    crate::util::json_kind(other)
+                ),
             );
             Vec::new()
         }
@@ -529,7 +539,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         Some(other) => {
             c.err(
                 format!("{at}.verify"),
-                format!("expected an object, got {}", kind(other)),
+                format!("expected an object, got {}", crate::util::json_kind(other)),
             );
             None
         }
@@ -550,7 +560,10 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         Some(other) => {
             c.err(
                 format!("{at}.creates"),
-                format!("expected an array of names, got {}", kind(other)),
+                format!(
+                    "expected an array of names, got {}",
+                    crate::util::json_kind(other)
+                ),
             );
             Box::default()
         }
@@ -616,7 +629,10 @@ fn parse_precondition(c: &mut Collector, v: &Value, at: &str) -> Option<Precondi
                     }
                 }
                 ("file_exists" | "file_absent" | "command_succeeds", other) => {
-                    c.err(sub, format!("expected a string, got {}", kind(other)));
+                    c.err(
+                        sub,
+                        format!("expected a string, got {}", crate::util::json_kind(other)),
+                    );
                     None
                 }
                 _ => {
@@ -634,7 +650,7 @@ fn parse_precondition(c: &mut Collector, v: &Value, at: &str) -> Option<Precondi
                 at,
                 format!(
                     "expected a precondition string or an object with exactly one key, got {}",
-                    kind(other)
+                    crate::util::json_kind(other)
                 ),
             );
             None

@@ -344,6 +344,7 @@ fn rootfs() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("container-rootfs-{suite}-v1"));
     if !dir.join(".complete").exists() {
         let partial = dir.with_extension("partial");
+        unmount_beneath(&partial);
         let _ = std::fs::remove_dir_all(&partial);
         let start = Instant::now();
         let out = Command::new("nice")
@@ -357,6 +358,9 @@ fn rootfs() -> PathBuf {
             .arg(&mirror)
             .output()
             .expect("debootstrap runs (apt-get install debootstrap)");
+        // debootstrap can leave the target's /proc (and /sys) mounted: a copy, `du` or removal of
+        // target/ would then walk the host's /proc (a copy of it once filled the disk).
+        unmount_beneath(&partial);
         assert!(
             out.status.success(),
             "debootstrap failed: {}",
@@ -386,6 +390,28 @@ fn rootfs() -> PathBuf {
     }
     *built = Some(dir.clone());
     dir
+}
+
+/// Unmounts every mount point at or beneath `dir` (deepest first), as debootstrap may leave them.
+fn unmount_beneath(dir: &Path) {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return;
+    };
+    let mut points: Vec<PathBuf> = mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(PathBuf::from)
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in points {
+        let status = Command::new("umount").arg("--lazy").arg(&p).status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "cannot unmount {} left by debootstrap",
+            p.display()
+        );
+    }
 }
 
 /// What runs inside the container: the listener, then `preview`, `approve` and `run` as a CI job

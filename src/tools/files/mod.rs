@@ -96,17 +96,7 @@ pub(crate) fn fs_err(op: &'static str, ctx: &ToolContext, path: &Path, e: FsErro
     }
 }
 
-/// The longest prefix of `s` that is at most `max` bytes and ends on a char boundary.
-pub(crate) fn cut_at_char_boundary(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub(crate) use crate::util::cut_at_char_boundary;
 
 /// An artifact holding at most `cap` bytes of `content`, marked truncated when cut.
 pub(crate) fn capped_artifact(kind: &str, content: String, cap: usize) -> Artifact {

@@ -1,0 +1,44 @@
+//! Small helpers every layer uses, at the bottom of the house (they import nothing of the crate):
+//! one place for each, so that a message says "an object" or cuts text the same way everywhere.
+
+use serde_json::Value;
+
+/// The kind of a JSON value as an error message names it ("a string", "an object", "null"), so
+/// that "expected an array, found a string" reads the same in plans, policies and model answers.
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The longest prefix of `s` that is at most `max` bytes and ends on a character boundary: how
+/// every output, message and artifact is cut without splitting a UTF-8 sequence.
+pub fn cut_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_never_split_a_character() {
+        assert_eq!(cut_at_char_boundary("héllo", 2), "h");
+        assert_eq!(cut_at_char_boundary("héllo", 3), "hé");
+        assert_eq!(cut_at_char_boundary("abc", 10), "abc");
+        assert_eq!(json_kind(&serde_json::json!([])), "an array");
+        assert_eq!(json_kind(&Value::Null), "null");
+    }
+}
