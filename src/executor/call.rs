@@ -892,8 +892,6 @@ pub fn sleep_unless_cancelled(d: Duration, cancel: &AtomicBool) {
     }
 }
 
-/// Truncates `s` to at most `max` bytes on a char boundary, saying how much was cut.
-
 /// `s` cut to `max` bytes with a note saying how much was shown.
 pub fn truncate_with_note(s: &str, max: usize) -> String {
     if s.len() <= max {
