@@ -184,6 +184,10 @@ fn one_command(
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     };
     if !entered.domain {
+        // The shim gives up every capability once, as it enters its domain, and its commands
+        // inherit the empty sets (root without privilege, as under bwrap's --cap-drop ALL; inside
+        // bwrap there is nothing left to drop): the same as `ChildSetup::drop_caps`, paid once.
+        spawn::drop_capabilities()?;
         // SAFETY: restrict_self on a ruleset descriptor we own.
         unsafe { crate::sandbox::landlock::restrict_self(own.as_raw_fd())? };
         entered.domain = true;
@@ -210,9 +214,8 @@ fn one_command(
             })
             .collect(),
         landlock: Some(Arc::new(landlock)),
-        seccomp: None, // inherited from the shim (above)
-        // Root without privilege in every mode: inside bwrap there is nothing left to drop.
-        drop_caps: true,
+        seccomp: None,    // inherited from the shim (above)
+        drop_caps: false, // the shim has none left to pass on (above)
     };
     // A TMPDIR of its own, removed when it ends: the sandbox's /tmp is a tmpfs (memory) that lives
     // as long as the run, and what a command leaves in its TMPDIR should not pile up there.
