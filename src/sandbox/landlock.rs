@@ -9,7 +9,7 @@
 //! What the ruleset says, by kernel ABI:
 //! - **Reads and execution** (every ABI) follow the bwrap view ([`super::view`], one decision for
 //!   both modes): the system directories, `/proc`, the device nodes programs use, the workspace,
-//!   the run's temporary directory, the toolchain homes, the policy's `read_paths` and the
+//!   the command's own temporary directory, the toolchain homes, the policy's `read_paths` and the
 //!   installation of the program the command runs — each granted around the credential files
 //!   inside it (the same split as for protected paths, below). Nothing else can be read, listed or
 //!   executed: no home directory, no `~/.ssh`, no host `/tmp`, no disk device. (Landlock does not
@@ -118,8 +118,9 @@ fn crate_abi(abi: u32) -> ABI {
     ABI::from(i32::try_from(abi).unwrap_or(i32::MAX))
 }
 
-/// Landlock rules for one run: the ABI to use, the extra writable directories (the run's temp
-/// directory) and the last ruleset built, reused while the workspace's top level is unchanged.
+/// Landlock rules for one run: the ABI to use, the extra writable directories (the run's downloads
+/// directory), the last ruleset built (reused while its grants are unchanged: an MCP server, a
+/// command without a temporary directory) and the handles of its grants.
 #[derive(Debug)]
 pub struct LandlockRules {
     abi: u32,
@@ -133,6 +134,10 @@ pub struct LandlockRules {
     /// TCP ports commands may bind (the forwarder inside bwrap), at ABI ≥ 4.
     bind_ports: Vec<u16>,
     cache: Mutex<Option<(Vec<Grant>, Arc<OwnedFd>)>>,
+    /// The `O_PATH` descriptors of the last ruleset's grants, by path and inode: a ruleset is
+    /// built for every command under Landlock (each has a temporary directory of its own), and
+    /// reusing them leaves one system call per rule.
+    handles: Mutex<std::collections::HashMap<(PathBuf, u64), OwnedFd>>,
 }
 
 /// A ruleset that could not be built (fail closed: the command does not run).
@@ -154,7 +159,8 @@ impl From<LandlockError> for std::io::Error {
 }
 
 impl LandlockRules {
-    /// Rules for a kernel at `abi` that also let commands write beneath each of `extra_writable`.
+    /// Rules for a kernel at `abi` that also let commands write beneath each of `extra_writable`
+    /// (the run's downloads directory).
     pub fn new(abi: u32, extra_writable: Vec<PathBuf>) -> Self {
         LandlockRules {
             abi,
@@ -164,6 +170,7 @@ impl LandlockRules {
             connect_ports: Vec::new(),
             bind_ports: Vec::new(),
             cache: Mutex::new(None),
+            handles: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -209,13 +216,15 @@ impl LandlockRules {
     /// The ruleset (a Landlock file descriptor) for a command in `workspace` now; see the module
     /// docs. `protected` adds paths no command may write beyond [`Workspace::protected`] (every
     /// nested `.git`, the approval files); `program_roots` is the installation of the program the
-    /// command runs ([`super::program::Program::roots`]). Shared: the child only reads the
+    /// command runs ([`super::program::Program::roots`]); `own` are directories of this command's
+    /// alone it may read and write (its temporary directory). Shared: the child only reads the
     /// descriptor number.
     pub fn ruleset_for(
         &self,
         workspace: &Workspace,
         protected: &[PathBuf],
         program_roots: &[PathBuf],
+        own: &[PathBuf],
     ) -> Result<Arc<OwnedFd>, LandlockError> {
         let mut grants = Vec::new();
         let protected: Vec<Vec<OsString>> = workspace
@@ -228,7 +237,7 @@ impl LandlockRules {
             .collect();
         let protected: Vec<&[OsString]> = protected.iter().map(Vec::as_slice).collect();
         split(workspace.root(), &protected, Rights::Write, &mut grants);
-        for extra in &self.extra_writable {
+        for extra in self.extra_writable.iter().chain(own) {
             if let Ok(m) = std::fs::symlink_metadata(extra)
                 && m.is_dir()
             {
@@ -336,18 +345,32 @@ impl LandlockRules {
         if self.abi >= 4 {
             created = self.add_port_rules(created)?;
         }
+        let mut handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = std::collections::HashMap::with_capacity(grants.len());
         for g in grants {
-            // Opened without following a symlink, and checked to be the inode the grant list saw,
-            // so a swap between listing and opening cannot widen the rule.
-            let Some(fd) = open_path(&g.path) else {
-                continue;
+            let key = (g.path.clone(), g.ino);
+            let fd = match handles.remove(&key) {
+                Some(fd) => fd,
+                None => {
+                    // Opened without following a symlink, and checked to be the inode the grant
+                    // list saw, so a swap between listing and opening cannot widen the rule. (A
+                    // kept handle is that inode for good.)
+                    let Some(fd) = open_path(&g.path) else {
+                        continue;
+                    };
+                    let Ok(meta) = std::fs::File::from(fd.try_clone().map_err(io_err)?).metadata()
+                    else {
+                        continue;
+                    };
+                    if meta.ino() != g.ino
+                        || meta.is_dir() != g.dir
+                        || meta.file_type().is_symlink()
+                    {
+                        continue;
+                    }
+                    fd
+                }
             };
-            let Ok(meta) = std::fs::File::from(fd.try_clone().map_err(io_err)?).metadata() else {
-                continue;
-            };
-            if meta.ino() != g.ino || meta.is_dir() != g.dir || meta.file_type().is_symlink() {
-                continue;
-            }
             let mut access: BitFlags<AccessFs> = match g.rights {
                 Rights::Read => read,
                 Rights::Write => write,
@@ -357,9 +380,13 @@ impl LandlockRules {
                 access &= file;
             }
             created = created
-                .add_rule(PathBeneath::new(fd, access))
+                .add_rule(PathBeneath::new(&fd, access))
                 .map_err(err)?;
+            kept.insert(key, fd);
         }
+        // Only the handles of this ruleset's grants stay open (a command's own temporary
+        // directory, gone after it, is not kept).
+        *handles = kept;
         let fd: Option<OwnedFd> = created.into();
         fd.ok_or_else(|| LandlockError("the kernel returned no ruleset".to_string()))
     }

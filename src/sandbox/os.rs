@@ -28,7 +28,7 @@ use super::network::proxy::Proxy;
 use super::network::{Entry, NetworkPolicy, NetworkRequest, forward};
 use super::paths::Workspace;
 use super::policy::{Limits, SandboxMode};
-use super::process::{CommandOutput, CommandSpec, Resource, Rlimit};
+use super::process::{CommandOutput, CommandSpec, PrivateTemp, Resource, Rlimit};
 use super::seccomp;
 use super::supervisor::Supervisor;
 
@@ -309,7 +309,7 @@ impl OsSandbox {
             SandboxMode::Landlock => {
                 if let Some(rules) = self.landlock.take() {
                     self.landlock = Some(
-                        LandlockRules::new(rules.abi(), self.temp.iter().cloned().collect())
+                        LandlockRules::new(rules.abi(), self.downloads.iter().cloned().collect())
                             .with_tcp_ports(&[port], &[])
                             .with_read_paths(&self.read_paths),
                     );
@@ -494,9 +494,10 @@ impl OsSandbox {
         workspace: &Workspace,
     ) -> Result<(), landlock::LandlockError> {
         let temp = make_temp_dir().map_err(|e| landlock::LandlockError::new(e.to_string()))?;
-        let rules = LandlockRules::new(abi, vec![temp.clone()]);
+        // Each command gets a directory of its own in `temp` (its TMPDIR), not `temp` itself.
+        let rules = LandlockRules::new(abi, Vec::new());
         // Built once now so that a kernel that refuses the ruleset fails the run before any step.
-        if let Err(e) = rules.ruleset_for(workspace, &[], &[]) {
+        if let Err(e) = rules.ruleset_for(workspace, &[], &[], std::slice::from_ref(&temp)) {
             let _ = std::fs::remove_dir_all(&temp);
             return Err(e);
         }
@@ -580,7 +581,7 @@ impl OsSandbox {
                 notes.push(
                     "commands write only inside existing workspace entries (not any .git, \
                      .acode, the policy or the plan; no new entries at the root or beside a \
-                     nested .git) and the run's temp directory"
+                     nested .git) and their own temp directory"
                         .to_string(),
                 );
                 if self.supervise {
@@ -694,8 +695,9 @@ impl OsSandbox {
     }
 
     /// Confines `spec` (a command about to start in `workspace`): resource limits always; the
-    /// bwrap wrapper or the Landlock ruleset per mode; `TMPDIR` set to the run's temp directory
-    /// outside bwrap. Returns the protected paths as they are now, the snapshot the bwrap mounts
+    /// bwrap wrapper or the Landlock ruleset per mode; `TMPDIR` set to a directory of the
+    /// command's own under Landlock (removed when the spec is dropped), to the run's temp
+    /// directory without a sandbox. Returns the protected paths as they are now, the snapshot the bwrap mounts
     /// were made from: the caller checks it with [`ProtectedGuard::after`] once the command has
     /// ended. `Err` when the Landlock ruleset cannot be built (the command must not run).
     pub fn prepare(
@@ -764,8 +766,22 @@ impl OsSandbox {
                     // mounts them read-only.
                     let mut protected = self.git_entries(workspace);
                     protected.extend(guard.approval_files());
-                    spec.setup.landlock =
-                        Some(rules.ruleset_for(workspace, &protected, &spec.program_roots)?);
+                    // A TMPDIR of the command's own, the only one its ruleset grants: commands
+                    // side by side cannot read each other's temporary files (removed after it).
+                    let mut own = Vec::new();
+                    if let Some(temp) = &self.temp {
+                        let dir = std::sync::Arc::new(PrivateTemp::new(temp)?);
+                        let tmpdir = dir.path().to_string_lossy().into_owned();
+                        set_env(&mut spec.env, &[("TMPDIR".to_string(), tmpdir)]);
+                        own.push(dir.path().to_path_buf());
+                        spec.private_temp = Some(dir);
+                    }
+                    spec.setup.landlock = Some(rules.ruleset_for(
+                        workspace,
+                        &protected,
+                        &spec.program_roots,
+                        &own,
+                    )?);
                 }
                 spec.setup.drop_caps = true;
                 spec.setup.seccomp = Some(seccomp::filter());
@@ -799,7 +815,7 @@ impl OsSandbox {
         if let Some(d) = &self.downloads {
             set_env(&mut spec.env, &downloads_env(d));
         }
-        if self.mode != SandboxMode::Bwrap
+        if self.mode == SandboxMode::None
             && let Some(temp) = &self.temp
         {
             set_env(

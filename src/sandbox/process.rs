@@ -87,6 +87,37 @@ pub struct CommandSpec {
     /// The run's bwrap sandbox to start the command in ([`super::supervisor`]), instead of a
     /// bwrap of its own (`wrap`, still used by [`start`] and when this is `None`).
     pub supervisor: Option<Arc<Supervisor>>,
+    /// The command's own temporary directory (its `TMPDIR` under Landlock), removed with
+    /// everything in it when the last clone of this spec is dropped, after the command.
+    pub private_temp: Option<Arc<PrivateTemp>>,
+}
+
+/// A directory of one command's own, removed (with its contents) when dropped: under Landlock
+/// the command's `TMPDIR`, the only temporary directory its ruleset lets it use, so that commands
+/// of a run running side by side cannot read each other's temporary files (bwrap gives each its
+/// own in the sandbox's tmpfs).
+#[derive(Debug)]
+pub struct PrivateTemp(PathBuf);
+
+impl PrivateTemp {
+    /// Creates a new directory (mode 0700) in `parent`.
+    pub fn new(parent: &std::path::Path) -> std::io::Result<PrivateTemp> {
+        use std::os::unix::fs::DirBuilderExt;
+        let path = parent.join(format!("cmd-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(PrivateTemp(path))
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for PrivateTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl CommandSpec {
@@ -108,6 +139,7 @@ impl CommandSpec {
             program_roots: Vec::new(),
             program_by_name: true,
             supervisor: None,
+            private_temp: None,
         }
     }
 }

@@ -514,3 +514,56 @@ fn a_failed_cargo_leaves_no_empty_outputs_behind_under_landlock() {
     );
     assert!(!t.ws.join("target").exists(), "an empty target/ was left");
 }
+
+#[test]
+fn commands_side_by_side_cannot_read_each_others_temporary_files() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    std::fs::create_dir_all(t.ws.join("out")).unwrap();
+    // The writer leaves a file in its TMPDIR and says where, then waits for the reader.
+    let writer = "import os, time\n\
+                  p = os.path.join(os.environ['TMPDIR'], 'mine.txt')\n\
+                  open(p, 'w').write('private')\n\
+                  open('out/where.txt', 'w').write(p)\n\
+                  for _ in range(3000):\n    \
+                  if os.path.exists('out/done.txt'): break\n    time.sleep(0.01)\n";
+    // Reads only: harmless whatever the sandbox lets through.
+    let reader = "import os, time\n\
+                  for _ in range(3000):\n    \
+                  if os.path.exists('out/where.txt') and open('out/where.txt').read(): break\n    \
+                  time.sleep(0.01)\n\
+                  p = open('out/where.txt').read()\n\
+                  try:\n    r = 'read ' + open(p).read()\n\
+                  except OSError as e: r = type(e).__name__\n\
+                  mine = os.environ['TMPDIR']\n\
+                  open('out/report.txt', 'w').write(f'{r} {mine != os.path.dirname(p)}')\n\
+                  open('out/done.txt', 'w').write('1')\n";
+    let mut w = py(&t, "writer", writer);
+    w["parallel_safe"] = json!(true);
+    let mut r = py(&t, "reader", reader);
+    r["parallel_safe"] = json!(true);
+    let plan = t.plan("tmp.json", &json!({"plan_id": "tmp", "steps": [w, r]}));
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "landlock",
+            "--jobs",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.read("out/report.txt"), "PermissionError True");
+    // Each command's directory went with it.
+    let written = t.read("out/where.txt");
+    assert!(
+        !std::path::Path::new(&written).parent().unwrap().exists(),
+        "{written} was left behind"
+    );
+}
