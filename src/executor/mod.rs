@@ -307,6 +307,7 @@ impl Executor {
         // One redactor for the run: the store records with the one the executor extends with the
         // plan's secrets when a run starts.
         let redactor = Arc::new(Redactor::from_env());
+        crate::sandbox::config_secrets::learn_workspace_secrets(workspace.root(), &redactor);
         store.set_redactor(redactor.clone());
         Executor {
             workspace,
@@ -402,6 +403,7 @@ impl Executor {
     /// same one). Share the same `Arc` with the progress writers: when a run starts, the plan's
     /// secrets ([`crate::plan::variables::secret_values`]) are added to it, and so reach them too.
     pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        crate::sandbox::config_secrets::learn_workspace_secrets(self.workspace.root(), &redactor);
         self.store.set_redactor(redactor.clone());
         self.redactor = redactor;
         self

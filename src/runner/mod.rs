@@ -567,6 +567,7 @@ fn learn_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
         &plan::validate::builtins(plan, ws, "validation"),
     );
     redactor.add_values(plan::variables::secret_values(plan, &vars));
+    crate::sandbox::config_secrets::learn_workspace_secrets(ws.root(), redactor);
 }
 
 /// A decision on a plan's exact bytes, as `acode-run approve`, `reject` and `run --approve`

@@ -154,6 +154,9 @@ pub struct BwrapSpec {
     /// The runner binary, bound read-only where the forwarder's is ([`super::network::forward::INSIDE_EXE`])
     /// so that the sandbox can run the supervisor ([`super::supervisor`]).
     pub runner_exe: Option<PathBuf>,
+    /// Host files mounted read-only over paths inside the workspace, after the protected paths:
+    /// `(copy, target)`, the sanitised copy of `.git/config` ([`super::config_secrets`]).
+    pub files: Vec<(PathBuf, PathBuf)>,
 }
 
 /// What the network forwarder inside the sandbox needs (see [`super::network::forward`]).
@@ -205,6 +208,7 @@ impl BwrapSpec {
             forward: None,
             write_paths: Vec::new(),
             runner_exe: None,
+            files: Vec::new(),
         }
     }
 
@@ -252,6 +256,9 @@ impl BwrapSpec {
             for c in candidates.iter().filter(|c| c.exists()) {
                 out.extend(["--ro-bind".into(), s(c), s(c)]);
             }
+        }
+        for (copy, target) in &self.files {
+            out.extend(["--ro-bind".into(), s(copy), s(target)]);
         }
         use super::network::forward::{INSIDE_EXE, INSIDE_PORT, INSIDE_SOCKET, SUBCOMMAND};
         let exe = self.forward.as_ref().map(|f| &f.exe);
