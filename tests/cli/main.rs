@@ -17,6 +17,7 @@ mod escape;
 mod fallback;
 mod first_hour;
 mod git_attacks;
+mod git_credentials;
 mod history;
 mod intent;
 mod landlock;
