@@ -24,6 +24,7 @@ mod landlock;
 mod library;
 mod line_edit;
 mod mcp;
+mod mirrors;
 mod network;
 mod odincode;
 mod parallel;
