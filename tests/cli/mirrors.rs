@@ -304,3 +304,84 @@ fn npm_uses_a_mirror_from_the_users_npmrc_in_every_mode() {
         );
     }
 }
+
+/// cargo: the mirror crates-io is replaced with in `$CARGO_HOME/config.toml` reaches cargo in the
+/// run's own `CARGO_HOME` (a copy of that file), and a registry token in the file does not: a
+/// command reading the copy finds the mirror and no token.
+#[test]
+fn cargo_uses_a_mirror_from_its_config_toml_in_every_mode_without_its_token() {
+    let mirror = Mirror::start();
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap();
+    let sysroot = String::from_utf8(sysroot.stdout).unwrap();
+    let toolchain_bin = Path::new(sysroot.trim()).join("bin");
+    assert!(toolchain_bin.join("cargo").exists(), "{toolchain_bin:?}");
+    let token = format!("cargotok{}", uuid::Uuid::new_v4().simple());
+    let cargo_show = "import os\nprint(open(os.environ['CARGO_HOME'] + '/config.toml').read())";
+    for mode in modes() {
+        let t = TestDir::new();
+        t.file(
+            "acode-policy.json",
+            &json!({"network": {"allow": ["registry:cargo"]}, "creates": ["Cargo.lock"]})
+                .to_string(),
+        );
+        t.file(
+            "Cargo.toml",
+            &format!(
+                "[package]\nname = \"probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [dependencies]\n{PROBE} = \"1\"\n"
+            ),
+        );
+        t.file("src/lib.rs", "");
+        let plan = t.plan(
+            "mirror.json",
+            &json!({"plan_id": "mirror", "steps": [
+                {"step_id": "show", "tool": "run_command",
+                 "arguments": {"argv": ["python3", "-c", cargo_show]}},
+                {"step_id": "lock", "tool": "run_command",
+                 "arguments": {"argv": ["cargo", "generate-lockfile"]}}]}),
+        );
+        let cargo_home = t.root.join("cargo-home");
+        std::fs::create_dir_all(&cargo_home).unwrap();
+        std::fs::write(
+            cargo_home.join("config.toml"),
+            format!(
+                "[source.crates-io]\nreplace-with = \"mirror\"\n\n[source.mirror]\nregistry = \
+                 \"sparse+{}\"\n\n[registries.mirror]\nindex = \"sparse+{}\"\ntoken = \"{token}\"\n",
+                mirror.url("/index/"),
+                mirror.url("/index/")
+            ),
+        )
+        .unwrap();
+        let mut c = t.cmd();
+        c.env("CARGO_HOME", &cargo_home);
+        let path = std::env::var("PATH").unwrap_or_default();
+        c.env("PATH", format!("{}:{path}", toolchain_bin.display()));
+        let out = c.args(run_args(&plan, mode)).output().unwrap();
+        let printed = format!("{}{}", stdout(&out), stderr(&out));
+        let shown: String = t
+            .db()
+            .query_row(
+                "SELECT a.content FROM artifacts a JOIN executions e ON e.execution_id = \
+                 a.execution_id WHERE e.step_id = 'show' AND a.artifact_type = 'stdout'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or_default();
+        assert!(
+            shown.contains(&format!("sparse+{}", mirror.url("/index/"))),
+            "{mode}: the run's CARGO_HOME has the mirror: {shown}\n{printed}"
+        );
+        assert!(!shown.contains("token"), "{mode}: {shown}");
+        assert!(!printed.contains(&token), "{mode}: {printed}");
+        assert_went_to_the_mirror(
+            &t,
+            &out,
+            &mirror,
+            "/index/config.json",
+            &format!("{mode}, $CARGO_HOME/config.toml"),
+        );
+    }
+}
