@@ -307,7 +307,6 @@ impl Executor {
         // One redactor for the run: the store records with the one the executor extends with the
         // plan's secrets when a run starts.
         let redactor = Arc::new(Redactor::from_env());
-        crate::sandbox::config_secrets::learn_workspace_secrets(workspace.root(), &redactor);
         store.set_redactor(redactor.clone());
         Executor {
             workspace,
@@ -403,7 +402,6 @@ impl Executor {
     /// same one). Share the same `Arc` with the progress writers: when a run starts, the plan's
     /// secrets ([`crate::plan::variables::secret_values`]) are added to it, and so reach them too.
     pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
-        crate::sandbox::config_secrets::learn_workspace_secrets(self.workspace.root(), &redactor);
         self.store.set_redactor(redactor.clone());
         self.redactor = redactor;
         self
@@ -591,6 +589,14 @@ impl Executor {
         // Before anything of this run is recorded or printed.
         self.redactor
             .add_values(crate::plan::variables::secret_values(plan, &vars));
+        crate::sandbox::config_secrets::learn_workspace_secrets(
+            self.workspace.root(),
+            &self.redactor,
+        );
+        crate::sandbox::config_secrets::learn_passed_credentials(
+            &self.policy.env_passthrough,
+            &self.redactor,
+        );
         self.workspace.sweep_staging();
         self.mark_abandoned_runs()?;
 

@@ -291,6 +291,10 @@ impl PlanRunner {
             .clone()
             .unwrap_or_else(|| Arc::new(Redactor::from_env()));
         learn_secrets(&plan, &ws, &redactor);
+        crate::sandbox::config_secrets::learn_passed_credentials(
+            &policy.env_passthrough,
+            &redactor,
+        );
 
         // `run --approve` and a resume read the database before anything runs.
         let mut target = options.target.clone();

@@ -229,6 +229,17 @@ pub fn learn_workspace_secrets(root: &Path, redactor: &Redactor) {
     }
 }
 
+/// Teaches `redactor` the credentials in the URLs of the variables the policy passes to commands
+/// (`env_passthrough`): `PIP_INDEX_URL=https://TOKEN@mirror/simple` is how a private index's
+/// token reaches pip (docs/ci.md), and a user name standing alone in it matches no pattern.
+pub fn learn_passed_credentials(names: &[String], redactor: &Redactor) {
+    for name in names {
+        if let Ok(value) = std::env::var(name) {
+            redactor.add_values(strip_userinfo(&value).1);
+        }
+    }
+}
+
 /// The warning the run header and `preview` give when the workspace's `.git/config` holds
 /// credentials (`keys` as [`GitConfigCredentials::keys`]) and `hidden` says whether commands see a
 /// copy without them (bwrap) or the file itself (Landlock, none).

@@ -40,14 +40,22 @@ impl Mirror {
                     if reader.read_line(&mut line).is_err() {
                         return;
                     }
-                    // The rest of the head.
+                    // The rest of the head; the credentials the client sent, if any.
+                    let mut auth = "-".to_string();
                     let mut h = String::new();
                     while reader.read_line(&mut h).is_ok_and(|n| n > 2) {
+                        if let Some((k, v)) = h.split_once(':')
+                            && k.eq_ignore_ascii_case("authorization")
+                        {
+                            auth = v.trim().to_string();
+                        }
                         h.clear();
                     }
                     let mut parts = line.split_whitespace();
                     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                    log.lock().unwrap().push(format!("{method} {path}"));
+                    log.lock()
+                        .unwrap()
+                        .push(format!("{method} {path} auth={auth}"));
                     let body = "not here";
                     let _ = write!(
                         &s,
@@ -179,6 +187,80 @@ fn pip_uses_a_mirror_from_pip_index_url_in_every_mode() {
             &format!("/simple/{PROBE}/"),
             &format!("{mode}, PIP_INDEX_URL"),
         );
+    }
+}
+
+/// A private index's credential: in the runner's `PIP_INDEX_URL` only, it never reaches pip (the
+/// command gets the URL without it); passed by the policy (`env_passthrough`), pip sends it to the
+/// mirror. Either way it is in no record and no output.
+#[test]
+fn a_mirror_credential_reaches_pip_only_through_a_passed_variable() {
+    use base64::Engine;
+    let mirror = Mirror::start();
+    let secret = format!("mirrorpw{}", uuid::Uuid::new_v4().simple());
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("__token__:{secret}"));
+    let url = format!("http://__token__:{secret}@127.0.0.1:{}/simple", mirror.port);
+    for mode in modes() {
+        for passed in [false, true] {
+            let (t, _, home) = setup("registry:pypi", &PIP);
+            // And a step that prints the password alone, which only a known value can catch.
+            let show = "import os, urllib.parse\n\
+                        u = os.environ.get('PIP_INDEX_URL', '')\n\
+                        print('pw-is', urllib.parse.urlsplit(u).password)";
+            let plan = t.plan(
+                "mirror.json",
+                &json!({"plan_id": "mirror", "steps": [
+                    {"step_id": "install", "tool": "run_command", "arguments": {"argv": PIP},
+                     "on_failure": "continue"},
+                    {"step_id": "show", "tool": "run_command",
+                     "arguments": {"argv": ["python3", "-c", show]}, "depends_on": []}]}),
+            );
+            if passed {
+                t.file(
+                    "acode-policy.json",
+                    &json!({"network": {"allow": ["registry:pypi"]},
+                            "env_passthrough": ["PIP_INDEX_URL"]})
+                    .to_string(),
+                );
+            }
+            let before = mirror.asked().len();
+            let mut c = t.cmd();
+            isolate(&mut c, &home);
+            c.env("PIP_INDEX_URL", &url);
+            let out = c.args(run_args(&plan, mode)).output().unwrap();
+            let what = format!("{mode}, passed: {passed}");
+            assert_went_to_the_mirror(&t, &out, &mirror, &format!("/simple/{PROBE}/"), &what);
+            let asked = mirror.asked()[before..].to_vec();
+            let sent = asked
+                .iter()
+                .any(|a| a.ends_with(&format!("auth=Basic {basic}")));
+            assert_eq!(sent, passed, "{what}: {asked:?}");
+            let printed = format!("{}{}", stdout(&out), stderr(&out));
+            let shown: String = t
+                .db()
+                .query_row(
+                    "SELECT a.content FROM artifacts a JOIN executions e ON e.execution_id = \
+                     a.execution_id WHERE e.step_id = 'show' AND a.artifact_type = 'stdout'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let expected = if passed {
+                "pw-is [REDACTED]"
+            } else {
+                "pw-is None"
+            };
+            assert_eq!(shown.trim(), expected, "{what}");
+            let mut raw = std::fs::read(t.ws.join(".acode/executions.db")).unwrap();
+            raw.extend(std::fs::read(t.ws.join(".acode/executions.db-wal")).unwrap_or_default());
+            for form in [secret.as_str(), basic.as_str()] {
+                assert!(!printed.contains(form), "{what}: printed: {printed}");
+                assert!(
+                    !raw.windows(form.len()).any(|w| w == form.as_bytes()),
+                    "{what}: {form} is in the database"
+                );
+            }
+        }
     }
 }
 
