@@ -19,7 +19,9 @@
 //!   (`.git/`, `.acode/`, the policy file, the database and its journals, the plan and `*.approval`
 //!   files) read-only on top. Nothing of `/run`, `/var`, `/home`, `/root` or the host's `/tmp` is
 //!   there, so no host UNIX socket (docker, ssh-agent, D-Bus) can be reached. Protected paths
-//!   that do not exist yet are handled by [`super::guard`].
+//!   that do not exist yet are handled by [`super::guard`]. A workspace `.git/config` holding a
+//!   persisted credential is shown as a copy without it ([`BwrapSpec::files`],
+//!   [`super::config_secrets`]).
 //!
 //! [`resolve`] is called once at the start of a run to turn `--sandbox none|bwrap|auto` into the
 //! bwrap binary to use (or none). It actually *runs* bwrap once with the same flags commands get,
