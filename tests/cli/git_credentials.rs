@@ -168,30 +168,49 @@ fn a_persisted_checkout_credential_is_unreadable_under_bwrap_and_never_stored_or
         );
         let preview_json = t.run(&["preview", plan.to_str().unwrap(), "--json"]);
 
-        let out = t.run(&[
-            "run",
-            "--approve",
-            plan.to_str().unwrap(),
-            "--jsonl",
-            "--confirm",
-            "auto-deny",
-        ]);
-        let printed = format!(
-            "{}{}{}{}{}",
-            stdout(&out),
-            stderr(&out),
-            preview_text,
-            stdout(&preview_json),
-            stderr(&preview_json)
-        );
-        assert_eq!(code(&out), 0, "{mode}: {printed}");
+        // Every report a CI job gets, too: JUnit, the GitHub summary, outputs and annotations.
+        let junit = t.root.join("report.xml");
+        let summary = t.root.join("summary.md");
+        let outputs = t.root.join("outputs.txt");
+        let out = t
+            .cmd()
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("GITHUB_OUTPUT", &outputs)
+            .args([
+                "run",
+                "--approve",
+                plan.to_str().unwrap(),
+                "--jsonl",
+                "--junit",
+                junit.to_str().unwrap(),
+                "--confirm",
+                "auto-deny",
+            ])
+            .output()
+            .unwrap();
+        let run_text = format!("{}{}", stdout(&out), stderr(&out));
+        assert_eq!(code(&out), 0, "{mode}: {run_text}");
         // The header says what this mode shows commands.
         let warned = if mode == "bwrap" {
             "commands under bwrap read a copy without it"
         } else {
             "commands CAN READ IT in this mode"
         };
-        assert!(printed.contains(warned), "{mode}: {printed}");
+        assert!(run_text.contains(warned), "{mode}: {run_text}");
+        let reports: String = [&junit, &summary, &outputs]
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect();
+        assert!(
+            reports.contains("creds"),
+            "{mode}: the reports were written: {reports}"
+        );
+        let printed = format!(
+            "{run_text}{preview_text}{}{}{reports}",
+            stdout(&preview_json),
+            stderr(&preview_json)
+        );
 
         // git still works in the repository, in every mode.
         let log = stdout_of(&t, "log");
