@@ -19,8 +19,8 @@ use serde_json::Value;
 use crate::plan::validate::{builtins, dependency_order, substitute_arguments};
 use crate::plan::variables::Variables;
 use crate::plan::{Plan, Problem};
-use crate::sandbox::Policy;
 use crate::sandbox::Workspace;
+use crate::sandbox::{Policy, SandboxMode};
 use crate::tools::agent::AgentArgs;
 use crate::tools::args::parse;
 use crate::tools::command::{CommandArgs, argv_of};
@@ -238,7 +238,30 @@ pub fn preview_each(
     each: impl FnMut(usize, StepPreview),
 ) -> Result<Vec<String>, Vec<Problem>> {
     Walk::new(plan, workspace)?.run(plan, workspace, policy, each);
-    Ok(notes(plan, policy))
+    Ok(workspace_notes(plan, workspace, policy))
+}
+
+/// [`notes`], and what the workspace itself says about what commands will see (a credential in
+/// its `.git/config`).
+pub fn workspace_notes(plan: &Plan, workspace: &Workspace, policy: &Policy) -> Vec<String> {
+    let mut notes = notes(plan, policy);
+    notes.extend(git_credential_note(workspace, policy));
+    notes
+}
+
+/// A warning when the workspace's `.git/config` holds a credential a checkout persisted: what the
+/// policy's sandbox mode shows commands of it (`auto`: either, so both are said).
+fn git_credential_note(workspace: &Workspace, policy: &Policy) -> Option<String> {
+    let (_, found) = crate::sandbox::config_secrets::workspace_git_config(workspace.root())?;
+    let hidden = match policy.sandbox {
+        SandboxMode::Bwrap => Some(true),
+        SandboxMode::Landlock | SandboxMode::None => Some(false),
+        SandboxMode::Auto => None,
+    };
+    Some(crate::sandbox::config_secrets::git_config_warning(
+        &found.keys,
+        hidden,
+    ))
 }
 
 /// A preview ready to run: the execution order, the variables, and where each file is changed
@@ -727,7 +750,7 @@ pub fn render_each(
         sink(&step_block(n, total, &s));
         n += 1;
     });
-    sink(&notes_block(&notes(plan, policy)));
+    sink(&notes_block(&workspace_notes(plan, workspace, policy)));
     Ok(asking)
 }
 

@@ -458,6 +458,7 @@ fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
         &plan::validate::builtins(plan, ws, "validation"),
     );
     redactor.add_values(plan::variables::secret_values(plan, &vars));
+    crate::sandbox::config_secrets::learn_workspace_secrets(ws.root(), redactor);
 }
 
 /// What `acode-run tools` lists: the built-in tools, and the allowed tools of every MCP server the

@@ -258,7 +258,7 @@ pub(super) fn write_preview_json(
     }
     top.insert(
         "notes".into(),
-        serde_json::to_value(crate::preview::notes(plan, policy)).unwrap_or_default(),
+        serde_json::to_value(crate::preview::workspace_notes(plan, ws, policy)).unwrap_or_default(),
     );
     top.insert("confirm_mode".into(), confirm_mode.into());
     match sandbox {

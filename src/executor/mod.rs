@@ -589,6 +589,14 @@ impl Executor {
         // Before anything of this run is recorded or printed.
         self.redactor
             .add_values(crate::plan::variables::secret_values(plan, &vars));
+        crate::sandbox::config_secrets::learn_workspace_secrets(
+            self.workspace.root(),
+            &self.redactor,
+        );
+        crate::sandbox::config_secrets::learn_passed_credentials(
+            &self.policy.env_passthrough,
+            &self.redactor,
+        );
         self.workspace.sweep_staging();
         self.mark_abandoned_runs()?;
 

@@ -291,6 +291,10 @@ impl PlanRunner {
             .clone()
             .unwrap_or_else(|| Arc::new(Redactor::from_env()));
         learn_secrets(&plan, &ws, &redactor);
+        crate::sandbox::config_secrets::learn_passed_credentials(
+            &policy.env_passthrough,
+            &redactor,
+        );
 
         // `run --approve` and a resume read the database before anything runs.
         let mut target = options.target.clone();
@@ -567,6 +571,7 @@ fn learn_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
         &plan::validate::builtins(plan, ws, "validation"),
     );
     redactor.add_values(plan::variables::secret_values(plan, &vars));
+    crate::sandbox::config_secrets::learn_workspace_secrets(ws.root(), redactor);
 }
 
 /// A decision on a plan's exact bytes, as `acode-run approve`, `reject` and `run --approve`

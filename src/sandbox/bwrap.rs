@@ -19,7 +19,9 @@
 //!   (`.git/`, `.acode/`, the policy file, the database and its journals, the plan and `*.approval`
 //!   files) read-only on top. Nothing of `/run`, `/var`, `/home`, `/root` or the host's `/tmp` is
 //!   there, so no host UNIX socket (docker, ssh-agent, D-Bus) can be reached. Protected paths
-//!   that do not exist yet are handled by [`super::guard`].
+//!   that do not exist yet are handled by [`super::guard`]. A workspace `.git/config` holding a
+//!   persisted credential is shown as a copy without it ([`BwrapSpec::files`],
+//!   [`super::config_secrets`]).
 //!
 //! [`resolve`] is called once at the start of a run to turn `--sandbox none|bwrap|auto` into the
 //! bwrap binary to use (or none). It actually *runs* bwrap once with the same flags commands get,
@@ -154,6 +156,9 @@ pub struct BwrapSpec {
     /// The runner binary, bound read-only where the forwarder's is ([`super::network::forward::INSIDE_EXE`])
     /// so that the sandbox can run the supervisor ([`super::supervisor`]).
     pub runner_exe: Option<PathBuf>,
+    /// Host files mounted read-only over paths inside the workspace, after the protected paths:
+    /// `(copy, target)`, the sanitised copy of `.git/config` ([`super::config_secrets`]).
+    pub files: Vec<(PathBuf, PathBuf)>,
 }
 
 /// What the network forwarder inside the sandbox needs (see [`super::network::forward`]).
@@ -205,6 +210,7 @@ impl BwrapSpec {
             forward: None,
             write_paths: Vec::new(),
             runner_exe: None,
+            files: Vec::new(),
         }
     }
 
@@ -252,6 +258,9 @@ impl BwrapSpec {
             for c in candidates.iter().filter(|c| c.exists()) {
                 out.extend(["--ro-bind".into(), s(c), s(c)]);
             }
+        }
+        for (copy, target) in &self.files {
+            out.extend(["--ro-bind".into(), s(copy), s(target)]);
         }
         use super::network::forward::{INSIDE_EXE, INSIDE_PORT, INSIDE_SOCKET, SUBCOMMAND};
         let exe = self.forward.as_ref().map(|f| &f.exe);

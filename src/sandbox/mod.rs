@@ -3,6 +3,7 @@
 
 pub mod bwrap;
 pub mod commands;
+pub mod config_secrets;
 pub mod env;
 pub mod fs;
 pub mod glob;

@@ -21,6 +21,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::bwrap::{self, BwrapSpec, Forward};
+use super::config_secrets;
 use super::guard::ProtectedGuard;
 use super::landlock::{self, LandlockRules};
 use super::nested_git::{self, NestedGit};
@@ -230,6 +231,16 @@ pub struct OsSandbox {
     /// Under bwrap and Landlock: the workspace's `.git` entries, kept current between commands instead of a
     /// walk per command ([`NestedGit`]); started by the first command.
     nested_git: std::sync::OnceLock<NestedGit>,
+    /// Where a credential is persisted in the workspace's `.git/config` (its keys, no value), for
+    /// the header ([`super::config_secrets`]); empty when none is.
+    git_credentials: Vec<String>,
+    /// Under bwrap: the private directory holding the sanitised copies of `.git/config` commands
+    /// see instead of it, made when the first is needed (removed with the sandbox).
+    git_config_copies: std::sync::OnceLock<PathBuf>,
+    /// What a `registry:` entry's client was configured with, for commands (a mirror's URL without
+    /// its credentials: [`super::network::registries::Resolved::env`]); set where a command's
+    /// environment does not already hold it.
+    client_env: Vec<(String, String)>,
 }
 
 /// How many sandboxes with different mounts a run keeps (plans alternate between a few
@@ -267,6 +278,9 @@ impl OsSandbox {
             supervisors: std::sync::Mutex::new(Vec::new()),
             supervisor_failed: std::sync::atomic::AtomicBool::new(false),
             nested_git: std::sync::OnceLock::new(),
+            git_credentials: Vec::new(),
+            git_config_copies: std::sync::OnceLock::new(),
+            client_env: Vec::new(),
         }
     }
 
@@ -287,7 +301,11 @@ impl OsSandbox {
         for entry in network.entries().map_err(failed)? {
             match entry {
                 Entry::Host(rule) => rules.push(rule),
-                Entry::Registry(r) => rules.extend(r.resolve().map_err(failed)?),
+                Entry::Registry(r) => {
+                    let resolved = r.resolve().map_err(failed)?;
+                    rules.extend(resolved.rules);
+                    set_env(&mut self.client_env, &resolved.env);
+                }
             }
         }
         let dir = match &self.temp {
@@ -484,6 +502,9 @@ impl OsSandbox {
         if sb.mode != SandboxMode::Bwrap && sb.temp.is_none() {
             sb.temp = Some(make_temp_dir()?);
         }
+        if let Some((_, found)) = config_secrets::workspace_git_config(workspace.root()) {
+            sb.git_credentials = found.keys;
+        }
         sb.notes = sb.describe_notes();
         Ok(sb)
     }
@@ -623,6 +644,12 @@ impl OsSandbox {
             }
             SandboxMode::Auto => {}
         }
+        if !self.git_credentials.is_empty() {
+            notes.push(config_secrets::git_config_warning(
+                &self.git_credentials,
+                Some(self.mode == SandboxMode::Bwrap),
+            ));
+        }
         notes.push(self.describe_network());
         notes.push(format!("limits per command: {}", self.limits.describe()));
         notes
@@ -736,6 +763,7 @@ impl OsSandbox {
                         .read_paths(&spec.program_roots);
                     wrap.forward = self.forward.clone();
                     wrap.write_paths.extend(self.downloads.iter().cloned());
+                    wrap.files.extend(self.git_config_copy(workspace)?);
                     if supervise && let Some(domain) = &self.bwrap_landlock {
                         spec.supervisor = self.supervisor_for(wrap.mount_key(), || {
                             let exe = super::supervisor::client::runner_exe()?;
@@ -815,6 +843,11 @@ impl OsSandbox {
         if let Some(d) = &self.downloads {
             set_env(&mut spec.env, &downloads_env(d));
         }
+        for (k, v) in &self.client_env {
+            if !spec.env.iter().any(|(name, _)| name == k) {
+                spec.env.push((k.clone(), v.clone()));
+            }
+        }
         if self.mode == SandboxMode::None
             && let Some(temp) = &self.temp
         {
@@ -839,6 +872,49 @@ impl OsSandbox {
         } else {
             nested_git::walk(workspace.root())
         }
+    }
+
+    /// Under bwrap, when the workspace's `.git/config` holds a credential: the sanitised copy to
+    /// mount over it, `(copy, .git/config)`. The copy is named after its content, so it is written
+    /// once per content and a changed configuration gets a new one (and a new mount key).
+    fn git_config_copy(
+        &self,
+        workspace: &Workspace,
+    ) -> std::io::Result<Option<(PathBuf, PathBuf)>> {
+        use sha2::{Digest, Sha256};
+        use std::os::unix::fs::OpenOptionsExt;
+        let Some((target, found)) = config_secrets::workspace_git_config(workspace.root()) else {
+            return Ok(None);
+        };
+        let dir = match self.git_config_copies.get() {
+            Some(d) => d.clone(),
+            None => {
+                let d = make_temp_dir().map_err(std::io::Error::other)?;
+                match self.git_config_copies.set(d.clone()) {
+                    Ok(()) => d,
+                    Err(_) => {
+                        // Another command made one first: use that one.
+                        let _ = std::fs::remove_dir_all(&d);
+                        self.git_config_copies.get().cloned().unwrap_or(d)
+                    }
+                }
+            }
+        };
+        let digest = Sha256::digest(found.sanitized.as_bytes());
+        let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        let copy = dir.join(format!("git-config-{name}"));
+        if !copy.exists() {
+            let tmp = dir.join(format!(".{}", uuid::Uuid::new_v4()));
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .open(&tmp)?;
+            std::io::Write::write_all(&mut f, found.sanitized.as_bytes())?;
+            drop(f);
+            std::fs::rename(&tmp, &copy)?;
+        }
+        Ok(Some((copy, target)))
     }
 
     /// The run's supervisor for commands whose sandbox is `key` (under bwrap, its mounts:
@@ -881,7 +957,8 @@ impl OsSandbox {
 /// host's caches (a sandboxed command must not plant a crate or a package that later builds on
 /// the host would use), and the host's caches are read-only or invisible in the sandbox anyway.
 /// `cargo/` is seeded with the host's cargo configuration (its `config.toml`: a source
-/// replacement, a mirror), never its credentials.
+/// replacement, a mirror), never its credentials (`credentials.toml` is not copied, and a `token`
+/// or a URL's userinfo in `config.toml` is left out).
 fn downloads_dir(dir: &Path) -> std::io::Result<PathBuf> {
     let downloads = dir.join("downloads");
     for sub in ["cargo", "npm", "pip", "cache"] {
@@ -894,7 +971,10 @@ fn downloads_dir(dir: &Path) -> std::io::Result<PathBuf> {
         for name in ["config.toml", "config"] {
             let from = home.join(name);
             if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
-                std::fs::copy(&from, downloads.join("cargo").join(name))?;
+                // A token or a mirror URL's userinfo stays behind (config_secrets).
+                let (text, _) =
+                    config_secrets::sanitize_cargo_config(&std::fs::read_to_string(&from)?);
+                std::fs::write(downloads.join("cargo").join(name), text)?;
             }
         }
     }
@@ -953,7 +1033,12 @@ impl Drop for OsSandbox {
     fn drop(&mut self) {
         // The proxy first: its socket lives in the directories removed below.
         self.proxy = None;
-        for dir in self.temp.iter().chain(self.net_dir.iter()) {
+        for dir in self
+            .temp
+            .iter()
+            .chain(self.net_dir.iter())
+            .chain(self.git_config_copies.get())
+        {
             let _ = std::fs::remove_dir_all(dir);
         }
     }

@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::HostRule;
+use crate::sandbox::config_secrets::strip_userinfo;
 
 /// A package client whose configured registry hosts an entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,14 +53,17 @@ impl Registry {
         }
     }
 
-    /// The hosts the client is configured to use, as rules sourced from this entry; an error says
-    /// what could not be found (the run does not start: allowing nothing would fail later, less
-    /// clearly).
-    pub fn resolve(self) -> Result<Vec<HostRule>, String> {
-        let urls = match self {
-            Registry::Npm => npm_urls()?,
-            Registry::Pypi => pip_urls()?,
-            Registry::Cargo => cargo_urls(&cargo_home().ok_or("no CARGO_HOME and no HOME")?)?,
+    /// The hosts the client is configured to use, as rules sourced from this entry, and the
+    /// variables that give a sandboxed client the same configuration; an error says what could
+    /// not be found (the run does not start: allowing nothing would fail later, less clearly).
+    pub fn resolve(self) -> Result<Resolved, String> {
+        let (urls, env) = match self {
+            Registry::Npm => npm_config()?,
+            Registry::Pypi => pip_config()?,
+            Registry::Cargo => (
+                cargo_urls(&cargo_home().ok_or("no CARGO_HOME and no HOME")?)?,
+                Vec::new(),
+            ),
         };
         let mut rules: Vec<HostRule> = Vec::new();
         for url in urls {
@@ -73,8 +77,23 @@ impl Registry {
         if rules.is_empty() {
             return Err(format!("{}: no registry host found", self.entry()));
         }
-        Ok(rules)
+        Ok(Resolved { rules, env })
     }
+}
+
+/// What a `registry:` entry stands for on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The hosts allowed.
+    pub rules: Vec<HostRule>,
+    /// The client's registry configuration as variables for commands (`PIP_INDEX_URL`,
+    /// `PIP_EXTRA_INDEX_URL`, `PIP_TRUSTED_HOST`, `PIP_CERT`, `npm_config_registry`), every URL's
+    /// userinfo removed ([`strip_userinfo`]): inside the sandbox the client sees neither the
+    /// runner's environment nor the user's configuration files, and would otherwise go to its
+    /// public index. Credentials reach a command only through a variable the policy passes
+    /// (`env_passthrough`). cargo needs none: its `config.toml` is copied into the run's
+    /// `CARGO_HOME`, without credentials.
+    pub env: Vec<(String, String)>,
 }
 
 /// `host[:port]` of a URL (`sparse+https://host:443/path` → `host:443`); a bare host is itself.
@@ -129,27 +148,71 @@ fn query(program: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-fn npm_urls() -> Result<Vec<String>, String> {
+type ClientConfig = (Vec<String>, Vec<(String, String)>);
+
+fn npm_config() -> Result<ClientConfig, String> {
     let out = query("npm", &["config", "get", "registry"])?;
     let url = out.trim();
     if url.is_empty() || url == "undefined" {
         return Err("registry:npm: `npm config get registry` printed no registry".to_string());
     }
-    Ok(vec![url.to_string()])
+    let env = vec![("npm_config_registry".to_string(), strip_userinfo(url).0)];
+    Ok((vec![url.to_string()], env))
 }
 
-fn pip_urls() -> Result<Vec<String>, String> {
-    let listed = query("python3", &["-m", "pip", "config", "list"]).unwrap_or_default();
+/// pip's settings a sandboxed pip needs to use the configured index, with their variables.
+const PIP_SETTINGS: &[(&str, &str)] = &[
+    ("index-url", "PIP_INDEX_URL"),
+    ("extra-index-url", "PIP_EXTRA_INDEX_URL"),
+    ("trusted-host", "PIP_TRUSTED_HOST"),
+    ("cert", "PIP_CERT"),
+];
+
+/// `pip config list`'s lines (`global.index-url='https://…'`) as `(key, value)`, values unquoted
+/// and a list's escaped newlines turned into spaces.
+fn pip_listed(listed: &str) -> Vec<(String, String)> {
+    listed
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| {
+            let v = v
+                .trim()
+                .trim_matches('\'')
+                .trim_matches('"')
+                .replace("\\n", " ");
+            (k.trim().to_string(), v.trim().to_string())
+        })
+        .collect()
+}
+
+/// The variables that give a sandboxed pip the settings in `listed` ([`PIP_SETTINGS`]), each as
+/// pip itself would pick it for `pip install`: from its environment (`:env:`) first, then the
+/// `install` section, then `global` (which already holds the user file over the site and system
+/// ones); URLs without userinfo.
+fn pip_env(listed: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for (name, var) in PIP_SETTINGS {
+        let found = [":env:", "install", "global"].iter().find_map(|section| {
+            let key = format!("{section}.{name}");
+            listed.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        });
+        if let Some(value) = found {
+            env.push((var.to_string(), strip_userinfo(value).0));
+        }
+    }
+    env
+}
+
+fn pip_config() -> Result<ClientConfig, String> {
+    let listed =
+        pip_listed(&query("python3", &["-m", "pip", "config", "list"]).unwrap_or_default());
     let mut urls = Vec::new();
-    for line in listed.lines() {
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
+    for (key, value) in &listed {
         if key.ends_with(".index-url") || key.ends_with(".extra-index-url") {
-            let value = value.trim().trim_matches('\'').trim_matches('"');
             urls.extend(value.split_whitespace().map(String::from));
         }
     }
+    let env = pip_env(&listed);
     if urls.is_empty() {
         // pip's own default, as pip reports it.
         let out = query(
@@ -166,7 +229,7 @@ fn pip_urls() -> Result<Vec<String>, String> {
                 .map(String::from),
         );
     }
-    Ok(urls)
+    Ok((urls, env))
 }
 
 fn cargo_home() -> Option<PathBuf> {
@@ -268,6 +331,46 @@ mod tests {
             "pkgs.example.org"
         );
         assert_eq!(authority_of("files.example.org"), "files.example.org");
+    }
+
+    #[test]
+    fn pip_settings_reach_commands_as_pip_picks_them_without_credentials() {
+        let listed = pip_listed(
+            ":env:.default-timeout='180'\n\
+             global.index-url='https://u:s3cretpw@mirror.example.org/simple'\n\
+             global.extra-index-url='https://a.example.org/s\\nhttps://b.example.org/s'\n\
+             global.trusted-host='mirror.example.org'\n",
+        );
+        assert_eq!(
+            pip_env(&listed),
+            [
+                (
+                    "PIP_INDEX_URL".to_string(),
+                    "https://mirror.example.org/simple".to_string()
+                ),
+                (
+                    "PIP_EXTRA_INDEX_URL".to_string(),
+                    "https://a.example.org/s https://b.example.org/s".to_string()
+                ),
+                (
+                    "PIP_TRUSTED_HOST".to_string(),
+                    "mirror.example.org".to_string()
+                ),
+            ]
+        );
+        // The environment beats the files, as in pip; nothing configured → nothing set.
+        let listed = pip_listed(
+            "global.index-url='https://file.example.org/simple'\n\
+             :env:.index-url='https://env.example.org/simple'\n",
+        );
+        assert_eq!(
+            pip_env(&listed),
+            [(
+                "PIP_INDEX_URL".to_string(),
+                "https://env.example.org/simple".to_string()
+            )]
+        );
+        assert!(pip_env(&pip_listed(":env:.default-timeout='180'\n")).is_empty());
     }
 
     #[test]
