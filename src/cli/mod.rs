@@ -450,17 +450,6 @@ fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
 }
 
-/// Adds the values `plan` makes secret to the run's redactor, before anything about the plan is
-/// printed or recorded.
-fn learn_plan_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
-    let vars = plan::variables::Variables::new(
-        &plan.variables,
-        &plan::validate::builtins(plan, ws, "validation"),
-    );
-    redactor.add_values(plan::variables::secret_values(plan, &vars));
-    crate::sandbox::config_secrets::learn_workspace_secrets(ws.root(), redactor);
-}
-
 /// What `acode-run tools` lists: the built-in tools, and the allowed tools of every MCP server the
 /// policy declares, named as plans call them and described as `approve` would pin them — the
 /// servers are started for it, by the code `approve` uses (see docs/mcp.md). A server that cannot
@@ -589,7 +578,7 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     };
     match plan::load(&path, &args.vars, &ctx) {
         Ok(plan) => {
-            learn_plan_secrets(&plan, &ws, redactor);
+            crate::runner::learn_secrets(&plan, &ws, redactor);
             let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
                 let skills: serde_json::Map<String, serde_json::Value> =
@@ -765,7 +754,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let (ws, _) = sandboxed_workspace(args, Some(&path))?;
     let policy = load_policy(args, &ws)?;
     let plan = load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?;
-    learn_plan_secrets(&plan, &ws, redactor);
+    crate::runner::learn_secrets(&plan, &ws, redactor);
     let sandbox = preview_sandbox(&policy, &ws);
     if args.json {
         // A closed stdout is ignored, as `outln!` does.
@@ -925,7 +914,7 @@ fn cmd_decide(
     } else {
         plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
-    learn_plan_secrets(&plan, &ws, redactor);
+    crate::runner::learn_secrets(&plan, &ws, redactor);
     if status == AuthStatus::Approved && !args.quiet {
         // The approver sees the plan's effect, with the secrets it now knows redacted.
         show_preview(

@@ -564,8 +564,10 @@ impl PlanRunner {
     }
 }
 
-/// Teaches `redactor` the plan's secret variable values before anything is recorded or printed.
-fn learn_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
+/// Teaches `redactor` the plan's secret variable values and the workspace's persisted git
+/// credentials before anything is recorded or printed: every command that reads a plan (run,
+/// validate, preview, approve) asks this one function.
+pub(crate) fn learn_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
     let vars = plan::variables::Variables::new(
         &plan.variables,
         &plan::validate::builtins(plan, ws, "validation"),
