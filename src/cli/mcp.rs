@@ -203,10 +203,7 @@ fn tool_list() -> Value {
 fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     let mut ws = workspace(args)?;
     let db = super::db_path(args, &ws)?;
-    ws.protect(&db);
-    ws.protect(Path::new(crate::sandbox::state::STATE_DIR));
-    ws.protect(Path::new(".git"));
-    ws.protect(Path::new(Policy::FILE_NAME));
+    crate::runner::protect_runner_files(&mut ws, &db, None);
     let server = Server { args, redactor, ws };
     let stdin = std::io::stdin();
     let mut reader = stdin.lock();

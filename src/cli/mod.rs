@@ -432,12 +432,7 @@ fn db_path(args: &Args, ws: &Workspace) -> Result<PathBuf, CliError> {
 fn sandboxed_workspace(args: &Args, plan: Option<&Path>) -> Result<(Workspace, PathBuf), CliError> {
     let mut ws = workspace(args)?;
     let db = db_path(args, &ws)?;
-    ws.protect(&db);
-    ws.protect(Path::new(".acode"));
-    if let Some(plan) = plan {
-        // Relative to the caller's directory, like the plan argument itself.
-        ws.protect(&crate::sandbox::paths::absolute(plan));
-    }
+    crate::runner::protect_runner_files(&mut ws, &db, plan);
     Ok((ws, db))
 }
 

@@ -270,9 +270,7 @@ impl PlanRunner {
             Some(p) => absolute(p),
             None => ws.root().join(Store::DEFAULT_PATH),
         };
-        ws.protect(&db);
-        ws.protect(Path::new(crate::sandbox::state::STATE_DIR));
-        ws.protect(&absolute(plan_path));
+        protect_runner_files(&mut ws, &db, Some(plan_path));
         crate::sandbox::state::prepare(ws.root())?;
         let policy = Policy::load(options.policy.as_deref(), ws.root())
             .map_err(|e| RunnerError::Setup(e.to_string()))?;
@@ -561,6 +559,19 @@ impl PlanRunner {
             Target::New | Target::Latest => executor.execute(&approved)?,
         };
         Ok((result, executor))
+    }
+}
+
+/// Protects the runner's own files in `ws` from every tool and command write, beyond what a
+/// workspace always protects (`.git`, the policy file): the database `db` (and its journals),
+/// `.acode/`, and the plan file when it lies in the workspace (relative to the caller's
+/// directory, like the plan argument). Every command that opens a workspace asks this one
+/// function.
+pub(crate) fn protect_runner_files(ws: &mut Workspace, db: &Path, plan: Option<&Path>) {
+    ws.protect(db);
+    ws.protect(Path::new(crate::sandbox::state::STATE_DIR));
+    if let Some(plan) = plan {
+        ws.protect(&absolute(plan));
     }
 }
 
