@@ -37,6 +37,7 @@ macro_rules! errln {
 pub mod flags;
 mod import;
 mod mcp;
+mod replay;
 mod reports;
 mod stages;
 
@@ -347,6 +348,7 @@ fn dispatch(
         Command::Skills => cmd_skills(args),
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
+        Command::Export => replay::cmd_export(args, redactor),
         Command::Tools => {
             let registry = tools_registry(args)?;
             outln!("{}", pretty(&registry.describe()));
@@ -1042,6 +1044,8 @@ fn run_settings(args: &Args) -> RunSettings {
         max_calls_per_answer: args.max_calls_per_answer,
         strict: args.strict.then_some(true),
         jobs: args.jobs,
+        replay: args.replay.as_deref().map(replay::setting),
+        replay_lenient: args.replay_lenient.then_some(true),
     }
 }
 
@@ -1106,6 +1110,7 @@ fn execute_plan(
     let sandbox = crate::events::SandboxInfo::of(runner.sandbox());
     let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
+    let replaying = runner.replay().cloned();
     let (result, executor) = runner
         .with_progress(Arc::new(Fanout(progress_outputs(args, redactor))))
         .with_cancel_flag(cancel)
@@ -1115,6 +1120,9 @@ fn execute_plan(
             other => CliError::new(other.exit_code(), other.to_string()),
         })?;
     reports::write(args, &result, executor.store(), redactor, &sandbox);
+    if let Some(client) = replaying {
+        replay::report_divergences(&client, redactor);
+    }
     if args.json {
         // A closed stdout is ignored, as for every other output.
         let _ = reports::write_json(&mut std::io::stdout().lock(), &result, redactor);
