@@ -49,7 +49,7 @@ pub(crate) struct Prepared {
 /// last run-through.
 pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreError> {
     let run = store.run(run_id)?;
-    let steps = store
+    let steps: Vec<RecordedStep> = store
         .recorded_steps(&run.run_id)?
         .into_iter()
         .map(|s| RecordedStep {
@@ -97,6 +97,12 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreErro
             .collect(),
         _ => Map::new(),
     };
+    // In plan order, each step's turns in order.
+    let mut turns = Vec::new();
+    for s in &steps {
+        turns.extend(by_step.remove(&s.step).unwrap_or_default());
+    }
+    turns.extend(by_step.into_values().flatten());
     Ok(ReplaySource {
         header: ReplayHeader {
             format: FORMAT.to_string(),
@@ -109,7 +115,7 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreErro
             settings,
             steps,
         },
-        turns: by_step.into_values().flatten().collect(),
+        turns,
     })
 }
 
@@ -149,7 +155,10 @@ pub(crate) fn prepare(
         let store = Store::open(db)?;
         let source = match from_store(&store, what) {
             Err(StoreError::NotFound(what)) => {
-                return Err(refuse(origin, vec![format!("{what} in {}", db.display())]));
+                return Err(refuse(
+                    origin,
+                    vec![format!("{what} not found in {}", db.display())],
+                ));
             }
             other => other?,
         };
