@@ -560,3 +560,61 @@ fn resuming_an_interrupted_replay_keeps_replaying() {
     assert_eq!(fix_calls(&replay), fix_calls(&recorded));
     assert_eq!(fix_calls(&replay).len(), 2);
 }
+
+/// The committed fixture `plans/agent-demo.replay.jsonl` (the shipped agent-demo plan recorded
+/// against `fixtures/llm/read_then_edit.json`) replays with no model: what the CI job of
+/// docs/ci.md does on every pull request. With `ACODE_WRITE_REPLAY_FIXTURE=1` the fixture is
+/// recorded and exported again first (after a deliberate change to what the agent is asked).
+#[test]
+fn the_committed_agent_demo_fixture_replays_without_a_model() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let plan = repo.join("plans/agent-demo.json");
+    let fixture = repo.join("plans/agent-demo.replay.jsonl");
+    let demo = |t: &TestDir| {
+        for file in ["Cargo.toml", "src/lib.rs"] {
+            let text =
+                std::fs::read_to_string(repo.join("fixtures/agent-demo").join(file)).unwrap();
+            t.file(file, &text);
+        }
+    };
+    if std::env::var_os("ACODE_WRITE_REPLAY_FIXTURE").is_some() {
+        let t = TestDir::new();
+        demo(&t);
+        let script =
+            ScriptedResponse::from_fixture(repo.join("fixtures/llm/read_then_edit.json")).unwrap();
+        let server = ScriptedServer::start(script);
+        let url = server.url();
+        let out = t.run(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "test-model",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+        let out = t.run(&["export", &run_id, "--replay", fixture.to_str().unwrap()]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let t = TestDir::new();
+    demo(&t);
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--replay",
+        fixture.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        t.read("src/lib.rs").contains("a + b"),
+        "{}",
+        t.read("src/lib.rs")
+    );
+    let recorded = std::fs::read_to_string(&fixture).unwrap();
+    let header: Value = serde_json::from_str(recorded.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        q::<String>(&t.db(), "SELECT replay_of FROM runs"),
+        header["run_id"].as_str().unwrap()
+    );
+}
