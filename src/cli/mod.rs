@@ -1111,6 +1111,11 @@ fn execute_plan(
     let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
     let replaying = runner.replay().cloned();
+    if let Some(client) = &replaying
+        && !args.quiet
+    {
+        replay::announce(client, redactor);
+    }
     let (result, executor) = runner
         .with_progress(Arc::new(Fanout(progress_outputs(args, redactor))))
         .with_cancel_flag(cancel)

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{Args, CliError, not_found, query_store};
 use crate::error::exit;
+use crate::llm::LlmClient;
 use crate::llm::replay::ReplayClient;
 use crate::runner::replay::{from_store, names_file};
 use crate::sandbox::redact::Redactor;
@@ -72,6 +73,14 @@ pub(super) fn cmd_export(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, C
         );
     }
     Ok(exit::OK)
+}
+
+/// Says, before a replay runs, where its answers come from.
+pub(super) fn announce(client: &ReplayClient, redactor: &Redactor) {
+    errln!(
+        "acode-run: agent steps are answered by a {} (no model is asked; docs/replay.md)",
+        redactor.redact(&client.describe())
+    );
 }
 
 /// After a lenient replay: says how many requests differed from the recorded ones, and the first

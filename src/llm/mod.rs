@@ -494,6 +494,12 @@ pub enum LlmError {
         /// `step `fix`, turn 3: the tool result of `run_command` differs: ...`.
         message: String,
     },
+    /// A replay reporting the error a recorded turn ended with (the server never answered it).
+    #[error("{message} (as recorded; replayed)")]
+    Recorded {
+        /// The recorded error message.
+        message: String,
+    },
 }
 
 impl LlmError {

@@ -90,6 +90,10 @@ pub struct RecordedTurn {
     /// The recorded request or response was cut short: it cannot be replayed.
     #[serde(default, skip_serializing_if = "is_false")]
     pub truncated: bool,
+    /// The server never answered this turn: the error its last attempt ended with, which the
+    /// replay reports again (`llm_error`) instead of an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// The execution that recorded it, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<String>,
@@ -281,6 +285,7 @@ impl ReplaySource {
             }
             match t.provider() {
                 Err(e) => problems.push(format!("{name}: {e}")),
+                Ok(_) if t.error.is_some() => {}
                 Ok(provider) => {
                     let mut ids = AtomicU64::new(0);
                     let request = ChatRequest::new(t.model.clone(), Vec::new());
@@ -472,6 +477,11 @@ impl LlmClient for StepReplay {
             && !options.lenient
         {
             return Err(self.diverged(message.clone()));
+        }
+        if let Some(error) = &recorded.error {
+            return Err(LlmError::Recorded {
+                message: error.clone(),
+            });
         }
         let response_body = body_text(&recorded.response);
         let mut ids = AtomicU64::new(self.shared.ids.load(Ordering::SeqCst));
@@ -933,6 +943,7 @@ mod tests {
             request: render(Provider::OpenAi, &request("x"), "m"),
             response: json!({"choices": [{"message": {"role": "assistant", "content": "done"}}]}),
             truncated: false,
+            error: None,
             execution_id: None,
             line: 0,
         }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::{RunSettings, RunnerError};
+use crate::error::ErrorKind;
 use crate::executor::agent::instruction_sha256;
 use crate::llm::replay::{
     FORMAT, FORMAT_VERSION, RecordedStep, RecordedTurn, ReplayClient, ReplayHeader, ReplayOptions,
@@ -44,9 +45,9 @@ pub(crate) struct Prepared {
 }
 
 /// The model traffic of run `run_id` (an id or unique prefix) as recorded in `store`: each agent
-/// step's answered turns, in order. Failed attempts are left out (a replay never fails a request
-/// the way a server did); a step whose turns start again at 1 (a resumed run re-ran it) keeps its
-/// last run-through.
+/// step's turns, in order: each turn's answer, or, for a turn the server never answered, its last
+/// failure (retried attempts are left out); a step whose turns start again at 1 (a resumed run
+/// re-ran it) keeps its last run-through.
 pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreError> {
     let run = store.run(run_id)?;
     let steps: Vec<RecordedStep> = store
@@ -60,16 +61,26 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreErro
         .collect();
     let mut by_step: BTreeMap<String, Vec<RecordedTurn>> = BTreeMap::new();
     for row in store.llm_turns(&run.run_id)? {
-        let Some(turn) = row.turn.filter(|_| row.success) else {
+        let Some(turn) = row.turn else { continue };
+        // A request the server failed is replayed only as the turn's final outcome: an attempt
+        // answered after it replaces it, and an interrupted or timed-out wait is not the model's.
+        let failed = !row.success;
+        if failed && row.error_code.as_deref() != Some(ErrorKind::LlmError.as_str()) {
             continue;
-        };
+        }
         let args: Value = serde_json::from_str(&row.arguments_json).unwrap_or_default();
         let client = args.get("client").and_then(Value::as_str).unwrap_or("");
         let (request, request_cut) = row.prompt.unwrap_or_default();
         let (response, response_cut) = row.response.unwrap_or_default();
         let turns = by_step.entry(row.step_id.clone()).or_default();
-        if turns.last().is_some_and(|t| t.turn >= turn) {
-            turns.clear();
+        match turns.last() {
+            // Another attempt at the same turn after a failed one.
+            Some(t) if t.turn == turn && t.error.is_some() => {
+                turns.pop();
+            }
+            // The step ran again from its start (a resumed run): its last run-through counts.
+            Some(t) if t.turn >= turn => turns.clear(),
+            _ => {}
         }
         turns.push(RecordedTurn {
             step: row.step_id,
@@ -82,7 +93,8 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreErro
                 .to_string(),
             request: body_value(&request),
             response: body_value(&response),
-            truncated: request_cut || response_cut,
+            truncated: request_cut || (response_cut && !failed),
+            error: failed.then(|| row.error_message.unwrap_or_default()),
             execution_id: Some(row.execution_id),
             line: 0,
         });

@@ -618,3 +618,71 @@ fn the_committed_agent_demo_fixture_replays_without_a_model() {
         header["run_id"].as_str().unwrap()
     );
 }
+
+#[test]
+fn a_command_result_that_differs_is_named_and_a_recorded_server_failure_replays_as_one() {
+    let t = TestDir::new();
+    t.file("notes.txt", "version 1\n");
+    let plan = t.plan(
+        "cmd.json",
+        &json!({"plan_id": "cmd", "steps": [
+            {"step_id": "check", "tool": "agent", "arguments": {
+                "instruction": "Print notes.txt with cat.", "tools": ["run_command"],
+                "max_turns": 3}}]}),
+    );
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[(
+            "run_command",
+            json!({"argv": ["cat", "notes.txt"]}),
+        )]),
+        ScriptedResponse::chat_text("It says version 1."),
+    ]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    drop(server);
+    let recorded: String = q(&t.db(), "SELECT run_id FROM runs");
+    // The same workspace replays; a changed file is the tool result of `run_command`.
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    t.file("notes.txt", "version 2\n");
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 37, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "step `check`, turn 2: the tool result of `run_command` differs: recorded \""
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("version 1"), "{}", stderr(&out));
+
+    // A run whose server failed a turn for good (after a retry) replays to the same failure.
+    let t = TestDir::new();
+    let plan = super::replay::plan(&t, FIX);
+    reset(&t);
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "README.md"}))]),
+        ScriptedResponse::text(500, "overloaded"),
+        ScriptedResponse::text(500, "still overloaded"),
+    ]);
+    let out = t.approve_and_run_with_model(&plan, &server, &["--llm-retries", "1"]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    drop(server);
+    let recorded: String = q(&t.db(), "SELECT run_id FROM runs");
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("still overloaded"),
+        "{}",
+        stderr(&out)
+    );
+    let replay = newest_run(&t);
+    assert_eq!(calls(&t, &replay), calls(&t, &recorded));
+    assert_eq!(
+        q::<String>(
+            &t.db(),
+            &format!("SELECT error_code FROM steps WHERE run_id = '{replay}' AND step_id = 'look'")
+        ),
+        "llm_error"
+    );
+}
