@@ -1227,6 +1227,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     let decisions = store
         .decisions(&detail.run.plan_sha256)
         .map_err(not_found)?;
+    let replay_of = store.replay_of(&detail.run.run_id).map_err(not_found)?;
     if args.json {
         let mut value = serde_json::to_value(&detail).unwrap_or_default();
         // Each step's result: the artifacts of its last execution, bounded.
@@ -1250,6 +1251,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 serde_json::to_value(&decisions).unwrap_or_default(),
             );
         }
+        if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
+            run["replay_of"] = serde_json::Value::String(of.clone());
+        }
         outln!("{}", pretty(&value));
         return Ok(exit::OK);
     }
@@ -1272,6 +1276,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .map(|f| format!(", took {:.1} s", (f - r.started_at) as f64 / 1000.0))
             .unwrap_or_default()
     );
+    if let Some(of) = &replay_of {
+        humanln!("replay of {of} (its recorded model answers; docs/replay.md)");
+    }
     if r.prompt_tokens + r.completion_tokens > 0 {
         humanln!(
             "tokens    {} prompt + {} completion",

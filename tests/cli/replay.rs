@@ -173,6 +173,11 @@ fn a_replay_with_the_server_stopped_makes_the_same_calls_and_files() {
     .unwrap();
     assert_eq!(settings["replay"], recorded.as_str());
     assert!(settings.get("llm_url").is_none(), "{settings}");
+    // `show` says so too.
+    let shown: Value = serde_json::from_str(&stdout(&t.run(&["show", &replay, "--json"]))).unwrap();
+    assert_eq!(shown["run"]["replay_of"], recorded.as_str());
+    let shown = stdout(&t.run(&["show", &replay]));
+    assert!(shown.contains(&format!("replay of {recorded}")), "{shown}");
 }
 
 #[test]
