@@ -53,8 +53,10 @@ pub(super) fn cmd_export(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, C
     let written = std::fs::write(&temp, &text).and_then(|()| std::fs::rename(&temp, path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&temp);
+        // Where to write is the caller's choice: a directory that is missing or not writable is
+        // a usage error.
         return Err(CliError::new(
-            exit::INTERNAL,
+            exit::USAGE,
             format!("cannot write {out}: {e}"),
         ));
     }

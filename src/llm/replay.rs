@@ -176,10 +176,17 @@ impl ReplaySource {
                 Ok(v @ Value::Object(_)) => v,
                 Ok(_) => {
                     problems.push(format!("line {n}: not a JSON object"));
+                    // Without its header, no later line can be read for what it is.
+                    if header.is_none() {
+                        return Err(problems);
+                    }
                     continue;
                 }
                 Err(e) => {
                     problems.push(format!("line {n}: not valid JSON ({e})"));
+                    if header.is_none() {
+                        return Err(problems);
+                    }
                     continue;
                 }
             };
@@ -979,6 +986,9 @@ mod tests {
         );
         let err = ReplaySource::parse_jsonl(lines[1]).unwrap_err();
         assert!(err[0].contains("replay header"), "{err:?}");
+        let err = ReplaySource::parse_jsonl(&format!("{{\n{}\n", lines[1])).unwrap_err();
+        assert_eq!(err.len(), 1, "{err:?}");
+        assert!(err[0].starts_with("line 1: not valid JSON"), "{err:?}");
     }
 
     #[test]
