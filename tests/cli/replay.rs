@@ -347,6 +347,11 @@ fn an_edited_plan_or_an_unreplayable_record_is_refused_before_anything_runs() {
     // A run id that does not exist.
     let out = run(&t, &original, "0000dead", &[]);
     assert_refused(&t, &out, before, &["run 0000dead not found"]);
+    // Flags that need each other.
+    let out = t.run(&["run", original.to_str().unwrap(), "--replay-lenient"]);
+    assert_refused(&t, &out, before, &["--replay-lenient needs --replay"]);
+    let out = t.run(&["export", &recorded]);
+    assert_refused(&t, &out, before, &["needs --replay FILE"]);
 }
 
 #[test]
