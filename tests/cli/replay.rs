@@ -696,3 +696,40 @@ fn a_command_result_that_differs_is_named_and_a_recorded_server_failure_replays_
         "llm_error"
     );
 }
+
+#[test]
+fn a_react_run_replays_with_the_protocol_it_was_recorded_with() {
+    let t = TestDir::new();
+    reset(&t);
+    let plan = t.plan(
+        "react.json",
+        &json!({"plan_id": "react", "steps": [
+            {"step_id": "look", "tool": "agent", "arguments": {
+                "instruction": "Read README.md and say what add() must do.",
+                "tools": ["file_read"], "max_turns": 3}}]}),
+    );
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text(
+            r#"{"thought": "read it", "action": "file_read", "action_input": {"path": "README.md"}}"#,
+        ),
+        ScriptedResponse::chat_text(r#"{"thought": "done", "final_answer": "It must add."}"#),
+    ]);
+    let out = t.approve_and_run_with_model(&plan, &server, &["--tool-protocol", "react"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    drop(server);
+    let recorded: String = q(&t.db(), "SELECT run_id FROM runs");
+    // No --tool-protocol: the recorded run's is used, so the requests are the same.
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let replay = newest_run(&t);
+    assert_eq!(calls(&t, &replay), calls(&t, &recorded));
+    // A changed file is named as the result of the action the model asked for.
+    t.file("README.md", "add() must subtract.\n");
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 37, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("step `look`, turn 2: the tool result of `file_read` differs"),
+        "{}",
+        stderr(&out)
+    );
+}
