@@ -49,6 +49,9 @@ pub enum ErrorKind {
     /// An MCP server differs from what was approved (identity, a tool's description or schema,
     /// or it announced a changed tool list): exit 36.
     McpChanged,
+    /// A replayed agent step (`run --replay`) was about to send the model a request that differs
+    /// from the recorded one (docs/replay.md): exit 37.
+    ReplayDiverged,
 }
 
 impl ErrorKind {
@@ -72,6 +75,7 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Internal => "internal",
             ErrorKind::McpChanged => "mcp_changed",
+            ErrorKind::ReplayDiverged => "replay_diverged",
         }
     }
 
@@ -85,6 +89,7 @@ impl ErrorKind {
             ErrorKind::Timeout => exit::TIMEOUT,
             ErrorKind::Interrupted => exit::INTERRUPTED,
             ErrorKind::McpChanged => exit::MCP_CHANGED,
+            ErrorKind::ReplayDiverged => exit::REPLAY_DIVERGED,
             ErrorKind::InvalidArguments
             | ErrorKind::PreconditionFailed
             | ErrorKind::ToolFailed
@@ -134,6 +139,8 @@ pub enum ExitCode {
     ReviewChanges = 35,
     /// An MCP server differs from what was approved.
     McpChanged = 36,
+    /// A replay (`run --replay`) diverged from the recorded run (docs/replay.md).
+    ReplayDiverged = 37,
     /// `import`: the plan was written, but some step lost something in conversion.
     ImportLossy = 40,
     /// `import`: some step (or the whole plan) could not be converted.
@@ -144,7 +151,7 @@ pub enum ExitCode {
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 15] = [
+    pub const ALL: [ExitCode; 16] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -157,6 +164,7 @@ impl ExitCode {
         ExitCode::Timeout,
         ExitCode::ReviewChanges,
         ExitCode::McpChanged,
+        ExitCode::ReplayDiverged,
         ExitCode::ImportLossy,
         ExitCode::ImportRefused,
         ExitCode::Interrupted,
@@ -188,6 +196,9 @@ impl ExitCode {
             ExitCode::Timeout => "a step timed out",
             ExitCode::ReviewChanges => "`review` requested changes",
             ExitCode::McpChanged => "an MCP server differs from what was approved",
+            ExitCode::ReplayDiverged => {
+                "`run --replay`: a request to the model differs from the recorded run's"
+            }
             ExitCode::ImportLossy => "`import` wrote a plan with losses",
             ExitCode::ImportRefused => "`import` refused a step or the plan",
             ExitCode::Interrupted => {
@@ -259,6 +270,8 @@ pub mod exit {
     pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
     /// An MCP server differs from what was approved.
     pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
+    /// A replay diverged from the recorded run.
+    pub const REPLAY_DIVERGED: i32 = ExitCode::ReplayDiverged.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

@@ -47,6 +47,8 @@ pub enum Command {
     Import,
     /// Serve acode-run's plan tools over MCP (stdio), or list the policy's MCP servers' tools.
     Mcp,
+    /// Write a run's recorded model traffic as a replay file.
+    Export,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -162,6 +164,12 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "Serve validate/preview/submit/status tools to an agent over MCP (stdio); `mcp tools [POLICY] [PLAN]` lists what the policy's MCP servers offer and whether it matches PLAN's pins",
     },
     CommandDef {
+        command: Command::Export,
+        name: "export",
+        positionals: &["RUN_ID"],
+        about: "Write a run's model traffic (redacted, as stored) with --replay FILE: JSON Lines that `run --replay FILE` answers agent steps from",
+    },
+    CommandDef {
         command: Command::Schema,
         name: "schema",
         positionals: &["plan|events"],
@@ -246,6 +254,10 @@ pub struct Args {
     pub strict: bool,
     /// `--intent` (draft): the intent the drafted plan must declare.
     pub intent: Option<crate::plan::Intent>,
+    /// `--replay`: the run or file a run replays; the file `export` writes.
+    pub replay: Option<String>,
+    /// `--replay-lenient`.
+    pub replay_lenient: bool,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -311,6 +323,8 @@ impl Default for Args {
             jobs: None,
             strict: false,
             intent: None,
+            replay: None,
+            replay_lenient: false,
             used: Vec::new(),
         }
     }
@@ -334,7 +348,7 @@ use Command::*;
 
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[
-    Run, Resume, Approve, Reject, Runs, Show, Artifact, Draft, Review, Do, Mcp,
+    Run, Resume, Approve, Reject, Runs, Show, Artifact, Draft, Review, Do, Mcp, Export,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
@@ -352,7 +366,7 @@ pub const FLAGS: &[Flag] = &[
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
             Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Import,
-            Mcp, Draft, Review, Do, Tools,
+            Mcp, Draft, Review, Do, Tools, Export,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -694,6 +708,30 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "replay",
+        value: Some("RUN_ID|FILE"),
+        doc: "run: answer agent steps from a recorded run (its id) or a replay file instead of a model; a request that differs from the recorded one stops the step (exit 37; docs/replay.md). export: the replay file to write",
+        commands: &[Run, Export],
+        update: |a, v| {
+            let v = val(v)?;
+            if v.trim().is_empty() {
+                return Err("a run id or a file is required".into());
+            }
+            a.replay = Some(v);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "replay-lenient",
+        value: None,
+        doc: "With --replay: answer by turn order even where a request differs, recording each divergence",
+        commands: &[Run],
+        update: |a, _| {
+            a.replay_lenient = true;
+            Ok(())
+        },
+    },
+    Flag {
         name: "jsonl",
         value: None,
         doc: "Write one JSON event per line to stdout (nothing else goes to stdout)",
@@ -947,6 +985,15 @@ where
         return Err(
             "--by names who approves, and `run` approves only with --approve: add --approve, or \
              approve first with `acode-run approve PLAN --by NAME`"
+                .to_string(),
+        );
+    }
+    if a.replay_lenient && a.replay.is_none() {
+        return Err("--replay-lenient needs --replay RUN_ID|FILE".to_string());
+    }
+    if command == Command::Export && a.replay.is_none() {
+        return Err(
+            "`acode-run export RUN_ID` needs --replay FILE: the file to write the run's model              traffic to"
                 .to_string(),
         );
     }

@@ -37,6 +37,7 @@ macro_rules! errln {
 pub mod flags;
 mod import;
 mod mcp;
+mod replay;
 mod reports;
 mod stages;
 
@@ -347,6 +348,7 @@ fn dispatch(
         Command::Skills => cmd_skills(args),
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
+        Command::Export => replay::cmd_export(args, redactor),
         Command::Tools => {
             let registry = tools_registry(args)?;
             outln!("{}", pretty(&registry.describe()));
@@ -1026,6 +1028,8 @@ fn run_settings(args: &Args) -> RunSettings {
         max_calls_per_answer: args.max_calls_per_answer,
         strict: args.strict.then_some(true),
         jobs: args.jobs,
+        replay: args.replay.as_deref().map(replay::setting),
+        replay_lenient: args.replay_lenient.then_some(true),
     }
 }
 
@@ -1090,6 +1094,12 @@ fn execute_plan(
     let sandbox = crate::events::SandboxInfo::of(runner.sandbox());
     let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
+    let replaying = runner.replay().cloned();
+    if let Some(client) = &replaying
+        && !args.quiet
+    {
+        replay::announce(client, redactor);
+    }
     let (result, executor) = runner
         .with_progress(Arc::new(Fanout(progress_outputs(args, redactor))))
         .with_cancel_flag(cancel)
@@ -1099,6 +1109,9 @@ fn execute_plan(
             other => CliError::new(other.exit_code(), other.to_string()),
         })?;
     reports::write(args, &result, executor.store(), redactor, &sandbox);
+    if let Some(client) = replaying {
+        replay::report_divergences(&client, redactor);
+    }
     if args.json {
         // A closed stdout is ignored, as for every other output.
         let _ = reports::write_json(&mut std::io::stdout().lock(), &result, redactor);
@@ -1198,6 +1211,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     let decisions = store
         .decisions(&detail.run.plan_sha256)
         .map_err(not_found)?;
+    let replay_of = store.replay_of(&detail.run.run_id).map_err(not_found)?;
     if args.json {
         let mut value = serde_json::to_value(&detail).unwrap_or_default();
         // Each step's result: the artifacts of its last execution, bounded.
@@ -1221,6 +1235,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 serde_json::to_value(&decisions).unwrap_or_default(),
             );
         }
+        if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
+            run["replay_of"] = serde_json::Value::String(of.clone());
+        }
         outln!("{}", pretty(&value));
         return Ok(exit::OK);
     }
@@ -1243,6 +1260,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .map(|f| format!(", took {:.1} s", (f - r.started_at) as f64 / 1000.0))
             .unwrap_or_default()
     );
+    if let Some(of) = &replay_of {
+        humanln!("replay of {of} (its recorded model answers; docs/replay.md)");
+    }
     if r.prompt_tokens + r.completion_tokens > 0 {
         humanln!(
             "tokens    {} prompt + {} completion",

@@ -167,6 +167,9 @@ pub fn run(
             "agent step needs an LLM, and none is configured (use --llm-url and --model)",
         ));
     };
+    // A client may answer each step on its own (a replay answers from the step's recorded turns).
+    let own = client.for_step(&ctx.step.step_id);
+    let client = own.as_ref().unwrap_or(client);
 
     if ctx.step.requires_confirmation {
         let call = ToolCall {
@@ -250,6 +253,18 @@ pub fn run(
         ErrorKind::VerificationFailed,
         "verification did not run",
     ))
+}
+
+/// The SHA-256 of what an agent step asks, as the plan writes it: its `instruction`, `skill` and
+/// `inputs` arguments (recorded on the step, so a replay can tell that the plan was edited since).
+pub fn instruction_sha256(arguments: &crate::plan::Arguments) -> String {
+    let map = arguments.to_map();
+    let asked = json!({
+        "instruction": map.get("instruction"),
+        "skill": map.get("skill"),
+        "inputs": map.get("inputs"),
+    });
+    crate::plan::parse::sha256_hex(asked.to_string().as_bytes())
 }
 
 /// Adds to the run's redactor the values an answer's `run_command` calls pass in secret-named
@@ -779,7 +794,11 @@ impl Session<'_> {
                     return Ok(Ok((response, id)));
                 }
                 Err(e) => {
-                    record.error_code = Some(ErrorKind::LlmError.as_str().to_string());
+                    let kind = match e {
+                        crate::llm::LlmError::ReplayDiverged { .. } => ErrorKind::ReplayDiverged,
+                        _ => ErrorKind::LlmError,
+                    };
+                    record.error_code = Some(kind.as_str().to_string());
                     record.error_message = Some(e.to_string());
                     let mut artifacts =
                         vec![Artifact::new("prompt", self.client.request_body(request))];
@@ -808,6 +827,9 @@ impl Session<'_> {
                                 reason: e.to_string(),
                             });
                             sleep_unless_cancelled(delay, ctx.run.cancel);
+                        }
+                        _ if kind == ErrorKind::ReplayDiverged => {
+                            return Ok(Err(StepOutcome::failed(kind, e.to_string())));
                         }
                         _ => {
                             let retried = if attempt > 1 {

@@ -298,6 +298,7 @@ pub struct Executor {
     keep_step_results: bool,
     settings_json: String,
     jobs: usize,
+    replay_of: Option<String>,
 }
 
 impl Executor {
@@ -324,6 +325,7 @@ impl Executor {
             keep_step_results: true,
             settings_json: "{}".to_string(),
             jobs: schedule::default_jobs(),
+            replay_of: None,
         }
     }
 
@@ -331,6 +333,13 @@ impl Executor {
     /// recorded on the run so that `resume` can continue it the same way. Keys never belong here.
     pub fn with_settings_record(mut self, settings_json: String) -> Self {
         self.settings_json = settings_json;
+        self
+    }
+
+    /// Records on the run that its model answers are replayed from run `run_id` (`run --replay`,
+    /// docs/replay.md); the client doing it is given with [`Executor::with_llm`].
+    pub fn with_replay_of(mut self, run_id: Option<String>) -> Self {
+        self.replay_of = run_id;
         self
     }
 
@@ -631,6 +640,17 @@ impl Executor {
                 &self.settings_json,
                 &step_rows,
             )?;
+            // What each agent step asks, so a replay of this run can tell the plan was edited.
+            let asked: Vec<(String, String)> = plan
+                .steps
+                .iter()
+                .filter(|s| s.tool == crate::tools::agent::NAME)
+                .map(|s| (s.step_id.clone(), agent::instruction_sha256(&s.arguments)))
+                .collect();
+            self.store.record_instructions(&run_id, &asked)?;
+            if let Some(of) = &self.replay_of {
+                self.store.record_replay_of(&run_id, of)?;
+            }
         }
         self.store.record_sandbox(
             &run_id,

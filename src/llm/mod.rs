@@ -85,6 +85,7 @@ pub mod openai;
 pub(crate) mod parse;
 mod pinned_tls;
 pub mod react;
+pub mod replay;
 /// Test-only: not in the shipped library (the `testing` feature, which the crate's own tests enable).
 #[cfg(any(test, feature = "testing"))]
 pub mod scripted;
@@ -129,6 +130,14 @@ pub trait LlmClient: Send + Sync {
     /// provider-neutral JSON form of the request; the built-in providers return their wire body.
     fn request_body(&self, request: &ChatRequest) -> String {
         serde_json::to_string(request).unwrap_or_default()
+    }
+
+    /// The client that answers the requests of agent step `step_id`, when this client answers
+    /// each step differently (a [`replay::ReplayClient`] answers from that step's recorded turns);
+    /// `None`, the default, means this client serves every step.
+    fn for_step(&self, step_id: &str) -> Option<std::sync::Arc<dyn LlmClient>> {
+        let _ = step_id;
+        None
     }
 }
 
@@ -477,6 +486,19 @@ pub enum LlmError {
         finish_reason: Option<String>,
         /// The body as received (redacted), for the attempt record.
         body: String,
+    },
+    /// A replay ([`replay`]) was asked for a turn that differs from the recorded one (or that the
+    /// recorded run never made): the step ends with `replay_diverged` (exit 37). Not retried.
+    #[error("{message}")]
+    ReplayDiverged {
+        /// `step `fix`, turn 3: the tool result of `run_command` differs: ...`.
+        message: String,
+    },
+    /// A replay reporting the error a recorded turn ended with (the server never answered it).
+    #[error("{message} (as recorded; replayed)")]
+    Recorded {
+        /// The recorded error message.
+        message: String,
     },
 }
 

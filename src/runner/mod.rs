@@ -21,6 +21,7 @@ use std::sync::atomic::AtomicBool;
 
 use thiserror::Error;
 
+pub mod replay;
 pub mod settings;
 
 pub use settings::{RunSettings, SettingConflict};
@@ -188,6 +189,18 @@ pub enum RunnerError {
         "no OS sandbox was requested through RunOptions::sandbox; call RunOptions::without_os_sandbox to run without one"
     )]
     WeakeningNotExplicit,
+    /// `--replay` names recorded answers that cannot be replayed with this plan (docs/replay.md);
+    /// refused before anything runs.
+    #[error(
+        "cannot replay {origin}:\n{}\n  nothing was run (docs/replay.md)",
+        .problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")
+    )]
+    Replay {
+        /// The run or file named.
+        origin: String,
+        /// Each problem, naming the step, turn or line.
+        problems: Vec<String>,
+    },
     /// The execution database cannot be used.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -204,6 +217,7 @@ impl RunnerError {
             | RunnerError::ResumeSettings { .. }
             | RunnerError::ApprovalInput(_)
             | RunnerError::Sandbox(_)
+            | RunnerError::Replay { .. }
             | RunnerError::WeakeningNotExplicit => exit::USAGE,
             RunnerError::State(crate::sandbox::state::StateDirError::Refused { .. }) => exit::USAGE,
             RunnerError::State(_) => exit::INTERNAL,
@@ -238,6 +252,8 @@ pub struct PlanRunner {
     target: Target,
     rerun_interrupted: bool,
     drop_step_results: bool,
+    /// With `--replay`: the run replayed and the client answering from it.
+    replay: Option<(String, crate::llm::replay::ReplayClient)>,
 }
 
 /// How strong a sandbox mode is against another, for [`RunnerError::SandboxWeakened`]: none <
@@ -378,6 +394,29 @@ impl PlanRunner {
             .map_err(|e| RunnerError::Sandbox(e.to_string()))?
             .with_read_paths(&policy.read_paths);
 
+        // A replay answers from recorded turns, checked against the plan before anything runs,
+        // and asks the way the recorded run asked (its tool protocol, ...) unless told otherwise.
+        let replay = match settings.replay.clone() {
+            None => None,
+            Some(what) => {
+                let lenient = settings.replay_lenient.unwrap_or(false);
+                let prepared =
+                    replay::prepare(&what, lenient, &db, ws.root(), approved.plan(), &redactor)?;
+                let recorded = &prepared.settings;
+                settings.tool_protocol = settings.tool_protocol.or(recorded.tool_protocol);
+                settings.max_calls_per_answer = settings
+                    .max_calls_per_answer
+                    .or(recorded.max_calls_per_answer);
+                settings.strict = settings.strict.or(recorded.strict);
+                settings.model = settings.model.clone().or(recorded.model.clone());
+                if !replay::names_file(&what) {
+                    // The full id, so a resume replays the same run whatever prefix was typed.
+                    settings.replay = Some(prepared.of.clone());
+                }
+                Some(prepared)
+            }
+        };
+
         // The LLM: checked up front when the plan has agent steps, so a missing model is
         // reported before anything runs.
         let (config, agent, used) = settings
@@ -391,7 +430,9 @@ impl PlanRunner {
             .iter()
             .filter(|s| s.tool == crate::tools::agent::NAME)
             .collect();
-        let llm = if agent_steps.is_empty() {
+        let llm = if let Some(replay) = &replay {
+            Some(Arc::new(replay.client.clone()) as Arc<dyn LlmClient>)
+        } else if agent_steps.is_empty() {
             None
         } else {
             // Every agent step must end up with a model: its own, or the default.
@@ -409,6 +450,12 @@ impl PlanRunner {
             Some(Arc::from(crate::llm::client(config)))
         };
         let mut settings = used;
+        if replay.is_some() {
+            // No server is reached: none is recorded as if it had been.
+            settings.llm_provider = None;
+            settings.llm_url = None;
+            settings.llm_ca_cert = None;
+        }
         let confirm_mode = settings
             .confirm
             .or(options.default_confirm)
@@ -433,6 +480,7 @@ impl PlanRunner {
             target,
             rerun_interrupted: options.rerun_interrupted,
             drop_step_results: options.drop_step_results,
+            replay: replay.map(|r| (r.of, r.client)),
         })
     }
 
@@ -513,6 +561,13 @@ impl PlanRunner {
         &self.settings
     }
 
+    /// With `--replay`: the client answering the agent steps, whose
+    /// [`ReplayClient::divergences`](crate::llm::replay::ReplayClient::divergences) a caller can
+    /// report after the run.
+    pub fn replay(&self) -> Option<&crate::llm::replay::ReplayClient> {
+        self.replay.as_ref().map(|(_, client)| client)
+    }
+
     /// The executor with everything prepared (for callers that drive it themselves), and the
     /// approved plan to give it.
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
@@ -536,7 +591,8 @@ impl PlanRunner {
             .with_redactor(self.redactor)
             .with_agent_settings(self.agent)
             .with_step_results(!self.drop_step_results)
-            .with_settings_record(self.settings.to_json());
+            .with_settings_record(self.settings.to_json())
+            .with_replay_of(self.replay.as_ref().map(|(of, _)| of.clone()));
         if let Some(llm) = self.llm {
             executor = executor.with_llm(llm);
         }

@@ -63,6 +63,13 @@ pub struct RunSettings {
     /// Steps run at once (`--jobs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs: Option<usize>,
+    /// Answer agent steps from this recorded run (its id) or replay file (its absolute path)
+    /// instead of a model (`--replay`, docs/replay.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<String>,
+    /// With `replay`: answer by turn order even where the requests differ (`--replay-lenient`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_lenient: Option<bool>,
 }
 
 /// The settings `resume` may change: where the LLM server is reached and how many steps run at

@@ -164,6 +164,14 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX executions_started ON executions(started_at);
     "#,
+    // 13 (issue 37): replays. `replay_of` is the run whose model answers a run replayed
+    // (`run --replay`, docs/replay.md); `instruction_sha256` what an agent step was asked (its
+    // `instruction`, `skill` and `inputs` as the plan wrote them), so a replay of a plan edited
+    // since is refused before anything runs.
+    r#"
+    ALTER TABLE runs ADD COLUMN replay_of TEXT;
+    ALTER TABLE steps ADD COLUMN instruction_sha256 TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

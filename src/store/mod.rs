@@ -10,9 +10,11 @@ mod status;
 mod decisions;
 mod history;
 pub mod migrations;
+mod replay;
 mod runner;
 
 pub use decisions::{DecisionRow, Verdict};
+pub use replay::{LlmTurnRow, RecordedStepRow};
 pub use status::{RunStatus, StepState};
 
 use std::collections::BTreeMap;
