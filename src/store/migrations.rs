@@ -164,6 +164,12 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX executions_started ON executions(started_at);
     "#,
+    // 13 (issue 36): what the run header said, for the HTML report — the approval it ran under
+    // (who, when, whether its signature was verified, the policy it is bound to), the sandbox's
+    // requested mode and notes, the parallelism and the MCP pins — as JSON ([`super::RunHeader`]).
+    r#"
+    ALTER TABLE runs ADD COLUMN header_json TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

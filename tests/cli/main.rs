@@ -34,6 +34,7 @@ mod programs;
 mod race;
 mod real_projects;
 mod refusals;
+mod report;
 mod reports;
 mod resume;
 mod run;
