@@ -13,9 +13,10 @@
 //! reach the network.
 //!
 //! Size: bodies of at most [`FULL_BODY_STEPS`] steps are written (all steps of a run that has no
-//! more, else the steps that did not complete first), each cut at [`STEP_BODY_BYTES`]; every
-//! output shows its first and last [`OUTPUT_LINES`] lines within [`OUTPUT_CHARS`] characters each
-//! way. Other steps get a one-line row.
+//! more, else the steps that did not complete first), each cut at [`STEP_BODY_BYTES`] and all
+//! together stopping at [`BODY_BUDGET`]; every output shows its first and last [`OUTPUT_LINES`]
+//! lines within [`OUTPUT_CHARS`] characters each way. Other steps get a one-line row, and runs of
+//! timeline bars too thin to see are drawn as one bar (docs/report.md has the resulting bound).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -32,13 +33,18 @@ use crate::store::{ArtifactCut, ExecutionRow, RunHeader, StepRow, StepState, Sto
 /// Steps whose bodies (executions, outputs, conversation) are written in full at most.
 pub const FULL_BODY_STEPS: usize = 200;
 /// A step's body stops (with a marker) once it is this long.
-pub const STEP_BODY_BYTES: usize = 64 * 1024;
+pub const STEP_BODY_BYTES: usize = 256 * 1024;
+/// Once the bodies written reach this many bytes, the remaining steps get rows only.
+pub const BODY_BUDGET: usize = 8 * 1024 * 1024;
 /// Characters of an output read from each end (head and tail).
 pub const OUTPUT_CHARS: usize = 4000;
 /// Lines of an output shown from each end.
 pub const OUTPUT_LINES: usize = 40;
 /// Characters of a model request or answer read for the conversation (it is parsed as JSON).
 const CONVERSATION_CHARS: usize = 256 * 1024;
+/// Timeline bars narrower than this (percent of the run), back to back, of one outcome, are drawn
+/// as one bar.
+const MERGE_PCT: f64 = 0.1;
 /// Refused hosts listed at most in the summary.
 const REFUSED_HOSTS: usize = 200;
 
@@ -98,7 +104,7 @@ table{border-collapse:collapse}td,th{padding:2px 10px 2px 0;vertical-align:top;t
 .b{position:absolute;top:1px;height:14px;min-width:2px;border-radius:2px;display:block;overflow:hidden;color:#fff;font-size:10px;line-height:14px;white-space:nowrap;text-decoration:none}
 .b i{position:absolute;top:0;bottom:0;width:2px;background:#000;opacity:.55}
 .legend span{margin-right:12px}.legend .b{position:static;display:inline-block;width:14px;vertical-align:middle;margin-right:4px}
-.step{border:1px solid var(--line);border-radius:4px;margin:4px 0}
+.step{border:1px solid var(--line);border-radius:4px;margin:4px 0;content-visibility:auto;contain-intrinsic-size:auto 30px}
 .step>summary,.step>.row{padding:4px 8px;cursor:pointer;list-style:none}.step>.row{cursor:default}
 .step>summary::-webkit-details-marker{display:none}
 .step>summary::before{content:"\25B8";color:var(--mute);margin-right:6px}.step[open]>summary::before{content:"\25BE"}
@@ -115,13 +121,14 @@ table{border-collapse:collapse}td,th{padding:2px 10px 2px 0;vertical-align:top;t
 button{font:inherit;font-size:12px;margin-right:6px}
 "#;
 
-/// The page's only script: expand or collapse every step, and open the step a link points to.
+/// The page's only script: expand or collapse every step, open the step a link points to (or
+/// every step for `#expand-all`).
 const SCRIPT: &str = r#"(function(){
 function all(open){document.querySelectorAll("details.step").forEach(function(d){d.open=open;});}
 var x=document.getElementById("expand"),c=document.getElementById("collapse");
 if(x)x.addEventListener("click",function(){all(true);});
 if(c)c.addEventListener("click",function(){all(false);});
-function reveal(){var id=location.hash.slice(1);if(!id)return;var e=document.getElementById(id);if(e&&e.tagName==="DETAILS")e.open=true;}
+function reveal(){var id=location.hash.slice(1);if(id==="expand-all"){all(true);return;}if(!id)return;var e=document.getElementById(id);if(e&&e.tagName==="DETAILS")e.open=true;}
 window.addEventListener("hashchange",reveal);reveal();
 })();"#;
 
@@ -253,17 +260,24 @@ pub fn render(
         if total > FULL_BODY_STEPS {
             format!(
                 " <span class=\"muted\">{total} steps: the bodies of completed steps are left out \
-                 (at most {FULL_BODY_STEPS} step bodies per page); <code>acode-run show {}</code> \
+                 (at most {FULL_BODY_STEPS} step bodies, {} MiB, per page); <code>acode-run show {}</code> \
                  lists every execution</span>",
+                BODY_BUDGET >> 20,
                 page.esc(&run.run_id)
             )
         } else {
             String::new()
         }
     );
+    let mut body_bytes = 0;
     for (i, step) in detail.steps.iter().enumerate() {
         let execs = by_step.get(step.step_id.as_str()).map_or(&[][..], |v| v);
-        page.step(&mut s, store, i, step, execs, full[i], tolerated[i])?;
+        let before = s.len();
+        let full = full[i] && body_bytes < BODY_BUDGET;
+        page.step(&mut s, store, i, step, execs, full, tolerated[i])?;
+        if full {
+            body_bytes += s.len() - before;
+        }
         if s.len() > 64 * 1024 {
             out.write_all(s.as_bytes())?;
             s.clear();
@@ -579,25 +593,60 @@ impl Page<'_> {
                 "<div class=\"lane\" data-lane=\"{n}\"><span class=\"name\">lane {}</span><div class=\"track\">",
                 n + 1
             );
-            for &(i, b, f) in lane {
+            let mut k = 0;
+            while k < lane.len() {
+                let (i, b, mut f) = lane[k];
                 let st = &steps[i];
                 let left = pct(b);
-                let width = (pct(f) - left).max(0.0);
                 let class = bar_class(st);
                 let execs = by_step.get(st.step_id.as_str()).map_or(&[][..], |v| v);
                 let tries = attempts(execs);
+                // Bars too thin to see, back to back, of one outcome and without retries, are
+                // drawn as one (a 10 000-step run would otherwise draw 10 000 slivers).
+                let mut last = k;
+                let tiny = |b: i64, f: i64| pct(f) - pct(b) < MERGE_PCT;
+                if tries == 1 && tiny(b, f) {
+                    while let Some(&(j, nb, nf)) = lane.get(last + 1) {
+                        let next = &steps[j];
+                        let next_execs = by_step.get(next.step_id.as_str()).map_or(&[][..], |v| v);
+                        if bar_class(next) != class
+                            || !tiny(nb, nf)
+                            || pct(nb) - pct(f) > MERGE_PCT
+                            || attempts(next_execs) > 1
+                        {
+                            break;
+                        }
+                        last += 1;
+                        f = nf;
+                    }
+                }
+                let width = (pct(f) - left).max(0.0);
+                let title = if last > k {
+                    format!(
+                        "{} steps, {} … {} · {} · {}",
+                        last - k + 1,
+                        self.esc(&st.step_id),
+                        self.esc(&steps[lane[last].0].step_id),
+                        class,
+                        secs(f - b)
+                    )
+                } else {
+                    format!(
+                        "{} · {class} · {}{}",
+                        self.esc(&st.step_id),
+                        secs(f - b),
+                        if tries > 1 {
+                            format!(" · {tries} attempts")
+                        } else {
+                            String::new()
+                        }
+                    )
+                };
                 let _ = write!(
                     s,
-                    "<a class=\"b {class}\" id=\"bar-{i}\" href=\"#s{i}\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{} · {} · {}{}\">",
-                    self.esc(&st.step_id),
-                    class,
-                    secs(f - b),
-                    if tries > 1 {
-                        format!(" · {tries} attempts")
-                    } else {
-                        String::new()
-                    }
+                    "<a class=\"b {class}\" id=\"bar-{i}\" href=\"#s{i}\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{title}\">"
                 );
+                k = last + 1;
                 if tries > 1 {
                     // A tick where each later attempt began.
                     let mut seen = std::collections::BTreeSet::new();

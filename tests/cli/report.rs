@@ -40,6 +40,11 @@ fn chromium() -> Option<PathBuf> {
 /// Runs headless Chromium on `page` with the network and every background service off, in a
 /// fresh profile directory; `extra` picks the output (`--dump-dom`, `--screenshot=...`).
 pub fn browse(browser: &Path, page: &Path, extra: &[&str]) -> Output {
+    browse_at(browser, page, "", extra)
+}
+
+/// [`browse`] at `fragment` (`#expand-all` opens every step).
+fn browse_at(browser: &Path, page: &Path, fragment: &str, extra: &[&str]) -> Output {
     let profile = std::env::temp_dir().join(format!("acode-chromium-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&profile).unwrap();
     let out = Command::new(browser)
@@ -60,7 +65,7 @@ pub fn browse(browser: &Path, page: &Path, extra: &[&str]) -> Output {
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(extra)
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&profile);
@@ -402,4 +407,76 @@ fn report_of_an_unknown_run_writes_nothing_and_dash_is_stdout() {
         html.starts_with("<!DOCTYPE html>") && html.contains("tiny"),
         "{html}"
     );
+}
+
+/// The report of the shipped `plans/agent-demo.json` (scripted model) renders with its
+/// conversation, and its screenshot is the one in the README (`ACODE_UPDATE_SCREENSHOT=1`
+/// writes docs/report.png from this run).
+#[test]
+fn the_agent_demo_report_is_the_readme_screenshot() {
+    let Some(browser) = chromium() else { return };
+    let t = TestDir::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for f in ["Cargo.toml", "src/lib.rs"] {
+        t.file(
+            f,
+            &std::fs::read_to_string(root.join("fixtures/agent-demo").join(f)).unwrap(),
+        );
+    }
+    let server = ScriptedServer::start(
+        ScriptedResponse::from_fixture(root.join("fixtures/llm/read_then_edit.json")).unwrap(),
+    );
+    let page = t.root.join("agent-demo.html");
+    let plan = root.join("plans/agent-demo.json");
+    let out = t.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &server.url(),
+        "--model",
+        "test-model",
+        "--report-html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let dom = browse_at(&browser, &page, "#expand-all", &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.contains("<title>acode-run report: agent-demo (completed)</title>"));
+    assert!(
+        dom.contains("<b>model turn 3</b>") && dom.contains("412 prompt + 21 completion tokens")
+    );
+    assert!(
+        dom.contains("<span class=\"add\">"),
+        "the agent's edit as a diff"
+    );
+    // Every step open (the fragment ran the page's own script).
+    assert!(
+        !dom.contains("<details class=\"step completed\" id=\"s0\">"),
+        "step 0 still closed"
+    );
+
+    let shot = t.root.join("report.png");
+    browse_at(
+        &browser,
+        &page,
+        "#expand-all",
+        &[
+            "--window-size=1100,1000",
+            &format!("--screenshot={}", shot.display()),
+        ],
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "a real screenshot"
+    );
+    if std::env::var_os("ACODE_UPDATE_SCREENSHOT").is_some() {
+        std::fs::write(root.join("docs/report.png"), &png).unwrap();
+    }
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains("docs/report.png"),
+        "the README shows the screenshot"
+    );
+    assert!(root.join("docs/report.png").is_file());
 }
