@@ -88,7 +88,7 @@ h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:20px 0 8px;border-bott
 code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 pre{background:#f6f8fa;border:1px solid var(--line);border-radius:4px;padding:6px 8px;margin:4px 0;white-space:pre-wrap;word-break:break-all;max-height:480px;overflow:auto}
 table{border-collapse:collapse}td,th{padding:2px 10px 2px 0;vertical-align:top;text-align:left}th{color:var(--mute);font-weight:normal;white-space:nowrap}
-.facts td{word-break:break-all}
+.facts td{overflow-wrap:anywhere}
 .badge{display:inline-block;min-width:76px;text-align:center;border-radius:3px;color:#fff;font-size:12px;padding:0 6px;margin-right:6px}
 .completed .badge,.b.completed{background:var(--ok)}.failed .badge,.b.failed{background:var(--fail)}
 .tolerated .badge,.b.tolerated{background:#8d6e63}
