@@ -35,6 +35,9 @@
 #      `approve` showing its preview (the preview goes to a file), `approve --quiet`, `validate`,
 #      `preview`, `preview --json`, and one `run --sandbox none --quiet` of the read plan (about a
 #      minute). Target: <= 64 MB (SPEC section 11).
+#   h. the HTML report of a 10 000-step run (scripts/bench_report.sh, runnable alone): its size,
+#      the time `acode-run report` takes, and Chromium's load time beyond a blank page's. Targets:
+#      <= 4 MB, <= 2 s, <= 3 s (docs/report.md). Needs Debian's `chromium` for the load time.
 # c and e are skipped, with a message, while `acode-run tools` does not list run_command.
 
 set -euo pipefail
@@ -104,7 +107,7 @@ mkdir -p "$WORK/plans"
 cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
 rm -f "$OUT"/overhead.* "$OUT"/write_read.* "$OUT"/command.* "$OUT"/rss.tsv "$OUT"/skipped.tsv \
-    "$OUT"/meta.tsv "$OUT"/summary.md
+    "$OUT"/meta.tsv "$OUT"/summary.md "$OUT"/report.tsv
 
 # --- helpers -------------------------------------------------------------------------------------
 
@@ -444,6 +447,11 @@ rm -rf "$WS_BIG/.acode"
 kib=$(peak_rss_kib "$BIN" run "$WORK/plans/read-100000.json" --workspace "$WS_BIG" --sandbox none --quiet)
 printf 'run-read-100000\t%s\n' "$kib" >>"$OUT/rss.tsv"
 echo "  run read-100000: peak RSS ${kib} KiB" >&2
+
+# --- h. the HTML report of a 10 000-step run ------------------------------------------------------
+
+log "h. HTML report of a 10 000-step run: size, acode-run report, Chromium load"
+"$ROOT/scripts/bench_report.sh" "$BIN" "$WORK" "$OUT"
 
 # --- summary -------------------------------------------------------------------------------------
 

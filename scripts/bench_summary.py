@@ -14,6 +14,8 @@ Reads from RESULTS_DIR:
                     approve-quiet, validate, preview, preview-json; run-read-100000
   parallel.json     hyperfine export: "sleep8-jobs8", "sleep8-jobs1", "cpu3-jobs3", "cpu3-jobs1",
                     "iread-jobs4", "iread-jobs1"; optional
+  report.tsv        lines "NAME<TAB>VALUE" from scripts/bench_report.sh: size_bytes, render_s,
+                    chromium_page_s, chromium_blank_s; optional
   skipped.tsv       lines "BENCHMARK<TAB>REASON"; optional
   meta.tsv          lines "KEY<TAB>VALUE" describing the machine; optional
 Writes RESULTS_DIR/summary.md and prints it.
@@ -258,6 +260,21 @@ def main(argv):
                         verdict(peak <= 64 * 1024),
                     )
                 )
+
+    # h. The HTML report of a 10 000-step run (docs/report.md).
+    report = dict(load_tsv(os.path.join(out, "report.tsv")))
+    if "size_bytes" in report:
+        size = int(report["size_bytes"])
+        rows.append(("h. HTML report of a 10 000-step run, size", "≤ 4 MB (4·10⁶ B)",
+                     f"{size / 1e6:.2f} MB", verdict(size <= 4e6)))
+        render = float(report["render_s"])
+        rows.append(("h. `acode-run report` of that run", "≤ 2 s", ms(render), verdict(render <= 2)))
+    if "chromium_page_s" in report:
+        page, blank = float(report["chromium_page_s"]), float(report["chromium_blank_s"])
+        rows.append(("h. Chromium loads that report (beyond a blank page's load)", "≤ 3 s",
+                     f"{ms(page - blank)} ({ms(page)} vs {ms(blank)})", verdict(page - blank <= 3)))
+    if "h-load" in skipped:
+        notes.append(f"h (Chromium load) skipped: {skipped['h-load']}")
 
     lines = ["# acode-run benchmark summary (SPEC §11)", ""]
     meta = load_tsv(os.path.join(out, "meta.tsv"))

@@ -31,6 +31,8 @@ pub enum Command {
     Show,
     /// Print one artifact.
     Artifact,
+    /// Write a run's HTML report.
+    Report,
     /// List tools and their schemas.
     Tools,
     /// List the skills found in the workspace.
@@ -118,6 +120,12 @@ pub const COMMANDS: &[CommandDef] = &[
         name: "artifact",
         positionals: &["EXECUTION_ID", "TYPE"],
         about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...)",
+    },
+    CommandDef {
+        command: Command::Report,
+        name: "report",
+        positionals: &["RUN_ID"],
+        about: "Write a run's report as one self-contained HTML file (--html FILE; `-` for stdout)",
     },
     CommandDef {
         command: Command::Draft,
@@ -232,6 +240,8 @@ pub struct Args {
     pub llm_ca_cert: Option<PathBuf>,
     /// `--junit`.
     pub junit: Option<PathBuf>,
+    /// `--report-html` (run, resume) and `--html` (report): where the HTML report goes.
+    pub report_html: Option<PathBuf>,
     /// `--output` / `-o`.
     pub output: Option<PathBuf>,
     /// `--max-attempts`.
@@ -312,6 +322,7 @@ impl Default for Args {
             llm_provider: None,
             llm_ca_cert: None,
             junit: None,
+            report_html: None,
             output: None,
             max_attempts: None,
             revise: None,
@@ -348,7 +359,8 @@ use Command::*;
 
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[
-    Run, Resume, Approve, Reject, Runs, Show, Artifact, Draft, Review, Do, Mcp, Export,
+    Run, Resume, Approve, Reject, Runs, Show, Artifact, Report, Draft, Review, Do, Mcp,
+    Export,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
@@ -365,8 +377,8 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
-            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Skills, Import,
-            Mcp, Draft, Review, Do, Tools, Export,
+            Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Report, Skills,
+            Import, Mcp, Draft, Review, Do, Tools, Export,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -476,6 +488,26 @@ pub const FLAGS: &[Flag] = &[
         commands: EXEC_CMDS,
         update: |a, v| {
             a.junit = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "report-html",
+        value: Some("FILE"),
+        doc: "Write the run's HTML report to FILE (docs/report.md), also when the run fails or is refused",
+        commands: EXEC_CMDS,
+        update: |a, v| {
+            a.report_html = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "html",
+        value: Some("FILE"),
+        doc: "The file the report is written to (`-`: stdout)",
+        commands: &[Report],
+        update: |a, v| {
+            a.report_html = Some(PathBuf::from(val(v)?));
             Ok(())
         },
     },

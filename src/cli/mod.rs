@@ -345,6 +345,7 @@ fn dispatch(
         Command::Runs => cmd_runs(args),
         Command::Show => cmd_show(args),
         Command::Artifact => cmd_artifact(args),
+        Command::Report => reports::cmd_report(args, redactor),
         Command::Skills => cmd_skills(args),
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),

@@ -1,4 +1,5 @@
-//! Writing a finished run's CI reports (`--junit`, GitHub annotations and job summary).
+//! Writing a finished run's CI reports (`--junit`, `--report-html`, GitHub annotations and job
+//! summary), and `acode-run report RUN_ID --html FILE`.
 //!
 //! A report that cannot be written is a warning, not a change of exit code: the run's outcome is
 //! already recorded, and a CI job should fail for the plan's reasons, not for a full summary file.
@@ -7,7 +8,7 @@ use std::io::Write;
 
 use super::flags::{Annotations, Args};
 use crate::executor::ExecutionResult;
-use crate::report::{ArtifactSource, github, junit};
+use crate::report::{ArtifactSource, github, html, junit};
 use crate::sandbox::Redactor;
 
 /// Whether GitHub annotations are wanted: `--annotations`, else `GITHUB_ACTIONS=true`.
@@ -71,6 +72,13 @@ pub(super) fn write_refusal(
             );
         }
     }
+    // `report` itself refuses with its message on stderr, not with a page in its --html file.
+    if let Some(path) = args
+        .filter(|a| a.command != super::flags::Command::Report)
+        .and_then(|a| a.report_html.as_ref())
+    {
+        write_html(path, html::render_refusal(&refusal, redactor).as_bytes());
+    }
     let github = match args {
         Some(a) => wants_github(a),
         None => std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
@@ -90,14 +98,60 @@ pub(super) fn write_refusal(
     }
 }
 
-/// Writes every report the flags and environment ask for.
+/// Writes `page` to `path` (`-`: stdout).
+fn write_page(path: &std::path::Path, page: &[u8]) -> std::io::Result<()> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(page).and_then(|()| out.flush())
+    } else {
+        std::fs::write(path, page)
+    }
+}
+
+/// Writes `page` to `path` (`-`: stdout); a failure is a warning.
+fn write_html(path: &std::path::Path, page: &[u8]) {
+    if let Err(e) = write_page(path, page) {
+        eprintln!(
+            "acode-run: warning: cannot write the HTML report {}: {e}",
+            path.display()
+        );
+    }
+}
+
+/// `acode-run report RUN_ID --html FILE`: the run's page, rendered completely before the file is
+/// opened, so an unknown run or an unreadable database writes nothing.
+pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
+    use crate::error::exit;
+    let Some(path) = &args.report_html else {
+        return Err(super::CliError::new(
+            exit::USAGE,
+            "report needs --html FILE (or --html - for stdout)",
+        ));
+    };
+    let store = super::query_store(args)?;
+    let mut page = Vec::new();
+    html::render(&store, &args.positionals[0], redactor, &mut page).map_err(|e| match e {
+        html::HtmlError::Store(e) => super::not_found(e),
+        other => super::CliError::new(exit::INTERNAL, other.to_string()),
+    })?;
+    write_page(path, &page).map_err(|e| {
+        super::CliError::new(
+            exit::INTERNAL,
+            format!("cannot write the HTML report {}: {e}", path.display()),
+        )
+    })?;
+    Ok(exit::OK)
+}
+
+/// Writes every report the flags and environment ask for; `store` is the run's database.
 pub(super) fn write(
     args: &Args,
     result: &ExecutionResult,
-    source: &dyn ArtifactSource,
+    store: &crate::store::Store,
     redactor: &Redactor,
     sandbox: &crate::events::SandboxInfo,
 ) {
+    let source: &dyn ArtifactSource = store;
     if let Some(path) = &args.junit {
         let xml = junit::render(result, source, redactor, Some(sandbox));
         if let Err(e) = std::fs::write(path, xml) {
@@ -105,6 +159,16 @@ pub(super) fn write(
                 "acode-run: warning: cannot write the JUnit report {}: {e}",
                 path.display()
             );
+        }
+    }
+    if let Some(path) = &args.report_html {
+        let mut page = Vec::new();
+        match html::render(store, &result.run_id, redactor, &mut page) {
+            Ok(()) => write_html(path, &page),
+            Err(e) => eprintln!(
+                "acode-run: warning: cannot write the HTML report {}: {e}",
+                path.display()
+            ),
         }
     }
     if wants_github(args) {

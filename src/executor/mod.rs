@@ -688,6 +688,8 @@ impl Executor {
         } else {
             1
         };
+        self.store
+            .record_header(&run_id, &run_header(approved, &self.sandbox, jobs))?;
         let parts = Parts {
             emitter: &emitter,
             registry: &self.registry,
@@ -1320,6 +1322,43 @@ fn run_step(
         }
     }
     Ok((result, quit))
+}
+
+/// What the run header says that no other column keeps (issue 36): the approval the run is
+/// allowed by, the sandbox's requested mode and notes, the parallelism, the MCP pins.
+fn run_header(
+    approved: &ApprovedPlan,
+    sandbox: &OsSandbox,
+    jobs: usize,
+) -> crate::store::RunHeader {
+    let auth = approved.authorization();
+    crate::store::RunHeader {
+        approval: crate::store::HeaderApproval {
+            decided_by: auth.decided_by.clone(),
+            decided_at: auth.decided_at,
+            signature: approved.signature_state().to_string(),
+            policy_sha256: auth.policy_sha256.clone().unwrap_or_default(),
+        },
+        sandbox_requested: sandbox.requested().as_str().to_string(),
+        sandbox_notes: sandbox.notes().to_vec(),
+        jobs,
+        mcp: auth
+            .mcp
+            .iter()
+            .map(|(name, pin)| {
+                let identity = format!(
+                    "{} {} (protocol {})",
+                    pin.server_name, pin.server_version, pin.protocol_version
+                );
+                let tools = pin
+                    .tools
+                    .iter()
+                    .map(|(t, p)| (t.clone(), p.sha256.clone()))
+                    .collect();
+                (name.clone(), crate::store::HeaderPin { identity, tools })
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

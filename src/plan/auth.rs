@@ -464,6 +464,9 @@ pub fn store(plan_path: &Path, auth: &PlanAuthorization) -> std::io::Result<Path
 pub struct ApprovedPlan {
     plan: Plan,
     authorization: PlanAuthorization,
+    /// Whether an approval key was in force and the signature verified under it (the run header
+    /// and the HTML report say so).
+    signature_verified: bool,
 }
 
 impl ApprovedPlan {
@@ -475,6 +478,7 @@ impl ApprovedPlan {
         Ok(ApprovedPlan {
             plan,
             authorization,
+            signature_verified: false,
         })
     }
 
@@ -485,9 +489,10 @@ impl ApprovedPlan {
         authorization: PlanAuthorization,
         key: Option<&[u8]>,
     ) -> Result<Self, AuthError> {
-        let approved = Self::new(plan, authorization)?;
+        let mut approved = Self::new(plan, authorization)?;
         if let Some(key) = key {
             approved.authorization.verify_signature(key)?;
+            approved.signature_verified = true;
         }
         Ok(approved)
     }
@@ -515,6 +520,16 @@ impl ApprovedPlan {
     /// The authorization.
     pub fn authorization(&self) -> &PlanAuthorization {
         &self.authorization
+    }
+
+    /// How the signature stands, for the run header: `verified` (checked under the approval key
+    /// in force), `unchecked` (signed, but no key was set to check it), `none`.
+    pub fn signature_state(&self) -> &'static str {
+        match (self.signature_verified, &self.authorization.signature) {
+            (true, _) => "verified",
+            (false, Some(_)) => "unchecked",
+            (false, None) => "none",
+        }
     }
 
     /// Re-checks the authorization and, when the plan came from a file, that the file on disk still

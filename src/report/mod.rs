@@ -7,6 +7,7 @@
 //! command passes the run's [`Redactor`](crate::sandbox::Redactor) before it is written.
 
 pub mod github;
+pub mod html;
 pub mod junit;
 
 use crate::executor::{ExecutionResult, StepResult};

@@ -172,6 +172,12 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN replay_of TEXT;
     ALTER TABLE steps ADD COLUMN instruction_sha256 TEXT;
     "#,
+    // 14 (issue 36): what the run header said, for the HTML report — the approval it ran under
+    // (who, when, whether its signature was verified, the policy it is bound to), the sandbox's
+    // requested mode and notes, the parallelism and the MCP pins — as JSON ([`super::RunHeader`]).
+    r#"
+    ALTER TABLE runs ADD COLUMN header_json TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

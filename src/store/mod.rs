@@ -11,10 +11,12 @@ mod decisions;
 mod history;
 pub mod migrations;
 mod replay;
+mod report;
 mod runner;
 
 pub use decisions::{DecisionRow, Verdict};
 pub use replay::{LlmTurnRow, RecordedStepRow};
+pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader};
 pub use status::{RunStatus, StepState};
 
 use std::collections::BTreeMap;
@@ -241,6 +243,24 @@ fn insert_network(
         r.duration_ms as i64
     ])?;
     Ok(())
+}
+
+/// A network request from the ten columns `method, host, port, allowed, status, reason, bytes_up,
+/// bytes_down, started_at, duration_ms` starting at column `first`.
+fn network_row(r: &rusqlite::Row, first: usize) -> rusqlite::Result<NetworkRequest> {
+    let int = |i: usize| r.get::<_, i64>(first + i);
+    Ok(NetworkRequest {
+        method: r.get(first)?,
+        host: r.get(first + 1)?,
+        port: int(2)?.clamp(0, 65535) as u16,
+        allowed: r.get(first + 3)?,
+        status: int(4)?.clamp(0, 999) as u16,
+        reason: r.get(first + 5)?,
+        bytes_up: int(6)?.max(0) as u64,
+        bytes_down: int(7)?.max(0) as u64,
+        started_at: int(8)?,
+        duration_ms: int(9)?.max(0) as u64,
+    })
 }
 
 /// The beginning of an artifact, as `show --json` gives a step's result.
@@ -664,20 +684,7 @@ impl Store {
              duration_ms FROM network_requests WHERE execution_id = ?1 ORDER BY started_at, rowid",
         )?;
         let rows = stmt
-            .query_map([execution_id], |r| {
-                Ok(NetworkRequest {
-                    method: r.get(0)?,
-                    host: r.get(1)?,
-                    port: r.get::<_, i64>(2)?.clamp(0, 65535) as u16,
-                    allowed: r.get(3)?,
-                    status: r.get::<_, i64>(4)?.clamp(0, 999) as u16,
-                    reason: r.get(5)?,
-                    bytes_up: r.get::<_, i64>(6)?.max(0) as u64,
-                    bytes_down: r.get::<_, i64>(7)?.max(0) as u64,
-                    started_at: r.get(8)?,
-                    duration_ms: r.get::<_, i64>(9)?.max(0) as u64,
-                })
-            })?
+            .query_map([execution_id], |r| network_row(r, 0))?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(rows)
     }

@@ -35,6 +35,7 @@ mod race;
 mod real_projects;
 mod refusals;
 mod replay;
+mod report;
 mod reports;
 mod resume;
 mod run;

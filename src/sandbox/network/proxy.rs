@@ -477,13 +477,19 @@ impl Request {
     }
 }
 
-/// The sentence a denied command (and its user) reads.
-pub fn denial_body(host: &str, port: u16) -> String {
-    let entry = if super::DEFAULT_PORTS.contains(&port) {
+/// The `network.allow` entry that would let `host:port` through: the bare host on a default
+/// port, else `host:port` (the denial and the HTML report's refused hosts say the same).
+pub fn allow_entry(host: &str, port: u16) -> String {
+    if super::DEFAULT_PORTS.contains(&port) {
         host.to_string()
     } else {
         format!("{host}:{port}")
-    };
+    }
+}
+
+/// The sentence a denied command (and its user) reads.
+pub fn denial_body(host: &str, port: u16) -> String {
+    let entry = allow_entry(host, port);
     format!(
         "acode-run: {host}:{port} is not allowed by the policy; to allow it, add \"{entry}\" to \
          network.allow in acode-policy.json (and approve the plan again)\n"

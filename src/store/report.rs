@@ -1,0 +1,148 @@
+//! What the HTML report (`acode-run report`, issue 36) reads beyond `show`: the run header as the
+//! run began (approval, sandbox, MCP pins; migration 14), artifacts cut to a head and a tail in
+//! SQL (a 10 000-step run never loads whole outputs), and every network request of a run.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use super::{Store, StoreError};
+use crate::sandbox::network::NetworkRequest;
+
+/// What a run began under, recorded once at its start (and again when resumed): the part of the
+/// run header that no other column keeps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunHeader {
+    /// The approval the run was allowed by.
+    pub approval: HeaderApproval,
+    /// The OS sandbox mode asked for (`auto`, `bwrap`, `landlock`, `none`).
+    pub sandbox_requested: String,
+    /// What the sandbox does not restrict here, the limits, secret exposure (the header's notes).
+    pub sandbox_notes: Vec<String>,
+    /// Steps run at once at most (`--jobs`).
+    pub jobs: usize,
+    /// MCP server name → what the approval pinned.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, HeaderPin>,
+}
+
+/// The approval a run was allowed by, as checked when it started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeaderApproval {
+    /// Who approved.
+    pub decided_by: String,
+    /// When, Unix ms.
+    pub decided_at: i64,
+    /// `verified` (an approval key was in force and the signature held), `unchecked` (signed,
+    /// but no key was set, so nothing verified it), `none` (unsigned; no key was in force).
+    pub signature: String,
+    /// The policy fingerprint the approval is bound to (checked equal to the effective policy's
+    /// before the run started: a run under another policy is refused).
+    pub policy_sha256: String,
+}
+
+/// One MCP server as the approval pinned it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeaderPin {
+    /// `serverInfo.name` and `serverInfo.version`, and the protocol version spoken.
+    pub identity: String,
+    /// Tool name → SHA-256 of its approved name, description and schema.
+    pub tools: BTreeMap<String, String>,
+}
+
+/// An artifact cut to its first and last characters by SQLite, with what was left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArtifactCut {
+    /// The artifact type.
+    pub artifact_type: String,
+    /// The first characters kept (the whole content when it fits).
+    pub head: String,
+    /// The last characters, when the content was longer than head and tail together.
+    pub tail: Option<String>,
+    /// Characters stored in all.
+    pub stored_chars: i64,
+    /// Bytes the tool produced in all.
+    pub bytes: i64,
+    /// Whether the stored content was already cut when it was recorded.
+    pub truncated: bool,
+    /// Whether the output was not valid UTF-8 (shown lossily).
+    pub lossy: bool,
+}
+
+impl Store {
+    /// Records what the run header said (approval, sandbox notes, pins), redacted like every
+    /// other row.
+    pub fn record_header(&mut self, run_id: &str, header: &RunHeader) -> Result<(), StoreError> {
+        let json = serde_json::to_string(header).unwrap_or_default();
+        let json = self.redactor.redact_json_text(&json);
+        self.conn.execute(
+            "UPDATE runs SET header_json = ?2 WHERE run_id = ?1",
+            params![run_id, json],
+        )?;
+        Ok(())
+    }
+
+    /// The header recorded for `run_id` (an exact id); `None` for runs recorded before schema 13
+    /// or a header that does not parse.
+    pub fn run_header(&self, run_id: &str) -> Result<Option<RunHeader>, StoreError> {
+        let json: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT header_json FROM runs WHERE run_id = ?1",
+                params![run_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
+        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+    }
+
+    /// Every artifact of one execution (exact id), each cut to its first `head` and last `tail`
+    /// characters in SQL.
+    pub fn artifact_cuts(
+        &self,
+        execution_id: &str,
+        head: usize,
+        tail: usize,
+    ) -> Result<Vec<ArtifactCut>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT artifact_type,
+                    CASE WHEN length(content) > ?2 + ?3 THEN substr(content, 1, ?2) ELSE content END,
+                    CASE WHEN length(content) > ?2 + ?3 THEN substr(content, -?3) END,
+                    length(content), bytes, truncated, lossy
+             FROM artifacts WHERE execution_id = ?1 ORDER BY artifact_type",
+        )?;
+        let rows = stmt
+            .query_map(params![execution_id, head as i64, tail as i64], |r| {
+                Ok(ArtifactCut {
+                    artifact_type: r.get(0)?,
+                    head: r.get(1)?,
+                    tail: r.get(2)?,
+                    stored_chars: r.get(3)?,
+                    bytes: r.get(4)?,
+                    truncated: r.get(5)?,
+                    lossy: r.get(6)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// Every network request of a run, with the execution it is attributed to (`None` when no
+    /// command could be named for it), in time order.
+    pub fn run_network(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<(Option<String>, NetworkRequest)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT execution_id, method, host, port, allowed, status, reason, bytes_up, bytes_down,
+             started_at, duration_ms FROM network_requests WHERE run_id = ?1
+             ORDER BY started_at, rowid",
+        )?;
+        let rows = stmt
+            .query_map([run_id], |r| Ok((r.get(0)?, super::network_row(r, 1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+}
