@@ -210,6 +210,7 @@ pub(super) fn write_preview_json(
     policy: &crate::sandbox::Policy,
     confirm_mode: &str,
     sandbox: &Result<crate::events::SandboxInfo, String>,
+    approval: &serde_json::Value,
     redactor: &Redactor,
 ) -> Result<std::io::Result<()>, Vec<crate::plan::Problem>> {
     use serde::ser::SerializeSeq;
@@ -272,6 +273,8 @@ pub(super) fn write_preview_json(
             top.insert("sandbox_error".into(), e.clone().into());
         }
     }
+    // What `run` would decide now (the same decision, `approval_report`).
+    top.insert("approval".into(), approval.clone());
     let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),

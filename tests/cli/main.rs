@@ -24,6 +24,7 @@ mod landlock;
 mod library;
 mod line_edit;
 mod mcp;
+mod mcp_conformance;
 mod mirrors;
 mod network;
 mod odincode;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::harness::*;
 
 /// `PATH` with the fixture's directory first, so the policy names it as a bare program.
-fn path_with_fixture() -> String {
+pub(crate) fn path_with_fixture() -> String {
     let dir = Path::new(env!("CARGO_BIN_EXE_acode-mcp-fixture"))
         .parent()
         .unwrap()
@@ -24,7 +24,7 @@ fn path_with_fixture() -> String {
 
 /// Writes a policy declaring server `fx` run as `acode-mcp-fixture ARGS...` with `tools`, and
 /// `extra` merged into the server entry.
-fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
+pub(crate) fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
     let mut command = vec!["acode-mcp-fixture".to_string()];
     command.extend(args.iter().map(|s| s.to_string()));
     let mut server = json!({"command": command, "tools": tools, "confirm": false});
@@ -37,7 +37,7 @@ fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
     );
 }
 
-fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
+pub(crate) fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = t.cmd();
     c.env("PATH", path_with_fixture());
     for (k, v) in envs {
@@ -46,7 +46,7 @@ fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
     c.args(args).output().unwrap()
 }
 
-fn approve(t: &TestDir, plan: &Path) {
+pub(crate) fn approve(t: &TestDir, plan: &Path) {
     let out = run(
         t,
         &["approve", plan.to_str().unwrap(), "--by", "tester"],
