@@ -4,6 +4,7 @@ mod harness;
 mod imports;
 
 mod agent;
+mod approval_agreement;
 mod auth;
 mod bwrap_attacks;
 mod commands;

@@ -132,7 +132,7 @@ fn check_output(schema: &Value, value: &Value, what: &str) {
 }
 
 /// `acode-run mcp` on pipes, one JSON-RPC message per line.
-struct Served {
+pub(crate) struct Served {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -140,9 +140,13 @@ struct Served {
 }
 
 impl Served {
-    fn start(t: &TestDir) -> Served {
-        let mut child = t
-            .cmd()
+    pub(crate) fn start(t: &TestDir) -> Served {
+        Served::start_cmd(t.cmd())
+    }
+
+    /// `cmd` (an `acode-run` command) with `mcp` added, on pipes.
+    pub(crate) fn start_cmd(mut cmd: std::process::Command) -> Served {
+        let mut child = cmd
             .arg("mcp")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -157,6 +161,12 @@ impl Served {
             stdout,
             next_id: 0,
         }
+    }
+
+    /// The result of `tools/call` of `tool` with `arguments` (handshake era, no `initialize`
+    /// needed: the server answers each request on its own).
+    pub(crate) fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))["result"].clone()
     }
 
     fn send(&mut self, message: &Value) {
