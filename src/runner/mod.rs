@@ -753,6 +753,23 @@ pub fn record_decision(
                 .with_read_paths(&policy.read_paths);
             auth.mcp = crate::tools::mcp::pin_servers(policy, workspace, &sandbox)
                 .map_err(|e| RunnerError::Setup(format!("cannot pin the MCP servers: {e}")))?;
+            // Each MCP step's arguments against the schema just pinned (until now any object
+            // passed), so a plan that would fail at its first call is not approved.
+            let pinned =
+                crate::tools::mcp::registry(policy, Some(&auth.mcp)).map_err(RunnerError::Setup)?;
+            let ctx = ValidationContext {
+                registry: &pinned,
+                workspace,
+                policy,
+            };
+            plan::recheck_steps(plan_path, plan, &ctx, |step| {
+                policy.mcp.servers.iter().any(|(name, server)| {
+                    server
+                        .tools
+                        .iter()
+                        .any(|t| step.tool == crate::sandbox::policy::mcp_tool_name(name, t))
+                })
+            })?;
         }
     }
     store.record_decision(&DecisionRow {

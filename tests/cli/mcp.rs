@@ -1271,3 +1271,85 @@ fn a_program_an_mcp_step_may_create_validates_after_it() {
     let out = run(&t, &["validate", after_read.to_str().unwrap()], &[]);
     assert_exit_with(&out, 2, "the program build/tool does not exist");
 }
+
+/// `approve` checks each MCP step's arguments against the schema it has just pinned: a misspelled
+/// or missing argument is refused with the step's line and the fix, and nothing is approved.
+#[test]
+fn approve_refuses_mcp_arguments_that_do_not_meet_the_pinned_schema() {
+    let t = TestDir::new();
+    policy(&t, &["handshake"], &["echo"], json!({}));
+    for (args, hint) in [
+        (
+            json!({"txt": "hi"}),
+            "missing required argument 'text' (given 'txt': did you mean 'text'?)",
+        ),
+        (
+            json!({"message": "hi"}),
+            "missing required argument 'text' (given 'message', which the tool does not take; it takes: text)",
+        ),
+        (
+            json!({"text": 3}),
+            "steps[0].arguments.text: expected string, got integer",
+        ),
+    ] {
+        let plan = direct_plan(&t, "echo", args.clone());
+        // Before approval any object passes: the schema is not known yet.
+        let out = run(&t, &["validate", plan.to_str().unwrap()], &[]);
+        assert_eq!(code(&out), 0, "{args}: {}", stderr(&out));
+        let out = run(
+            &t,
+            &["approve", plan.to_str().unwrap(), "--by", "tester"],
+            &[],
+        );
+        assert_eq!(code(&out), 2, "{args}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(hint), "{args}: {err}");
+        assert!(err.contains("(step at line 4)"), "{args}: {err}");
+        let mut approval = plan.as_os_str().to_owned();
+        approval.push(".approval");
+        assert!(!Path::new(&approval).exists(), "{args}: nothing approved");
+    }
+    let plan = direct_plan(&t, "echo", json!({"text": "hi"}));
+    approve(&t, &plan);
+}
+
+/// A server whose program is not on `PATH` is refused by `validate` (at the step that calls it,
+/// with its line), by `approve` and by `preview` — never first at `run`; a server that is there is
+/// shown by `preview` with the path it resolves to.
+#[test]
+fn a_server_program_missing_from_path_is_refused_before_approval() {
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        &json!({"mcp": {"servers": {"time": {"command": ["acode-no-such-mcp-server", "--utc"],
+                                             "tools": ["get_current_time"], "confirm": false}}}})
+        .to_string(),
+    );
+    let plan = t.plan(
+        "time.json",
+        &json!({"plan_id": "time", "steps": [
+            {"step_id": "now", "tool": "mcp__time__get_current_time", "arguments": {"timezone": "UTC"}}]}),
+    );
+    let needle = "steps[0].tool: MCP server time cannot start: acode-no-such-mcp-server: not found on the command's PATH";
+    for command in ["validate", "approve", "preview"] {
+        let out = run(&t, &[command, plan.to_str().unwrap()], &[]);
+        assert_eq!(code(&out), 2, "{command}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{command}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("(step at line 4)"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!t.root.join("time.json.approval").exists());
+
+    policy(&t, &["handshake"], &["echo"], json!({}));
+    let plan = direct_plan(&t, "echo", json!({"text": "hi"}));
+    let out = run(&t, &["preview", plan.to_str().unwrap()], &[]);
+    let fixture = env!("CARGO_BIN_EXE_acode-mcp-fixture");
+    assert!(
+        stdout(&out).contains(&format!("program: acode-mcp-fixture → {fixture}")),
+        "{}",
+        stdout(&out)
+    );
+}
