@@ -438,7 +438,6 @@ impl Server<'_> {
             "server/discover" => Ok(cacheable(json!({
                 "supportedVersions": [STATELESS_VERSION],
                 "capabilities": {"tools": {"listChanged": false}},
-                "serverInfo": server_info(),
                 "instructions": INSTRUCTIONS,
             }))),
             "ping" => Ok(json!({})),
@@ -452,9 +451,11 @@ impl Server<'_> {
         Some(match result {
             Ok(mut result) => {
                 // Every result of the stateless revision says what kind it is (all are complete:
-                // no tool here asks the client for input).
+                // no tool here asks the client for input) and who answered (there is no
+                // `initialize` result to say it once).
                 if stateless {
                     result["resultType"] = json!("complete");
+                    result["_meta"] = json!({"io.modelcontextprotocol/serverInfo": server_info()});
                 }
                 json!({"jsonrpc": "2.0", "id": id, "result": result})
             }

@@ -26,6 +26,7 @@ mod library;
 mod line_edit;
 mod mcp;
 mod mcp_conformance;
+mod mcp_sdk;
 mod mirrors;
 mod network;
 mod odincode;

@@ -194,7 +194,7 @@ impl Drop for Served {
 }
 
 /// A workspace with a valid plan, an invalid one, and a run recorded (so `show_run` has one).
-fn workspace_with_plans() -> (TestDir, String) {
+pub(crate) fn workspace_with_plans() -> (TestDir, String) {
     let t = TestDir::new();
     // In the workspace: the server's tools take paths relative to it.
     t.file(
@@ -331,6 +331,10 @@ fn every_message_acode_run_mcp_sends_validates_against_the_negotiated_revision()
     let listed = served.request("tools/list", meta(json!({})));
     schema.check("ListToolsResultResponse", &listed, "tools/list");
     for reply in [&discover, &listed] {
+        assert_eq!(
+            reply["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "acode-run"
+        );
         assert_eq!(reply["result"]["resultType"], "complete");
         assert_eq!(reply["result"]["ttlMs"], 3_600_000);
         assert_eq!(reply["result"]["cacheScope"], "public");
