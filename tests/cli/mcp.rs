@@ -820,7 +820,10 @@ fn acode_run_mcp_answers_malformed_messages_with_errors_and_keeps_serving() {
         discover["result"]["supportedVersions"],
         json!(["2026-07-28"])
     );
-    assert_eq!(discover["result"]["serverInfo"]["name"], "acode-run");
+    assert_eq!(
+        discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "acode-run"
+    );
     let listed = ask(&format!(
         r#"{{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{{{meta}}}}}"#
     ));
