@@ -353,8 +353,15 @@ fn reply(stdout: &std::io::Stdout, message: &Value) {
     let _ = out.flush();
 }
 
+/// An error reply. One to a message whose id cannot be read (not JSON, a batch, a bad id) has no
+/// `id`: the MCP schemas since 2025-11-25 allow exactly that, and none accepts JSON-RPC's `null`.
 fn error_reply(id: &Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    let error = json!({"code": code, "message": message});
+    if id.is_null() {
+        json!({"jsonrpc": "2.0", "error": error})
+    } else {
+        json!({"jsonrpc": "2.0", "id": id, "error": error})
+    }
 }
 
 impl Server<'_> {

@@ -344,6 +344,24 @@ fn every_message_acode_run_mcp_sends_validates_against_the_negotiated_revision()
     old["result"].as_object_mut().unwrap().remove("ttlMs");
     assert!(!schema.accepts("ListToolsResultResponse", &old));
     exercise_tools(&mut served, &mut schema, &meta, &run_id);
+    // Messages that are not requests: errors without an id (it cannot be read), as the schemas
+    // since 2025-11-25 allow.
+    let mut older = McpSchema::load("2025-11-25");
+    for line in [
+        "not json at all",
+        "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+        "42",
+        "{\"jsonrpc\":\"2.0\",\"id\":{\"x\":1},\"method\":\"ping\"}",
+    ] {
+        writeln!(served.stdin, "{line}").unwrap();
+        served.stdin.flush().unwrap();
+        let mut reply = String::new();
+        served.stdout.read_line(&mut reply).unwrap();
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert!(reply.get("id").is_none(), "{line}: {reply}");
+        schema.check_error(&reply, &format!("reply to {line:?}"));
+        older.check_error(&reply, &format!("reply to {line:?}"));
+    }
     // Another version in `_meta`: the revision's own error, with the versions supported.
     let mut params = meta(json!({}));
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
