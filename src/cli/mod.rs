@@ -596,6 +596,15 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                 if !skills.is_empty() {
                     out["skills"] = serde_json::Value::Object(skills);
                 }
+                let servers = mcp_programs(&policy, &ws);
+                if !servers.is_empty() {
+                    out["mcp_servers"] = serde_json::json!(
+                        servers
+                            .into_iter()
+                            .map(|(name, program)| (name, serde_json::json!({"program": program})))
+                            .collect::<serde_json::Map<_, _>>()
+                    );
+                }
                 outln!("{out}");
             } else {
                 errln!(
@@ -605,6 +614,13 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
+                for (name, program) in mcp_programs(&policy, &ws) {
+                    errln!(
+                        "  mcp server {}: starts {}",
+                        crate::terminal::line(&name),
+                        crate::terminal::line(&program)
+                    );
+                }
                 let mut asking = Vec::new();
                 let walked = crate::preview::each_confirmation(&plan, &ws, &policy, |i, why| {
                     let id = &plan.steps[i].step_id;
@@ -684,6 +700,21 @@ fn problems_json(e: &plan::PlanError) -> serde_json::Value {
             serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
         }
     }
+}
+
+/// Each MCP server the policy declares and the program it starts, resolved as a command's (a
+/// valid plan's servers all resolve: `validate` refuses one that does not).
+fn mcp_programs(policy: &Policy, ws: &Workspace) -> Vec<(String, String)> {
+    policy
+        .mcp
+        .servers
+        .iter()
+        .filter_map(|(name, server)| {
+            crate::tools::mcp::server_program(server, ws)
+                .ok()
+                .map(|p| (name.clone(), p.exec.display().to_string()))
+        })
+        .collect()
 }
 
 /// What `record_decision` binds a decision to.

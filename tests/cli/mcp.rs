@@ -1348,8 +1348,17 @@ fn a_server_program_missing_from_path_is_refused_before_approval() {
 
     policy(&t, &["handshake"], &["echo"], json!({}));
     let plan = direct_plan(&t, "echo", json!({"text": "hi"}));
-    let out = run(&t, &["preview", plan.to_str().unwrap()], &[]);
     let fixture = env!("CARGO_BIN_EXE_acode-mcp-fixture");
+    let out = run(&t, &["validate", plan.to_str().unwrap()], &[]);
+    assert!(
+        stderr(&out).contains(&format!("mcp server fx: starts {fixture}")),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&t, &["validate", plan.to_str().unwrap(), "--json"], &[]);
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(shown["mcp_servers"]["fx"]["program"], fixture);
+    let out = run(&t, &["preview", plan.to_str().unwrap()], &[]);
     assert!(
         stdout(&out).contains(&format!("program: acode-mcp-fixture → {fixture}")),
         "{}",
