@@ -799,9 +799,11 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             &plan,
             &ws,
             &policy,
-            confirm_mode(args).as_str(),
-            &sandbox,
-            &approval,
+            &reports::Outlook {
+                confirm_mode: confirm_mode(args).as_str(),
+                sandbox: &sandbox,
+                approval: &approval,
+            },
             redactor,
         )
         .map_err(|problems| cannot_preview(&plan, &problems))?;
