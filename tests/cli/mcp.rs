@@ -987,6 +987,28 @@ fn real_registry_servers_are_pinned_and_called_when_asked() {
     );
     let py = t.ws.join("py");
     let env = [("PYTHONPATH", py.to_str().unwrap())];
+    // As a new user wrote it first: `tz` for the time server's `timezone`. It validates (the
+    // schema is not known before the server is started) and approve refuses it with the line.
+    let guessed = t.plan(
+        "guessed.json",
+        &json!({"plan_id": "guessed", "steps": [
+            {"step_id": "now", "tool": "mcp__time__get_current_time", "arguments": {"tz": "UTC"}}]}),
+    );
+    let out = run(
+        &t,
+        &["approve", guessed.to_str().unwrap(), "--by", "ci"],
+        &env,
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "steps[0].arguments: missing required argument 'timezone' (given 'tz', which the tool \
+             does not take; it takes: timezone) (step at line 4)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!t.root.join("guessed.json.approval").exists());
     let out = run(&t, &["approve", plan.to_str().unwrap(), "--by", "ci"], &env);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let pins = approval(&plan)["mcp"].clone();

@@ -7,8 +7,8 @@
 //! content the SDKs check against the declared `outputSchema`), and sees the protocol errors.
 //!
 //! The SDKs are installed from the package registries into the test's temporary directory, so
-//! the tests are opt-in (`ACODE_E2E_NET=1`, which `.ci/run` sets); they need `python3` with its
-//! `venv` module, and `node` (20 or later) with `npm`. The drivers are
+//! the tests are opt-in (`ACODE_E2E_NET=1`, which `.ci/run` sets); they need `python3` (3.10 or
+//! later) with `pip`, and `node` (20 or later) with `npm`. The drivers are
 //! `tests/support/mcp-sdk/python_client.py` and `tests/support/mcp-sdk/ts_client.mjs`.
 
 use std::path::Path;
@@ -147,14 +147,19 @@ fn the_python_sdk_client_drives_acode_run_mcp_in_each_mode() {
         return;
     }
     let (t, run_id) = workspace_with_plans();
-    let venv = t.root.join("sdk-venv");
+    // Into a directory of its own, as the real-server test installs its servers.
+    let site = t.root.join("sdk-py");
     let mut c = Command::new("python3");
-    c.args(["-m", "venv"]).arg(&venv);
-    output(c, "python3 -m venv (the python3-venv package)");
-    let mut c = Command::new(venv.join("bin/pip"));
-    c.args(["install", "--quiet", "mcp>=2,<3"]);
+    c.args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(&site)
+        .arg("mcp>=2,<3");
     output(c, "pip install mcp");
-    let mut c = Command::new(venv.join("bin/python"));
+    let python = || {
+        let mut c = Command::new("python3");
+        c.env("PYTHONPATH", &site);
+        c
+    };
+    let mut c = python();
     c.args([
         "-c",
         "import importlib.metadata as m; print(m.version('mcp'))",
@@ -166,7 +171,7 @@ fn the_python_sdk_client_drives_acode_run_mcp_in_each_mode() {
         ("auto", "2026-07-28"),
         ("2026-07-28", "2026-07-28"),
     ] {
-        let mut c = Command::new(venv.join("bin/python"));
+        let mut c = python();
         c.arg(driver("python_client.py"))
             .arg(env!("CARGO_BIN_EXE_acode-run"))
             .arg(&t.ws)
