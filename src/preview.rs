@@ -244,7 +244,7 @@ pub fn preview_each(
 /// [`notes`], and what the workspace itself says about what commands will see (a credential in
 /// its `.git/config`).
 pub fn workspace_notes(plan: &Plan, workspace: &Workspace, policy: &Policy) -> Vec<String> {
-    let mut notes = notes(plan, policy);
+    let mut notes = notes(plan, policy, workspace);
     notes.extend(git_credential_note(workspace, policy));
     notes
 }
@@ -338,10 +338,10 @@ impl Walk {
 }
 
 /// The plan-level notes of a preview: what the policy lets commands reach, and its MCP servers.
-pub fn notes(plan: &Plan, policy: &Policy) -> Vec<String> {
+pub fn notes(plan: &Plan, policy: &Policy, workspace: &Workspace) -> Vec<String> {
     network_notes(policy)
         .into_iter()
-        .chain(mcp_notes(plan, policy))
+        .chain(mcp_notes(plan, policy, workspace))
         .collect()
 }
 
@@ -651,7 +651,7 @@ fn program_of(
 /// What `preview` says about the network the policy opens.
 /// The MCP servers the policy declares and what the plan's approval pinned of each (identity,
 /// and per allowed tool its hash and approved description), or that nothing is pinned yet.
-fn mcp_notes(plan: &Plan, policy: &Policy) -> Vec<String> {
+fn mcp_notes(plan: &Plan, policy: &Policy, workspace: &Workspace) -> Vec<String> {
     let pins = plan
         .source
         .as_deref()
@@ -670,6 +670,17 @@ fn mcp_notes(plan: &Plan, policy: &Policy) -> Vec<String> {
             server.startup_timeout().as_secs(),
             server.call_timeout().as_secs()
         ));
+        // Resolved as a command's program is, so the reviewer sees what will start.
+        notes.push(match crate::tools::mcp::server_program(server, workspace) {
+            Ok(p) if p.real != p.exec => format!(
+                "  program: {} → {} → {}",
+                server.command[0],
+                p.exec.display(),
+                p.real.display()
+            ),
+            Ok(p) => format!("  program: {} → {}", server.command[0], p.exec.display()),
+            Err(e) => format!("  program: CANNOT START: {e}"),
+        });
         match pins.get(name) {
             None => notes.push(format!(
                 "  not pinned: approving starts {name} and pins its tools {}",

@@ -9,6 +9,7 @@
 //! Every request is logged on stderr (the MCP server log); a malformed message gets a JSON-RPC
 //! error, and a handler that fails becomes an error reply, never a crash.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -16,10 +17,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Args, CliError, load_policy, mcp_registry, open_store, pretty, preview_of, workspace};
+use super::{
+    Args, CliError, approval_report, load_policy, mcp_registry, open_store, pretty, preview_of,
+    problems_json, workspace,
+};
 use crate::error::exit;
 use crate::mcp::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
-use crate::plan::{self, ValidationContext};
+use crate::plan::{self, PlanError, ValidationContext};
 use crate::sandbox::{Policy, Redactor, Workspace};
 
 /// Longest request line read (a bigger one is answered with an error and skipped).
@@ -158,53 +162,150 @@ fn list_server_tools(args: &Args) -> Result<i32, CliError> {
 // ---------------------------------------------------------------------------------------------
 // The server
 
-/// What the server knows between requests (nothing about the client: each request stands alone).
+/// What the server knows between requests: the workspace, and the revision a handshake-era
+/// client negotiated with `initialize` (a stateless-era request carries its own).
 struct Server<'a> {
     args: &'a Args,
     redactor: &'a Redactor,
     ws: Workspace,
+    negotiated: RefCell<Option<&'static str>>,
 }
 
 /// A JSON-RPC error reply's code and message.
 struct RpcError(i64, String);
 
-/// The tools offered, with their input schemas.
-fn tool_list() -> Value {
+/// A tool that could not do what it was asked: the words the model reads, and, when there is
+/// something to act on (a plan's problems), the same as structured content.
+struct Refusal {
+    message: String,
+    structured: Option<Value>,
+}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Self {
+        Refusal {
+            message,
+            structured: None,
+        }
+    }
+}
+
+/// How long a client may keep `tools/list` and `server/discover` (the stateless revision's
+/// `ttlMs`): an hour. Both are compiled into this binary and change only when acode-run is
+/// upgraded, which restarts the server; a client that re-lists after an hour loses nothing.
+const CACHE_TTL_MS: u64 = 3_600_000;
+/// Who may share them (`cacheScope`): `public`, since neither holds anything about the user, the
+/// workspace or the client (the tool list and the capabilities are the same for everyone).
+const CACHE_SCOPE: &str = "public";
+
+/// Whether `revision` predates structured tool output (`outputSchema`, `structuredContent`).
+fn is_before_structured_output(revision: &str) -> bool {
+    revision == "2025-03-26"
+}
+
+/// One problem of a plan, as `validate --json` and the MCP tools report it.
+fn problem_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "kind": {"type": "string", "description": "invalid, or sandbox (a sandbox violation caught early)"},
+        "line": {"type": "integer", "description": "The line of the plan where the step concerned starts"},
+        "location": {"type": "string", "description": "Where: steps[2].arguments.path, plan.plan_id, line 3, column 5, ..."},
+        "message": {"type": "string"}},
+      "required": ["kind", "location", "message"]})
+}
+
+/// What `run` would decide about a plan (`approval_report`).
+fn approval_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "status": {"enum": ["approved", "pending", "rejected", "not runnable"]},
+        "may_run": {"type": "boolean"},
+        "reason": {"type": ["string", "null"], "description": "Why `acode-run run` would refuse it, in its words"}},
+      "required": ["status", "may_run"]})
+}
+
+/// The tools offered, with their input and output schemas (no `outputSchema` for a revision
+/// before structured output).
+fn tool_list(revision: &str) -> Value {
     let path = json!({"type": "string",
         "description": "The plan file, relative to the workspace root (a .json file)"});
-    json!([
+    let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required});
+    let run = json!({"type": "object", "properties": {
+        "run_id": {"type": "string"}, "plan_id": {"type": "string"},
+        "plan_sha256": {"type": "string"}, "status": {"type": "string"},
+        "started_at": {"type": "integer"}, "exit_code": {"type": ["integer", "null"]}},
+      "required": ["run_id", "plan_id", "plan_sha256", "status", "started_at"]});
+    let runs = json!({"type": "array", "items": run});
+    let problems = json!({"type": "array", "items": problem_schema()});
+    let sha = json!({"type": "string"});
+    let tools = json!([
         {"name": "validate_plan",
          "description": "Check a plan file completely (schema, tools, sandbox and policy) without running anything; returns the problems with their locations.",
-         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false}},
+         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false},
+         "outputSchema": object(json!({"valid": {"type": "boolean"}, "plan_id": {"type": "string"},
+             "plan_sha256": sha, "steps": {"type": "integer"}, "problems": problems}), &["valid"])},
         {"name": "preview_plan",
          "description": "Show what each step of a valid plan will do (argv, diffs of file steps simulated in order, MCP calls and pins); nothing is written.",
-         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false}},
+         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false},
+         "outputSchema": object(json!({"plan_id": {"type": "string"}, "plan_sha256": sha,
+             "preview": {"type": "string", "description": "The preview as `acode-run preview` prints it"},
+             "approval": approval_schema()}), &["plan_id", "plan_sha256", "preview", "approval"])},
         {"name": "submit_plan",
          "description": "Write a plan file into the workspace for a human to review and approve (acode-run approve). The plan must validate; nothing is approved or run.",
          "inputSchema": {"type": "object", "properties": {
              "path": path,
              "plan": {"type": ["object", "string"], "description": "The plan, as a JSON object or JSON text"},
              "overwrite": {"type": "boolean", "description": "Replace an existing file (its approval no longer applies)"}},
-           "required": ["path", "plan"], "additionalProperties": false}},
+           "required": ["path", "plan"], "additionalProperties": false},
+         "outputSchema": object(json!({"written": {"type": "boolean"}, "path": {"type": "string"},
+             "plan_id": {"type": "string"}, "plan_sha256": sha, "approved": {"const": false},
+             "next": {"type": "string"},
+             "problems": {"type": "array", "items": problem_schema(),
+                          "description": "Why nothing was written; locations in the plan as sent (lines only for a plan sent as text)"}}),
+             &["written", "path", "approved"])},
         {"name": "plan_status",
-         "description": "Whether a plan file is pending, approved (and still unchanged) or rejected, and its recent runs.",
-         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false}},
+         "description": "Whether a plan file may run now, as `acode-run run` decides it (approved, pending, rejected, or not runnable with run's reason), and its recent runs.",
+         "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false},
+         "outputSchema": object(json!({"plan_id": {"type": "string"}, "plan_sha256": sha,
+             "status": approval_schema()["properties"]["status"].clone(),
+             "may_run": {"type": "boolean"}, "reason": {"type": ["string", "null"]},
+             "decided_by": {"type": ["string", "null"]},
+             "mcp_servers_pinned": {"type": "array", "items": {"type": "string"}},
+             "runs": runs}), &["plan_id", "plan_sha256", "status", "may_run", "runs"])},
         {"name": "list_runs",
-         "description": "The most recent runs recorded in the workspace's execution database.",
+         "description": "The most recent runs recorded in the workspace's execution database (none yet: an empty list).",
          "inputSchema": {"type": "object", "properties": {
-             "limit": {"type": "integer", "minimum": 1, "maximum": 200}}, "additionalProperties": false}},
+             "limit": {"type": "integer", "minimum": 1, "maximum": 200}}, "additionalProperties": false},
+         "outputSchema": object(json!({"runs": runs}), &["runs"])},
         {"name": "show_run",
          "description": "One run's steps, executions and artifacts list (a unique run id prefix is enough); everything is redacted.",
          "inputSchema": {"type": "object", "properties": {
-             "run_id": {"type": "string", "minLength": 1}}, "required": ["run_id"], "additionalProperties": false}},
-    ])
+             "run_id": {"type": "string", "minLength": 1}}, "required": ["run_id"], "additionalProperties": false},
+         "outputSchema": object(json!({"run": run,
+             "steps": {"type": "array", "items": {"type": "object"}},
+             "executions": {"type": "array", "items": {"type": "object"}}}),
+             &["run", "steps", "executions"])},
+    ]);
+    if !is_before_structured_output(revision) {
+        return tools;
+    }
+    let mut tools = tools;
+    for t in tools.as_array_mut().into_iter().flatten() {
+        if let Some(t) = t.as_object_mut() {
+            t.remove("outputSchema");
+        }
+    }
+    tools
 }
 
 fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     let mut ws = workspace(args)?;
     let db = super::db_path(args, &ws)?;
     crate::runner::protect_runner_files(&mut ws, &db, None);
-    let server = Server { args, redactor, ws };
+    let server = Server {
+        args,
+        redactor,
+        ws,
+        negotiated: RefCell::new(None),
+    };
     let stdin = std::io::stdin();
     let mut reader = stdin.lock();
     let stdout = std::io::stdout();
@@ -252,8 +353,15 @@ fn reply(stdout: &std::io::Stdout, message: &Value) {
     let _ = out.flush();
 }
 
+/// An error reply. One to a message whose id cannot be read (not JSON, a batch, a bad id) has no
+/// `id`: the MCP schemas since 2025-11-25 allow exactly that, and none accepts JSON-RPC's `null`.
 fn error_reply(id: &Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    let error = json!({"code": code, "message": message});
+    if id.is_null() {
+        json!({"jsonrpc": "2.0", "error": error})
+    } else {
+        json!({"jsonrpc": "2.0", "id": id, "error": error})
+    }
 }
 
 impl Server<'_> {
@@ -309,35 +417,55 @@ impl Server<'_> {
             return Some(error_reply(&id, -32602, "params must be an object"));
         }
         // The stateless revision: the version travels with each request.
-        if let Some(version) = params.pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
-            && version.as_str() != Some(STATELESS_VERSION)
-        {
-            return Some(json!({"jsonrpc": "2.0", "id": id, "error": {
-                "code": UNSUPPORTED_VERSION,
-                "message": format!("unsupported protocol version {version}"),
-                "data": {"supported": [STATELESS_VERSION], "requested": version}}}));
-        }
+        let stateless = match params.pointer("/_meta/io.modelcontextprotocol~1protocolVersion") {
+            Some(version) if version.as_str() != Some(STATELESS_VERSION) => {
+                return Some(json!({"jsonrpc": "2.0", "id": id, "error": {
+                    "code": UNSUPPORTED_VERSION,
+                    "message": format!("unsupported protocol version {version}"),
+                    "data": {"supported": [STATELESS_VERSION], "requested": version}}}));
+            }
+            Some(_) => true,
+            None => false,
+        };
+        let revision = if stateless {
+            STATELESS_VERSION
+        } else {
+            self.negotiated.borrow().unwrap_or(HANDSHAKE_VERSIONS[0])
+        };
+        // Cacheable results of the stateless revision say for how long and for whom.
+        let cacheable = |mut result: Value| {
+            if stateless {
+                result["ttlMs"] = json!(CACHE_TTL_MS);
+                result["cacheScope"] = json!(CACHE_SCOPE);
+            }
+            result
+        };
         let result = match method {
             "initialize" => Ok(self.initialize(&params)),
-            "server/discover" => Ok(json!({
-                "resultType": "complete",
+            "server/discover" => Ok(cacheable(json!({
                 "supportedVersions": [STATELESS_VERSION],
                 "capabilities": {"tools": {"listChanged": false}},
-                "serverInfo": server_info(),
                 "instructions": INSTRUCTIONS,
-                "ttlMs": 0,
-                "cacheScope": "private",
-            })),
+            }))),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({"tools": tool_list()})),
-            "tools/call" => self.call(&params),
+            "tools/list" => Ok(cacheable(json!({"tools": tool_list(revision)}))),
+            "tools/call" => self.call(&params, revision),
             other => Err(RpcError(
                 -32601,
                 format!("method not found: {}", sanitize_line(other, 80)),
             )),
         };
         Some(match result {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Ok(mut result) => {
+                // Every result of the stateless revision says what kind it is (all are complete:
+                // no tool here asks the client for input) and who answered (there is no
+                // `initialize` result to say it once).
+                if stateless {
+                    result["resultType"] = json!("complete");
+                    result["_meta"] = json!({"io.modelcontextprotocol/serverInfo": server_info()});
+                }
+                json!({"jsonrpc": "2.0", "id": id, "result": result})
+            }
             Err(RpcError(code, message)) => error_reply(&id, code, &message),
         })
     }
@@ -347,11 +475,12 @@ impl Server<'_> {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let version = if HANDSHAKE_VERSIONS.contains(&asked) {
-            asked
-        } else {
-            HANDSHAKE_VERSIONS[0]
-        };
+        let version = HANDSHAKE_VERSIONS
+            .iter()
+            .copied()
+            .find(|v| *v == asked)
+            .unwrap_or(HANDSHAKE_VERSIONS[0]);
+        *self.negotiated.borrow_mut() = Some(version);
         json!({
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": false}},
@@ -361,14 +490,15 @@ impl Server<'_> {
     }
 
     /// `tools/call`: a tool failure is a result with `isError` (the model sees it); unknown tools
-    /// and bad arguments are JSON-RPC errors.
-    fn call(&self, params: &Value) -> Result<Value, RpcError> {
+    /// and bad arguments are JSON-RPC errors. A result's structured content is what its
+    /// `outputSchema` describes, and its text the same as JSON (the preview: its text).
+    fn call(&self, params: &Value, revision: &str) -> Result<Value, RpcError> {
         let name = params
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError(-32602, "tools/call needs a tool name".into()))?;
         let args = params.get("arguments").cloned().unwrap_or(json!({}));
-        let tools = tool_list();
+        let tools = tool_list(revision);
         let Some(schema) = tools
             .as_array()
             .and_then(|a| a.iter().find(|t| t["name"] == name))
@@ -397,78 +527,90 @@ impl Server<'_> {
             "plan_status" => self.status(&args),
             "list_runs" => self.list_runs(&args),
             "show_run" => self.show_run(&args),
-            _ => Err("unknown tool".to_string()),
+            _ => Err(Refusal::from("unknown tool".to_string())),
         };
-        Ok(match outcome {
+        let structured_output = !is_before_structured_output(revision);
+        let (text, structured, is_error) = match outcome {
             Ok(value) => {
-                let text = match &value {
-                    Value::String(s) => s.clone(),
-                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
+                let text = match (name, value.get("preview").and_then(Value::as_str)) {
+                    ("preview_plan", Some(preview)) => preview.to_string(),
+                    _ => serde_json::to_string_pretty(&value).unwrap_or_default(),
                 };
-                let text = self.redactor.redact(&text).into_owned();
-                let mut result =
-                    json!({"content": [{"type": "text", "text": text}], "isError": false});
-                if value.is_object() {
-                    result["structuredContent"] = self.redactor.redact_value(&value);
-                }
-                result
+                (text, Some(value), false)
             }
-            Err(message) => json!({
-                "content": [{"type": "text", "text": self.redactor.redact(&message).into_owned()}],
-                "isError": true,
-            }),
-        })
+            Err(refusal) => (refusal.message, refusal.structured, true),
+        };
+        let mut result = json!({
+            "content": [{"type": "text", "text": self.redactor.redact(&text).into_owned()}],
+            "isError": is_error,
+        });
+        if let (Some(value), true) = (structured, structured_output) {
+            result["structuredContent"] = self.redactor.redact_value(&value);
+        }
+        Ok(result)
     }
 
     /// A plan path argument: relative to the workspace, inside it, a `.json` file.
-    fn plan_path(&self, args: &Value) -> Result<PathBuf, String> {
+    fn plan_path(&self, args: &Value) -> Result<PathBuf, Refusal> {
         let rel = args["path"].as_str().unwrap_or_default();
         if !rel.ends_with(".json") {
-            return Err(format!("path {rel:?}: a plan file name ends with .json"));
+            return Err(format!("path {rel:?}: a plan file name ends with .json").into());
         }
-        self.ws.resolve(rel).map_err(|e| e.to_string())
+        self.ws.resolve(rel).map_err(|e| e.to_string().into())
     }
 
-    fn policy(&self) -> Result<Policy, String> {
-        load_policy(self.args, &self.ws).map_err(|e| e.message)
+    fn policy(&self) -> Result<Policy, Refusal> {
+        load_policy(self.args, &self.ws).map_err(|e| e.message.into())
     }
 
     /// Loads and validates the plan at `path`: the plan, or every problem with its location.
-    fn load(&self, path: &Path, policy: &Policy) -> Result<plan::Plan, String> {
-        let registry = mcp_registry(policy).map_err(|e| e.message)?;
+    fn load(&self, path: &Path, policy: &Policy) -> Result<Result<plan::Plan, PlanError>, Refusal> {
+        let registry = mcp_registry(policy).map_err(|e| Refusal::from(e.message))?;
         let ctx = ValidationContext {
             registry: &registry,
             workspace: &self.ws,
             policy,
         };
-        plan::load(path, &BTreeMap::new(), &ctx).map_err(|e| e.to_string())
+        Ok(plan::load(path, &BTreeMap::new(), &ctx))
     }
 
-    fn validate(&self, args: &Value) -> Result<Value, String> {
+    fn validate(&self, args: &Value) -> Result<Value, Refusal> {
         let path = self.plan_path(args)?;
         let policy = self.policy()?;
-        Ok(match self.load(&path, &policy) {
+        Ok(match self.load(&path, &policy)? {
             Ok(plan) => json!({
                 "valid": true, "plan_id": plan.plan_id, "plan_sha256": plan.sha256,
                 "steps": plan.steps.len()}),
-            Err(problems) => json!({"valid": false, "problems": problems}),
+            Err(e) => json!({"valid": false, "problems": problems_json(&e)}),
         })
     }
 
-    fn preview(&self, args: &Value) -> Result<Value, String> {
+    fn preview(&self, args: &Value) -> Result<Value, Refusal> {
         let path = self.plan_path(args)?;
         let policy = self.policy()?;
-        let plan = self.load(&path, &policy)?;
-        let preview = preview_of(&plan, &self.ws, &policy).map_err(|e| e.message)?;
-        Ok(Value::String(crate::preview::render(&preview)))
+        let plan = self
+            .load(&path, &policy)?
+            .map_err(|e| Refusal::from(e.to_string()))?;
+        let preview = preview_of(&plan, &self.ws, &policy).map_err(|e| Refusal::from(e.message))?;
+        Ok(json!({
+            "plan_id": plan.plan_id,
+            "plan_sha256": plan.sha256,
+            "preview": crate::preview::render(&preview),
+            "approval": approval_report(&path, &plan, &policy, &self.ws),
+        }))
     }
 
-    fn submit(&self, args: &Value) -> Result<Value, String> {
+    fn submit(&self, args: &Value) -> Result<Value, Refusal> {
         let rel = args["path"].as_str().unwrap_or_default();
         let abs = self.plan_path(args)?;
-        let text = match &args["plan"] {
-            Value::String(s) => s.clone(),
-            other => serde_json::to_string_pretty(other).map_err(|e| e.to_string())?,
+        // Lines mean something to the agent only when it sent the plan as text (an object is
+        // written out here, with lines of its own).
+        let (text, as_text) = match &args["plan"] {
+            Value::String(s) => (s.clone(), true),
+            other => (
+                serde_json::to_string_pretty(other).map_err(|e| Refusal::from(e.to_string()))?,
+                false,
+            ),
         };
         let mut body = text.trim_end().to_string();
         body.push('\n');
@@ -476,23 +618,51 @@ impl Server<'_> {
         let policy = self.policy()?;
         let staged =
             std::env::temp_dir().join(format!("acode-mcp-submit-{}.json", uuid::Uuid::new_v4()));
-        std::fs::write(&staged, &body).map_err(|e| format!("cannot stage the plan: {e}"))?;
+        std::fs::write(&staged, &body)
+            .map_err(|e| Refusal::from(format!("cannot stage the plan: {e}")))?;
         let checked = self.load(&staged, &policy);
         let _ = std::fs::remove_file(&staged);
-        let plan = checked.map_err(|p| format!("the plan is not valid, nothing written:\n{p}"))?;
+        let plan = checked?.map_err(|e| {
+            // Told in terms of the plan the agent sent: its path, never the staged copy's.
+            let mut problems = match e {
+                PlanError::Invalid { problems, .. } => problems,
+                PlanError::Read { source, .. } => {
+                    vec![plan::Problem::invalid("plan", source.to_string())]
+                }
+            };
+            if !as_text {
+                for p in &mut problems {
+                    p.line = None;
+                }
+            }
+            let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+            Refusal {
+                message: format!(
+                    "{rel}: the plan is not valid, nothing written ({}):\n{}",
+                    crate::terminal::count(problems.len(), "problem"),
+                    list.join("\n")
+                ),
+                structured: Some(json!({
+                    "written": false, "path": rel, "approved": false,
+                    "problems": serde_json::to_value(&problems).unwrap_or_default()})),
+            }
+        })?;
         let overwrite = args["overwrite"].as_bool() == Some(true);
         let parent = crate::sandbox::fs::parent_for_write(&self.ws, &abs, true)
-            .map_err(|e| format!("{rel}: {e}"))?;
+            .map_err(|e| Refusal::from(format!("{rel}: {e}")))?;
         parent
             .write_atomic(&self.ws, body.as_bytes(), overwrite, None)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => {
-                    format!("{rel} exists (give \"overwrite\": true to replace it)")
-                }
-                _ => format!("cannot write {rel}: {e}"),
+            .map_err(|e| {
+                Refusal::from(match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => {
+                        format!("{rel} exists (give \"overwrite\": true to replace it)")
+                    }
+                    _ => format!("cannot write {rel}: {e}"),
+                })
             })?;
         Ok(json!({
-            "written": rel,
+            "written": true,
+            "path": rel,
             "plan_id": plan.plan_id,
             "plan_sha256": crate::plan::parse::sha256_hex(body.as_bytes()),
             "approved": false,
@@ -500,19 +670,18 @@ impl Server<'_> {
         }))
     }
 
-    fn status(&self, args: &Value) -> Result<Value, String> {
+    /// The plan's status as `run` decides it ([`approval_report`]), and its recent runs.
+    fn status(&self, args: &Value) -> Result<Value, Refusal> {
         let path = self.plan_path(args)?;
-        let plan = plan::read(&path, &Default::default()).map_err(|e| e.to_string())?;
-        let auth = plan::auth::load(&path, &plan).map_err(|e| e.to_string())?;
-        let status = match auth.check(&plan) {
-            Ok(()) => "approved".to_string(),
-            Err(plan::auth::AuthError::Pending) => "pending".to_string(),
-            Err(plan::auth::AuthError::Rejected { by }) => format!("rejected by {by}"),
-            Err(other) => format!("not runnable: {other}"),
-        };
+        let policy = self.policy()?;
+        let plan =
+            plan::read(&path, &Default::default()).map_err(|e| Refusal::from(e.to_string()))?;
+        let approval = approval_report(&path, &plan, &policy, &self.ws);
+        let auth = plan::auth::load(&path, &plan).ok();
         let runs = self
             .store()
             .ok()
+            .flatten()
             .and_then(|s| s.list_runs(200).ok())
             .unwrap_or_default()
             .into_iter()
@@ -522,31 +691,50 @@ impl Server<'_> {
         Ok(json!({
             "plan_id": plan.plan_id,
             "plan_sha256": plan.sha256,
-            "status": status,
-            "decided_by": (!auth.decided_by.is_empty()).then_some(auth.decided_by),
-            "mcp_servers_pinned": auth.mcp.keys().collect::<Vec<_>>(),
+            "status": approval["status"],
+            "may_run": approval["may_run"],
+            "reason": approval["reason"],
+            "decided_by": auth.as_ref().map(|a| a.decided_by.clone()).filter(|b| !b.is_empty()),
+            "mcp_servers_pinned": auth.as_ref().map(|a| a.mcp.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
             "runs": runs,
         }))
     }
 
-    fn store(&self) -> Result<crate::store::Store, String> {
-        let db = super::db_path(self.args, &self.ws).map_err(|e| e.message)?;
+    /// The execution database, or `None` when nothing has run in this workspace yet.
+    fn store(&self) -> Result<Option<crate::store::Store>, Refusal> {
+        let db = super::db_path(self.args, &self.ws).map_err(|e| Refusal::from(e.message))?;
         if !db.exists() {
-            return Err(format!("no execution database at {}", db.display()));
+            return Ok(None);
         }
-        open_store(&db).map_err(|e| e.message)
+        open_store(&db)
+            .map(Some)
+            .map_err(|e| Refusal::from(e.message))
     }
 
-    fn list_runs(&self, args: &Value) -> Result<Value, String> {
+    fn list_runs(&self, args: &Value) -> Result<Value, Refusal> {
         let limit = args["limit"].as_u64().unwrap_or(20) as usize;
-        let runs = self.store()?.list_runs(limit).map_err(|e| e.to_string())?;
+        let runs = match self.store()? {
+            None => Vec::new(),
+            Some(store) => store
+                .list_runs(limit)
+                .map_err(|e| Refusal::from(e.to_string()))?,
+        };
         Ok(json!({"runs": runs}))
     }
 
-    fn show_run(&self, args: &Value) -> Result<Value, String> {
+    fn show_run(&self, args: &Value) -> Result<Value, Refusal> {
         let id = args["run_id"].as_str().unwrap_or_default();
-        let detail = self.store()?.run_detail(id).map_err(|e| e.to_string())?;
-        serde_json::to_value(detail).map_err(|e| e.to_string())
+        let Some(store) = self.store()? else {
+            return Err(format!(
+                "no run {}: nothing has run in this workspace yet",
+                sanitize_line(id, 80)
+            )
+            .into());
+        };
+        let detail = store
+            .run_detail(id)
+            .map_err(|e| Refusal::from(e.to_string()))?;
+        serde_json::to_value(detail).map_err(|e| Refusal::from(e.to_string()))
     }
 }
 

@@ -597,6 +597,15 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                 if !skills.is_empty() {
                     out["skills"] = serde_json::Value::Object(skills);
                 }
+                let servers = mcp_programs(&policy, &ws);
+                if !servers.is_empty() {
+                    out["mcp_servers"] = serde_json::json!(
+                        servers
+                            .into_iter()
+                            .map(|(name, program)| (name, serde_json::json!({"program": program})))
+                            .collect::<serde_json::Map<_, _>>()
+                    );
+                }
                 outln!("{out}");
             } else {
                 errln!(
@@ -606,6 +615,13 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
+                for (name, program) in mcp_programs(&policy, &ws) {
+                    errln!(
+                        "  mcp server {}: starts {}",
+                        crate::terminal::line(&name),
+                        crate::terminal::line(&program)
+                    );
+                }
                 let mut asking = Vec::new();
                 let walked = crate::preview::each_confirmation(&plan, &ws, &policy, |i, why| {
                     let id = &plan.steps[i].step_id;
@@ -662,15 +678,8 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
         }
         Err(e) => {
             if args.json {
-                let problems = match &e {
-                    plan::PlanError::Invalid { problems, .. } => {
-                        serde_json::to_value(problems).unwrap_or_default()
-                    }
-                    other => {
-                        serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
-                    }
-                };
-                let doc = serde_json::json!({"valid": false, "problems": problems}).to_string();
+                let doc =
+                    serde_json::json!({"valid": false, "problems": problems_json(&e)}).to_string();
                 outln!("{}", redactor.redact_message(&doc));
                 Ok(e.exit_code())
             } else {
@@ -678,6 +687,35 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             }
         }
     }
+}
+
+/// A plan's problems as `validate --json` and the MCP server's tools report them: one
+/// `{kind, line, location, message}` object each (a plan that cannot be read: one problem at
+/// `plan`).
+fn problems_json(e: &plan::PlanError) -> serde_json::Value {
+    match e {
+        plan::PlanError::Invalid { problems, .. } => {
+            serde_json::to_value(problems).unwrap_or_default()
+        }
+        other => {
+            serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
+        }
+    }
+}
+
+/// Each MCP server the policy declares and the program it starts, resolved as a command's (a
+/// valid plan's servers all resolve: `validate` refuses one that does not).
+fn mcp_programs(policy: &Policy, ws: &Workspace) -> Vec<(String, String)> {
+    policy
+        .mcp
+        .servers
+        .iter()
+        .filter_map(|(name, server)| {
+            crate::tools::mcp::server_program(server, ws)
+                .ok()
+                .map(|p| (name.clone(), p.exec.display().to_string()))
+        })
+        .collect()
 }
 
 /// What `record_decision` binds a decision to.
@@ -754,6 +792,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let plan = load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?;
     crate::runner::learn_secrets(&plan, &ws, redactor);
     let sandbox = preview_sandbox(&policy, &ws);
+    let approval = approval_report(&path, &plan, &policy, &ws);
     if args.json {
         // A closed stdout is ignored, as `outln!` does.
         let _ = reports::write_preview_json(
@@ -761,8 +800,11 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             &plan,
             &ws,
             &policy,
-            confirm_mode(args).as_str(),
-            &sandbox,
+            &reports::Outlook {
+                confirm_mode: confirm_mode(args).as_str(),
+                sandbox: &sandbox,
+                approval: &approval,
+            },
             redactor,
         )
         .map_err(|problems| cannot_preview(&plan, &problems))?;
@@ -788,6 +830,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
         if let Some(line) = confirmation_outlook(args, &asking) {
             outln!("{}", redactor.redact(&line));
         }
+        outln!("{}", redactor.redact(&approval_line(&approval)));
     }
     Ok(exit::OK)
 }
@@ -851,6 +894,47 @@ fn preview_of(
     policy: &Policy,
 ) -> Result<crate::preview::Preview, CliError> {
     crate::preview::preview(plan, ws, policy).map_err(|problems| cannot_preview(plan, &problems))
+}
+
+/// What `run` would decide about the plan at `path` right now ([`crate::runner::authorize`], the
+/// one decision), for `preview` and the MCP server's `plan_status`: `status` (`approved`,
+/// `pending`, `rejected` or `not runnable`), `may_run`, and `reason`, the words `run` prints when
+/// it refuses (redact before showing).
+fn approval_report(path: &Path, plan: &Plan, policy: &Policy, ws: &Workspace) -> serde_json::Value {
+    use crate::plan::AuthError;
+    let decided = plan::auth::approval_key()
+        .map_err(|e| RunnerError::Setup(e.to_string()))
+        .and_then(|key| crate::runner::authorize(path, plan.clone(), policy, ws, key.as_deref()));
+    let (status, reason) = match decided {
+        Ok(_) => ("approved", None),
+        Err(e) => (
+            match &e {
+                RunnerError::Unauthorized {
+                    source: AuthError::Pending,
+                    ..
+                } => "pending",
+                RunnerError::Unauthorized {
+                    source: AuthError::Rejected { .. },
+                    ..
+                } => "rejected",
+                _ => "not runnable",
+            },
+            Some(e.to_string()),
+        ),
+    };
+    serde_json::json!({"status": status, "may_run": reason.is_none(), "reason": reason})
+}
+
+/// `approval: …`, the last line of `preview`: what `run` would decide (see [`approval_report`]).
+fn approval_line(approval: &serde_json::Value) -> String {
+    let status = approval["status"].as_str().unwrap_or_default();
+    match approval["reason"].as_str() {
+        None => format!("approval: {status} (run may start it)"),
+        Some(reason) => format!(
+            "approval: {status}; run would refuse it: {}",
+            crate::terminal::text(reason)
+        ),
+    }
 }
 
 /// The error of a plan that cannot be previewed (exit 2), with its problems.

@@ -261,6 +261,18 @@ pub(super) fn write_json(
     buffered.flush()
 }
 
+/// What a run started now would do beyond the plan's steps, for `preview --json`: the
+/// confirmation mode, the sandbox (or why none can be had), and what `run` would decide about
+/// the approval.
+pub(super) struct Outlook<'a> {
+    /// `prompt`, `auto-approve` or `auto-deny`.
+    pub confirm_mode: &'a str,
+    /// The sandbox a run would get, or why it cannot.
+    pub sandbox: &'a Result<crate::events::SandboxInfo, String>,
+    /// `approval_report`'s answer.
+    pub approval: &'a serde_json::Value,
+}
+
 /// `preview --json`: the bytes of `to_string_pretty` of the whole redacted [`Preview`]
 /// (with `confirm_mode` added), written one step at a time as `write_json` writes a run, so a
 /// 100 000-step plan is previewed in bounded memory. The walk is prepared (every step substituted)
@@ -272,8 +284,7 @@ pub(super) fn write_preview_json(
     plan: &crate::plan::Plan,
     ws: &crate::sandbox::Workspace,
     policy: &crate::sandbox::Policy,
-    confirm_mode: &str,
-    sandbox: &Result<crate::events::SandboxInfo, String>,
+    outlook: &Outlook,
     redactor: &Redactor,
 ) -> Result<std::io::Result<()>, Vec<crate::plan::Problem>> {
     use serde::ser::SerializeSeq;
@@ -324,8 +335,8 @@ pub(super) fn write_preview_json(
         "notes".into(),
         serde_json::to_value(crate::preview::workspace_notes(plan, ws, policy)).unwrap_or_default(),
     );
-    top.insert("confirm_mode".into(), confirm_mode.into());
-    match sandbox {
+    top.insert("confirm_mode".into(), outlook.confirm_mode.into());
+    match outlook.sandbox {
         Ok(info) => {
             top.insert(
                 "sandbox".into(),
@@ -336,6 +347,8 @@ pub(super) fn write_preview_json(
             top.insert("sandbox_error".into(), e.clone().into());
         }
     }
+    // What `run` would decide now (the same decision, `approval_report`).
+    top.insert("approval".into(), outlook.approval.clone());
     let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),

@@ -283,6 +283,42 @@ pub fn load(
     }
 }
 
+/// Validates the steps of `plan` (read from `path`, its variables as loaded) that `which` selects
+/// again against `ctx`: what `approve` does once it has pinned the MCP servers, so each MCP step's
+/// arguments meet the schema it pins, with the step's line, before anything is recorded.
+pub fn recheck_steps(
+    path: &Path,
+    plan: &Plan,
+    ctx: &ValidationContext,
+    which: impl Fn(&Step) -> bool,
+) -> Result<(), PlanError> {
+    let builtins = validate::builtins(plan, ctx.workspace, "validation");
+    let vars = variables::Variables::new(&plan.variables, &builtins);
+    let writers = validate::after_writers(plan);
+    let mut problems: Vec<Problem> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, step)| which(step))
+        .flat_map(|(i, step)| validate::validate_step(step, &vars, ctx, writers[i]))
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    scrub_problems(plan, &builtins, &mut problems);
+    if let Ok(bytes) = crate::sandbox::input::read_bounded(
+        path,
+        crate::sandbox::input::MAX_PLAN_BYTES,
+        "plan file",
+    ) {
+        annotate(&mut problems, &parse::step_lines(&bytes));
+    }
+    Err(PlanError::Invalid {
+        path: path.display().to_string(),
+        problems,
+    })
+}
+
 #[cfg(test)]
 mod schema_tests {
     use super::*;

@@ -261,6 +261,38 @@ pub fn validate_step(
     problems
 }
 
+/// Every MCP server the policy declares must be able to start: its program resolved as a
+/// command's (approving starts each one to pin it). Reported at the first step that calls one of
+/// its tools directly (so with that step's line), else at the policy's entry.
+fn check_mcp_programs(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (name, server) in &ctx.policy.mcp.servers {
+        let Err(e) = crate::tools::mcp::server_program(server, ctx.workspace) else {
+            continue;
+        };
+        let tools: Vec<String> = server
+            .tools
+            .iter()
+            .map(|t| crate::sandbox::policy::mcp_tool_name(name, t))
+            .collect();
+        let at = plan
+            .steps
+            .iter()
+            .position(|s| tools.contains(&s.tool))
+            .map(|i| format!("steps[{i}].tool"))
+            .unwrap_or_else(|| format!("policy.mcp.servers.{name}.command"));
+        problems.push(Problem::invalid(
+            at,
+            format!(
+                "MCP server {name} cannot start: {e} (its command in the policy is {:?}; \
+                 install it, or fix mcp.servers.{name}.command)",
+                server.command
+            ),
+        ));
+    }
+    problems
+}
+
 /// The path a step's precondition "file exists" refers to.
 pub fn step_path(args: &Value) -> Option<&str> {
     args.get("path")
@@ -475,6 +507,7 @@ fn validate_all(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     let mut problems = check_secrets(plan);
     problems.extend(check_intent(plan));
     problems.extend(check_creates(ctx, &ctx.policy.creates, "policy.creates"));
+    problems.extend(check_mcp_programs(plan, ctx));
     let writers = after_writers(plan);
     for (i, step) in plan.steps.iter().enumerate() {
         problems.extend(validate_step(step, &vars, ctx, writers[i]));

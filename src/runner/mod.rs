@@ -232,6 +232,40 @@ impl RunnerError {
     }
 }
 
+/// Whether the plan read from `plan_path` may run under `policy` in `ws`: the one decision `run`
+/// makes and `preview` and the MCP server's `plan_status` report, so none of them can call a plan
+/// approved that `run` refuses. Checks the approval file (pending, rejected — a rejection stands
+/// until an explicit approval replaces it —, plan id and hash), its signature under `key` when
+/// one is configured, the policy it was approved under, the skill files the plan uses
+/// (docs/agents.md) and the MCP pins (every declared server pinned, every pin consistent). `Ok`
+/// gives the approved plan and the registry with the MCP tools as pinned; `Err` is exactly what
+/// `run` prints.
+pub fn authorize(
+    plan_path: &Path,
+    plan: Plan,
+    policy: &Policy,
+    ws: &Workspace,
+    key: Option<&[u8]>,
+) -> Result<(ApprovedPlan, ToolRegistry), RunnerError> {
+    let unauthorized = |source: AuthError| RunnerError::Unauthorized {
+        path: plan_path.display().to_string(),
+        source,
+    };
+    let authorization = plan::auth::load(plan_path, &plan).map_err(|e| match e {
+        AuthError::Input { .. } => RunnerError::ApprovalInput(e),
+        other => unauthorized(other),
+    })?;
+    let approved = ApprovedPlan::new_verified(plan, authorization, key)
+        .and_then(|a| a.check_policy(policy).map(|()| a))
+        .and_then(|a| a.check_skills(ws).map(|()| a))
+        .map_err(unauthorized)?;
+    // The MCP tools as approved: descriptions and schemas from the pins; a declared server
+    // without pins cannot run.
+    let registry = crate::tools::mcp::registry(policy, Some(&approved.authorization().mcp))
+        .map_err(|e| unauthorized(AuthError::McpNotPinned(e)))?;
+    Ok((approved, registry))
+}
+
 /// A plan that is loaded, valid, authorized and ready to run in its workspace.
 pub struct PlanRunner {
     workspace: Workspace,
@@ -353,28 +387,12 @@ impl PlanRunner {
             }
         }
 
-        let unauthorized = |source: AuthError| RunnerError::Unauthorized {
-            path: plan_path.display().to_string(),
-            source,
-        };
-        let authorization = plan::auth::load(plan_path, &plan).map_err(|e| match e {
-            AuthError::Input { .. } => RunnerError::ApprovalInput(e),
-            other => unauthorized(other),
-        })?;
         let key = if options.no_signature_check {
             None
         } else {
             plan::auth::approval_key().map_err(|e| RunnerError::Setup(e.to_string()))?
         };
-        // Hash, signature, policy binding, and the skill files the plan uses (docs/agents.md).
-        let approved = ApprovedPlan::new_verified(plan, authorization, key.as_deref())
-            .and_then(|a| a.check_policy(&policy).map(|()| a))
-            .and_then(|a| a.check_skills(&ws).map(|()| a))
-            .map_err(unauthorized)?;
-        // The MCP tools as approved: descriptions and schemas from the pins; a declared server
-        // without pins cannot run.
-        let registry = crate::tools::mcp::registry(&policy, Some(&approved.authorization().mcp))
-            .map_err(|e| unauthorized(AuthError::McpNotPinned(e)))?;
+        let (approved, registry) = authorize(plan_path, plan, &policy, &ws, key.as_deref())?;
 
         let requested = match settings.sandbox {
             Some(SandboxMode::None) if !explicit_none => {
@@ -735,6 +753,23 @@ pub fn record_decision(
                 .with_read_paths(&policy.read_paths);
             auth.mcp = crate::tools::mcp::pin_servers(policy, workspace, &sandbox)
                 .map_err(|e| RunnerError::Setup(format!("cannot pin the MCP servers: {e}")))?;
+            // Each MCP step's arguments against the schema just pinned (until now any object
+            // passed), so a plan that would fail at its first call is not approved.
+            let pinned =
+                crate::tools::mcp::registry(policy, Some(&auth.mcp)).map_err(RunnerError::Setup)?;
+            let ctx = ValidationContext {
+                registry: &pinned,
+                workspace,
+                policy,
+            };
+            plan::recheck_steps(plan_path, plan, &ctx, |step| {
+                policy.mcp.servers.iter().any(|(name, server)| {
+                    server
+                        .tools
+                        .iter()
+                        .any(|t| step.tool == crate::sandbox::policy::mcp_tool_name(name, t))
+                })
+            })?;
         }
     }
     store.record_decision(&DecisionRow {

@@ -186,27 +186,9 @@ pub fn server_spec(
     workspace: &Workspace,
     sandbox: &OsSandbox,
 ) -> Result<CommandSpec, String> {
-    let mut env: Vec<(String, String)> = Vec::new();
-    for name in std::iter::once("PATH").chain(server.env.iter().map(String::as_str)) {
-        if crate::sandbox::redact::is_runner_secret_var(name) || env.iter().any(|(k, _)| k == name)
-        {
-            continue;
-        }
-        if let Ok(value) = std::env::var(name) {
-            env.push((name.to_string(), value));
-        }
-    }
-    let path_var = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone());
-    let program = program::resolve(
-        &server.command[0],
-        workspace,
-        workspace.root(),
-        path_var.as_deref(),
-    )
-    .map_err(|e| format!("{}: {e}", server.command[0]))?;
+    let env = server_env(server);
+    let program =
+        server_program(server, workspace).map_err(|e| format!("{}: {e}", server.command[0]))?;
     let mut spec = CommandSpec::new(server.command.clone(), workspace.root().to_path_buf());
     spec.program = Some(program.exec.clone());
     spec.program_roots = program.roots.clone();
@@ -220,6 +202,40 @@ pub fn server_spec(
         )
     })?;
     Ok(spec)
+}
+
+/// The program that starts `server`, resolved as it will be when it starts (a bare name on the
+/// `PATH` it gets, or a workspace path): what `validate` checks and `preview` shows, so a server
+/// that cannot start is refused before anyone approves the plan.
+pub fn server_program(
+    server: &McpServer,
+    workspace: &Workspace,
+) -> Result<program::Program, program::ProgramError> {
+    let path_var = server_env(server)
+        .into_iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v);
+    program::resolve(
+        &server.command[0],
+        workspace,
+        workspace.root(),
+        path_var.as_deref(),
+    )
+}
+
+/// The environment `server` gets: `PATH` plus the names it lists, never the runner's secrets.
+fn server_env(server: &McpServer) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    for name in std::iter::once("PATH").chain(server.env.iter().map(String::as_str)) {
+        if crate::sandbox::redact::is_runner_secret_var(name) || env.iter().any(|(k, _)| k == name)
+        {
+            continue;
+        }
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.to_string(), value));
+        }
+    }
+    env
 }
 
 /// Starts `server` and lists its tools (for `approve`, `mcp tools` and a run's first call).

@@ -86,10 +86,29 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
     }
     if let Some(obj) = value.as_object() {
         let props = schema.get("properties").and_then(Value::as_object);
+        let known: Vec<&str> = props
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        // Arguments the schema does not name (allowed unless `additionalProperties: false`, but
+        // usually a misspelling when a required one is missing).
+        let unnamed: Vec<&str> = obj
+            .keys()
+            .map(String::as_str)
+            .filter(|k| props.is_some() && !known.contains(k))
+            .collect();
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for name in required.iter().filter_map(Value::as_str) {
                 if !obj.contains_key(name) {
-                    errors.push(format!("{at}: missing required argument '{name}'"));
+                    let hint = match crate::suggest::closest(name, unnamed.iter().copied()) {
+                        Some(given) => format!(" (given '{given}': did you mean '{name}'?)"),
+                        None if !unnamed.is_empty() => format!(
+                            " (given {}, which the tool does not take; it takes: {})",
+                            quoted(&unnamed),
+                            known.join(", ")
+                        ),
+                        None => String::new(),
+                    };
+                    errors.push(format!("{at}: missing required argument '{name}'{hint}"));
                 }
             }
         }
@@ -98,11 +117,9 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
                 Some(sub) => check(sub, v, &format!("{at}.{key}"), errors),
                 None => {
                     if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
-                        let known: Vec<&str> = props
-                            .map(|p| p.keys().map(String::as_str).collect())
-                            .unwrap_or_default();
                         errors.push(format!(
-                            "{at}: unknown argument '{key}' (expected one of: {})",
+                            "{at}: unknown argument '{key}'{} (expected one of: {})",
+                            crate::suggest::did_you_mean(key, known.iter().copied()),
                             known.join(", ")
                         ));
                     }
@@ -142,6 +159,15 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
     }
 }
 
+/// `'a', 'b'`: argument names as a message lists them.
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +185,33 @@ mod tests {
             "required": ["path"],
             "additionalProperties": false
         })
+    }
+
+    #[test]
+    fn a_missing_argument_names_what_was_given_instead() {
+        let schema = json!({"type": "object", "properties": {"timezone": {"type": "string"}},
+                            "required": ["timezone"]});
+        let typo = validate(&schema, &json!({"timezone_": "UTC"}), "args").join("\n");
+        assert_eq!(
+            typo,
+            "args: missing required argument 'timezone' (given 'timezone_': did you mean 'timezone'?)"
+        );
+        let other = validate(&schema, &json!({"tz": "UTC"}), "args").join("\n");
+        assert_eq!(
+            other,
+            "args: missing required argument 'timezone' (given 'tz', which the tool does not take; it takes: timezone)"
+        );
+        let unknown = validate(
+            &super::tests::schema(),
+            &json!({"path": "x", "dpeth": 1}),
+            "a",
+        );
+        assert_eq!(
+            unknown,
+            [
+                "a: unknown argument 'dpeth' (did you mean \"depth\"?) (expected one of: depth, mode, path, tags)"
+            ]
+        );
     }
 
     #[test]

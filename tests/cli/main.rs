@@ -4,6 +4,7 @@ mod harness;
 mod imports;
 
 mod agent;
+mod approval_agreement;
 mod auth;
 mod bwrap_attacks;
 mod commands;
@@ -24,6 +25,8 @@ mod landlock;
 mod library;
 mod line_edit;
 mod mcp;
+mod mcp_conformance;
+mod mcp_sdk;
 mod mirrors;
 mod network;
 mod odincode;

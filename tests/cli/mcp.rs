@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::harness::*;
 
 /// `PATH` with the fixture's directory first, so the policy names it as a bare program.
-fn path_with_fixture() -> String {
+pub(crate) fn path_with_fixture() -> String {
     let dir = Path::new(env!("CARGO_BIN_EXE_acode-mcp-fixture"))
         .parent()
         .unwrap()
@@ -24,7 +24,7 @@ fn path_with_fixture() -> String {
 
 /// Writes a policy declaring server `fx` run as `acode-mcp-fixture ARGS...` with `tools`, and
 /// `extra` merged into the server entry.
-fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
+pub(crate) fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
     let mut command = vec!["acode-mcp-fixture".to_string()];
     command.extend(args.iter().map(|s| s.to_string()));
     let mut server = json!({"command": command, "tools": tools, "confirm": false});
@@ -37,7 +37,7 @@ fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
     );
 }
 
-fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
+pub(crate) fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = t.cmd();
     c.env("PATH", path_with_fixture());
     for (k, v) in envs {
@@ -46,7 +46,7 @@ fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
     c.args(args).output().unwrap()
 }
 
-fn approve(t: &TestDir, plan: &Path) {
+pub(crate) fn approve(t: &TestDir, plan: &Path) {
     let out = run(
         t,
         &["approve", plan.to_str().unwrap(), "--by", "tester"],
@@ -820,7 +820,10 @@ fn acode_run_mcp_answers_malformed_messages_with_errors_and_keeps_serving() {
         discover["result"]["supportedVersions"],
         json!(["2026-07-28"])
     );
-    assert_eq!(discover["result"]["serverInfo"]["name"], "acode-run");
+    assert_eq!(
+        discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "acode-run"
+    );
     let listed = ask(&format!(
         r#"{{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{{{meta}}}}}"#
     ));
@@ -984,6 +987,28 @@ fn real_registry_servers_are_pinned_and_called_when_asked() {
     );
     let py = t.ws.join("py");
     let env = [("PYTHONPATH", py.to_str().unwrap())];
+    // As a new user wrote it first: `tz` for the time server's `timezone`. It validates (the
+    // schema is not known before the server is started) and approve refuses it with the line.
+    let guessed = t.plan(
+        "guessed.json",
+        &json!({"plan_id": "guessed", "steps": [
+            {"step_id": "now", "tool": "mcp__time__get_current_time", "arguments": {"tz": "UTC"}}]}),
+    );
+    let out = run(
+        &t,
+        &["approve", guessed.to_str().unwrap(), "--by", "ci"],
+        &env,
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "steps[0].arguments: missing required argument 'timezone' (given 'tz', which the tool \
+             does not take; it takes: timezone) (step at line 4)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!t.root.join("guessed.json.approval").exists());
     let out = run(&t, &["approve", plan.to_str().unwrap(), "--by", "ci"], &env);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let pins = approval(&plan)["mcp"].clone();
@@ -1270,4 +1295,95 @@ fn a_program_an_mcp_step_may_create_validates_after_it() {
     );
     let out = run(&t, &["validate", after_read.to_str().unwrap()], &[]);
     assert_exit_with(&out, 2, "the program build/tool does not exist");
+}
+
+/// `approve` checks each MCP step's arguments against the schema it has just pinned: a misspelled
+/// or missing argument is refused with the step's line and the fix, and nothing is approved.
+#[test]
+fn approve_refuses_mcp_arguments_that_do_not_meet_the_pinned_schema() {
+    let t = TestDir::new();
+    policy(&t, &["handshake"], &["echo"], json!({}));
+    for (args, hint) in [
+        (
+            json!({"txt": "hi"}),
+            "missing required argument 'text' (given 'txt': did you mean 'text'?)",
+        ),
+        (
+            json!({"message": "hi"}),
+            "missing required argument 'text' (given 'message', which the tool does not take; it takes: text)",
+        ),
+        (
+            json!({"text": 3}),
+            "steps[0].arguments.text: expected string, got integer",
+        ),
+    ] {
+        let plan = direct_plan(&t, "echo", args.clone());
+        // Before approval any object passes: the schema is not known yet.
+        let out = run(&t, &["validate", plan.to_str().unwrap()], &[]);
+        assert_eq!(code(&out), 0, "{args}: {}", stderr(&out));
+        let out = run(
+            &t,
+            &["approve", plan.to_str().unwrap(), "--by", "tester"],
+            &[],
+        );
+        assert_eq!(code(&out), 2, "{args}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(hint), "{args}: {err}");
+        assert!(err.contains("(step at line 4)"), "{args}: {err}");
+        let mut approval = plan.as_os_str().to_owned();
+        approval.push(".approval");
+        assert!(!Path::new(&approval).exists(), "{args}: nothing approved");
+    }
+    let plan = direct_plan(&t, "echo", json!({"text": "hi"}));
+    approve(&t, &plan);
+}
+
+/// A server whose program is not on `PATH` is refused by `validate` (at the step that calls it,
+/// with its line), by `approve` and by `preview` — never first at `run`; a server that is there is
+/// shown by `preview` with the path it resolves to.
+#[test]
+fn a_server_program_missing_from_path_is_refused_before_approval() {
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        &json!({"mcp": {"servers": {"time": {"command": ["acode-no-such-mcp-server", "--utc"],
+                                             "tools": ["get_current_time"], "confirm": false}}}})
+        .to_string(),
+    );
+    let plan = t.plan(
+        "time.json",
+        &json!({"plan_id": "time", "steps": [
+            {"step_id": "now", "tool": "mcp__time__get_current_time", "arguments": {"timezone": "UTC"}}]}),
+    );
+    let needle = "steps[0].tool: MCP server time cannot start: acode-no-such-mcp-server: not found on the command's PATH";
+    for command in ["validate", "approve", "preview"] {
+        let out = run(&t, &[command, plan.to_str().unwrap()], &[]);
+        assert_eq!(code(&out), 2, "{command}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{command}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("(step at line 4)"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!t.root.join("time.json.approval").exists());
+
+    policy(&t, &["handshake"], &["echo"], json!({}));
+    let plan = direct_plan(&t, "echo", json!({"text": "hi"}));
+    let fixture = env!("CARGO_BIN_EXE_acode-mcp-fixture");
+    let out = run(&t, &["validate", plan.to_str().unwrap()], &[]);
+    assert!(
+        stderr(&out).contains(&format!("mcp server fx: starts {fixture}")),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&t, &["validate", plan.to_str().unwrap(), "--json"], &[]);
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(shown["mcp_servers"]["fx"]["program"], fixture);
+    let out = run(&t, &["preview", plan.to_str().unwrap()], &[]);
+    assert!(
+        stdout(&out).contains(&format!("program: acode-mcp-fixture → {fixture}")),
+        "{}",
+        stdout(&out)
+    );
 }

@@ -39,7 +39,7 @@ fn setup(name: &str) -> (TestDir, PathBuf) {
     (t, plan)
 }
 
-fn net_enabled() -> bool {
+pub(crate) fn net_enabled() -> bool {
     std::env::var("ACODE_E2E_NET").is_ok_and(|v| v == "1")
 }
 

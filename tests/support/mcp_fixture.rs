@@ -17,7 +17,8 @@
 //! - `--exit-on-call`: prints a last word on stderr and exits at a `tools/call`;
 //! - `--fail-if F`: when F exists, prints three lines (the last with an escape sequence) on stderr
 //!   and exits 3 at once, before reading anything (a server that cannot start);
-//! - `--log F`: appends every line received, and its pid (and that of a `hang` child), to F.
+//! - `--log F`: appends every line received, and its pid (and that of a `hang` child), to F;
+//! - `--version V`: the protocol version `initialize` answers (default 2025-06-18).
 //!
 //! Tools: `echo {text}`, `env {names}` (values of those variables, or null), `write {path, text}`,
 //! `read {path}`, `connect {address}` (a TCP connection), `secret` (a result holding a token), `image` (an image content), `fail`
@@ -40,6 +41,7 @@ struct Options {
     wrong_id: bool,
     exit_on_call: bool,
     log: Option<String>,
+    version: String,
 }
 
 fn log(opts: &Options, line: &str) {
@@ -221,6 +223,7 @@ fn main() {
         wrong_id: false,
         exit_on_call: false,
         log: None,
+        version: "2025-06-18".to_string(),
     };
     let mut stdout_log = false;
     let mut i = 1;
@@ -229,6 +232,12 @@ fn main() {
             "--desc-file" => {
                 i += 1;
                 opts.desc_file = args.get(i).cloned();
+            }
+            "--version" => {
+                i += 1;
+                if let Some(v) = args.get(i) {
+                    opts.version = v.clone();
+                }
             }
             "--log" => {
                 i += 1;
@@ -311,7 +320,7 @@ fn main() {
                 "ttlMs": 0, "cacheScope": "private"}),
             "initialize" if !opts.stateless => {
                 initialized = true;
-                json!({"protocolVersion": "2025-06-18",
+                json!({"protocolVersion": opts.version,
                        "capabilities": {"tools": {"listChanged": true}},
                        "serverInfo": {"name": "fixture-handshake", "version": "1.0.0"}})
             }
