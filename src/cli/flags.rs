@@ -359,8 +359,7 @@ use Command::*;
 
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[
-    Run, Resume, Approve, Reject, Runs, Show, Artifact, Report, Draft, Review, Do, Mcp,
-    Export,
+    Run, Resume, Approve, Reject, Runs, Show, Artifact, Report, Draft, Review, Do, Mcp, Export,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
