@@ -158,3 +158,43 @@ fn credential_files_in_home_are_unreadable_and_never_recorded_in_any_mode() {
         assert!(text.contains("cargotool-ran"), "{mode}: {text}");
     }
 }
+
+#[test]
+fn a_program_that_cannot_be_shown_without_its_home_is_refused_the_same_way_in_every_mode() {
+    let t = TestDir::new();
+    let home = t.root.join("home");
+    // A program directly in HOME (on PATH there): its installation would be HOME itself, which no
+    // mode shows. (One in `HOME/bin` is shown as `HOME/bin` alone.)
+    exe(&home.join("acode-hometool"), "#!/bin/sh\necho ran\n");
+    let plan = t.plan(
+        "home.json",
+        &json!({"plan_id": "home", "steps": [
+            {"step_id": "tool", "tool": "run_command", "arguments": {"argv": ["acode-hometool"]}}]}),
+    );
+    let path = format!("{}:/usr/bin:/bin", home.display());
+    let mut said = Vec::new();
+    for mode in ["landlock", "bwrap", "auto", "none"] {
+        t.file(
+            "acode-policy.json",
+            &json!({"sandbox": mode, "allow_commands": ["acode-hometool"]}).to_string(),
+        );
+        let out = t
+            .cmd()
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .args(["validate", plan.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = format!("{}{}", stdout(&out), stderr(&out));
+        assert_ne!(code(&out), 0, "{mode}: {err}");
+        assert!(
+            err.contains("without exposing") && err.contains("which no sandbox mode shows"),
+            "{mode}: {err}"
+        );
+        said.push(err.replace(mode, "MODE"));
+    }
+    assert!(
+        said.windows(2).all(|w| w[0] == w[1]),
+        "the same message in every mode: {said:#?}"
+    );
+}
