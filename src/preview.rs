@@ -663,10 +663,25 @@ fn mcp_notes(plan: &Plan, policy: &Policy, workspace: &Workspace) -> Vec<String>
     for (name, server) in &policy.mcp.servers {
         let mut env = vec!["PATH".to_string()];
         env.extend(server.env.iter().cloned());
+        let how = match &server.url {
+            Some(url) => format!(
+                "remote, over Streamable HTTP at {url} (headers {}; its host must be in \
+                 network.allow)",
+                server
+                    .headers
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!(
+                "runs {:?} as a command (environment {})",
+                server.command,
+                env.join(", ")
+            ),
+        };
         notes.push(format!(
-            "mcp server {name}: runs {:?} as a command (environment {}; startup {} s, calls {} s)",
-            server.command,
-            env.join(", "),
+            "mcp server {name}: {how}; startup {} s, calls {} s",
             server.startup_timeout().as_secs(),
             server.call_timeout().as_secs()
         ));

@@ -17,64 +17,22 @@ pub(crate) struct HttpReply {
     pub body: String,
 }
 
-/// A ureq agent for talking to one LLM server.
-///
-/// `http_status_as_error(false)` so 4xx/5xx bodies and `Retry-After` can be read; no redirects (a
-/// POST must not silently turn into something else); no proxy from the environment (a stray
-/// `HTTP_PROXY` must not reroute prompts); one global timeout covering connect to last byte.
-///
-/// TLS (`https://`) is rustls with the compiled-in Mozilla (webpki) roots, so a hosted endpoint
-/// is verified the same way on every machine, whatever CA store the host (or a slim CI image) has.
-/// `config.ca_cert` adds a private CA to those roots. A CA file that cannot be loaded leaves the
-/// agent trusting nothing at all (fail closed); [`LlmConfig::validate`] reports the file first.
-///
-/// With `config.ca_cert`, each certificate in the file is also *pinned*: a server presenting
-/// exactly that certificate is accepted, so a self-signed server certificate (`openssl req
-/// -x509`, which webpki refuses as an end entity) works when given explicitly (see
-/// `pinned_tls`).
+/// A ureq agent for talking to one LLM server: [`crate::sandbox::network::agent::agent`] with the
+/// configured timeout and `config.ca_cert`'s certificates (a CA file that cannot be loaded leaves
+/// the agent trusting nothing at all, fail closed; [`LlmConfig::validate`] reports the file first).
 pub(crate) fn agent(config: &LlmConfig) -> ureq::Agent {
-    use ureq::tls::{RootCerts, TlsConfig};
-    let builder = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(config.timeout))
-        .max_redirects(0)
-        .proxy(None);
-    let Some(path) = &config.ca_cert else {
-        let agent_config = builder
-            .tls_config(TlsConfig::builder().root_certs(RootCerts::WebPki).build())
-            .build();
-        return ureq::Agent::new_with_config(agent_config);
-    };
-    let extra: Vec<rustls::pki_types::CertificateDer<'static>> = load_ca_certs(path)
-        .unwrap_or_default()
-        .iter()
-        .map(|c| rustls::pki_types::CertificateDer::from(c.der().to_vec()))
-        .collect();
-    let tls = if extra.is_empty() {
-        // An unloadable file trusts nothing (fail closed; `validate` named the file already).
-        Err(rustls::Error::General("no certificate loaded".into()))
-    } else {
-        super::pinned_tls::client_config(&extra)
-    };
-    use ureq::unversioned::resolver::DefaultResolver;
-    use ureq::unversioned::transport::{Connector, TcpConnector};
-    match tls {
-        Ok(tls) => ureq::Agent::with_parts(
-            builder.build(),
-            ().chain(TcpConnector::default())
-                .chain(super::pinned_tls::PinnedTlsConnector { config: tls }),
-            DefaultResolver::default(),
+    use crate::sandbox::network::agent::{Trust, agent};
+    let trust = match &config.ca_cert {
+        None => Trust::WebPki,
+        Some(path) => Trust::Extra(
+            load_ca_certs(path)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| rustls::pki_types::CertificateDer::from(c.der().to_vec()))
+                .collect(),
         ),
-        Err(_) => ureq::Agent::new_with_config(
-            builder
-                .tls_config(
-                    TlsConfig::builder()
-                        .root_certs(RootCerts::new_with_certs(&[]))
-                        .build(),
-                )
-                .build(),
-        ),
-    }
+    };
+    agent(config.timeout, &trust)
 }
 
 /// The certificates of a PEM file (`--llm-ca-cert`); an unreadable file, or one with no
@@ -223,16 +181,7 @@ pub(crate) fn status_error(reply: HttpReply, url: &str, model: &str) -> LlmError
     }
 }
 
-/// `Retry-After` as delta-seconds (integer or decimal). The HTTP-date form is not parsed (local
-/// servers do not send it); it yields `None` and the normal exponential backoff applies.
-pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
-    let secs: f64 = value.trim().parse().ok()?;
-    if !secs.is_finite() || secs < 0.0 {
-        return None;
-    }
-    // Anything beyond a day is nonsense; the backoff policy caps it far lower anyway.
-    Duration::try_from_secs_f64(secs.min(86_400.0)).ok()
-}
+pub(crate) use crate::sandbox::network::agent::parse_retry_after;
 
 /// Classifies a ureq failure. Refused and reset connections and timeouts are retryable; the rest
 /// (host not found, protocol garbage, TLS) is not.

@@ -83,7 +83,6 @@ mod http;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod parse;
-mod pinned_tls;
 pub mod react;
 pub mod replay;
 /// Test-only: not in the shipped library (the `testing` feature, which the crate's own tests enable).

@@ -1,4 +1,9 @@
-//! One MCP server over stdio (see the module docs of [`crate::mcp`]).
+//! One MCP server, over stdio or Streamable HTTP (see the module docs of [`crate::mcp`]).
+//!
+//! The conversation (eras, requests, answers, refusals, `list_changed`, cancellation) is written
+//! once in [`Client`]; how a message travels is a [`Transport`]: [`Stdio`] here (one JSON-RPC
+//! message per line on a child's pipes) or [`super::http::Http`]. Both hand what arrives to the
+//! client on one channel, so every wait below is the same loop.
 //!
 //! Every wait is bounded: a request waits for its answer until its deadline or the cancel flag,
 //! and then sends `notifications/cancelled` and stops the server (the caller drops the client,
@@ -101,6 +106,24 @@ pub enum McpError {
         /// The error code.
         code: i64,
         /// The error message, sanitised.
+        message: String,
+    },
+    /// A remote server's HTTP exchange failed (a status, a bound, a refused redirect, a 401).
+    #[error("MCP server {server} ({method}): {message}")]
+    Http {
+        /// The server.
+        server: String,
+        /// The request.
+        method: String,
+        /// What happened (secrets redacted, sanitised).
+        message: String,
+    },
+    /// A remote server the policy does not let the run reach (its URL, its host, a header).
+    #[error("MCP server {server}: {message}")]
+    NotAllowed {
+        /// The server.
+        server: String,
+        /// Why, and what would allow it.
         message: String,
     },
     /// The answer does not have the shape the protocol requires.
@@ -231,26 +254,54 @@ pub struct ListedTool {
     pub input_schema: Value,
 }
 
-/// What the stdout reader thread hands over.
-enum Incoming {
+/// What a transport hands over to the client.
+pub(crate) enum Incoming {
+    /// One JSON-RPC message.
     Message(Value),
+    /// Something that is not a JSON-RPC message (sanitised); the transport is unusable after it.
     NotJson(String),
+    /// The server went away (a stdio server's stdout closed).
     Eof,
+    /// Request `id` failed in the transport (an HTTP status, a bound, a refused redirect).
+    Failed(u64, McpError),
+}
+
+/// How messages travel to one server and back: what [`Client`] needs of stdio and of HTTP.
+/// Answers and server messages arrive on the channel the transport was made with.
+pub(crate) trait Transport: Send {
+    /// Sends one message: a request (its answer arrives on the channel), a notification or a
+    /// reply. `deadline` bounds the request's whole exchange (HTTP) or the write (stdio).
+    fn send(&mut self, message: &Value, method: &str, deadline: Instant) -> Result<(), McpError>;
+    /// The protocol version agreed (`None` before `initialize` answered), for transports that
+    /// carry it outside the message (HTTP's `MCP-Protocol-Version`).
+    fn set_protocol_version(&mut self, _version: Option<&str>) {}
+    /// Ends the conversation now: the process group for stdio; the session (`DELETE`) and every
+    /// open connection for HTTP. Idempotent.
+    fn stop(&mut self);
+    /// The error for the channel's end ([`Incoming::Eof`]) during `method`.
+    fn gone(&self, method: &str) -> McpError;
+    /// What the server logged since the last call (a stdio server's stderr; empty for HTTP).
+    fn take_log(&mut self) -> String {
+        String::new()
+    }
+    /// The network requests made since the last call (HTTP), to be recorded on the call.
+    fn take_network(&mut self) -> Vec<crate::sandbox::network::NetworkRequest> {
+        Vec::new()
+    }
+    /// The process id of a started server (its process group id); `None` for a remote one.
+    fn pid(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// A running server and the state of the conversation with it.
 pub struct Client {
     server: String,
-    service: Service,
-    stdin: std::fs::File,
+    transport: Box<dyn Transport>,
     rx: Receiver<Incoming>,
     next_id: u64,
     era: Era,
     identity: Identity,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    stderr_taken: usize,
-    /// A duplicate of the stderr pipe's read end, only polled (see [`Client::take_stderr`]).
-    stderr_fd: Option<std::fs::File>,
     refused: Vec<String>,
     list_changed: bool,
 }
@@ -259,10 +310,22 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("server", &self.server)
-            .field("pid", &self.service.pid())
+            .field("pid", &self.transport.pid())
             .field("era", &self.era)
             .finish()
     }
+}
+
+/// A server started as a child process, spoken to on its stdin and stdout (one message a line);
+/// its stderr is kept as its log.
+pub(crate) struct Stdio {
+    server: String,
+    service: Service,
+    stdin: std::fs::File,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_taken: usize,
+    /// A duplicate of the stderr pipe's read end, only polled (see [`Stdio::take_log`]).
+    stderr_fd: Option<std::fs::File>,
 }
 
 /// `_meta` of a stateless-era request.
@@ -316,10 +379,26 @@ impl Client {
         let sink = log.clone();
         let stderr_fd = stderr.try_clone().ok();
         std::thread::spawn(move || read_stderr(stderr, sink));
-        let client = Client {
+        let transport = Stdio {
             server: server.to_string(),
             service,
             stdin,
+            stderr: log,
+            stderr_taken: 0,
+            stderr_fd,
+        };
+        Ok(Client::over(server, Box::new(transport), rx))
+    }
+
+    /// A client speaking through `transport`, whose messages arrive on `rx`; nothing sent yet.
+    pub(crate) fn over(
+        server: &str,
+        transport: Box<dyn Transport>,
+        rx: Receiver<Incoming>,
+    ) -> Client {
+        Client {
+            server: server.to_string(),
+            transport,
             rx,
             next_id: 0,
             era: Era::Stateless,
@@ -328,13 +407,9 @@ impl Client {
                 name: String::new(),
                 version: String::new(),
             },
-            stderr: log,
-            stderr_taken: 0,
-            stderr_fd,
             refused: Vec::new(),
             list_changed: false,
-        };
-        Ok(client)
+        }
     }
 
     /// Chooses the protocol era by what the server answers, within `startup` (and the cancel
@@ -354,7 +429,7 @@ impl Client {
     /// wrote on stderr ([`McpError::Startup`]), read to its end once the process is gone (bounded
     /// by the stop's grace period and [`Client::take_stderr`]'s own wait).
     pub fn failed_to_start(&mut self, e: McpError) -> McpError {
-        let _ = self.service.stop();
+        self.transport.stop();
         let stderr = self.take_stderr();
         McpError::startup(e, stderr)
     }
@@ -367,6 +442,7 @@ impl Client {
     /// server answers `initialize` with an error at once.)
     fn handshake(&mut self, deadline: Instant, cancel: &AtomicBool) -> Result<(), McpError> {
         self.era = Era::Handshake(HANDSHAKE_VERSIONS[0].to_string());
+        self.transport.set_protocol_version(None);
         let params = json!({
             "protocolVersion": HANDSHAKE_VERSIONS[0],
             "capabilities": {},
@@ -392,6 +468,7 @@ impl Client {
                 }
                 self.identity =
                     identity(&version, result.get("serverInfo").unwrap_or(&Value::Null));
+                self.transport.set_protocol_version(Some(&version));
                 self.era = Era::Handshake(version);
                 self.notify("notifications/initialized", json!({}))?;
                 return Ok(());
@@ -400,6 +477,7 @@ impl Client {
             Err(other) => return Err(other),
         };
         self.era = Era::Stateless;
+        self.transport.set_protocol_version(Some(STATELESS_VERSION));
         let why = match self.request("server/discover", json!({}), deadline, cancel) {
             Ok(result) => {
                 let supported: Vec<&str> = result
@@ -451,9 +529,9 @@ impl Client {
         &self.era
     }
 
-    /// The server's pid (its process group id).
-    pub fn pid(&self) -> i32 {
-        self.service.pid()
+    /// The server's pid (its process group id); `None` for a remote server.
+    pub fn pid(&self) -> Option<i32> {
+        self.transport.pid()
     }
 
     /// Requests from the server that were refused, one line each (method and id).
@@ -466,32 +544,16 @@ impl Client {
         std::mem::take(&mut self.refused)
     }
 
-    /// The server's stderr since the last call of this function (lossy UTF-8).
+    /// The server's stderr since the last call of this function (lossy UTF-8); empty for a
+    /// remote server.
     pub fn take_stderr(&mut self) -> String {
-        // What the server wrote before its answer is in the pipe or already read: wait (briefly)
-        // until the reader thread has emptied the pipe, so a call's log lines stay with it.
-        if let Some(fd) = &self.stderr_fd {
-            let until = Instant::now() + Duration::from_millis(200);
-            while Instant::now() < until && readable(fd) {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let log = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
-        let new = log.get(self.stderr_taken..).unwrap_or_default();
-        self.stderr_taken = log.len();
-        String::from_utf8_lossy(new).into_owned()
+        self.transport.take_log()
     }
 
-    /// The last non-empty line of stderr, sanitised.
-    fn stderr_tail(&self) -> String {
-        let log = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
-        let text = String::from_utf8_lossy(&log);
-        text.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| sanitize_line(l, SHOWN))
-            .unwrap_or_default()
+    /// The HTTP requests made to a remote server since the last call of this function, recorded
+    /// on the call as a command's requests are.
+    pub fn take_network(&mut self) -> Vec<crate::sandbox::network::NetworkRequest> {
+        self.transport.take_network()
     }
 
     /// Whether the server announced a changed tool list.
@@ -562,9 +624,9 @@ impl Client {
         self.request("tools/call", params, deadline, cancel)
     }
 
-    /// Ends the server's process group now.
+    /// Ends the conversation now (see [`Transport::stop`]).
     pub fn stop(&mut self) {
-        let _ = self.service.stop();
+        self.transport.stop();
     }
 
     fn protocol(&self, message: &str) -> McpError {
@@ -574,20 +636,26 @@ impl Client {
         }
     }
 
-    /// Writes one message as one line.
-    fn send(&mut self, mut message: Value, method: &str) -> Result<(), McpError> {
+    /// Sends one message, with the stateless revision's `_meta` when that era is spoken.
+    fn send(
+        &mut self,
+        mut message: Value,
+        method: &str,
+        deadline: Instant,
+    ) -> Result<(), McpError> {
         if self.era == Era::Stateless
             && let Some(params) = message.get_mut("params").and_then(Value::as_object_mut)
         {
             params.insert("_meta".into(), stateless_meta());
         }
-        self.send_raw(&message, method)
+        self.transport.send(&message, method, deadline)
     }
 
     fn notify(&mut self, method: &str, params: Value) -> Result<(), McpError> {
         self.send(
             json!({"jsonrpc": "2.0", "method": method, "params": params}),
             method,
+            Instant::now() + WRITE_BOUND,
         )
     }
 
@@ -604,6 +672,7 @@ impl Client {
         self.send(
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
             method,
+            deadline,
         )?;
         let started = Instant::now();
         loop {
@@ -624,8 +693,13 @@ impl Client {
             }
             let message = match self.rx.recv_timeout((deadline - now).min(TICK)) {
                 Ok(Incoming::Message(m)) => m,
+                Ok(Incoming::Failed(failed, e)) if failed == id => {
+                    return Err(e);
+                }
+                // A failure of a request given up on earlier.
+                Ok(Incoming::Failed(..)) => continue,
                 Ok(Incoming::NotJson(line)) => {
-                    self.service.stop().ok();
+                    self.transport.stop();
                     return Err(McpError::NotJson {
                         server: self.server.clone(),
                         method: method.to_string(),
@@ -633,13 +707,7 @@ impl Client {
                     });
                 }
                 Ok(Incoming::Eof) | Err(RecvTimeoutError::Disconnected) => {
-                    // Give stderr a moment to be read: it usually says why.
-                    std::thread::sleep(Duration::from_millis(50));
-                    return Err(McpError::Exited {
-                        server: self.server.clone(),
-                        method: method.to_string(),
-                        stderr: self.stderr_tail(),
-                    });
+                    return Err(self.transport.gone(method));
                 }
                 Err(RecvTimeoutError::Timeout) => continue,
             };
@@ -682,7 +750,8 @@ impl Client {
                             ),
                         },
                     });
-                    self.send_raw(&reply, method)?;
+                    self.transport
+                        .send(&reply, method, Instant::now() + WRITE_BOUND)?;
                 }
                 _ => {
                     if m == "notifications/tools/list_changed" {
@@ -722,11 +791,38 @@ impl Client {
         }
     }
 
-    /// A message written as is (a reply: no `_meta` added).
-    fn send_raw(&mut self, message: &Value, method: &str) -> Result<(), McpError> {
+    /// Gives up on request `id`: `notifications/cancelled`, then the server is stopped (its
+    /// answer can no longer be trusted to belong to anything).
+    fn abandon(&mut self, id: u64, reason: &str) {
+        let _ = self.notify(
+            "notifications/cancelled",
+            json!({"requestId": id, "reason": reason}),
+        );
+        // A moment for the notification to be read before the group is signalled.
+        std::thread::sleep(Duration::from_millis(100));
+        self.stop();
+    }
+}
+
+impl Stdio {
+    /// The last non-empty line of stderr, sanitised.
+    fn stderr_tail(&self) -> String {
+        let log = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&log);
+        text.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| sanitize_line(l, SHOWN))
+            .unwrap_or_default()
+    }
+}
+
+impl Transport for Stdio {
+    /// Writes the message as one line.
+    fn send(&mut self, message: &Value, method: &str, _deadline: Instant) -> Result<(), McpError> {
         let mut line = message.to_string();
         line.push('\n');
-        let exited = |c: &Client| McpError::Exited {
+        let exited = |c: &Stdio| McpError::Exited {
             server: c.server.clone(),
             method: method.to_string(),
             stderr: c.stderr_tail(),
@@ -756,16 +852,38 @@ impl Client {
         Ok(())
     }
 
-    /// Gives up on request `id`: `notifications/cancelled`, then the server is stopped (its
-    /// answer can no longer be trusted to belong to anything).
-    fn abandon(&mut self, id: u64, reason: &str) {
-        let _ = self.notify(
-            "notifications/cancelled",
-            json!({"requestId": id, "reason": reason}),
-        );
-        // A moment for the notification to be read before the group is signalled.
-        std::thread::sleep(Duration::from_millis(100));
-        self.stop();
+    fn stop(&mut self) {
+        let _ = self.service.stop();
+    }
+
+    fn gone(&self, method: &str) -> McpError {
+        // Give stderr a moment to be read: it usually says why.
+        std::thread::sleep(Duration::from_millis(50));
+        McpError::Exited {
+            server: self.server.clone(),
+            method: method.to_string(),
+            stderr: self.stderr_tail(),
+        }
+    }
+
+    fn take_log(&mut self) -> String {
+        // What the server wrote before its answer is in the pipe or already read: wait (briefly)
+        // until the reader thread has emptied the pipe, so a call's log lines stay with it.
+        if let Some(fd) = &self.stderr_fd {
+            let until = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < until && readable(fd) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let log = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
+        let new = log.get(self.stderr_taken..).unwrap_or_default();
+        self.stderr_taken = log.len();
+        String::from_utf8_lossy(new).into_owned()
+    }
+
+    fn pid(&self) -> Option<i32> {
+        Some(self.service.pid())
     }
 }
 

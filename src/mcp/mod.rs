@@ -14,6 +14,7 @@
 //! (`acode-run mcp`) is in the CLI.
 
 pub mod client;
+pub mod http;
 pub mod pins;
 
 /// The stateless protocol revision.

@@ -343,6 +343,8 @@ impl PlanRunner {
             &policy.env_passthrough,
             &redactor,
         );
+        // The values a remote MCP server's headers take from the environment.
+        redactor.add_values(policy.mcp.header_secrets());
 
         // `run --approve` and a resume read the database before anything runs.
         let mut target = options.target.clone();

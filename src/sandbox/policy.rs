@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::network::NetworkPolicy;
+use std::collections::BTreeMap;
 
 /// Executables a plan may run without any policy file (SPEC §6).
 pub const DEFAULT_ALLOWLIST: &[&str] = &[
@@ -177,16 +178,48 @@ impl McpPolicy {
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()
     }
+
+    /// The values of the environment variables remote servers' headers name (`${env:NAME}`):
+    /// secrets whatever their names, for the run's redactor.
+    pub fn header_secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for server in self.servers.values().filter(|s| s.url.is_some()) {
+            for value in server.headers.values() {
+                let _ = expand_header(value, |var| {
+                    if let Ok(v) = std::env::var(var) {
+                        out.push(v);
+                    }
+                    Ok(String::new())
+                });
+            }
+        }
+        out
+    }
 }
 
-/// One MCP server a run may start (docs/mcp.md). It runs as a command does: same sandbox, limits
-/// and network policy, with an environment of `PATH` plus the names in `env` only.
+/// One MCP server a run may use (docs/mcp.md): either a program it starts (`command`), which runs
+/// as a command does (same sandbox, limits and network policy, with an environment of `PATH` plus
+/// the names in `env` only), or a remote server reached over Streamable HTTP (`url`), whose host
+/// must be in `network.allow`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct McpServer {
     /// Program and arguments (a bare name on `PATH`, or a workspace path), never through a shell.
+    /// Empty for a remote server. Left out of the serialised form when empty, so policies
+    /// written before remote servers keep their hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// Environment variables passed from the runner's environment (besides `PATH`).
+    /// The MCP endpoint of a remote server (`https://host/mcp`; `http://` only on a loopback
+    /// address), spoken to over Streamable HTTP instead of starting a program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP headers sent with every request to a remote server (`Authorization`). A value may
+    /// hold `${env:NAME}` for a variable `env` lists, read from the runner's environment when the
+    /// server is used and redacted everywhere; nothing else is expanded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Environment variables passed from the runner's environment (besides `PATH`) to a started
+    /// server, or the variables a remote server's `headers` may name.
     #[serde(default)]
     pub env: Vec<String>,
     /// The server's tools plans may use; only these are offered, pinned and callable.
@@ -201,6 +234,94 @@ pub struct McpServer {
     /// Seconds one tool call may take (also bounded by the step's timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_timeout_s: Option<u64>,
+}
+
+/// Checks a remote server's `url` and `headers` (the error starts with the field, after
+/// `mcp.servers.NAME.`): a URL [`super::network::Endpoint::parse`] accepts, header names that are
+/// HTTP tokens and not ones the transport sets itself, and values whose only expansions are
+/// `${env:NAME}` of a variable `env` lists.
+fn check_remote(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    env: &[String],
+) -> Result<(), String> {
+    super::network::Endpoint::parse(url).map_err(|e| format!("url {url:?}: {e}"))?;
+    for (name, value) in headers {
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(format!("headers {name:?}: not an HTTP header name"));
+        }
+        if RESERVED_HEADERS
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(name))
+            || name.to_ascii_lowercase().starts_with("mcp-")
+        {
+            return Err(format!(
+                "headers {name:?}: set by the MCP transport itself, not by the policy"
+            ));
+        }
+        expand_header(value, |var| {
+            env.iter()
+                .any(|e| e == var)
+                .then(String::new)
+                .ok_or_else(|| {
+                    format!(
+                        "names ${{env:{var}}}, but {var} is not in this server's env list (add \
+                         it there to pass it)"
+                    )
+                })
+        })
+        .map_err(|e| format!("headers {name:?}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Headers a policy may not set on a remote MCP server's requests: the transport's own and the
+/// ones that frame the message.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "accept",
+    "last-event-id",
+    "te",
+    "upgrade",
+];
+
+/// A header value with each `${env:NAME}` replaced by `lookup(NAME)`; any other `${` is an
+/// error, and so is a character that cannot be in a header value. One function for the check
+/// at policy load and the expansion when the server is used.
+pub fn expand_header(
+    value: &str,
+    mut lookup: impl FnMut(&str) -> Result<String, String>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or("an unclosed ${ (write ${env:NAME})")?;
+        let inner = &after[..end];
+        let Some(var) = inner.strip_prefix("env:") else {
+            return Err(format!(
+                "${{{inner}}} is not ${{env:NAME}}, the only expansion a header takes"
+            ));
+        };
+        out.push_str(&lookup(var)?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    if out.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+        return Err("the value holds a control character (a line break?)".to_string());
+    }
+    Ok(out)
 }
 
 /// `confirm` of an MCP server: for every tool, or the list of tools that ask.
@@ -286,8 +407,28 @@ impl McpPolicy {
             if let Some(why) = mcp_name_problem(name) {
                 return Err(format!("{at}: the server name {why}"));
             }
-            if server.command.is_empty() || server.command[0].trim().is_empty() {
-                return Err(format!("{at}.command: needs the program and its arguments"));
+            match (&server.url, server.command.is_empty()) {
+                (Some(_), false) => {
+                    return Err(format!(
+                        "{at}: has both command and url; a server is either a program acode-run \
+                         starts (command) or a remote endpoint (url)"
+                    ));
+                }
+                (Some(url), true) => check_remote(url, &server.headers, &server.env)
+                    .map_err(|e| format!("{at}.{e}"))?,
+                (None, _) => {
+                    if server.command.is_empty() || server.command[0].trim().is_empty() {
+                        return Err(format!(
+                            "{at}.command: needs the program and its arguments (or url for a \
+                             remote server)"
+                        ));
+                    }
+                    if !server.headers.is_empty() {
+                        return Err(format!(
+                            "{at}.headers: only a remote server (url) takes headers"
+                        ));
+                    }
+                }
             }
             if let Some(i) = server.command.iter().position(|a| a.contains('\0')) {
                 return Err(format!("{at}.command[{i}]: contains a NUL byte"));

@@ -59,6 +59,8 @@ pub struct StartFailure {
     pub message: String,
     /// What the server wrote on stderr (unsanitised; empty when it never ran).
     pub stderr: String,
+    /// The HTTP requests made to a remote server meanwhile (recorded on the call).
+    pub network: Vec<crate::sandbox::network::NetworkRequest>,
 }
 
 impl std::fmt::Display for StartFailure {
@@ -258,26 +260,43 @@ fn start_with(
     cancel: &std::sync::atomic::AtomicBool,
     lasting: bool,
 ) -> Result<(Client, Vec<ListedTool>), StartFailure> {
-    let failure = |message: String, stderr: String| StartFailure { message, stderr };
-    let spec = server_spec(server, workspace, sandbox)
-        .map_err(|e| failure(format!("MCP server {name}: {e}"), String::new()))?;
-    let launched = if lasting {
-        launch_lasting(name, &spec)
-    } else {
-        Client::launch(name, &spec)
+    let failure = |message: String, stderr: String| StartFailure {
+        message,
+        stderr,
+        network: Vec::new(),
     };
-    let mut client = launched
-        .and_then(|mut c| {
-            c.handshake_within(server.startup_timeout(), cancel)
-                .map(|()| c)
-        })
-        .map_err(|e| failure(e.to_string(), e.startup_stderr().to_string()))?;
-    match client.list_tools(server.startup_timeout(), cancel) {
-        Ok(listed) => Ok((client, listed)),
-        Err(e) => {
-            let e = client.failed_to_start(e);
-            Err(failure(e.to_string(), e.startup_stderr().to_string()))
+    let launched = match &server.url {
+        // A remote server: checked against the run's network rules (the proxy's, with
+        // `registry:` entries resolved) before any request.
+        Some(url) => {
+            let rules = sandbox.proxy().map(|p| p.rules()).unwrap_or_default();
+            crate::mcp::http::connect(name, url, &server.headers, &server.env, rules)
         }
+        None => {
+            let spec = server_spec(server, workspace, sandbox)
+                .map_err(|e| failure(format!("MCP server {name}: {e}"), String::new()))?;
+            if lasting {
+                launch_lasting(name, &spec)
+            } else {
+                Client::launch(name, &spec)
+            }
+        }
+    };
+    let mut client = launched.map_err(|e| failure(e.to_string(), String::new()))?;
+    let listed = client
+        .handshake_within(server.startup_timeout(), cancel)
+        .and_then(|()| {
+            client
+                .list_tools(server.startup_timeout(), cancel)
+                .map_err(|e| client.failed_to_start(e))
+        });
+    match listed {
+        Ok(listed) => Ok((client, listed)),
+        Err(e) => Err(StartFailure {
+            message: e.to_string(),
+            stderr: e.startup_stderr().to_string(),
+            network: client.take_network(),
+        }),
     }
 }
 
@@ -346,11 +365,13 @@ impl McpTool {
             if !e.stderr.is_empty() {
                 failed.artifacts.push(Artifact::new("mcp_stderr", e.stderr));
             }
+            failed.network = e.network;
             Box::new(failed)
         })?;
         let what = pins::differences(pin, client.identity(), &listed);
         if !what.is_empty() {
             let mut refused = changed(&self.server, &what);
+            refused.network = client.take_network();
             let stderr = client.take_stderr();
             if !stderr.is_empty() {
                 refused.artifacts.push(Artifact::new("mcp_stderr", stderr));
@@ -527,10 +548,14 @@ impl Tool for McpTool {
         );
         let outcome = client.call_tool(&self.tool, args, limit, ctx.cancel);
         let stderr = client.take_stderr();
+        let mut network = client.take_network();
         let refused = client.take_refused();
         // A list change announced during the call: the result may come from a changed tool, so
         // it only counts when the pinned tools are still as approved.
         let rechecked = outcome.is_ok().then(|| self.recheck(slot, ctx)).flatten();
+        if let Some(client) = slot.as_mut() {
+            network.extend(client.take_network());
+        }
         let mut output = match (outcome, rechecked) {
             (Ok(_), Some(what)) => changed(&self.server, &what),
             (Ok(result), None) => to_output(self.name, &result),
@@ -554,6 +579,7 @@ impl Tool for McpTool {
             }
         };
         output.artifacts.insert(0, request);
+        output.network = network;
         if !stderr.is_empty() {
             output.artifacts.push(Artifact::new("mcp_stderr", stderr));
         }

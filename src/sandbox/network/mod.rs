@@ -12,7 +12,9 @@
 //! under Landlock a command may open TCP connections only to the proxy's port, and a seccomp
 //! filter ([`super::seccomp`]) refuses UDP and raw sockets whatever the policy says.
 
+pub mod agent;
 pub mod forward;
+mod pinned_tls;
 pub mod proxy;
 pub mod registries;
 
@@ -239,6 +241,63 @@ pub fn split_host_port(text: &str) -> Result<(&str, Option<u16>), String> {
 /// The verdict on one request: the rule that allowed it, or why not.
 pub fn decide<'r>(rules: &'r [HostRule], host: &Host, port: u16) -> Option<&'r HostRule> {
     rules.iter().find(|r| r.matches(host, port))
+}
+
+/// Where a remote MCP server listens (`mcp.servers.NAME.url`): its host in canonical form and its
+/// port, for the same [`decide`] the proxy asks about a command's request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The URL as written.
+    pub url: String,
+    /// Whether it is `https://`.
+    pub tls: bool,
+    /// The host, canonical.
+    pub host: Host,
+    /// The port (443 or 80 when the URL names none).
+    pub port: u16,
+}
+
+impl Endpoint {
+    /// Parses an `https://` URL, or an `http://` one whose host is a loopback address (a bearer
+    /// token must not cross a network in clear text); no user or password in it.
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let uri: ureq::http::Uri = url.parse().map_err(|e| format!("not a URL ({e})"))?;
+        let tls = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err("needs https:// (or http:// on a loopback address)".to_string()),
+        };
+        let authority = uri.authority().ok_or("the URL names no host")?;
+        if authority.as_str().contains('@') {
+            return Err("a user or password in the URL is not taken (use headers)".to_string());
+        }
+        let host = canonical_host(authority.host())?;
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let loopback = match &host {
+            Host::Ip(ip) => ip.is_loopback(),
+            Host::Name(n) => n == "localhost",
+        };
+        if !tls && !loopback {
+            return Err(format!(
+                "http:// is taken only for a loopback address; {host} needs https://"
+            ));
+        }
+        Ok(Endpoint {
+            url: url.to_string(),
+            tls,
+            host,
+            port,
+        })
+    }
+
+    /// The `network.allow` entry that would allow it (what a refusal tells the user to add).
+    pub fn allow_entry(&self) -> String {
+        if DEFAULT_PORTS.contains(&self.port) {
+            self.host.to_string()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
 }
 
 /// One request a command made through the proxy, as recorded on its execution (table

@@ -1,0 +1,927 @@
+//! A remote MCP server over Streamable HTTP (a policy server with `url`; docs/mcp.md).
+//!
+//! The [`Transport`] for [`Client`]: every message is its own `POST` to the endpoint; the answer to
+//! a request comes back as one JSON object or as an SSE stream (`text/event-stream`) that may carry
+//! notifications and server requests before the answer. Each request is read on a thread of its
+//! own that hands what arrives to the client's channel, so the client waits exactly as it does for
+//! a stdio server (deadline, cancel flag, misbehaviour checks).
+//!
+//! Both protocol eras: the handshake era (2025-03-26 … 2025-11-25) with its `Mcp-Session-Id`
+//! (echoed on every request; a changed id fails the request; `DELETE` at the end), a standalone
+//! `GET` stream for the server's own messages (`notifications/tools/list_changed`), and streams
+//! resumed with `GET` + `Last-Event-ID` after the server's `retry`; and the stateless revision
+//! (2026-07-28: `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` on every request, no session,
+//! no resumption, closing the stream is the cancellation).
+//!
+//! Policy: the host must be allowed by `network.allow` ([`decide`], the proxy's own verdict),
+//! checked before any request; each HTTP exchange is recorded as a [`NetworkRequest`] with its
+//! status and bytes, as a command's requests are. The runner talks to the server itself (not
+//! through the run's proxy, which sees only a TLS tunnel and could record neither the status nor
+//! one row per request); the same rules decide. Header values come only from the variables the
+//! server's `env` lists and are redacted from every error. No redirect is followed; a 401 fails
+//! with a message that OAuth is not supported; a 429/5xx with a short `Retry-After` is retried
+//! at most [`MAX_RETRIES`] times within the request's deadline.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::client::{Client, Incoming, McpError, Transport};
+use super::{STATELESS_VERSION, sanitize_line};
+use crate::error::now_ms;
+use crate::sandbox::network::agent::{Trust, agent};
+use crate::sandbox::network::{Endpoint, HostRule, NetworkRequest, decide};
+
+/// Largest JSON answer, and largest SSE stream read for one request (bytes).
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+/// Largest single SSE event (bytes of its lines).
+pub const MAX_EVENT: usize = 4 * 1024 * 1024;
+/// Bytes of an error answer kept for the message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// How long a notification or reply `POST` may take.
+const NOTIFY_BOUND: Duration = Duration::from_secs(5);
+/// How long the closing `DELETE` may take.
+const DELETE_BOUND: Duration = Duration::from_secs(3);
+/// Retries of a request answered 429/5xx with `Retry-After`.
+pub const MAX_RETRIES: u32 = 2;
+/// Longest `Retry-After` waited for; a longer one fails the request at once.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
+/// Resumptions of one SSE stream (`GET` + `Last-Event-ID`).
+pub const MAX_RESUMES: u32 = 3;
+/// Longest SSE `retry` honoured before a resumption (the default when none was given: 1 s).
+pub const MAX_SSE_RETRY: Duration = Duration::from_secs(5);
+/// How long the standalone `GET` stream stays open before it is opened again.
+const LISTEN_BOUND: Duration = Duration::from_secs(3600);
+/// Characters of a server's text shown in an error.
+const SHOWN: usize = 300;
+
+/// What the conversation's threads share.
+struct Shared {
+    server: String,
+    endpoint: Endpoint,
+    /// `allowed by network.allow "entry"`, the reason recorded with each request.
+    allowed_by: String,
+    headers: Vec<(String, String)>,
+    /// Values that must never be shown (the expanded header values and the variables in them).
+    secrets: Vec<String>,
+    agent: ureq::Agent,
+    session: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    network: Mutex<Vec<NetworkRequest>>,
+    stopped: AtomicBool,
+    tx: Sender<Incoming>,
+}
+
+/// The Streamable HTTP transport of one remote server.
+pub struct Http {
+    shared: Arc<Shared>,
+    listening: bool,
+}
+
+/// Connects `Client` to the remote server `name` at `url`: checks the URL and that `rules` (the
+/// run's `network.allow`) allow its host — before any request — and expands `headers` from the
+/// variables `env` lists. Nothing is sent until the client's handshake.
+pub fn connect(
+    name: &str,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    env: &[String],
+    rules: &[HostRule],
+) -> Result<Client, McpError> {
+    let refused = |message: String| McpError::NotAllowed {
+        server: name.to_string(),
+        message,
+    };
+    let endpoint = Endpoint::parse(url).map_err(|e| refused(format!("url {url:?}: {e}")))?;
+    let Some(rule) = decide(rules, &endpoint.host, endpoint.port) else {
+        return Err(refused(format!(
+            "{} is not allowed by the policy (refused before any request); to allow it, add \
+             \"{}\" to network.allow in acode-policy.json (and approve the plan again)",
+            endpoint.url,
+            endpoint.allow_entry()
+        )));
+    };
+    let mut secrets = Vec::new();
+    let mut expanded = Vec::new();
+    for (header, value) in headers {
+        let value = crate::sandbox::policy::expand_header(value, |var| {
+            if !env.iter().any(|e| e == var) {
+                return Err(format!("{var} is not in the server's env list"));
+            }
+            if crate::sandbox::redact::is_runner_secret_var(var) {
+                return Err(format!("{var} is one of acode-run's own secrets"));
+            }
+            let v = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
+            secrets.push(v.clone());
+            Ok(v)
+        })
+        .map_err(|e| refused(format!("header {header}: {e}")))?;
+        secrets.push(value.clone());
+        expanded.push((header.clone(), value));
+    }
+    secrets.retain(|s| !s.is_empty());
+    let (tx, rx) = channel();
+    let shared = Arc::new(Shared {
+        server: name.to_string(),
+        allowed_by: format!("allowed by network.allow {:?}", rule.source),
+        endpoint,
+        headers: expanded,
+        secrets,
+        agent: agent(LISTEN_BOUND, &Trust::WebPki),
+        session: Mutex::new(None),
+        version: Mutex::new(None),
+        network: Mutex::new(Vec::new()),
+        stopped: AtomicBool::new(false),
+        tx,
+    });
+    let transport = Http {
+        shared,
+        listening: false,
+    };
+    Ok(Client::over(name, Box::new(transport), rx))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    /// `text` with every secret replaced, sanitised and cut for a message.
+    fn shown(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for s in &self.secrets {
+            text = text.replace(s.as_str(), crate::sandbox::redact::REDACTED);
+        }
+        sanitize_line(&text, SHOWN)
+    }
+
+    fn failed(&self, method: &str, message: String) -> McpError {
+        McpError::Http {
+            server: self.server.clone(),
+            method: method.to_string(),
+            message,
+        }
+    }
+
+    fn version(&self) -> Option<String> {
+        lock(&self.version).clone()
+    }
+
+    fn stateless(&self) -> bool {
+        self.version().as_deref() == Some(STATELESS_VERSION)
+    }
+
+    /// One HTTP exchange recorded as a command's network request is.
+    fn record(&self, method: &str, status: u16, up: u64, down: u64, started: (Instant, i64)) {
+        lock(&self.network).push(NetworkRequest {
+            method: method.to_string(),
+            host: self.endpoint.host.to_string(),
+            port: self.endpoint.port,
+            allowed: true,
+            status,
+            reason: self.allowed_by.clone(),
+            bytes_up: up,
+            bytes_down: down,
+            started_at: started.1,
+            duration_ms: started.0.elapsed().as_millis() as u64,
+        });
+    }
+
+    /// The headers every request carries: the policy's, the protocol version, the session.
+    fn common<B>(&self, mut req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        for (k, v) in &self.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        if let Some(v) = self.version() {
+            req = req.header("MCP-Protocol-Version", v);
+        }
+        if let Some(s) = lock(&self.session).clone() {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        req
+    }
+
+    /// A ureq failure as an error (redacted); a timeout is [`McpError::Timeout`].
+    fn transport_error(&self, method: &str, e: ureq::Error, bound: Duration) -> McpError {
+        match e {
+            ureq::Error::Timeout(_) => McpError::Timeout {
+                server: self.server.clone(),
+                method: method.to_string(),
+                secs: bound.as_secs_f64(),
+            },
+            other => self.failed(
+                method,
+                format!(
+                    "cannot reach {}: {}",
+                    self.endpoint.url,
+                    self.shown(&other.to_string())
+                ),
+            ),
+        }
+    }
+
+    /// Fails when the answer carries another session id than the one in use.
+    fn check_session(
+        &self,
+        response: &ureq::http::Response<ureq::Body>,
+        method: &str,
+    ) -> Result<(), McpError> {
+        let Some(got) = header(response, "mcp-session-id") else {
+            return Ok(());
+        };
+        let mut session = lock(&self.session);
+        match session.as_deref() {
+            None if method == "initialize" && !self.stateless() => {
+                *session = Some(got);
+                Ok(())
+            }
+            Some(s) if s == got => Ok(()),
+            None if self.stateless() => Ok(()),
+            Some(s) => Err(self.failed(
+                method,
+                format!(
+                    "the server changed its Mcp-Session-Id from {:?} to {:?} mid-session; a \
+                     session is not switched silently (the server is stopped)",
+                    self.shown(s),
+                    self.shown(&got)
+                ),
+            )),
+            None => Err(self.failed(
+                method,
+                format!(
+                    "the server set an Mcp-Session-Id ({:?}) after initialize; a session starts \
+                     with initialize",
+                    self.shown(&got)
+                ),
+            )),
+        }
+    }
+
+    fn send(&self, message: Incoming) {
+        let _ = self.tx.send(message);
+    }
+}
+
+fn header(response: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// A value for `Mcp-Name`: as is when it is plain visible ASCII, else the revision's Base64
+/// sentinel form (`=?base64?…?=`).
+fn header_value(value: &str) -> String {
+    use base64::Engine as _;
+    let plain = !value.is_empty()
+        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain {
+        value.to_string()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value.as_bytes())
+        )
+    }
+}
+
+/// Counts the bytes read through it.
+struct Counted<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+impl Transport for Http {
+    fn send(&mut self, message: &Value, method: &str, deadline: Instant) -> Result<(), McpError> {
+        let shared = self.shared.clone();
+        let body = message.to_string();
+        let request_id = message
+            .get("id")
+            .and_then(Value::as_u64)
+            .filter(|_| message.get("method").is_some());
+        let Some(id) = request_id else {
+            // A notification or a reply: answered 202 (or an error status) at once.
+            if shared.stateless() && method == "notifications/cancelled" {
+                // The stateless revision cancels by closing the stream ([`Transport::stop`]).
+                return Ok(());
+            }
+            return post_notification(
+                &shared,
+                &body,
+                method,
+                deadline.min(Instant::now() + NOTIFY_BOUND),
+            );
+        };
+        if !self.listening && lock(&shared.session).is_some() && !shared.stateless() {
+            self.listening = true;
+            let listener = shared.clone();
+            std::thread::spawn(move || listen(&listener));
+        }
+        let name = message
+            .get("params")
+            .and_then(|p| p.get("name").or_else(|| p.get("uri")))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let method = method.to_string();
+        std::thread::spawn(move || {
+            if let Err(e) = request(&shared, &body, id, &method, name.as_deref(), deadline) {
+                shared.send(Incoming::Failed(id, e));
+            }
+        });
+        Ok(())
+    }
+
+    fn set_protocol_version(&mut self, version: Option<&str>) {
+        *lock(&self.shared.version) = version.map(str::to_string);
+    }
+
+    fn stop(&mut self) {
+        if self.shared.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let session = lock(&self.shared.session).clone();
+        if session.is_some() {
+            let started = (Instant::now(), now_ms());
+            let req = self
+                .shared
+                .common(self.shared.agent.delete(&self.shared.endpoint.url))
+                .config()
+                .timeout_global(Some(DELETE_BOUND))
+                .build();
+            let status = match req.call() {
+                Ok(r) => r.status().as_u16(),
+                Err(_) => 502,
+            };
+            self.shared.record("DELETE", status, 0, 0, started);
+        }
+        // Every connection still open (an SSE stream, the standalone GET) ends now.
+        self.shared.agent.clone().shutdown();
+    }
+
+    fn gone(&self, method: &str) -> McpError {
+        self.shared
+            .failed(method, "the connection to the server closed".to_string())
+    }
+
+    fn take_network(&mut self) -> Vec<NetworkRequest> {
+        std::mem::take(&mut *lock(&self.shared.network))
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// POSTs a notification or a reply and checks it was accepted.
+fn post_notification(
+    shared: &Shared,
+    body: &str,
+    method: &str,
+    deadline: Instant,
+) -> Result<(), McpError> {
+    let bound = deadline.saturating_duration_since(Instant::now());
+    let started = (Instant::now(), now_ms());
+    let req = post_builder(shared, method, None, bound);
+    let response = match req.send(body) {
+        Ok(r) => r,
+        Err(e) => {
+            shared.record("POST", 502, body.len() as u64, 0, started);
+            return Err(shared.transport_error(method, e, bound));
+        }
+    };
+    let status = response.status().as_u16();
+    let (text, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
+    shared.record("POST", status, body.len() as u64, down, started);
+    if (200..300).contains(&status) {
+        return Ok(());
+    }
+    Err(shared.failed(
+        method,
+        format!(
+            "the server answered HTTP {status} to the notification: {}",
+            shared.shown(&text)
+        ),
+    ))
+}
+
+fn post_builder(
+    shared: &Shared,
+    method: &str,
+    name: Option<&str>,
+    bound: Duration,
+) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+    let mut req = shared
+        .common(shared.agent.post(&shared.endpoint.url))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream");
+    if shared.stateless() {
+        req = req.header("Mcp-Method", method);
+        if let Some(n) = name {
+            req = req.header("Mcp-Name", header_value(n));
+        }
+    }
+    req.config().timeout_global(Some(bound)).build()
+}
+
+/// Reads at most `cap` bytes of `body` (lossy text) and how many bytes were read.
+fn read_capped(body: ureq::Body, cap: usize) -> (String, u64) {
+    let mut reader = Counted {
+        inner: body.into_reader().take(cap as u64),
+        read: 0,
+    };
+    let mut bytes = Vec::new();
+    let _ = reader.read_to_end(&mut bytes);
+    (String::from_utf8_lossy(&bytes).into_owned(), reader.read)
+}
+
+/// One request's whole exchange: POST (retried on a short `Retry-After`), then its answer, from
+/// JSON or an SSE stream (resumed when the handshake era allows). The messages go to the
+/// client's channel; `Err` is handed over as [`Incoming::Failed`].
+fn request(
+    shared: &Shared,
+    body: &str,
+    id: u64,
+    method: &str,
+    name: Option<&str>,
+    deadline: Instant,
+) -> Result<(), McpError> {
+    let mut retries = 0;
+    loop {
+        let bound = deadline.saturating_duration_since(Instant::now());
+        let started = (Instant::now(), now_ms());
+        let up = body.len() as u64;
+        let response = match post_builder(shared, method, name, bound).send(body) {
+            Ok(r) => r,
+            Err(e) => {
+                shared.record("POST", 502, up, 0, started);
+                return Err(shared.transport_error(method, e, bound));
+            }
+        };
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            if let Err(e) = shared.check_session(&response, method) {
+                shared.record("POST", status, up, 0, started);
+                return Err(e);
+            }
+            return answer(shared, response, id, method, deadline, up, started);
+        }
+        let retry_after = header(&response, "retry-after")
+            .and_then(|v| crate::sandbox::network::agent::parse_retry_after(&v));
+        let location = header(&response, "location");
+        let www_auth = header(&response, "www-authenticate");
+        let (text, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
+        shared.record("POST", status, up, down, started);
+        let retryable = status == 429 || status >= 500;
+        if let (true, Some(wait)) = (retryable, retry_after)
+            && retries < MAX_RETRIES
+            && wait <= MAX_RETRY_WAIT
+            && Instant::now() + wait < deadline
+        {
+            retries += 1;
+            sleep_unless_stopped(shared, wait);
+            continue;
+        }
+        // A JSON-RPC error in the body is the server's answer (a stateless server refusing
+        // `initialize`, an unknown method, a header mismatch): handed over as the answer.
+        if let Ok(v) = serde_json::from_str::<Value>(&text)
+            && let Some(error) = v.get("error").filter(|e| e.is_object())
+            && !(300..400).contains(&status)
+            && status != 401
+        {
+            shared.send(Incoming::Message(
+                json!({"jsonrpc": "2.0", "id": id, "error": error}),
+            ));
+            return Ok(());
+        }
+        return Err(status_error(
+            shared,
+            method,
+            status,
+            &text,
+            location,
+            www_auth,
+            retry_after,
+            retries,
+        ));
+    }
+}
+
+/// The error for a non-2xx answer without a JSON-RPC error in it.
+#[allow(clippy::too_many_arguments)]
+fn status_error(
+    shared: &Shared,
+    method: &str,
+    status: u16,
+    text: &str,
+    location: Option<String>,
+    www_auth: Option<String>,
+    retry_after: Option<Duration>,
+    retries: u32,
+) -> McpError {
+    let excerpt = shared.shown(text.trim());
+    let message = match status {
+        300..=399 => {
+            let target = location.unwrap_or_default();
+            let other_host = target
+                .parse::<ureq::http::Uri>()
+                .ok()
+                .and_then(|u| u.host().map(str::to_string))
+                .and_then(|h| crate::sandbox::network::canonical_host(&h).ok())
+                .is_some_and(|h| h != shared.endpoint.host);
+            if other_host {
+                format!(
+                    "HTTP {status}: a redirect to another host ({}), refused: acode-run follows no \
+                     redirect, and the policy allows {} only",
+                    shared.shown(&target),
+                    shared.endpoint.allow_entry()
+                )
+            } else {
+                format!(
+                    "HTTP {status}: a redirect to {}, not followed (acode-run follows no redirect; \
+                     put the final URL in mcp.servers.{}.url)",
+                    shared.shown(&target),
+                    shared.server
+                )
+            }
+        }
+        401 => format!(
+            "HTTP 401 Unauthorized: the server asks for authorization{}. acode-run does not do \
+             OAuth (docs/mcp.md); if the service issues a token, pass it in the server's headers \
+             (\"Authorization\": \"Bearer ${{env:NAME}}\", with NAME in its env list)",
+            www_auth
+                .map(|w| format!(" (WWW-Authenticate: {})", shared.shown(&w)))
+                .unwrap_or_default()
+        ),
+        _ => {
+            let retry = match (retry_after, retries) {
+                (_, n) if n > 0 => format!(" (after {n} retries)"),
+                (Some(w), _) if w > MAX_RETRY_WAIT => format!(
+                    " (Retry-After {} s is longer than the {} s acode-run waits)",
+                    w.as_secs(),
+                    MAX_RETRY_WAIT.as_secs()
+                ),
+                (Some(_), _) => " (no time left before the deadline to retry)".to_string(),
+                (None, _) => String::new(),
+            };
+            format!("HTTP {status}{retry}: {excerpt}")
+        }
+    };
+    shared.failed(method, message)
+}
+
+fn sleep_unless_stopped(shared: &Shared, wait: Duration) {
+    let until = Instant::now() + wait;
+    while Instant::now() < until && !shared.stopped.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+    }
+}
+
+/// Reads a 2xx answer to request `id`.
+fn answer(
+    shared: &Shared,
+    response: ureq::http::Response<ureq::Body>,
+    id: u64,
+    method: &str,
+    deadline: Instant,
+    up: u64,
+    started: (Instant, i64),
+) -> Result<(), McpError> {
+    let status = response.status().as_u16();
+    let kind = header(&response, "content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if kind.starts_with("text/event-stream") {
+        let mut reader = Counted {
+            inner: response.into_body().into_reader(),
+            read: 0,
+        };
+        let end = read_sse(shared, &mut reader, Some(id), method);
+        shared.record("POST", status, up, reader.read, started);
+        return match end? {
+            SseEnd::Answered => Ok(()),
+            SseEnd::Ended { last_id, retry } => {
+                resume(shared, id, method, deadline, last_id, retry)
+            }
+        };
+    }
+    let (text, down) = read_capped(response.into_body(), MAX_BODY + 1);
+    shared.record("POST", status, up, down, started);
+    if text.len() > MAX_BODY {
+        return Err(shared.failed(
+            method,
+            format!("the answer is larger than {MAX_BODY} bytes (the bound); not read further"),
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(shared.failed(
+            method,
+            format!("the server answered HTTP {status} with no body to a request"),
+        ));
+    }
+    if !kind.starts_with("application/json") {
+        return Err(shared.failed(
+            method,
+            format!(
+                "the answer is {:?}, neither application/json nor text/event-stream: {}",
+                shared.shown(&kind),
+                shared.shown(&text)
+            ),
+        ));
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(batch)) => batch
+            .into_iter()
+            .for_each(|m| shared.send(Incoming::Message(m))),
+        Ok(message) => shared.send(Incoming::Message(message)),
+        Err(_) => shared.send(Incoming::NotJson(shared.shown(&text))),
+    }
+    Ok(())
+}
+
+/// How an SSE stream ended.
+enum SseEnd {
+    /// The answer to the request arrived.
+    Answered,
+    /// The stream closed first; what a resumption needs.
+    Ended {
+        last_id: Option<String>,
+        retry: Option<Duration>,
+    },
+}
+
+/// Reads SSE events from `reader`, each event's data one JSON-RPC message handed to the client,
+/// until the answer to `id` (when waiting for one), the stream's end, or a bound: an event over
+/// [`MAX_EVENT`], a stream over [`MAX_BODY`] (its time is bounded by the request's timeout).
+fn read_sse(
+    shared: &Shared,
+    reader: &mut Counted<impl Read>,
+    id: Option<u64>,
+    method: &str,
+) -> Result<SseEnd, McpError> {
+    let mut lines = BufReader::new(reader);
+    let mut data = String::new();
+    let mut event_bytes = 0usize;
+    let mut last_id = None;
+    let mut retry = None;
+    let mut total = 0usize;
+    loop {
+        let mut line = Vec::new();
+        let n = (&mut lines)
+            .take(MAX_EVENT as u64 + 1)
+            .read_until(b'\n', &mut line);
+        let n = match n {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(McpError::Timeout {
+                    server: shared.server.clone(),
+                    method: method.to_string(),
+                    secs: 0.0,
+                });
+            }
+            Err(e) if shared.stopped.load(Ordering::SeqCst) => {
+                return Err(shared.failed(method, format!("stopped ({e})")));
+            }
+            // A reset connection ends the stream like a close does (it may be resumed).
+            Err(_) => 0,
+        };
+        if n == 0 {
+            return Ok(SseEnd::Ended { last_id, retry });
+        }
+        total += n;
+        event_bytes += n;
+        if event_bytes > MAX_EVENT {
+            return Err(shared.failed(
+                method,
+                format!("an SSE event is larger than {MAX_EVENT} bytes (the bound)"),
+            ));
+        }
+        if total > MAX_BODY {
+            return Err(shared.failed(
+                method,
+                format!(
+                    "the SSE stream sent more than {MAX_BODY} bytes without ending (the bound)"
+                ),
+            ));
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if text.is_empty() {
+            // The end of an event.
+            event_bytes = 0;
+            if data.is_empty() {
+                continue;
+            }
+            let payload = std::mem::take(&mut data);
+            let message = match serde_json::from_str::<Value>(&payload) {
+                Ok(m) => m,
+                Err(_) => {
+                    return Err(shared.failed(
+                        method,
+                        format!(
+                            "an SSE event whose data is not JSON-RPC: {}",
+                            shared.shown(&payload)
+                        ),
+                    ));
+                }
+            };
+            let answers = id.is_some()
+                && message.get("method").is_none()
+                && message.get("id").and_then(Value::as_u64) == id;
+            shared.send(Incoming::Message(message));
+            if answers {
+                return Ok(SseEnd::Answered);
+            }
+            continue;
+        }
+        if text.starts_with(':') {
+            continue;
+        }
+        let (field, value) = match text.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (text, ""),
+        };
+        match field {
+            "data" => {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(value);
+            }
+            "id" if !value.contains('\0') => last_id = Some(value.to_string()),
+            "retry" => {
+                if let Ok(ms) = value.trim().parse::<u64>() {
+                    retry = Some(Duration::from_millis(ms));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `GET` with `Last-Event-ID` after the server's `retry`, until the answer to `id` arrives, at
+/// most [`MAX_RESUMES`] times and within the deadline (handshake era only: the stateless
+/// revision has no resumption).
+fn resume(
+    shared: &Shared,
+    id: u64,
+    method: &str,
+    deadline: Instant,
+    mut last_id: Option<String>,
+    mut retry: Option<Duration>,
+) -> Result<(), McpError> {
+    for _ in 0..MAX_RESUMES {
+        let Some(event_id) = last_id.clone().filter(|_| !shared.stateless()) else {
+            break;
+        };
+        let wait = retry.unwrap_or(Duration::from_secs(1)).min(MAX_SSE_RETRY);
+        if Instant::now() + wait >= deadline {
+            break;
+        }
+        sleep_unless_stopped(shared, wait);
+        let bound = deadline.saturating_duration_since(Instant::now());
+        let started = (Instant::now(), now_ms());
+        let req = shared
+            .common(shared.agent.get(&shared.endpoint.url))
+            .header("Accept", "text/event-stream")
+            .header("Last-Event-ID", event_id.as_str())
+            .config()
+            .timeout_global(Some(bound))
+            .build();
+        let response = match req.call() {
+            Ok(r) => r,
+            Err(e) => {
+                shared.record("GET", 502, 0, 0, started);
+                return Err(shared.transport_error(method, e, bound));
+            }
+        };
+        let status = response.status().as_u16();
+        let is_sse = header(&response, "content-type")
+            .is_some_and(|k| k.to_ascii_lowercase().starts_with("text/event-stream"));
+        if !(200..300).contains(&status) || !is_sse {
+            let (_, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
+            shared.record("GET", status, 0, down, started);
+            return Err(shared.failed(
+                method,
+                format!(
+                    "the event stream ended before the answer, and resuming it (GET with \
+                     Last-Event-ID) was answered HTTP {status}"
+                ),
+            ));
+        }
+        shared.check_session(&response, method)?;
+        let mut reader = Counted {
+            inner: response.into_body().into_reader(),
+            read: 0,
+        };
+        let end = read_sse(shared, &mut reader, Some(id), method);
+        shared.record("GET", status, 0, reader.read, started);
+        match end? {
+            SseEnd::Answered => return Ok(()),
+            SseEnd::Ended {
+                last_id: l,
+                retry: r,
+            } => {
+                last_id = l.or(last_id);
+                retry = r.or(retry);
+            }
+        }
+    }
+    Err(shared.failed(
+        method,
+        "the event stream ended before the answer (and could not be resumed)".to_string(),
+    ))
+}
+
+/// The handshake era's standalone `GET` stream, where a server sends what is not tied to a
+/// request (`notifications/tools/list_changed`, its own requests, refused by the client). A
+/// server without one (405) is fine. Reopened when it ends, with `Last-Event-ID`, at most
+/// [`MAX_RESUMES`] times in a row without a message; ends when the transport stops.
+fn listen(shared: &Shared) {
+    let mut last_id: Option<String> = None;
+    let mut retry = None;
+    let mut idle = 0;
+    while !shared.stopped.load(Ordering::SeqCst) && idle <= MAX_RESUMES {
+        let started = (Instant::now(), now_ms());
+        let mut req = shared
+            .common(shared.agent.get(&shared.endpoint.url))
+            .header("Accept", "text/event-stream");
+        if let Some(l) = &last_id {
+            req = req.header("Last-Event-ID", l.as_str());
+        }
+        let Ok(response) = req.call() else {
+            shared.record("GET", 502, 0, 0, started);
+            return;
+        };
+        let status = response.status().as_u16();
+        let is_sse = header(&response, "content-type")
+            .is_some_and(|k| k.to_ascii_lowercase().starts_with("text/event-stream"));
+        if !(200..300).contains(&status) || !is_sse {
+            let (_, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
+            shared.record("GET", status, 0, down, started);
+            return;
+        }
+        let mut reader = Counted {
+            inner: response.into_body().into_reader(),
+            read: 0,
+        };
+        let end = read_sse(shared, &mut reader, None, "the standalone GET stream");
+        shared.record("GET", status, 0, reader.read, started);
+        match end {
+            Ok(SseEnd::Ended {
+                last_id: l,
+                retry: r,
+            }) => {
+                idle = if l.is_some() && l != last_id {
+                    0
+                } else {
+                    idle + 1
+                };
+                last_id = l.or(last_id);
+                retry = r.or(retry);
+                sleep_unless_stopped(
+                    shared,
+                    retry.unwrap_or(Duration::from_secs(1)).min(MAX_SSE_RETRY),
+                );
+            }
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_outside_plain_ascii_take_the_base64_sentinel() {
+        assert_eq!(header_value("get_weather"), "get_weather");
+        assert_eq!(
+            header_value("Hello, 世界"),
+            "=?base64?SGVsbG8sIOS4lueVjA==?="
+        );
+        assert_eq!(header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
+        assert_eq!(header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
+        assert_eq!(
+            header_value("=?base64?literal?="),
+            "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+        );
+    }
+}
