@@ -616,7 +616,10 @@ fn answer(
         let end = read_sse(shared, &mut reader, Some(id), method);
         shared.record("POST", status, up, reader.read, started);
         return match end? {
-            SseEnd::Answered => Ok(()),
+            SseEnd::Answered(m) => {
+                shared.send(Incoming::Message(m));
+                Ok(())
+            }
             SseEnd::Ended { last_id, retry } => {
                 resume(shared, id, method, deadline, last_id, retry)
             }
@@ -658,8 +661,9 @@ fn answer(
 
 /// How an SSE stream ended.
 enum SseEnd {
-    /// The answer to the request arrived.
-    Answered,
+    /// The answer to the request arrived (handed to the client once the exchange is recorded,
+    /// so the call's records hold it).
+    Answered(Value),
     /// The stream closed first; what a resumption needs.
     Ended {
         last_id: Option<String>,
@@ -745,10 +749,10 @@ fn read_sse(
             let answers = id.is_some()
                 && message.get("method").is_none()
                 && message.get("id").and_then(Value::as_u64) == id;
-            shared.send(Incoming::Message(message));
             if answers {
-                return Ok(SseEnd::Answered);
+                return Ok(SseEnd::Answered(message));
             }
+            shared.send(Incoming::Message(message));
             continue;
         }
         if text.starts_with(':') {
@@ -834,7 +838,10 @@ fn resume(
         let end = read_sse(shared, &mut reader, Some(id), method);
         shared.record("GET", status, 0, reader.read, started);
         match end? {
-            SseEnd::Answered => return Ok(()),
+            SseEnd::Answered(m) => {
+                shared.send(Incoming::Message(m));
+                return Ok(());
+            }
             SseEnd::Ended {
                 last_id: l,
                 retry: r,

@@ -26,6 +26,9 @@ mod library;
 mod line_edit;
 mod mcp;
 mod mcp_conformance;
+mod mcp_http;
+#[path = "../support/mcp_http.rs"]
+mod mcp_http_server;
 mod mcp_sdk;
 mod mirrors;
 mod network;

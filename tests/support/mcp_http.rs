@@ -1,0 +1,376 @@
+//! A scripted MCP server over Streamable HTTP on 127.0.0.1, for the remote-server tests
+//! (tests/cli/mcp_http.rs): it speaks either protocol era, checks the headers a client must send
+//! (the session id echoed, `MCP-Protocol-Version`, `Mcp-Method`/`Mcp-Name`), records every request
+//! it gets, and misbehaves on request ([`Fault`]).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How `tools/call` (or every request, for [`Fault::Unauthorized`]) misbehaves.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// None: a JSON answer.
+    None,
+    /// The answer in an SSE stream, after a notification.
+    Sse,
+    /// A JSON answer of 17 MiB (over the client's 16 MiB bound).
+    Huge,
+    /// An SSE stream of keep-alive comments that never ends (until the client goes).
+    EndlessSse,
+    /// The answer carries another `Mcp-Session-Id` (handshake era).
+    SessionChange,
+    /// `307` to this URL.
+    Redirect(String),
+    /// `401` with `WWW-Authenticate` on every request.
+    Unauthorized,
+    /// `503` with `Retry-After: secs`, `times` times, then the answer.
+    RetryAfter { times: usize, secs: u64 },
+    /// An SSE stream with `id: e1` and `retry: 200` that closes before the answer; the answer
+    /// comes on `GET` with `Last-Event-ID: e1`.
+    Resume,
+}
+
+/// One request the server got.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// `POST`, `GET`, `DELETE`.
+    pub method: String,
+    /// Its headers (names lower-case).
+    pub headers: Vec<(String, String)>,
+    /// Its body.
+    pub body: String,
+}
+
+impl Seen {
+    /// The value of header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC method of a POST.
+    pub fn rpc(&self) -> String {
+        serde_json::from_str::<Value>(&self.body)
+            .ok()
+            .and_then(|v| v.get("method").and_then(Value::as_str).map(String::from))
+            .unwrap_or_default()
+    }
+}
+
+struct State {
+    stateless: bool,
+    fault: Fault,
+    description: Mutex<String>,
+    seen: Mutex<Vec<Seen>>,
+    retried: AtomicUsize,
+    pending: Mutex<Option<Value>>,
+    stop: AtomicBool,
+}
+
+/// The running server; stopped when dropped.
+pub struct McpHttpServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    state: Arc<State>,
+}
+
+/// The session id the handshake-era server hands out.
+pub const SESSION: &str = "sess-1";
+
+impl McpHttpServer {
+    /// Starts a server of the stateless revision (`stateless`) or of the handshake era.
+    pub fn start(stateless: bool, fault: Fault) -> McpHttpServer {
+        McpHttpServer::start_on("127.0.0.1", stateless, fault)
+    }
+
+    /// [`McpHttpServer::start`] on another loopback address (`127.0.0.2`).
+    pub fn start_on(address: &str, stateless: bool, fault: Fault) -> McpHttpServer {
+        let listener = TcpListener::bind((address, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(State {
+            stateless,
+            fault,
+            description: Mutex::new("Echoes its text.".to_string()),
+            seen: Mutex::new(Vec::new()),
+            retried: AtomicUsize::new(0),
+            pending: Mutex::new(None),
+            stop: AtomicBool::new(false),
+        });
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if shared.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(conn) = conn {
+                    let shared = shared.clone();
+                    std::thread::spawn(move || serve(&shared, conn));
+                }
+            }
+        });
+        McpHttpServer { port, state }
+    }
+
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// Every request received so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    /// Changes the echo tool's description (as an update of the server would).
+    pub fn set_description(&self, text: &str) {
+        *self.state.description.lock().unwrap() = text.to_string();
+    }
+}
+
+impl Drop for McpHttpServer {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+fn respond(conn: &mut TcpStream, status: &str, headers: &[(&str, String)], body: &str) {
+    let mut text = format!("HTTP/1.1 {status}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    text.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    let _ = conn.write_all(text.as_bytes());
+}
+
+fn json_answer(conn: &mut TcpStream, extra: &[(&str, String)], body: &Value) {
+    let mut headers = vec![("Content-Type", "application/json".to_string())];
+    headers.extend(extra.iter().cloned());
+    respond(conn, "200 OK", &headers, &body.to_string());
+}
+
+fn sse_head(conn: &mut TcpStream, extra: &[(&str, String)]) {
+    let mut text =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n".to_string();
+    for (k, v) in extra {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    text.push_str("\r\n");
+    let _ = conn.write_all(text.as_bytes());
+}
+
+fn rpc_error(conn: &mut TcpStream, status: &str, id: &Value, code: i64, message: &str) {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    respond(
+        conn,
+        status,
+        &[("Content-Type", "application/json".to_string())],
+        &body.to_string(),
+    );
+}
+
+fn serve(state: &State, mut conn: TcpStream) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut first = String::new();
+    if reader.read_line(&mut first).unwrap_or(0) == 0 {
+        return;
+    }
+    let method = first.split(' ').next().unwrap_or_default().to_string();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let seen = Seen {
+        method: method.clone(),
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    };
+    state.seen.lock().unwrap().push(seen.clone());
+    if state.fault == Fault::Unauthorized {
+        respond(
+            &mut conn,
+            "401 Unauthorized",
+            &[(
+                "WWW-Authenticate",
+                "Bearer resource_metadata=\"http://127.0.0.1/.well-known/oauth-protected-resource\""
+                    .to_string(),
+            )],
+            "",
+        );
+        return;
+    }
+    match method.as_str() {
+        "DELETE" => respond(&mut conn, "200 OK", &[], ""),
+        "GET" => {
+            let pending = state.pending.lock().unwrap().take();
+            match (seen.header("last-event-id"), pending) {
+                (Some("e1"), Some(answer)) => {
+                    sse_head(&mut conn, &[]);
+                    let _ = write!(conn, "id: e2\ndata: {answer}\n\n");
+                }
+                _ => respond(&mut conn, "405 Method Not Allowed", &[], ""),
+            }
+        }
+        "POST" => post(state, &mut conn, &seen),
+        _ => respond(&mut conn, "405 Method Not Allowed", &[], ""),
+    }
+}
+
+fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
+    let Ok(message) = serde_json::from_str::<Value>(&seen.body) else {
+        return rpc_error(conn, "400 Bad Request", &Value::Null, -32700, "parse error");
+    };
+    let id = message.get("id").cloned();
+    let rpc = seen.rpc();
+    let Some(id) = id else {
+        return respond(conn, "202 Accepted", &[], "");
+    };
+    if state.stateless {
+        if rpc == "initialize" {
+            return rpc_error(
+                conn,
+                "400 Bad Request",
+                &id,
+                -32022,
+                "unsupported protocol version: this server speaks 2026-07-28",
+            );
+        }
+        let name = message
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let ok = seen.header("mcp-protocol-version") == Some("2026-07-28")
+            && seen.header("mcp-method") == Some(rpc.as_str())
+            && seen.header("mcp-name").map(String::from) == name;
+        if !ok {
+            return rpc_error(conn, "400 Bad Request", &id, -32020, "header mismatch");
+        }
+    } else if rpc != "initialize"
+        && (seen.header("mcp-session-id") != Some(SESSION)
+            || seen.header("mcp-protocol-version") != Some("2025-11-25"))
+    {
+        return rpc_error(conn, "400 Bad Request", &id, -32000, "missing session");
+    }
+    let session = |s: &str| {
+        if state.stateless {
+            vec![]
+        } else {
+            vec![("Mcp-Session-Id", s.to_string())]
+        }
+    };
+    let result = match rpc.as_str() {
+        "initialize" => json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "scripted-http", "version": "1.0.0"}}),
+        "server/discover" => {
+            json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                                    "serverInfo": {"name": "scripted-http-stateless", "version": "1.0.0"}})
+        }
+        "tools/list" => {
+            let desc = state.description.lock().unwrap().clone();
+            json!({"tools": [{"name": "echo", "description": desc,
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                                "required": ["text"]}}]})
+        }
+        "tools/call" => {
+            let text = message
+                .pointer("/params/arguments/text")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            json!({"content": [{"type": "text", "text": format!("echo: {text}")}]})
+        }
+        _ => return rpc_error(conn, "404 Not Found", &id, -32601, "method not found"),
+    };
+    let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    if rpc != "tools/call" {
+        return json_answer(conn, &session(SESSION), &answer);
+    }
+    match &state.fault {
+        Fault::None | Fault::Unauthorized => json_answer(conn, &session(SESSION), &answer),
+        Fault::Sse => {
+            sse_head(conn, &session(SESSION));
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                              "params": {"level": "info", "data": "working"}});
+            let _ = write!(
+                conn,
+                ": a comment\n\nevent: message\ndata: {note}\n\ndata: {answer}\n\n"
+            );
+        }
+        Fault::Huge => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\
+                 Content-Length: {}\r\n\r\n",
+                17 * 1024 * 1024
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let chunk = vec![b' '; 64 * 1024];
+            for _ in 0..(17 * 16) {
+                if conn.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        }
+        Fault::EndlessSse => {
+            sse_head(conn, &session(SESSION));
+            let until = Instant::now() + Duration::from_secs(120);
+            while Instant::now() < until && !state.stop.load(Ordering::SeqCst) {
+                if conn.write_all(b": still working\n\n").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Fault::SessionChange => json_answer(conn, &session("sess-2"), &answer),
+        Fault::Redirect(to) => respond(
+            conn,
+            "307 Temporary Redirect",
+            &[("Location", to.clone())],
+            "",
+        ),
+        Fault::RetryAfter { times, secs } => {
+            if state.retried.fetch_add(1, Ordering::SeqCst) < *times {
+                respond(
+                    conn,
+                    "503 Service Unavailable",
+                    &[("Retry-After", secs.to_string())],
+                    "busy, come back later",
+                );
+            } else {
+                json_answer(conn, &session(SESSION), &answer);
+            }
+        }
+        Fault::Resume => {
+            *state.pending.lock().unwrap() = Some(answer);
+            sse_head(conn, &session(SESSION));
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                              "params": {"progressToken": 1, "progress": 1}});
+            let _ = write!(conn, "id: e1\nretry: 200\ndata: {note}\n\n");
+        }
+    }
+}
