@@ -115,6 +115,8 @@ pub enum McpError {
         server: String,
         /// The request.
         method: String,
+        /// The HTTP status, or 0 when the failure is not one (a bound, the connection).
+        status: u16,
         /// What happened (secrets redacted, sanitised).
         message: String,
     },
@@ -288,11 +290,19 @@ pub(crate) trait Transport: Send {
     fn take_network(&mut self) -> Vec<crate::sandbox::network::NetworkRequest> {
         Vec::new()
     }
+    /// Whether the stateless revision's `server/discover` is tried before `initialize` (see
+    /// [`Client::handshake`]).
+    fn stateless_first(&self) -> bool {
+        false
+    }
     /// The process id of a started server (its process group id); `None` for a remote one.
     fn pid(&self) -> Option<i32> {
         None
     }
 }
+
+/// One way of opening the conversation ([`Client::initialize`], [`Client::discover`]).
+type Attempt = fn(&mut Client, Instant, &AtomicBool) -> Result<Result<(), String>, McpError>;
 
 /// A running server and the state of the conversation with it.
 pub struct Client {
@@ -434,13 +444,41 @@ impl Client {
         McpError::startup(e, stderr)
     }
 
-    /// Tries the `initialize` handshake first (what every server of the handshake era, and every
-    /// dual-era server, answers); a server that refuses it with a JSON-RPC error is asked
-    /// `server/discover` and spoken to statelessly when it lists the stateless revision.
+    /// Chooses the era. Over stdio `initialize` comes first (what every server of the handshake
+    /// era, and every dual-era server, answers); a server that refuses it with a JSON-RPC error is
+    /// asked `server/discover` and spoken to statelessly when it lists the stateless revision.
     /// (The stateless revision suggests the opposite order on stdio; servers of the handshake era
     /// in the wild do not all answer an unknown method before `initialize`, while a stateless
-    /// server answers `initialize` with an error at once.)
+    /// server answers `initialize` with an error at once.) Over HTTP the order is the revision's
+    /// own: `server/discover` first, and `initialize` when the answer is an error status or a
+    /// JSON-RPC error (what a server of the handshake era answers a request without a session).
     fn handshake(&mut self, deadline: Instant, cancel: &AtomicBool) -> Result<(), McpError> {
+        let (first, second) = if self.transport.stateless_first() {
+            (Client::discover as Attempt, Client::initialize as Attempt)
+        } else {
+            (Client::initialize as Attempt, Client::discover as Attempt)
+        };
+        let why_first = match first(self, deadline, cancel)? {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        let why_second = match second(self, deadline, cancel)? {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        Err(McpError::Protocol {
+            server: self.server.clone(),
+            message: format!("speaks neither protocol era: {why_first} and {why_second}"),
+        })
+    }
+
+    /// The `initialize` handshake: `Ok(Err(why))` when the server refused it with a JSON-RPC
+    /// error (the other era may be spoken).
+    fn initialize(
+        &mut self,
+        deadline: Instant,
+        cancel: &AtomicBool,
+    ) -> Result<Result<(), String>, McpError> {
         self.era = Era::Handshake(HANDSHAKE_VERSIONS[0].to_string());
         self.transport.set_protocol_version(None);
         let params = json!({
@@ -448,7 +486,7 @@ impl Client {
             "capabilities": {},
             "clientInfo": client_info(),
         });
-        let init_error = match self.request("initialize", params, deadline, cancel) {
+        match self.request("initialize", params, deadline, cancel) {
             Ok(result) => {
                 let version = result
                     .get("protocolVersion")
@@ -471,14 +509,25 @@ impl Client {
                 self.transport.set_protocol_version(Some(&version));
                 self.era = Era::Handshake(version);
                 self.notify("notifications/initialized", json!({}))?;
-                return Ok(());
+                Ok(Ok(()))
             }
-            Err(McpError::Rpc { code, message, .. }) => format!("{message} (code {code})"),
-            Err(other) => return Err(other),
-        };
+            Err(McpError::Rpc { code, message, .. }) => {
+                Ok(Err(format!("initialize failed ({message} (code {code}))")))
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// `server/discover` of the stateless revision: `Ok(Err(why))` when the server refused it
+    /// or does not list the revision (the other era may be spoken).
+    fn discover(
+        &mut self,
+        deadline: Instant,
+        cancel: &AtomicBool,
+    ) -> Result<Result<(), String>, McpError> {
         self.era = Era::Stateless;
         self.transport.set_protocol_version(Some(STATELESS_VERSION));
-        let why = match self.request("server/discover", json!({}), deadline, cancel) {
+        match self.request("server/discover", json!({}), deadline, cancel) {
             Ok(result) => {
                 let supported: Vec<&str> = result
                     .get("supportedVersions")
@@ -496,22 +545,21 @@ impl Client {
                         .cloned()
                         .unwrap_or(Value::Null);
                     self.identity = identity(STATELESS_VERSION, &info);
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
                 let shown: Vec<String> = supported.iter().map(|v| sanitize_line(v, 40)).collect();
-                format!("server/discover offered {shown:?}")
+                Ok(Err(format!("server/discover offered {shown:?}")))
             }
-            Err(McpError::Rpc { code, message, .. }) => {
-                format!("server/discover failed ({message}, code {code})")
-            }
-            Err(other) => return Err(other),
-        };
-        Err(McpError::Protocol {
-            server: self.server.clone(),
-            message: format!(
-                "speaks neither protocol era: initialize failed ({init_error}) and {why}"
-            ),
-        })
+            Err(McpError::Rpc { code, message, .. }) => Ok(Err(format!(
+                "server/discover failed ({message}, code {code})"
+            ))),
+            Err(McpError::Http {
+                status: 400 | 404 | 405,
+                message,
+                ..
+            }) => Ok(Err(format!("server/discover failed ({message})"))),
+            Err(other) => Err(other),
+        }
     }
 
     /// The server's name in the policy.

@@ -161,9 +161,14 @@ impl Shared {
     }
 
     fn failed(&self, method: &str, message: String) -> McpError {
+        self.failed_with(method, 0, message)
+    }
+
+    fn failed_with(&self, method: &str, status: u16, message: String) -> McpError {
         McpError::Http {
             server: self.server.clone(),
             method: method.to_string(),
+            status,
             message,
         }
     }
@@ -345,6 +350,10 @@ impl Transport for Http {
             }
         });
         Ok(())
+    }
+
+    fn stateless_first(&self) -> bool {
+        true
     }
 
     fn set_protocol_version(&mut self, version: Option<&str>) {
@@ -584,7 +593,7 @@ fn status_error(
             format!("HTTP {status}{retry}: {excerpt}")
         }
     };
-    shared.failed(method, message)
+    shared.failed_with(method, status, message)
 }
 
 fn sleep_unless_stopped(shared: &Shared, wait: Duration) {
