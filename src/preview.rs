@@ -664,16 +664,18 @@ fn mcp_notes(plan: &Plan, policy: &Policy, workspace: &Workspace) -> Vec<String>
         let mut env = vec!["PATH".to_string()];
         env.extend(server.env.iter().cloned());
         let how = match &server.url {
-            Some(url) => format!(
-                "remote, over Streamable HTTP at {url} (headers {}; its host must be in \
-                 network.allow)",
-                server
-                    .headers
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Some(url) => {
+                let headers = if server.headers.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<&str> = server.headers.keys().map(String::as_str).collect();
+                    format!("headers {} from the environment; ", names.join(", "))
+                };
+                format!(
+                    "remote, over Streamable HTTP at {url} ({headers}its host must be in \
+                     network.allow)"
+                )
+            }
             None => format!(
                 "runs {:?} as a command (environment {})",
                 server.command,

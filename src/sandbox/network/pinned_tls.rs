@@ -1,4 +1,5 @@
-//! `--llm-ca-cert FILE` for a server whose certificate is itself self-signed (what
+//! Extra certificates for the runner's own HTTP client ([`super::agent`]; `--llm-ca-cert FILE`)
+//! for a server whose certificate is itself self-signed (what
 //! `openssl req -x509` makes): every certificate in FILE is trusted as a CA *and* pinned, so a
 //! server presenting exactly one of those certificates is accepted as that server.
 //!
