@@ -691,3 +691,51 @@ fn servers_written_with_the_official_sdks_are_pinned_and_called_over_http() {
         "the logs count requests: {before:?}"
     );
 }
+
+/// The official conformance suite (`@modelcontextprotocol/conformance`, which needs Node ≥ 22: the
+/// `node@22` package provides it) runs its client scenarios that apply to a client without
+/// sampling, elicitation or OAuth — `initialize`, `tools_call`, `sse-retry` — against acode-run
+/// through tests/support/sdk/conformance_client.sh (the suite starts a server and runs the
+/// adapter with its URL). Opt-in `ACODE_E2E_NET=1`.
+#[test]
+fn the_official_conformance_suite_passes_its_client_scenarios() {
+    if !e2e_net("the_official_conformance_suite_passes_its_client_scenarios") {
+        return;
+    }
+    let t = TestDir::new();
+    let dir = t.ws.join(".conformance");
+    std::fs::create_dir_all(&dir).unwrap();
+    must(
+        std::process::Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .args(["node@22", "@modelcontextprotocol/conformance"])
+            .status(),
+        "npm install node@22 @modelcontextprotocol/conformance",
+    );
+    let bin = dir.join("node_modules/.bin");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let adapter =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sdk/conformance_client.sh");
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
+        let out = std::process::Command::new(bin.join("conformance"))
+            .args(["client", "--scenario", scenario, "--command"])
+            .arg(&adapter)
+            .arg("-o")
+            .arg(dir.join("results"))
+            .env("PATH", &path)
+            .env("ACODE_RUN", env!("CARGO_BIN_EXE_acode-run"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(
+            out.status.success() && text.contains("OVERALL: PASSED") && !text.contains("FAILURE"),
+            "{scenario}: {text}"
+        );
+    }
+}
