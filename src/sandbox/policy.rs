@@ -717,6 +717,37 @@ mod tests {
     }
 
     #[test]
+    fn header_values_expand_only_env_references() {
+        let look = |v: &str| Ok::<_, String>(format!("<{v}>"));
+        assert_eq!(
+            expand_header("Bearer ${env:TOKEN}", look).unwrap(),
+            "Bearer <TOKEN>"
+        );
+        assert_eq!(
+            expand_header("a ${env:A}${env:B} b", look).unwrap(),
+            "a <A><B> b"
+        );
+        assert_eq!(expand_header("plain $HOME", look).unwrap(), "plain $HOME");
+        assert!(
+            expand_header("${HOME}", look)
+                .unwrap_err()
+                .contains("${env:NAME}")
+        );
+        assert!(
+            expand_header("${env:A", look)
+                .unwrap_err()
+                .contains("unclosed")
+        );
+        assert!(
+            expand_header("x\r\nInjected: 1", look)
+                .unwrap_err()
+                .contains("control character")
+        );
+        let refused = expand_header("${env:B}", |v| Err(format!("{v} refused")));
+        assert_eq!(refused.unwrap_err(), "B refused");
+    }
+
+    #[test]
     fn mcp_servers_are_checked_and_names_cannot_collide() {
         let ok = Policy::parse(
             r#"{"mcp": {"servers": {"time": {"command": ["mcp-server-time"], "env": ["TZ"],

@@ -268,6 +268,39 @@ fn a_misbehaving_remote_server_fails_each_call_clearly_and_in_bounded_time() {
     );
 }
 
+/// A timeout cancels the request as over stdio: `notifications/cancelled` (handshake era), then
+/// the session is ended; a tool list changed during a call is compared with the pins again.
+#[test]
+fn a_timed_out_remote_call_is_cancelled_and_a_list_change_is_checked_against_the_pins() {
+    let server = McpHttpServer::start(false, Fault::EndlessSse);
+    let t = TestDir::new();
+    remote_policy(
+        &t,
+        &server.url(),
+        &allow(&server),
+        json!({"call_timeout_s": 1}),
+    );
+    let plan = echo_plan(&t);
+    approve(&t, &plan);
+    let out = run(&t, &["run", plan.to_str().unwrap()]);
+    assert_exit_with(&out, 34, "did not answer tools/call within 1 s");
+    let seen = server.seen();
+    let cancelled = seen
+        .iter()
+        .find(|s| s.rpc() == "notifications/cancelled")
+        .expect("notifications/cancelled sent");
+    assert_eq!(cancelled.header("mcp-session-id"), Some(SESSION));
+    assert!(seen.iter().any(|s| s.method == "DELETE"), "{seen:?}");
+
+    let server = McpHttpServer::start(false, Fault::ListChanged);
+    let t = TestDir::new();
+    remote_policy(&t, &server.url(), &allow(&server), json!({}));
+    let plan = echo_plan(&t);
+    approve(&t, &plan);
+    let out = run(&t, &["run", plan.to_str().unwrap()]);
+    assert_exit_with(&out, 36, "notifications/tools/list_changed");
+}
+
 #[test]
 fn a_401_says_that_oauth_is_not_supported() {
     let server = McpHttpServer::start(false, Fault::Unauthorized);

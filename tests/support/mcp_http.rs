@@ -30,6 +30,9 @@ pub enum Fault {
     Unauthorized,
     /// `503` with `Retry-After: secs`, `times` times, then the answer.
     RetryAfter { times: usize, secs: u64 },
+    /// The answer in an SSE stream after `notifications/tools/list_changed`, the echo tool's
+    /// description changed from then on.
+    ListChanged,
     /// An SSE stream with `id: e1` and `retry: 200` that closes before the answer; the answer
     /// comes on `GET` with `Last-Event-ID: e1`.
     Resume,
@@ -347,6 +350,12 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
             }
         }
         Fault::SessionChange => json_answer(conn, &session("sess-2"), &answer),
+        Fault::ListChanged => {
+            *state.description.lock().unwrap() = "Echoes its text, and more.".to_string();
+            sse_head(conn, &session(SESSION));
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+            let _ = write!(conn, "data: {note}\n\ndata: {answer}\n\n");
+        }
         Fault::Redirect(to) => respond(
             conn,
             "307 Temporary Redirect",

@@ -400,6 +400,29 @@ mod tests {
     }
 
     #[test]
+    fn remote_endpoints_need_tls_off_loopback_and_carry_no_credentials() {
+        let e = Endpoint::parse("https://MCP.Example.com/mcp").unwrap();
+        assert_eq!(
+            (e.host.clone(), e.port, e.tls),
+            (host("mcp.example.com"), 443, true)
+        );
+        assert_eq!(e.allow_entry(), "mcp.example.com");
+        let e = Endpoint::parse("http://127.0.0.1:8123/mcp").unwrap();
+        assert_eq!(e.allow_entry(), "127.0.0.1:8123");
+        assert!(Endpoint::parse("http://localhost:9/mcp").is_ok());
+        assert!(Endpoint::parse("http://[::1]:9/mcp").is_ok());
+        for bad in [
+            "http://mcp.example.com/mcp",
+            "ftp://mcp.example.com/",
+            "https://user:pw@mcp.example.com/mcp",
+            "https://127.1/mcp",
+            "mcp.example.com",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn entries_are_checked_with_their_place() {
         let p = NetworkPolicy {
             allow: vec!["ok.example.org".into(), "bad host".into()],
