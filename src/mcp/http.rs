@@ -618,12 +618,13 @@ fn answer(
         .unwrap_or_default()
         .to_ascii_lowercase();
     if kind.starts_with("text/event-stream") {
-        let mut reader = Counted {
-            inner: response.into_body().into_reader(),
-            read: 0,
-        };
-        let end = read_sse(shared, &mut reader, Some(id), method);
-        shared.record("POST", status, up, reader.read, started);
+        let end = read_recorded(
+            shared,
+            ("POST", status, up, started),
+            response,
+            Some(id),
+            method,
+        );
         return match end? {
             SseEnd::Answered(m) => {
                 shared.send(Incoming::Message(m));
@@ -810,42 +811,28 @@ fn resume(
         }
         sleep_unless_stopped(shared, wait);
         let bound = deadline.saturating_duration_since(Instant::now());
-        let started = (Instant::now(), now_ms());
-        let req = shared
-            .common(shared.agent.get(&shared.endpoint.url))
-            .header("Accept", "text/event-stream")
-            .header("Last-Event-ID", event_id.as_str())
-            .config()
-            .timeout_global(Some(bound))
-            .build();
-        let response = match req.call() {
-            Ok(r) => r,
-            Err(e) => {
-                shared.record("GET", 502, 0, 0, started);
-                return Err(shared.transport_error(method, e, bound));
+        let (response, started) = match open_stream(shared, Some(&event_id), bound) {
+            Ok(opened) => opened,
+            Err(Ok(status)) => {
+                return Err(shared.failed(
+                    method,
+                    format!(
+                        "the event stream ended before the answer, and resuming it (GET with \
+                         Last-Event-ID) was answered HTTP {status}"
+                    ),
+                ));
             }
+            Err(Err(e)) => return Err(shared.transport_error(method, e, bound)),
         };
-        let status = response.status().as_u16();
-        let is_sse = header(&response, "content-type")
-            .is_some_and(|k| k.to_ascii_lowercase().starts_with("text/event-stream"));
-        if !(200..300).contains(&status) || !is_sse {
-            let (_, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
-            shared.record("GET", status, 0, down, started);
-            return Err(shared.failed(
-                method,
-                format!(
-                    "the event stream ended before the answer, and resuming it (GET with \
-                     Last-Event-ID) was answered HTTP {status}"
-                ),
-            ));
-        }
         shared.check_session(&response, method)?;
-        let mut reader = Counted {
-            inner: response.into_body().into_reader(),
-            read: 0,
-        };
-        let end = read_sse(shared, &mut reader, Some(id), method);
-        shared.record("GET", status, 0, reader.read, started);
+        let status = response.status().as_u16();
+        let end = read_recorded(
+            shared,
+            ("GET", status, 0, started),
+            response,
+            Some(id),
+            method,
+        );
         match end? {
             SseEnd::Answered(m) => {
                 shared.send(Incoming::Message(m));
@@ -866,6 +853,58 @@ fn resume(
     ))
 }
 
+/// Opens a `GET` event stream (with `Last-Event-ID` when given), bounded by `bound`: the answer
+/// and when the exchange started, when it is an event stream; else the exchange is recorded and
+/// `Err(Ok(status))`, or `Err(Err(why))` when the server could not be reached.
+#[allow(clippy::type_complexity)]
+fn open_stream(
+    shared: &Shared,
+    last_id: Option<&str>,
+    bound: Duration,
+) -> Result<(ureq::http::Response<ureq::Body>, (Instant, i64)), Result<u16, ureq::Error>> {
+    let started = (Instant::now(), now_ms());
+    let mut req = shared
+        .common(shared.agent.get(&shared.endpoint.url))
+        .header("Accept", "text/event-stream");
+    if let Some(l) = last_id {
+        req = req.header("Last-Event-ID", l);
+    }
+    let response = match req.config().timeout_global(Some(bound)).build().call() {
+        Ok(r) => r,
+        Err(e) => {
+            shared.record("GET", 502, 0, 0, started);
+            return Err(Err(e));
+        }
+    };
+    let status = response.status().as_u16();
+    let is_sse = header(&response, "content-type")
+        .is_some_and(|k| k.to_ascii_lowercase().starts_with("text/event-stream"));
+    if !(200..300).contains(&status) || !is_sse {
+        let (_, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
+        shared.record("GET", status, 0, down, started);
+        return Err(Ok(status));
+    }
+    Ok((response, started))
+}
+
+/// [`read_sse`] on an event-stream answer, then the exchange recorded (`(method, status, bytes
+/// up, started)`) with the bytes read.
+fn read_recorded(
+    shared: &Shared,
+    (verb, status, up, started): (&str, u16, u64, (Instant, i64)),
+    response: ureq::http::Response<ureq::Body>,
+    id: Option<u64>,
+    method: &str,
+) -> Result<SseEnd, McpError> {
+    let mut reader = Counted {
+        inner: response.into_body().into_reader(),
+        read: 0,
+    };
+    let end = read_sse(shared, &mut reader, id, method);
+    shared.record(verb, status, up, reader.read, started);
+    end
+}
+
 /// The handshake era's standalone `GET` stream, where a server sends what is not tied to a
 /// request (`notifications/tools/list_changed`, its own requests, refused by the client). A
 /// server without one (405) is fine. Reopened when it ends, with `Last-Event-ID`, at most
@@ -875,31 +914,17 @@ fn listen(shared: &Shared) {
     let mut retry = None;
     let mut idle = 0;
     while !shared.stopped.load(Ordering::SeqCst) && idle <= MAX_RESUMES {
-        let started = (Instant::now(), now_ms());
-        let mut req = shared
-            .common(shared.agent.get(&shared.endpoint.url))
-            .header("Accept", "text/event-stream");
-        if let Some(l) = &last_id {
-            req = req.header("Last-Event-ID", l.as_str());
-        }
-        let Ok(response) = req.call() else {
-            shared.record("GET", 502, 0, 0, started);
+        let Ok((response, started)) = open_stream(shared, last_id.as_deref(), LISTEN_BOUND) else {
             return;
         };
         let status = response.status().as_u16();
-        let is_sse = header(&response, "content-type")
-            .is_some_and(|k| k.to_ascii_lowercase().starts_with("text/event-stream"));
-        if !(200..300).contains(&status) || !is_sse {
-            let (_, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
-            shared.record("GET", status, 0, down, started);
-            return;
-        }
-        let mut reader = Counted {
-            inner: response.into_body().into_reader(),
-            read: 0,
-        };
-        let end = read_sse(shared, &mut reader, None, "the standalone GET stream");
-        shared.record("GET", status, 0, reader.read, started);
+        let end = read_recorded(
+            shared,
+            ("GET", status, 0, started),
+            response,
+            None,
+            "the standalone GET stream",
+        );
         match end {
             Ok(SseEnd::Ended {
                 last_id: l,
