@@ -742,6 +742,16 @@ impl Client {
             let message = match self.rx.recv_timeout((deadline - now).min(TICK)) {
                 Ok(Incoming::Message(m)) => m,
                 Ok(Incoming::Failed(failed, e)) if failed == id => {
+                    // The transport's own clock ran out with the request's deadline: the same
+                    // failure, with the same cancellation, as when this loop's runs out.
+                    if matches!(e, McpError::Timeout { .. }) {
+                        self.abandon(id, "timed out");
+                        return Err(McpError::Timeout {
+                            server: self.server.clone(),
+                            method: method.to_string(),
+                            secs: (deadline - started).as_secs_f64().max(0.0),
+                        });
+                    }
                     return Err(e);
                 }
                 // A failure of a request given up on earlier.
