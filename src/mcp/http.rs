@@ -173,6 +173,15 @@ impl Shared {
         }
     }
 
+    /// The request's time ran out in the transport (the client reports it with the time allowed).
+    fn timed_out(&self, method: &str) -> McpError {
+        McpError::Timeout {
+            server: self.server.clone(),
+            method: method.to_string(),
+            secs: 0.0,
+        }
+    }
+
     fn version(&self) -> Option<String> {
         lock(&self.version).clone()
     }
@@ -450,15 +459,35 @@ fn post_builder(
     req.config().timeout_global(Some(bound)).build()
 }
 
-/// Reads at most `cap` bytes of `body` (lossy text) and how many bytes were read.
+/// Reads at most `cap` bytes of `body` (lossy text) and how many bytes were read; an error ends
+/// the text where it happened.
 fn read_capped(body: ureq::Body, cap: usize) -> (String, u64) {
+    let (text, read, _) = read_body(body, cap);
+    (text, read)
+}
+
+/// [`read_capped`], with the error that ended the body early, if one did.
+fn read_body(body: ureq::Body, cap: usize) -> (String, u64, Option<std::io::Error>) {
     let mut reader = Counted {
         inner: body.into_reader().take(cap as u64),
         read: 0,
     };
     let mut bytes = Vec::new();
-    let _ = reader.read_to_end(&mut bytes);
-    (String::from_utf8_lossy(&bytes).into_owned(), reader.read)
+    let error = reader.read_to_end(&mut bytes).err();
+    (
+        String::from_utf8_lossy(&bytes).into_owned(),
+        reader.read,
+        error,
+    )
+}
+
+/// Whether a read failed because the request's time ran out (ureq wraps its own timeout in an
+/// I/O error of kind `Other`).
+fn is_timeout(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::TimedOut
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)))
 }
 
 /// One request's whole exchange: POST (retried on a short `Retry-After`), then its answer, from
@@ -635,8 +664,18 @@ fn answer(
             }
         };
     }
-    let (text, down) = read_capped(response.into_body(), MAX_BODY + 1);
+    let (text, down, error) = read_body(response.into_body(), MAX_BODY + 1);
     shared.record("POST", status, up, down, started);
+    if let Some(e) = error {
+        return Err(if is_timeout(&e) {
+            shared.timed_out(method)
+        } else {
+            shared.failed(
+                method,
+                format!("the answer was cut off: {}", shared.shown(&e.to_string())),
+            )
+        });
+    }
     if text.len() > MAX_BODY {
         return Err(shared.failed(
             method,
@@ -703,13 +742,7 @@ fn read_sse(
             .read_until(b'\n', &mut line);
         let n = match n {
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                return Err(McpError::Timeout {
-                    server: shared.server.clone(),
-                    method: method.to_string(),
-                    secs: 0.0,
-                });
-            }
+            Err(e) if is_timeout(&e) => return Err(shared.timed_out(method)),
             Err(e) if shared.stopped.load(Ordering::SeqCst) => {
                 return Err(shared.failed(method, format!("stopped ({e})")));
             }
