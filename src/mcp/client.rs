@@ -339,7 +339,7 @@ pub(crate) struct Stdio {
 }
 
 /// `_meta` of a stateless-era request.
-fn stateless_meta() -> Value {
+pub(crate) fn stateless_meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},

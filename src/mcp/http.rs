@@ -342,10 +342,16 @@ impl Transport for Http {
                 deadline.min(Instant::now() + NOTIFY_BOUND),
             );
         };
+        // The server's own messages: the handshake era's standalone GET stream once there is a
+        // session; the stateless revision's `subscriptions/listen` once that era is agreed.
         if !self.listening && lock(&shared.session).is_some() && !shared.stateless() {
             self.listening = true;
             let listener = shared.clone();
             std::thread::spawn(move || listen(&listener));
+        } else if !self.listening && shared.stateless() && method != "server/discover" {
+            self.listening = true;
+            let listener = shared.clone();
+            std::thread::spawn(move || subscribe(&listener));
         }
         let name = message
             .get("params")
@@ -789,13 +795,15 @@ fn read_sse(
                     ));
                 }
             };
-            let answers = id.is_some()
-                && message.get("method").is_none()
-                && message.get("id").and_then(Value::as_u64) == id;
-            if answers {
+            let is_answer = message.get("method").is_none();
+            if is_answer && id.is_some() && message.get("id").and_then(Value::as_u64) == id {
                 return Ok(SseEnd::Answered(message));
             }
-            shared.send(Incoming::Message(message));
+            // A stream not waiting for an answer (the server's own) hands over no answer: one
+            // there is the end of a subscription, not the client's.
+            if !(is_answer && id.is_none()) {
+                shared.send(Incoming::Message(message));
+            }
             continue;
         }
         if text.starts_with(':') {
@@ -936,6 +944,45 @@ fn read_recorded(
     let end = read_sse(shared, &mut reader, id, method);
     shared.record(verb, status, up, reader.read, started);
     end
+}
+
+/// The JSON-RPC id of the stateless revision's `subscriptions/listen` request (a string, so it
+/// can never be one of the client's numbered requests).
+const LISTEN_ID: &str = "acode-run-listen";
+
+/// The stateless revision's `subscriptions/listen` (tool list changes only), open until the
+/// transport stops: its `notifications/tools/list_changed` go to the client as the GET stream's
+/// do. A server that refuses it, or answers with JSON, simply has no such stream.
+fn subscribe(shared: &Shared) {
+    let body = json!({"jsonrpc": "2.0", "id": LISTEN_ID, "method": "subscriptions/listen",
+        "params": {"_meta": super::client::stateless_meta(),
+                   "notifications": {"toolsListChanged": true}}})
+    .to_string();
+    let started = (Instant::now(), now_ms());
+    let up = body.len() as u64;
+    let response =
+        match post_builder(shared, "subscriptions/listen", None, LISTEN_BOUND).send(&body) {
+            Ok(r) => r,
+            Err(_) => {
+                shared.record("POST", 502, up, 0, started);
+                return;
+            }
+        };
+    let status = response.status().as_u16();
+    let is_sse = header(&response, "content-type")
+        .is_some_and(|k| k.to_ascii_lowercase().starts_with("text/event-stream"));
+    if !(200..300).contains(&status) || !is_sse {
+        let (_, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
+        shared.record("POST", status, up, down, started);
+        return;
+    }
+    let _ = read_recorded(
+        shared,
+        ("POST", status, up, started),
+        response,
+        None,
+        "subscriptions/listen",
+    );
 }
 
 /// The handshake era's standalone `GET` stream, where a server sends what is not tied to a

@@ -277,9 +277,20 @@ fn a_timed_out_remote_call_is_cancelled_and_a_list_change_is_checked_against_the
     assert_eq!(cancelled.header("mcp-session-id"), Some(SESSION));
     assert!(seen.iter().any(|s| s.method == "DELETE"), "{seen:?}");
 
-    let (_server, t, plan) = approved(false, Fault::ListChanged, json!({}));
-    let out = run(&t, &["run", plan.to_str().unwrap()]);
-    assert_exit_with(&out, 36, "notifications/tools/list_changed");
+    for stateless in [false, true] {
+        let (server, t, plan) = approved(stateless, Fault::ListChanged, json!({}));
+        let out = run(&t, &["run", plan.to_str().unwrap()]);
+        assert_exit_with(&out, 36, "notifications/tools/list_changed");
+        if stateless {
+            let listen = server
+                .seen()
+                .into_iter()
+                .find(|s| s.rpc() == "subscriptions/listen")
+                .expect("subscriptions/listen opened");
+            assert_eq!(listen.header("mcp-method"), Some("subscriptions/listen"));
+            assert!(listen.body.contains("toolsListChanged"), "{}", listen.body);
+        }
+    }
 }
 
 #[test]

@@ -30,8 +30,9 @@ pub enum Fault {
     Unauthorized,
     /// `503` with `Retry-After: secs`, `times` times, then the answer.
     RetryAfter { times: usize, secs: u64 },
-    /// The answer in an SSE stream after `notifications/tools/list_changed`, the echo tool's
-    /// description changed from then on.
+    /// The echo tool's description changes during the call, announced with
+    /// `notifications/tools/list_changed`: in the answer's SSE stream (handshake era), or on the
+    /// `subscriptions/listen` stream before the answer (stateless revision).
     ListChanged,
     /// An SSE stream with `id: e1` and `retry: 200` that closes before the answer; the answer
     /// comes on `GET` with `Last-Event-ID: e1`.
@@ -75,6 +76,9 @@ struct State {
     retried: AtomicUsize,
     pending: Mutex<Option<Value>>,
     stop: AtomicBool,
+    /// Whether a `subscriptions/listen` stream is open, and a list change waits to be sent on it.
+    listening: AtomicBool,
+    changed: AtomicBool,
 }
 
 /// The running server; stopped when dropped.
@@ -105,6 +109,8 @@ impl McpHttpServer {
             retried: AtomicUsize::new(0),
             pending: Mutex::new(None),
             stop: AtomicBool::new(false),
+            listening: AtomicBool::new(false),
+            changed: AtomicBool::new(false),
         });
         let shared = state.clone();
         std::thread::spawn(move || {
@@ -295,6 +301,33 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
             json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
                                     "serverInfo": {"name": "scripted-http-stateless", "version": "1.0.0"}})
         }
+        "subscriptions/listen" if state.stateless => {
+            sse_head(conn, &[]);
+            let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                           "notifications": {"toolsListChanged": true}}});
+            if write!(conn, "data: {ack}\n\n").is_err() {
+                return;
+            }
+            state.listening.store(true, Ordering::SeqCst);
+            let until = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < until && !state.stop.load(Ordering::SeqCst) {
+                if state.changed.swap(false, Ordering::SeqCst) {
+                    let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}}});
+                    if write!(conn, "data: {note}\n\n").is_err() {
+                        return;
+                    }
+                }
+                // A keep-alive, which also ends this loop once the client is gone (so a
+                // stream of an earlier client cannot take the change).
+                if conn.write_all(b": keep-alive\n\n").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            return;
+        }
         "tools/list" => {
             let desc = state.description.lock().unwrap().clone();
             json!({"tools": [{"name": "echo", "description": desc,
@@ -350,6 +383,21 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
             }
         }
         Fault::SessionChange => json_answer(conn, &session("sess-2"), &answer),
+        Fault::ListChanged if state.stateless => {
+            *state.description.lock().unwrap() = "Echoes its text, and more.".to_string();
+            assert!(
+                state.listening.load(Ordering::SeqCst),
+                "the client opened no subscriptions/listen stream"
+            );
+            state.changed.store(true, Ordering::SeqCst);
+            let until = Instant::now() + Duration::from_secs(2);
+            while state.changed.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // The notification is on its way before the answer.
+            std::thread::sleep(Duration::from_millis(100));
+            json_answer(conn, &[], &answer);
+        }
         Fault::ListChanged => {
             *state.description.lock().unwrap() = "Echoes its text, and more.".to_string();
             sse_head(conn, &session(SESSION));
