@@ -688,16 +688,18 @@ fn mcp_notes(plan: &Plan, policy: &Policy, workspace: &Workspace) -> Vec<String>
             server.call_timeout().as_secs()
         ));
         // Resolved as a command's program is, so the reviewer sees what will start.
-        notes.push(match crate::tools::mcp::server_program(server, workspace) {
-            Ok(p) if p.real != p.exec => format!(
-                "  program: {} → {} → {}",
-                server.command[0],
-                p.exec.display(),
-                p.real.display()
-            ),
-            Ok(p) => format!("  program: {} → {}", server.command[0], p.exec.display()),
-            Err(e) => format!("  program: CANNOT START: {e}"),
-        });
+        notes.extend(
+            crate::tools::mcp::server_program(server, workspace).map(|p| match p {
+                Ok(p) if p.real != p.exec => format!(
+                    "  program: {} → {} → {}",
+                    server.command[0],
+                    p.exec.display(),
+                    p.real.display()
+                ),
+                Ok(p) => format!("  program: {} → {}", server.command[0], p.exec.display()),
+                Err(e) => format!("  program: CANNOT START: {e}"),
+            }),
+        );
         match pins.get(name) {
             None => notes.push(format!(
                 "  not pinned: approving starts {name} and pins its tools {}",

@@ -712,7 +712,7 @@ fn mcp_programs(policy: &Policy, ws: &Workspace) -> Vec<(String, String)> {
         .iter()
         .filter_map(|(name, server)| {
             crate::tools::mcp::server_program(server, ws)
-                .ok()
+                .and_then(Result::ok)
                 .map(|p| (name.clone(), p.exec.display().to_string()))
         })
         .collect()

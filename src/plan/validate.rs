@@ -267,7 +267,7 @@ pub fn validate_step(
 fn check_mcp_programs(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (name, server) in &ctx.policy.mcp.servers {
-        let Err(e) = crate::tools::mcp::server_program(server, ctx.workspace) else {
+        let Some(Err(e)) = crate::tools::mcp::server_program(server, ctx.workspace) else {
             continue;
         };
         let tools: Vec<String> = server

@@ -189,8 +189,9 @@ pub fn server_spec(
     sandbox: &OsSandbox,
 ) -> Result<CommandSpec, String> {
     let env = server_env(server);
-    let program =
-        server_program(server, workspace).map_err(|e| format!("{}: {e}", server.command[0]))?;
+    let program = server_program(server, workspace)
+        .ok_or("a remote server (url) starts no program")?
+        .map_err(|e| format!("{}: {e}", server.command[0]))?;
     let mut spec = CommandSpec::new(server.command.clone(), workspace.root().to_path_buf());
     spec.program = Some(program.exec.clone());
     spec.program_roots = program.roots.clone();
@@ -208,21 +209,23 @@ pub fn server_spec(
 
 /// The program that starts `server`, resolved as it will be when it starts (a bare name on the
 /// `PATH` it gets, or a workspace path): what `validate` checks and `preview` shows, so a server
-/// that cannot start is refused before anyone approves the plan.
+/// that cannot start is refused before anyone approves the plan. `None` for a remote server (`url`),
+/// which starts no program.
 pub fn server_program(
     server: &McpServer,
     workspace: &Workspace,
-) -> Result<program::Program, program::ProgramError> {
+) -> Option<Result<program::Program, program::ProgramError>> {
+    let first = server.command.first()?;
     let path_var = server_env(server)
         .into_iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v);
-    program::resolve(
-        &server.command[0],
+    Some(program::resolve(
+        first,
         workspace,
         workspace.root(),
         path_var.as_deref(),
-    )
+    ))
 }
 
 /// The environment `server` gets: `PATH` plus the names it lists, never the runner's secrets.

@@ -188,7 +188,7 @@ fn the_python_sdk_client_drives_acode_run_mcp_in_each_mode() {
 }
 
 /// Installs `packages` with npm into `dir` and returns the version installed of each.
-fn npm_install(dir: &Path, packages: &[&str]) -> Vec<String> {
+pub(crate) fn npm_install(dir: &Path, packages: &[&str]) -> Vec<String> {
     let mut c = Command::new("npm");
     c.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
         .arg(dir)
