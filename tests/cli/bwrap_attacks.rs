@@ -40,11 +40,15 @@ fn users() -> Vec<As> {
     }
     let mut out = vec![As::Me];
     if !is_root() {
-        eprintln!(
-            "skipped as nobody: the tests do not run as root, so they cannot drop to uid 65534"
+        acode_run::testing::skip(
+            "root",
+            "the attacks as nobody need root to drop to uid 65534",
         );
     } else if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped as nobody: setpriv (util-linux) is not installed");
+        acode_run::testing::skip(
+            "setpriv (util-linux)",
+            "it drops to uid 65534 for the attacks as nobody",
+        );
     } else {
         out.push(As::Nobody);
     }

@@ -1021,3 +1021,34 @@ fn every_command_quoted_in_prose_parses() {
     assert!(checked >= 10, "only {checked} inline commands found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The README's test command is `scripts/test.sh`, which installs what the tests need (bubblewrap
+/// included) before `cargo test`, and `.ci/run` runs that same script after fmt and clippy, so a
+/// fresh machine and CI run the suite the same way (issue #34 item 14).
+#[test]
+fn the_readmes_test_command_sets_up_what_the_tests_need_and_ci_runs_it() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let block = readme_block_after("# acode-run", "sh");
+    let commands: Vec<&str> = block
+        .text
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands.get(1), Some(&"./scripts/test.sh"), "{readme:.400}");
+    let script = std::fs::read_to_string(repo().join("scripts/test.sh")).unwrap();
+    assert!(script.contains("[bwrap]=bubblewrap"), "{script}");
+    assert!(script.contains("apt-get install"), "{script}");
+    assert!(script.contains("cargo test \"$@\""), "{script}");
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let at = |needle: &str| {
+        ci.find(needle)
+            .unwrap_or_else(|| panic!(".ci/run lacks {needle}"))
+    };
+    assert!(at("cargo clippy") < at("./scripts/test.sh"));
+    assert!(at("cargo fmt --check") < at("./scripts/test.sh"));
+    assert!(
+        !ci.contains("\ncargo test"),
+        "CI runs the script, not its own cargo test"
+    );
+}

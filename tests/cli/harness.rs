@@ -246,18 +246,24 @@ pub fn collect_stderr(child: &mut std::process::Child) -> std::sync::Arc<std::sy
     text
 }
 
-/// Whether bwrap works here; `false` after printing why the test is skipped. On CI (`CI` set) a
-/// machine without a working bwrap fails the test instead.
+/// Whether bwrap works here; `false` after a named, counted skip ([`acode_run::testing::skip`]):
+/// on CI (`CI` set) a machine without a working bwrap fails the test instead.
 pub fn bwrap_ok() -> bool {
     match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
         Ok(_) => true,
         Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "bwrap must work in CI: {why}"
-            );
-            eprintln!("skipped: bwrap unavailable: {why}");
+            acode_run::testing::skip("bubblewrap (bwrap)", &why);
             false
         }
     }
+}
+
+/// For a test written against bwrap (the default mode where it works): fails at once, naming
+/// bubblewrap, when this machine has no working bwrap, rather than on an unrelated assertion later.
+#[track_caller]
+pub fn need_bwrap() {
+    acode_run::testing::require(
+        "bubblewrap (bwrap)",
+        acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap).map(|_| ()),
+    );
 }

@@ -9,11 +9,11 @@ use serde_json::json;
 
 use crate::harness::*;
 
-/// Whether the kernel has Landlock; prints why a test is skipped when not.
+/// Whether the kernel has Landlock; a named, counted skip when not (a failure under CI).
 pub(crate) fn landlock_usable() -> bool {
     let ok = acode_run::sandbox::landlock::kernel_abi().is_some();
     if !ok {
-        eprintln!("skipped: the kernel has no Landlock");
+        acode_run::testing::skip("Landlock", "the kernel has none");
     }
     ok
 }
@@ -105,7 +105,10 @@ fn under_landlock_an_interpreter_writes_only_inside_and_cannot_connect() {
         listener.set_nonblocking(true).unwrap();
         assert!(listener.accept().is_err(), "nothing may have connected");
     } else {
-        eprintln!("skipped the TCP check: Landlock ABI {abi} < 4");
+        acode_run::testing::skip(
+            "Landlock network rules (ABI 4)",
+            &format!("the kernel has ABI {abi}; the TCP check did not run"),
+        );
     }
     assert_eq!(status(&t, "inside"), "completed");
     assert_eq!(t.read("sub/in.txt"), "ok");

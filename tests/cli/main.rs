@@ -45,6 +45,7 @@ mod run;
 mod secrets;
 mod signing;
 mod skills;
+mod skips;
 mod stages;
 mod stuck;
 mod supervisor;

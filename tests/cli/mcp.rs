@@ -301,6 +301,7 @@ fn a_server_that_never_answers_is_cancelled_and_stopped_after_the_call_timeout()
 
 #[test]
 fn sampling_elicitation_and_roots_requests_are_refused_and_recorded() {
+    need_bwrap();
     let t = TestDir::new();
     policy(
         &t,
@@ -337,6 +338,7 @@ fn sampling_elicitation_and_roots_requests_are_refused_and_recorded() {
 
 #[test]
 fn a_server_cannot_write_outside_the_workspace_nor_read_an_ssh_key() {
+    need_bwrap();
     let t = TestDir::new();
     let home = t.root.join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
@@ -1060,6 +1062,7 @@ fn a_server_is_started_once_per_run_and_stopped_when_the_run_ends() {
 /// under Landlock (TCP connect only to the run's proxy) nor under bwrap (its own network namespace).
 #[test]
 fn a_server_cannot_reach_the_network_the_policy_does_not_allow() {
+    need_bwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap().to_string();

@@ -273,6 +273,7 @@ fn seq_is_strictly_increasing_under_16_parallel_steps() {
 
 #[test]
 fn kill_9_mid_parallel_run_then_resume_completes_each_step_once() {
+    need_bwrap();
     let t = TestDir::new();
     policy(&t);
     let steps: Vec<Value> = (0..4)

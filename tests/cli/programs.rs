@@ -49,6 +49,7 @@ const SCRIPT_MAKER: &str = "import os\n\
 
 #[test]
 fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
+    need_bwrap();
     for mode in MODES {
         let t = TestDir::new();
         t.file(
@@ -118,6 +119,7 @@ fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
 
 #[test]
 fn scripts_and_local_package_bins_run_by_path_in_every_mode() {
+    need_bwrap();
     for mode in MODES {
         let t = TestDir::new();
         exe(
@@ -271,6 +273,7 @@ fn a_program_an_earlier_step_did_not_make_fails_naming_its_path() {
 
 #[test]
 fn toolchains_outside_usr_are_visible_under_bwrap_and_credentials_are_not() {
+    need_bwrap();
     let t = TestDir::new();
     // A home of our own, with credentials in it and a tool installed under it.
     let home = t.root.join("home");
