@@ -631,10 +631,18 @@ mod tests {
         assert_ne!(out.exit_code, Some(0), "{out:?}");
         assert!(out.stderr.text.contains("No such file"), "{out:?}");
         assert!(!target.exists());
-        let etc = PathBuf::from(format!("/etc/acode-escaped-{}", uuid::Uuid::new_v4()));
-        let out = run_in(Some(&bwrap), &ws, &write_code(&etc));
+        // /etc: an existing file opened for appending, never written and never created, so a
+        // regression leaves nothing behind.
+        let etc = Path::new("/etc/passwd");
+        let before = std::fs::read(etc).unwrap();
+        let append = format!(
+            "import os\nos.open({:?}, os.O_WRONLY | os.O_APPEND)\nprint('opened')",
+            etc.to_str().unwrap()
+        );
+        let out = run_in(Some(&bwrap), &ws, &append);
         assert!(out.stderr.text.contains("Read-only file system"), "{out:?}");
-        assert!(!etc.exists());
+        assert!(!out.stdout.text.contains("opened"), "{out:?}");
+        assert_eq!(std::fs::read(etc).unwrap(), before);
         // Control: the same write works without bwrap, so the test above is meaningful.
         let out = run_in(None, &ws, &write_code(&target));
         assert_eq!(out.exit_code, Some(0), "{out:?}");

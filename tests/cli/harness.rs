@@ -228,9 +228,19 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 /// Collects a spawned child's stderr on a thread of its own, so a test can watch it grow (a prompt
 /// appearing) while the child runs.
 pub fn collect_stderr(child: &mut std::process::Child) -> std::sync::Arc<std::sync::Mutex<String>> {
-    use std::io::Read;
+    collect_pipe(child.stderr.take().expect("stderr piped"))
+}
+
+/// The same for the child's stdout (its JSONL events, say).
+pub fn collect_stdout(child: &mut std::process::Child) -> std::sync::Arc<std::sync::Mutex<String>> {
+    collect_pipe(child.stdout.take().expect("stdout piped"))
+}
+
+/// Reads `pipe` to its end on a thread of its own into the returned, growing text.
+fn collect_pipe(
+    mut pipe: impl std::io::Read + Send + 'static,
+) -> std::sync::Arc<std::sync::Mutex<String>> {
     let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let mut pipe = child.stderr.take().expect("stderr piped");
     let sink = text.clone();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];

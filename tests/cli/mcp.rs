@@ -140,10 +140,20 @@ fn an_mcp_call_asks_for_confirmation_by_default() {
     );
     let plan = direct_plan(&t, "echo", json!({"text": "x"}));
     approve(&t, &plan);
+    std::fs::write(t.ws.join("mcp.log"), "").unwrap();
     let out = run(&t, &["run", plan.to_str().unwrap()], &[]);
     assert_eq!(code(&out), 33, "{}", stderr(&out));
-    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap();
     assert!(!log.contains("tools/call"), "denied, never called: {log}");
+    // Control: confirmed, the same call reaches the server and its log shows it.
+    let out = run(
+        &t,
+        &["run", plan.to_str().unwrap(), "--confirm", "auto-approve"],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap();
+    assert!(log.contains("tools/call"), "{log}");
 }
 
 #[test]

@@ -166,7 +166,9 @@ fn scripts_and_local_package_bins_run_by_path_in_every_mode() {
 fn program_paths_outside_the_workspace_or_not_in_the_policy_are_refused() {
     let t = TestDir::new();
     let outside = t.outside.join("x");
-    exe(&outside, "#!/bin/sh\ntouch /tmp/should-not-run\n");
+    // The marker the program would leave: a unique path of this test's, outside the workspace.
+    let ran = t.root.join("ran.marker");
+    exe(&outside, &format!("#!/bin/sh\ntouch '{}'\n", ran.display()));
     std::fs::create_dir_all(t.ws.join("sub")).unwrap();
     std::os::unix::fs::symlink(&t.outside, t.ws.join("sub/link")).unwrap();
     t.file(
@@ -186,9 +188,19 @@ fn program_paths_outside_the_workspace_or_not_in_the_policy_are_refused() {
         let out = t.run(&["validate", plan.to_str().unwrap()]);
         assert_eq!(code(&out), 2, "{program}: {}", stderr(&out));
         assert!(stderr(&out).contains(rule), "{program}: {}", stderr(&out));
+        // Asked to run it, unsandboxed (where only this check stands between the plan and the
+        // program), the runner refuses the same way and the program leaves no marker.
+        let out = t.run(&[
+            "run",
+            "--approve",
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "none",
+        ]);
+        assert_eq!(code(&out), 2, "{program}: {}", stderr(&out));
+        assert!(stderr(&out).contains(rule), "{program}: {}", stderr(&out));
+        assert!(!ran.exists(), "{program} ran");
     }
-    let _ = t.run(&["--version"]);
-    assert!(!Path::new("/tmp/should-not-run").exists());
 
     // A glob that matches, one that does not — and the refusal names the line to add.
     let t = TestDir::new();

@@ -108,8 +108,26 @@ fn huge_plan_validates_quickly_enough_and_hostile_sizes_are_refused() {
         .map(|i| json!({"step_id": format!("s{i}"), "tool": "file_read", "arguments": {"path": "a.txt"}}))
         .collect();
     let plan = t.plan("big.json", &json!({"plan_id": "big", "steps": steps}));
+    // Quickly enough: 20 000 steps in well under the bound (about a second in a debug build on a
+    // busy machine; the bound is generous so that only a super-linear check trips it).
+    let started = std::time::Instant::now();
     let out = t.run(&["validate", plan.to_str().unwrap()]);
+    let took = started.elapsed();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "validating 20 000 steps took {took:?}"
+    );
+    // A hostile size: a (sparse) plan file over the 64 MiB limit is refused unread, at once.
+    let huge = t.root.join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(acode_run::sandbox::input::MAX_PLAN_BYTES + 1)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let out = t.run(&["validate", huge.to_str().unwrap()]);
+    assert_exit_with(&out, 2, "larger than the limit of 67108864 bytes");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
     let empty = t.plan("empty.json", &json!({"plan_id": "e", "steps": []}));
     let out = t.run(&["validate", empty.to_str().unwrap()]);
     assert_eq!(code(&out), 2);
