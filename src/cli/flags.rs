@@ -713,12 +713,12 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "jobs",
         value: Some("N"),
-        doc: "Steps run at once where the plan's depends_on allows (1-256); writers to the same paths never overlap [default: the policy's jobs, else 1]",
+        doc: "Steps run at once where the plan's depends_on allows (1-256); writers to the same paths never overlap [default: the smaller of the policy's jobs and the plan's defaults.jobs, else 1]",
         commands: EXEC_CMDS,
         update: |a, v| {
             let v = val(v)?;
             match v.parse::<usize>() {
-                Ok(n @ 1..=256) => a.jobs = Some(n),
+                Ok(n) if (1..=crate::sandbox::policy::MAX_JOBS).contains(&n) => a.jobs = Some(n),
                 _ => return Err(format!("expected a number from 1 to 256, got {v:?}")),
             }
             Ok(())

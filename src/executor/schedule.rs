@@ -18,6 +18,7 @@
 
 use std::collections::BTreeSet;
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::plan::{Dependencies, FileEffect, Step};
@@ -29,6 +30,50 @@ use crate::plan::{Dependencies, FileEffect, Step};
 /// vary from run to run. A plan that wants parallelism asks for it, and its approver sees it.
 pub fn default_jobs() -> usize {
     1
+}
+
+/// Where the number of steps run at once came from (recorded with it: the header, `run_started`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobsSource {
+    /// `--jobs` (or the embedder's `RunOptions::jobs`).
+    Flag,
+    /// The policy's `jobs` (smaller than the plan's, or the plan sets none).
+    Policy,
+    /// The plan's `defaults.jobs` (smaller than the policy's, or the policy sets none).
+    Plan,
+    /// Nothing set: one at a time.
+    Default,
+}
+
+impl JobsSource {
+    /// How the header names it (`--jobs`, `policy jobs`, `plan defaults.jobs`, `default`).
+    pub fn label(self) -> &'static str {
+        match self {
+            JobsSource::Flag => "--jobs",
+            JobsSource::Policy => "policy jobs",
+            JobsSource::Plan => "plan defaults.jobs",
+            JobsSource::Default => "default",
+        }
+    }
+}
+
+/// The steps a run takes at once, and where the number came from: `--jobs` when given (the person
+/// running it decides for this run); else the smaller of the policy's `jobs` and the plan's
+/// `defaults.jobs` (the policy caps what the machine gives, the plan says how much its steps can
+/// use), either alone when only one is set; else [`default_jobs`] (docs/parallel.md).
+pub fn effective_jobs(
+    flag: Option<usize>,
+    policy: Option<usize>,
+    plan: Option<usize>,
+) -> (usize, JobsSource) {
+    match (flag, policy, plan) {
+        (Some(n), _, _) => (n, JobsSource::Flag),
+        (None, Some(p), Some(q)) if q < p => (q, JobsSource::Plan),
+        (None, Some(p), _) => (p, JobsSource::Policy),
+        (None, None, Some(q)) => (q, JobsSource::Plan),
+        (None, None, None) => (default_jobs(), JobsSource::Default),
+    }
 }
 
 /// What a step may touch, as far as running it beside another step is concerned.
@@ -194,6 +239,23 @@ mod tests {
 
     fn plan(json: &str) -> Plan {
         crate::plan::parse::parse(json.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_flag_wins_then_the_smaller_of_policy_and_plan_then_one() {
+        use JobsSource::*;
+        assert_eq!(effective_jobs(Some(3), Some(8), Some(1)), (3, Flag));
+        assert_eq!(effective_jobs(Some(1), None, Some(8)), (1, Flag));
+        assert_eq!(effective_jobs(None, Some(2), Some(4)), (2, Policy));
+        assert_eq!(effective_jobs(None, Some(4), Some(2)), (2, Plan));
+        assert_eq!(effective_jobs(None, Some(4), Some(4)), (4, Policy));
+        assert_eq!(effective_jobs(None, Some(4), None), (4, Policy));
+        assert_eq!(effective_jobs(None, None, Some(6)), (6, Plan));
+        assert_eq!(effective_jobs(None, None, None), (1, Default));
+        let p = plan(
+            r#"{"plan_id":"p","defaults":{"jobs":5},"steps":[{"step_id":"a","tool":"file_read","arguments":{"path":"x"}}]}"#,
+        );
+        assert_eq!(p.defaults.jobs, Some(5));
     }
 
     fn footprint(json: &str) -> Footprint {

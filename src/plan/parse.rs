@@ -286,13 +286,24 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
     match obj.get("defaults") {
         None | Some(Value::Null) => {}
         Some(Value::Object(d)) => {
-            c.unknown_fields(d, "plan.defaults", &["timeout_s", "retries"]);
+            c.unknown_fields(d, "plan.defaults", &["timeout_s", "retries", "jobs"]);
             defaults.timeout_s = c.uint(d, "timeout_s", "plan.defaults", 86_400);
             if defaults.timeout_s == Some(0) {
                 c.err("plan.defaults.timeout_s", "must be at least 1");
             }
             if let Some(r) = c.uint(d, "retries", "plan.defaults", 10) {
                 defaults.retries = r as u32;
+            }
+            defaults.jobs = c
+                .uint(
+                    d,
+                    "jobs",
+                    "plan.defaults",
+                    crate::sandbox::policy::MAX_JOBS as u64,
+                )
+                .map(|n| n as usize);
+            if defaults.jobs == Some(0) {
+                c.err("plan.defaults.jobs", "must be at least 1");
             }
         }
         Some(other) => c.err("plan.defaults", format!("expected an object, got {other}")),

@@ -586,18 +586,23 @@ impl PlanRunner {
         self.replay.as_ref().map(|(_, client)| client)
     }
 
+    /// The steps the run takes at once and where that number came from: `--jobs`, else the
+    /// smaller of the policy's `jobs` and the plan's `defaults.jobs`, else 1.
+    pub fn jobs(&self) -> (usize, crate::executor::schedule::JobsSource) {
+        crate::executor::schedule::effective_jobs(
+            self.settings.jobs,
+            self.policy.jobs,
+            self.approved.plan().defaults.jobs,
+        )
+    }
+
     /// The executor with everything prepared (for callers that drive it themselves), and the
     /// approved plan to give it.
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
         store.checkpoint_in_background();
-        // `--jobs` over the policy's `jobs` over the default (1).
-        let jobs = self
-            .settings
-            .jobs
-            .or(self.policy.jobs)
-            .unwrap_or_else(crate::executor::schedule::default_jobs);
+        let (jobs, _) = self.jobs();
         let mut executor = Executor::new(self.workspace, store)
             .with_jobs(jobs)
             .with_registry(self.registry)

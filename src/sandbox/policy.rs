@@ -10,6 +10,10 @@ use thiserror::Error;
 
 use super::network::NetworkPolicy;
 
+/// The most steps a run may take at once, wherever the number comes from (`--jobs`, the policy's
+/// `jobs`, the plan's `defaults.jobs`).
+pub const MAX_JOBS: usize = 256;
+
 /// Executables a plan may run without any policy file (SPEC §6).
 pub const DEFAULT_ALLOWLIST: &[&str] = &[
     "cargo", "rustc", "git", "npm", "node", "python3", "make", "go", "ls", "cat", "echo", "true",
@@ -416,9 +420,11 @@ impl Policy {
         let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
         policy.network.entries()?;
         if let Some(n) = policy.jobs
-            && !(1..=256).contains(&n)
+            && !(1..=MAX_JOBS).contains(&n)
         {
-            return Err(format!("jobs: expected a number from 1 to 256, got {n}"));
+            return Err(format!(
+                "jobs: expected a number from 1 to {MAX_JOBS}, got {n}"
+            ));
         }
         policy.mcp.check()?;
         for (field, list) in [

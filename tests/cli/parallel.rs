@@ -891,3 +891,79 @@ fn quit_at_a_prompt_cancels_the_running_siblings() {
     );
     assert_eq!(code.as_deref(), Some("interrupted"));
 }
+
+/// The most intervals running at one moment (intervals are [start, end) in ms).
+fn most_at_once(iv: &[(i64, i64)]) -> usize {
+    iv.iter()
+        .map(|&(at, _)| iv.iter().filter(|&&(s, e)| s <= at && at < e).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The intervals of `ids` in the latest run.
+fn latest_intervals(t: &TestDir, ids: &[&str]) -> Vec<(i64, i64)> {
+    let run_id: String = q(
+        &t.db(),
+        "SELECT run_id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1",
+    );
+    ids.iter()
+        .map(|id| {
+            t.db()
+                .query_row(
+                    "SELECT started_at, finished_at FROM steps WHERE step_id = ?1 AND run_id = ?2",
+                    [id, &run_id.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A plan asks for parallelism with `defaults.jobs` (issue #34 item 1): alone it is used; with
+/// the policy's `jobs` the smaller wins; `--jobs` overrides both; and it is part of the approved
+/// bytes.
+#[test]
+fn a_plans_defaults_jobs_is_used_capped_by_the_policy_and_overridden_by_the_flag() {
+    let t = TestDir::new();
+    policy(&t);
+    let steps: Vec<Value> = (0..4)
+        .map(|i| {
+            json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
+                   "parallel_safe": true, "arguments": {"argv": ["sleep", "0.4"]}})
+        })
+        .collect();
+    let ids = ["s0", "s1", "s2", "s3"];
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "sleeps", "defaults": {"jobs": 4}, "steps": steps}),
+    );
+    // The plan alone: four at once.
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let iv = latest_intervals(&t, &ids);
+    assert!(all_overlap(&iv), "{iv:?}");
+    // --jobs 1 overrides it: one after another.
+    let out = t.run(&["run", plan.to_str().unwrap(), "--jobs", "1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let iv = latest_intervals(&t, &ids);
+    assert!(disjoint(&iv), "{iv:?}");
+    // A policy allowing 2: the smaller wins (the approval is bound to the policy: re-approve).
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["sleep", "sh"], "auto_approve_commands": ["sleep", "sh"],
+                "jobs": 2})
+        .to_string(),
+    );
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let iv = latest_intervals(&t, &ids);
+    assert_eq!(most_at_once(&iv), 2, "{iv:?}");
+    // The number is part of the approved bytes: changing it needs a new approval.
+    let edited = std::fs::read_to_string(&plan)
+        .unwrap()
+        .replace("\"jobs\": 4", "\"jobs\": 3");
+    assert_ne!(edited, std::fs::read_to_string(&plan).unwrap());
+    std::fs::write(&plan, edited).unwrap();
+    let out = t.run(&["run", plan.to_str().unwrap()]);
+    assert_exit_with(&out, 3, "approv");
+}

@@ -276,3 +276,36 @@ fn the_readme_tour_plan_validates() {
     let out = t.run(&["validate", plan.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+/// `defaults.jobs` is a whole number from 1 to 256; anything else is refused where it stands,
+/// before anything runs (issue #34 item 1).
+#[test]
+fn defaults_jobs_out_of_range_or_of_the_wrong_type_is_refused_by_validate_and_the_schema() {
+    let t = TestDir::new();
+    let schema: serde_json::Value = serde_json::from_str(acode_run::plan::SCHEMA).unwrap();
+    let jobs = &schema["properties"]["defaults"]["properties"]["jobs"];
+    assert_eq!(jobs["minimum"], 1, "{jobs}");
+    assert_eq!(jobs["maximum"], 256, "{jobs}");
+    for (bad, needle) in [
+        (json!(0), "must be at least 1"),
+        (json!(257), "from 0 to 256"),
+        (json!("4"), "from 0 to 256"),
+        (json!(1.5), "from 0 to 256"),
+    ] {
+        let plan = t.plan(
+            "j.json",
+            &json!({"plan_id": "j", "defaults": {"jobs": bad},
+                    "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}}]}),
+        );
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_exit_with(&out, 2, "plan.defaults.jobs");
+        assert!(stderr(&out).contains(needle), "{bad}: {}", stderr(&out));
+    }
+    let plan = t.plan(
+        "j.json",
+        &json!({"plan_id": "j", "defaults": {"jobs": 256},
+                "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
