@@ -135,6 +135,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                 sandbox,
                 workspace,
                 database,
+                jobs,
                 ..
             } => {
                 let mut header = match already_completed {
@@ -156,6 +157,15 @@ impl<W: Write + Send> HumanPrinter<W> {
                 }
                 for line in sandbox.lines().iter().chain(&sandbox.notes) {
                     header.push_str(&format!("\n  sandbox: {}", l(line)));
+                }
+                header.push_str(&format!("\n  jobs: {} ({})", jobs.jobs, jobs.from.label()));
+                for group in &jobs.alone {
+                    header.push_str(&format!(
+                        "\n  jobs: {} still run{} alone: {}",
+                        l(&self.ext(&super::id_list(&group.steps))),
+                        if group.steps.len() == 1 { "s" } else { "" },
+                        group.why
+                    ));
                 }
                 Some(header)
             }

@@ -602,9 +602,9 @@ impl PlanRunner {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
         store.checkpoint_in_background();
-        let (jobs, _) = self.jobs();
+        let (jobs, jobs_from) = self.jobs();
         let mut executor = Executor::new(self.workspace, store)
-            .with_jobs(jobs)
+            .with_jobs_from(jobs, jobs_from)
             .with_registry(self.registry)
             .with_policy(self.policy)
             .with_confirmation(self.confirm)

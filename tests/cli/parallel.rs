@@ -967,3 +967,74 @@ fn a_plans_defaults_jobs_is_used_capped_by_the_policy_and_overridden_by_the_flag
     let out = t.run(&["run", plan.to_str().unwrap()]);
     assert_exit_with(&out, 3, "approv");
 }
+
+/// `--jobs` that changes nothing says so (issue #34 item 8): six independent commands without
+/// `parallel_safe` run one at a time under `--jobs 4`, and the header, `run_started` and
+/// `preview` say which steps run alone, why, and what would change it; marked `parallel_safe`,
+/// nothing is reported alone.
+#[test]
+fn jobs_that_change_nothing_say_so_in_the_header_run_started_and_preview() {
+    let t = TestDir::new();
+    policy(&t);
+    let steps = |safe: bool| -> Vec<Value> {
+        (0..6)
+            .map(|i| {
+                json!({"step_id": format!("c{i}"), "tool": "run_command", "depends_on": [],
+                       "parallel_safe": safe, "arguments": {"argv": ["sh", "-c", "true"]}})
+            })
+            .collect()
+    };
+    let plan = t.plan("p.json", &json!({"plan_id": "six", "steps": steps(false)}));
+    let out = t.approve_and_run(&plan, &["--jobs", "4", "--jsonl"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("\n  jobs: 4 (--jobs)\n"), "{err}");
+    assert!(
+        err.contains("  jobs: c0, c1, c2, c3, c4, c5 still run alone: they may write where"),
+        "{err}"
+    );
+    assert!(err.contains("\"parallel_safe\": true"), "{err}");
+    let evs = events(&out);
+    let started = &evs[0];
+    assert_eq!(started["type"], "run_started");
+    assert_eq!(started["jobs"]["jobs"], 4, "{started}");
+    assert_eq!(started["jobs"]["from"], "flag", "{started}");
+    assert_eq!(
+        started["jobs"]["alone"][0]["steps"],
+        json!(["c0", "c1", "c2", "c3", "c4", "c5"]),
+        "{started}"
+    );
+    // They did run one at a time, as reported.
+    let iv = latest_intervals(&t, &["c0", "c1", "c2", "c3", "c4", "c5"]);
+    assert!(disjoint(&iv), "{iv:?}");
+    // preview says it before the run, with the number in force without the flag.
+    let out = t.run(&["preview", plan.to_str().unwrap()]);
+    let text = stdout(&out) + &stderr(&out);
+    assert!(text.contains("jobs: 1 (default"), "{text}");
+    assert!(
+        text.contains("jobs: with more than one job, c0, c1, c2, c3, c4, c5 still run alone"),
+        "{text}"
+    );
+    // Marked parallel_safe: nothing runs alone, and nothing is said to.
+    let plan = t.plan("q.json", &json!({"plan_id": "six", "steps": steps(true)}));
+    let out = t.approve_and_run(&plan, &["--jobs", "4", "--jsonl"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("alone"), "{}", stderr(&out));
+    let evs = events(&out);
+    assert!(evs[0]["jobs"].get("alone").is_none(), "{}", evs[0]);
+    let out = t.run(&["preview", plan.to_str().unwrap()]);
+    assert!(!stdout(&out).contains("still run alone"), "{}", stdout(&out));
+    // A chain (no depends_on) runs alone for its dependencies, and says that instead.
+    let chain: Vec<Value> = (0..3)
+        .map(|i| json!({"step_id": format!("k{i}"), "tool": "run_command",
+                        "arguments": {"argv": ["sh", "-c", "true"]}}))
+        .collect();
+    let plan = t.plan("r.json", &json!({"plan_id": "chain", "steps": chain}));
+    let out = t.approve_and_run(&plan, &["--jobs", "2"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("k0, k1, k2 still run alone: each waits for the others"),
+        "{}",
+        stderr(&out)
+    );
+}
