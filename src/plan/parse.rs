@@ -439,6 +439,14 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
     // Not kept, but a step's description is text like the plan's.
     let _ = c.string(obj, "description", &at);
     let tool = match c.string(obj, "tool", &at) {
+        // Empty is no tool at all: reported here (validation skips an empty name as reported).
+        Some(t) if t.is_empty() => {
+            c.err(
+                format!("{at}.tool"),
+                "must not be empty (a tool name from `acode-run tools`)",
+            );
+            t
+        }
         Some(t) => t,
         None => {
             c.err(format!("{at}.tool"), "missing");

@@ -495,8 +495,32 @@ pub fn check_intent(plan: &Plan) -> Vec<Problem> {
 }
 
 /// Validates the whole plan; an empty result means it may run.
+///
+/// A partial plan (from [`crate::plan::parse::parse_partial`]: a step that did not parse is left
+/// out) keeps each step's position in the file, while the checks index steps by position: they run
+/// over a renumbered copy, and each problem gets its step's position in the file back.
 pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
-    crate::sandbox::program::with_memo(|| validate_all(plan, ctx))
+    if plan.steps.iter().enumerate().all(|(i, s)| s.position == i) {
+        return crate::sandbox::program::with_memo(|| validate_all(plan, ctx));
+    }
+    let mut copy = plan.clone();
+    let in_file: Vec<usize> = copy.steps.iter().map(|s| s.position).collect();
+    for (i, s) in copy.steps.iter_mut().enumerate() {
+        s.position = i;
+    }
+    let mut problems = crate::sandbox::program::with_memo(|| validate_all(&copy, ctx));
+    for p in &mut problems {
+        let Some(rest) = p.location.strip_prefix("steps[") else {
+            continue;
+        };
+        let Some((n, tail)) = rest.split_once(']') else {
+            continue;
+        };
+        if let Some(pos) = n.parse::<usize>().ok().and_then(|i| in_file.get(i)) {
+            p.location = format!("steps[{pos}]{tail}");
+        }
+    }
+    problems
 }
 
 fn validate_all(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {

@@ -42,6 +42,7 @@ mod report;
 mod reports;
 mod resume;
 mod run;
+mod schema_property;
 mod secrets;
 mod signing;
 mod skills;

@@ -1023,11 +1023,17 @@ fn jobs_that_change_nothing_say_so_in_the_header_run_started_and_preview() {
     let evs = events(&out);
     assert!(evs[0]["jobs"].get("alone").is_none(), "{}", evs[0]);
     let out = t.run(&["preview", plan.to_str().unwrap()]);
-    assert!(!stdout(&out).contains("still run alone"), "{}", stdout(&out));
+    assert!(
+        !stdout(&out).contains("still run alone"),
+        "{}",
+        stdout(&out)
+    );
     // A chain (no depends_on) runs alone for its dependencies, and says that instead.
     let chain: Vec<Value> = (0..3)
-        .map(|i| json!({"step_id": format!("k{i}"), "tool": "run_command",
-                        "arguments": {"argv": ["sh", "-c", "true"]}}))
+        .map(|i| {
+            json!({"step_id": format!("k{i}"), "tool": "run_command",
+                        "arguments": {"argv": ["sh", "-c", "true"]}})
+        })
         .collect();
     let plan = t.plan("r.json", &json!({"plan_id": "chain", "steps": chain}));
     let out = t.approve_and_run(&plan, &["--jobs", "2"]);

@@ -309,3 +309,28 @@ fn defaults_jobs_out_of_range_or_of_the_wrong_type_is_refused_by_validate_and_th
     let out = t.run(&["validate", plan.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+/// A step that is not an object among good ones (found by the schema property test, issue #34
+/// item 2) was a crash of `validate` (exit 101): now every problem is reported where it is, the
+/// later steps' included.
+#[test]
+fn a_step_that_is_not_an_object_is_reported_with_the_later_steps_problems() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}},
+            5,
+            {"step_id": "b", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["zz"]}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let at: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["location"].as_str().unwrap())
+        .collect();
+    assert_eq!(at, ["steps[1]", "steps[2].depends_on[0]"], "{v}");
+}
