@@ -889,7 +889,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("execute", "run"),
 ];
 
-/// `unknown command "veryfy" (did you mean "validate"?)`, suggesting the command (or the command an
+/// `unknown command "veryfy" (did you mean validate?)`, suggesting the command (or the command an
 /// alias stands for) closest in edit distance, when one is close enough.
 fn unknown_command(word: &str) -> String {
     let lower = word.to_ascii_lowercase();
@@ -902,7 +902,7 @@ fn unknown_command(word: &str) -> String {
         .filter(|(d, _)| crate::suggest::close_enough(*d, lower.chars().count()));
     match best {
         Some((_, command)) => {
-            format!("unknown command {word:?} (did you mean {command:?}?); see `acode-run --help`")
+            format!("unknown command {word:?} (did you mean {command}?); see `acode-run --help`")
         }
         None => format!("unknown command {word:?}; see `acode-run --help`"),
     }
@@ -928,7 +928,11 @@ where
                 let flag = FLAGS.iter().find(|f| f.name == name).ok_or_else(|| {
                     format!(
                         "unknown option --{name}{} (see --help)",
-                        crate::suggest::did_you_mean(&name, FLAGS.iter().map(|f| f.name))
+                        crate::suggest::did_you_mean_as(
+                            &name,
+                            FLAGS.iter().map(|f| f.name),
+                            |f| format!("--{f}")
+                        )
                     )
                 })?;
                 let value = match flag.value {
@@ -1074,11 +1078,11 @@ mod tests {
     fn unknown_commands_get_a_suggestion() {
         let e = parse(["veryfy"]).unwrap_err();
         assert!(
-            e.starts_with(r#"unknown command "veryfy" (did you mean "validate"?)"#),
+            e.starts_with(r#"unknown command "veryfy" (did you mean validate?)"#),
             "{e}"
         );
         let e = parse(["shwo", "abc"]).unwrap_err();
-        assert!(e.contains(r#"did you mean "show"?"#), "{e}");
+        assert!(e.contains(r#"did you mean show?"#), "{e}");
         let e = parse(["xyzzyplugh"]).unwrap_err();
         assert!(!e.contains("did you mean"), "{e}");
         // Path-shaped words are plans, even missing ones (the run reports the missing file).

@@ -48,7 +48,11 @@ impl Collector {
             if !known.contains(&key.as_str()) {
                 self.err(
                     format!("{at}.{key}"),
-                    format!("unknown field (expected one of: {})", known.join(", ")),
+                    format!(
+                        "unknown field{} (expected one of: {})",
+                        crate::suggest::did_you_mean(key, known.iter().copied()),
+                        known.join(", ")
+                    ),
                 );
             }
         }

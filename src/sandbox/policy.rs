@@ -417,7 +417,8 @@ impl Policy {
 
     /// Parses policy JSON; the error names line and column, or the `network.allow` entry.
     pub fn parse(text: &str) -> Result<Policy, String> {
-        let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let policy: Policy =
+            serde_json::from_str(text).map_err(|e| with_suggestion(&e.to_string()))?;
         policy.network.entries()?;
         if let Some(n) = policy.jobs
             && !(1..=MAX_JOBS).contains(&n)
@@ -510,6 +511,24 @@ fn path_listed<'a>(entries: impl Iterator<Item = &'a String>, rel: &str) -> bool
         let e = e.strip_prefix("./").unwrap_or(e);
         e == rel || super::glob::Glob::new(e).is_ok_and(|g| g.is_match(rel))
     })
+}
+
+/// serde's ``unknown field `jbos`, expected one of `commands`, … at line 1 column 7`` with the
+/// key to type instead: `… (did you mean "jobs"?) at line 1 column 7`.
+fn with_suggestion(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_string();
+    };
+    let Some((key, tail)) = rest.split_once('`') else {
+        return message.to_string();
+    };
+    let (expected, at) = match tail.rfind(" at line ") {
+        Some(i) => tail.split_at(i),
+        None => (tail, ""),
+    };
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let hint = crate::suggest::did_you_mean(key, known.iter().copied());
+    format!("unknown field `{key}`{expected}{hint}{at}")
 }
 
 #[cfg(test)]

@@ -224,7 +224,7 @@ fn one_step_is_not_one_steps() {
 fn misspelled_flags_and_tools_get_a_suggestion() {
     let t = TestDir::new();
     let out = t.run(&["run", "plan.json", "--confrim", "auto-deny"]);
-    assert_exit_with(&out, 2, "did you mean \"confirm\"?");
+    assert_exit_with(&out, 2, "did you mean --confirm?");
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "typo", "steps": [
@@ -692,4 +692,40 @@ fn do_applies_workspace() {
         q::<i64>(&t.db(), "SELECT COUNT(*) FROM runs WHERE kind = 'draft'"),
         1
     );
+}
+
+/// A suggestion is the text that works when pasted (issue #34 item 3): `--json` for a flag,
+/// `validate` for a command, `"jobs"` for a policy key, `"depends_on"` for a plan key. Each is
+/// followed to show it works.
+#[test]
+fn did_you_mean_names_what_to_type() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}, "depend_on": []}]}),
+    );
+    let p = plan.to_str().unwrap();
+    // A flag.
+    let out = t.run(&["validate", p, "--jsn"]);
+    assert_exit_with(&out, 2, "unknown option --jsn (did you mean --json?)");
+    // A command.
+    let out = t.run(&["valdate", p]);
+    assert_exit_with(&out, 2, "(did you mean validate?)");
+    // A plan key: pasted, the plan validates.
+    let out = t.run(&["validate", p]);
+    assert_exit_with(&out, 2, "unknown field (did you mean \"depends_on\"?)");
+    let fixed = std::fs::read_to_string(&plan)
+        .unwrap()
+        .replace("\"depend_on\"", "\"depends_on\"");
+    std::fs::write(&plan, fixed).unwrap();
+    assert_eq!(code(&t.run(&["validate", p, "--json"])), 0);
+    // A policy key: pasted, the policy is read.
+    t.file("acode-policy.json", r#"{"jbos": 2}"#);
+    let out = t.run(&["validate", p]);
+    assert_exit_with(&out, 2, "unknown field `jbos`");
+    assert!(stderr(&out).contains("(did you mean \"jobs\"?)"), "{}", stderr(&out));
+    t.file("acode-policy.json", r#"{"jobs": 2}"#);
+    let out = t.run(&["validate", p]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
