@@ -724,7 +724,11 @@ fn did_you_mean_names_what_to_type() {
     t.file("acode-policy.json", r#"{"jbos": 2}"#);
     let out = t.run(&["validate", p]);
     assert_exit_with(&out, 2, "unknown field `jbos`");
-    assert!(stderr(&out).contains("(did you mean \"jobs\"?)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(did you mean \"jobs\"?)"),
+        "{}",
+        stderr(&out)
+    );
     t.file("acode-policy.json", r#"{"jobs": 2}"#);
     let out = t.run(&["validate", p]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));

@@ -334,3 +334,51 @@ fn a_step_that_is_not_an_object_is_reported_with_the_later_steps_problems() {
         .collect();
     assert_eq!(at, ["steps[1]", "steps[2].depends_on[0]"], "{v}");
 }
+
+/// 500 steps with one problem are one line of the human output, with the step ranges, the count
+/// and the first step's line; `--json` keeps every problem (issue #34 item 4).
+#[test]
+fn identical_problems_of_many_steps_are_one_line_for_people_and_all_in_json() {
+    let t = TestDir::new();
+    let mut steps: Vec<serde_json::Value> = (0..3)
+        .map(|i| json!({"step_id": format!("ok{i}"), "tool": "file_read", "arguments": {"path": "x"}}))
+        .collect();
+    steps.extend((0..500).map(
+        |i| json!({"step_id": format!("s{i}"), "tool": "file_read", "arguments": {"path": "x"}, "retries": "2"}),
+    ));
+    steps.push(
+        json!({"step_id": "z", "tool": "file_read", "arguments": {"path": "x"}, "retries": "2"}),
+    );
+    let plan = t.plan("p.json", &json!({"plan_id": "p", "steps": steps}));
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("invalid plan (501 problems)"), "{err}");
+    let listed: Vec<&str> = err.lines().filter(|l| l.starts_with("  - ")).collect();
+    assert_eq!(listed.len(), 1, "{err}");
+    assert!(
+        listed[0].starts_with("  - steps[3–503].retries (501 steps): expected a whole number"),
+        "{err}"
+    );
+    assert!(listed[0].ends_with("(first at line 25)"), "{err}");
+    // Different problems stay apart, and a gap splits the range.
+    let mut steps: Vec<serde_json::Value> = (0..6)
+        .map(|i| json!({"step_id": format!("s{i}"), "tool": "file_read", "arguments": {"path": "x"}, "retries": "2"}))
+        .collect();
+    steps[2] = json!({"step_id": "s2", "tool": "file_read", "arguments": {"path": "x"}});
+    steps[4]["timeout_s"] = json!(0);
+    let plan = t.plan("q.json", &json!({"plan_id": "q", "steps": steps}));
+    let err = stderr(&t.run(&["validate", plan.to_str().unwrap()]));
+    assert!(
+        err.contains("  - steps[0–1, 3–5].retries (5 steps): "),
+        "{err}"
+    );
+    assert!(
+        err.contains("  - steps[4].timeout_s: must be at least 1"),
+        "{err}"
+    );
+    // JSON: every problem, each with its own location.
+    let out = t.run(&["validate", plan.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["problems"].as_array().unwrap().len(), 6, "{v}");
+}
