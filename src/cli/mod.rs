@@ -35,6 +35,7 @@ macro_rules! errln {
 }
 
 pub mod flags;
+mod hints;
 mod import;
 mod mcp;
 mod replay;
@@ -301,6 +302,12 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Err(e) => {
             // The runner's own message: known secrets and token formats go, its words stay.
             errln!("acode-run: {}", redactor.redact_message(&e.message));
+            // A refusal that depended on the workspace names it (and the policy it read).
+            if matches!(e.code, exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX)
+                && let Some(note) = hints::workspace_note(&args)
+            {
+                errln!("{}", redactor.redact_message(&note));
+            }
             // The plan file or the run id the command was about.
             // (`import odincode PLAN`: the plan, not the source's name.)
             let subject = usize::from(args.command == Command::Import);

@@ -321,7 +321,8 @@ impl PlanRunner {
             None => ws.root().join(Store::DEFAULT_PATH),
         };
         protect_runner_files(&mut ws, &db, Some(plan_path));
-        crate::sandbox::state::prepare(ws.root())?;
+        // `.acode/` is created (checked without following links) only once the run is going to
+        // use it: a plan refused before it starts leaves nothing behind (issue #34 item 9).
         let policy = Policy::load(options.policy.as_deref(), ws.root())
             .map_err(|e| RunnerError::Setup(e.to_string()))?;
         // MCP tools validate against any arguments until the approval's pins are known.
@@ -352,6 +353,7 @@ impl PlanRunner {
             settings.sandbox = Some(SandboxMode::None);
         }
         if options.approve.is_some() || target != Target::New {
+            crate::sandbox::state::prepare(ws.root())?;
             let mut store = Store::open(&db)?;
             store.set_redactor(redactor.clone());
             if let Some(request) = &options.approve {
@@ -407,6 +409,7 @@ impl PlanRunner {
                 given: requested,
             });
         }
+        crate::sandbox::state::prepare(ws.root())?;
         let sandbox = OsSandbox::resolve(requested, &ws, &policy.limits)
             .and_then(|s| s.with_network(&policy.network, &ws))
             .map_err(|e| RunnerError::Sandbox(e.to_string()))?

@@ -733,3 +733,72 @@ fn did_you_mean_names_what_to_type() {
     let out = t.run(&["validate", p]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+/// A plan run from outside its workspace (issue #34 item 9): the refusal names the workspace it
+/// used and the policy it read, hints at `--workspace` when a policy sits beside the plan (the
+/// hint, followed literally, runs), and a refused run creates nothing.
+#[test]
+fn a_plan_run_from_its_parent_directory_names_the_workspace_and_creates_nothing() {
+    let t = TestDir::new();
+    let j1 = t.ws.join("j1");
+    std::fs::create_dir_all(&j1).unwrap();
+    std::fs::write(
+        j1.join("acode-policy.json"),
+        json!({"allow_commands": ["hostname"], "auto_approve_commands": ["hostname"]}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        j1.join("plan.json"),
+        json!({"plan_id": "j", "steps": [
+            {"step_id": "a", "tool": "run_command", "arguments": {"argv": ["hostname"]}}]})
+        .to_string(),
+    )
+    .unwrap();
+    // Refused for the default policy (exit 32, a command it does not allow); nothing created.
+    let out = t.run(&["j1/plan.json"]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "  workspace: {} (the current directory; --workspace DIR chooses another); no \
+             acode-policy.json there: the default policy",
+            t.ws.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("  hint: j1/acode-policy.json sits beside the plan and was not read"),
+        "{err}"
+    );
+    assert!(
+        err.contains("acode-run j1/plan.json --workspace j1"),
+        "{err}"
+    );
+    assert!(
+        !t.ws.join(".acode").exists(),
+        "a refused run created .acode/"
+    );
+    // `run --approve` refused the same way: no approval, no database.
+    let out = t.run(&["run", "--approve", "j1/plan.json"]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    assert!(!t.ws.join(".acode").exists());
+    assert!(!j1.join(".acode").exists());
+    assert!(!j1.join("plan.json.approval").exists());
+    // An approved plan refused for its policy (exit 3) names the workspace too, creating nothing.
+    let out = t
+        .cmd()
+        .current_dir(&j1)
+        .args(["approve", "plan.json", "--by", "tester"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = t.run(&["j1/plan.json"]);
+    assert!(matches!(code(&out), 3 | 32), "{}", stderr(&out));
+    assert!(stderr(&out).contains("  workspace: "), "{}", stderr(&out));
+    assert!(!t.ws.join(".acode").exists());
+    // The hint, followed as printed, runs.
+    let out = t.run(&["j1/plan.json", "--workspace", "j1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(j1.join(".acode/executions.db").exists());
+    assert!(!t.ws.join(".acode").exists());
+}
