@@ -744,13 +744,14 @@ pub fn render(preview: &Preview) -> String {
 
 /// [`render`] block by block, holding one step at a time: `sink` gets the heading, each step's
 /// block and the notes, in order, each sanitised (their concatenation is what [`render`] returns).
-/// Returns the indices in `plan.steps` of the steps that ask for confirmation.
+/// Returns the indices in `plan.steps` of the steps that ask for confirmation, and of those that
+/// will fail as the workspace is now.
 pub fn render_each(
     plan: &Plan,
     workspace: &Workspace,
     policy: &Policy,
     mut sink: impl FnMut(&str),
-) -> Result<Vec<usize>, Vec<Problem>> {
+) -> Result<Rendered, Vec<Problem>> {
     // Before the heading: a plan that cannot be previewed shows nothing.
     let walk = Walk::new(plan, workspace)?;
     let notes = walk.notes(plan, workspace, policy);
@@ -758,15 +759,43 @@ pub fn render_each(
     let total = plan.steps.len();
     let mut n = 0;
     let mut asking = Vec::new();
+    let mut failing = Vec::new();
     walk.run(plan, workspace, policy, |i, s| {
         if s.confirm.is_some() {
             asking.push(i);
+        }
+        if matches!(s.effect, Effect::WillFail { .. }) {
+            failing.push(i);
         }
         sink(&step_block(n, total, &s));
         n += 1;
     });
     sink(&notes_block(&notes));
-    Ok(asking)
+    Ok(Rendered { asking, failing })
+}
+
+/// What [`render_each`] found beside the text, by index in `plan.steps`.
+pub struct Rendered {
+    /// The steps that ask for confirmation.
+    pub asking: Vec<usize>,
+    /// The steps that will fail as the workspace is now (`WILL FAIL`).
+    pub failing: Vec<usize>,
+}
+
+/// The steps that will fail as the workspace is now (`WILL FAIL`), by index in `plan.steps`:
+/// `preview` exits non-zero when there are any.
+pub fn failing_steps(
+    plan: &Plan,
+    workspace: &Workspace,
+    policy: &Policy,
+) -> Result<Vec<usize>, Vec<Problem>> {
+    let mut failing = Vec::new();
+    preview_each(plan, workspace, policy, |i, s| {
+        if matches!(s.effect, Effect::WillFail { .. }) {
+            failing.push(i);
+        }
+    })?;
+    Ok(failing)
 }
 
 /// The first lines: the plan and its intent (sanitised).

@@ -301,7 +301,11 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(code) => code,
         Err(e) => {
             // The runner's own message: known secrets and token formats go, its words stay.
-            errln!("acode-run: {}", redactor.redact_message(&e.message));
+            // Every next step it prints carries the options that chose the workspace.
+            errln!(
+                "acode-run: {}",
+                redactor.redact_message(&hints::carry(&args, &e.message))
+            );
             // A refusal that depended on the workspace names it (and the policy it read).
             if matches!(e.code, exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX)
                 && let Some(note) = hints::workspace_note(&args)
@@ -815,31 +819,52 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             redactor,
         )
         .map_err(|problems| cannot_preview(&plan, &problems))?;
-    } else {
-        let asking = show_preview(
-            &plan,
-            &ws,
-            &policy,
-            redactor,
-            &mut std::io::stdout().lock(),
-            false,
-        )?;
-        let lines = match &sandbox {
-            Ok(info) => info.lines(),
-            Err(e) => vec![e.clone()],
-        };
-        for line in lines {
-            outln!(
-                "sandbox: {}",
-                crate::terminal::line(&redactor.redact(&line))
-            );
-        }
-        if let Some(line) = confirmation_outlook(args, &asking) {
-            outln!("{}", redactor.redact(&line));
-        }
-        outln!("{}", redactor.redact(&approval_line(&approval)));
+        let failing = crate::preview::failing_steps(&plan, &ws, &policy)
+            .map_err(|problems| cannot_preview(&plan, &problems))?;
+        let failing: Vec<String> = failing
+            .into_iter()
+            .map(|i| plan.steps[i].step_id.clone())
+            .collect();
+        return Ok(will_fail(&failing, redactor));
     }
-    Ok(exit::OK)
+    let (asking, failing) = show_preview(
+        &plan,
+        &ws,
+        &policy,
+        redactor,
+        &mut std::io::stdout().lock(),
+        false,
+    )?;
+    let lines = match &sandbox {
+        Ok(info) => info.lines(),
+        Err(e) => vec![e.clone()],
+    };
+    for line in lines {
+        outln!(
+            "sandbox: {}",
+            crate::terminal::line(&redactor.redact(&line))
+        );
+    }
+    if let Some(line) = confirmation_outlook(args, &asking) {
+        outln!("{}", redactor.redact(&line));
+    }
+    outln!("{}", redactor.redact(&approval_line(&approval)));
+    Ok(will_fail(&failing, redactor))
+}
+
+/// `preview`'s exit code: 30 (what the run would end with) when a step will fail as the workspace
+/// is now, saying which on stderr; else 0.
+fn will_fail(failing: &[String], redactor: &Redactor) -> i32 {
+    if failing.is_empty() {
+        return exit::OK;
+    }
+    errln!(
+        "acode-run: {} will fail as the workspace is now ({}): exit {}",
+        crate::terminal::count(failing.len(), "step"),
+        redactor.redact(&crate::events::id_list(failing)),
+        exit::STEP_FAILED
+    );
+    exit::STEP_FAILED
 }
 
 /// The sandbox a run would get here (the policy's mode, resolved as a run resolves it: `auto`
@@ -956,7 +981,8 @@ fn cannot_preview(plan: &Plan, problems: &[plan::Problem]) -> CliError {
 /// Prints the preview of `plan` to `to` block by block, redacted, holding one step at a time (a
 /// 100 000-step plan is shown in bounded memory, SPEC §11); the bytes are those of
 /// `redact(render(preview))`, except that with `trim_end` the text ends in exactly one newline
-/// (as `approve` shows it). Returns the ids of the steps that ask for confirmation.
+/// (as `approve` shows it). Returns the ids of the steps that ask for confirmation, and of those
+/// that will fail as the workspace is now.
 fn show_preview(
     plan: &Plan,
     ws: &Workspace,
@@ -964,11 +990,11 @@ fn show_preview(
     redactor: &Redactor,
     to: &mut dyn std::io::Write,
     trim_end: bool,
-) -> Result<Vec<String>, CliError> {
+) -> Result<(Vec<String>, Vec<String>), CliError> {
     let mut to = std::io::BufWriter::new(to);
     // One block behind, so that the last one can be trimmed.
     let mut pending: Option<String> = None;
-    let asking = crate::preview::render_each(plan, ws, policy, |block| {
+    let rendered = crate::preview::render_each(plan, ws, policy, |block| {
         if let Some(p) = pending.take() {
             let _ = to.write_all(p.as_bytes());
         }
@@ -982,10 +1008,12 @@ fn show_preview(
         to.write_all(last.as_bytes())
     };
     let _ = to.flush();
-    Ok(asking
-        .into_iter()
-        .map(|i| plan.steps[i].step_id.clone())
-        .collect())
+    let ids = |v: Vec<usize>| -> Vec<String> {
+        v.into_iter()
+            .map(|i| plan.steps[i].step_id.clone())
+            .collect()
+    };
+    Ok((ids(rendered.asking), ids(rendered.failing)))
 }
 
 fn cmd_decide(
