@@ -777,7 +777,7 @@ pub const FLAGS: &[Flag] = &[
         value: None,
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
         commands: &[
-            Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp,
+            Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp, Tools,
         ],
         update: |a, _| {
             a.json = true;

@@ -363,6 +363,13 @@ fn dispatch(
         Command::Export => replay::cmd_export(args, redactor),
         Command::Tools => {
             let registry = tools_registry(args)?;
+            if args.json {
+                // One document for programs: the tools, and what run_command may run here.
+                let (ws, _) = sandboxed_workspace(args, None)?;
+                let policy = load_policy(args, &ws)?;
+                outln!("{}", pretty(&tools_document(&registry, &policy)));
+                return Ok(exit::OK);
+            }
             outln!("{}", pretty(&registry.describe()));
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
@@ -371,7 +378,8 @@ fn dispatch(
                 "run_command's built-in allowlist (allowed, and run without asking): {}
                  acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \
                  unless also in \"auto_approve_commands\"), \"commands\" replaces the list.
-                 Tools that always ask (\"confirm_tools\"): {}",
+                 Tools that always ask (\"confirm_tools\"): {}
+                 (`acode-run tools --json` prints all of it as one JSON document, for this workspace's policy)",
                 DEFAULT_ALLOWLIST.join(", "),
                 DEFAULT_CONFIRM_TOOLS.join(", ")
             );
@@ -457,6 +465,26 @@ fn open_store(path: &Path) -> Result<Store, CliError> {
 fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
     Policy::load(args.policy.as_deref(), ws.root())
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
+}
+
+/// `acode-run tools --json`: the tools (as `tools` prints them) and, as fields, what `run_command`
+/// may run under the workspace's policy and which tools always ask.
+fn tools_document(registry: &ToolRegistry, policy: &Policy) -> serde_json::Value {
+    use crate::sandbox::policy::DEFAULT_ALLOWLIST;
+    let mut allowed: Vec<String> = match &policy.commands {
+        Some(list) => list.clone(),
+        None => DEFAULT_ALLOWLIST.iter().map(|s| s.to_string()).collect(),
+    };
+    allowed.extend(policy.allow_commands.iter().cloned());
+    serde_json::json!({
+        "tools": registry.describe(),
+        "run_command": {
+            "allowed_commands": allowed,
+            "auto_approve_commands": policy.auto_approve_commands,
+            "replaces_builtin_allowlist": policy.commands.is_some(),
+        },
+        "confirm_tools": policy.confirm_tools,
+    })
 }
 
 /// What `acode-run tools` lists: the built-in tools, and the allowed tools of every MCP server the

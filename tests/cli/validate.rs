@@ -382,3 +382,43 @@ fn identical_problems_of_many_steps_are_one_line_for_people_and_all_in_json() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["problems"].as_array().unwrap().len(), 6, "{v}");
 }
+
+/// `tools` prints one JSON document on stdout (the human notes on stderr), and `tools --json` one
+/// object with the allowlist as a field, for the workspace's policy (issue #34 item 11).
+#[test]
+fn tools_stdout_is_one_json_document_and_json_carries_the_allowlist() {
+    let t = TestDir::new();
+    let out = t.run(&["tools"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    assert!(v.is_array());
+    assert!(
+        stderr(&out).contains("built-in allowlist"),
+        "{}",
+        stderr(&out)
+    );
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["hostname"], "auto_approve_commands": ["hostname"]}).to_string(),
+    );
+    let out = t.run(&["tools", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    assert!(
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "run_command")
+    );
+    let allowed = v["run_command"]["allowed_commands"].as_array().unwrap();
+    assert!(
+        allowed.contains(&json!("hostname")) && allowed.contains(&json!("cargo")),
+        "{v}"
+    );
+    assert_eq!(
+        v["run_command"]["auto_approve_commands"],
+        json!(["hostname"])
+    );
+    assert_eq!(v["confirm_tools"], json!(["file_delete"]));
+}
