@@ -534,12 +534,9 @@ impl Executor {
                 "it used other variable values (--var); resume with the same ones".to_string(),
             ));
         }
-        let prior: std::collections::HashMap<String, StepState> = self
-            .store
-            .steps(&run.run_id)?
-            .into_iter()
-            .map(|s| (s.step_id, s.status))
-            .collect();
+        let rows = self.store.steps(&run.run_id)?;
+        let prior: std::collections::HashMap<String, StepState> =
+            rows.iter().map(|s| (s.step_id.clone(), s.status)).collect();
         // Checked before anything is written, so refusing leaves the run exactly as it was.
         if !rerun_interrupted {
             let cut_off: Vec<(String, String)> = plan
@@ -555,6 +552,11 @@ impl Executor {
                     steps: cut_off,
                 });
             }
+        }
+        // The attempts a killed runner cut off left no execution row: recorded now, so both
+        // attempts of a step that runs again are seen.
+        for row in rows.iter().filter(|s| s.status == StepState::Running) {
+            self.store.record_cut_off(&run.run_id, row)?;
         }
         let (prompt_tokens, completion_tokens) = self.store.token_usage(&run.run_id)?;
         self.run_plan(
@@ -794,6 +796,11 @@ impl Executor {
                 let (i, (mut result, quit)) = match next {
                     Next::Settle(i, status, by) => {
                         ready.take(i);
+                        // A resumed run counts the steps it completed before: step 7 of 16 is
+                        // `[7/16]`, not `[1/16]`.
+                        if status == StepStatus::Completed {
+                            started_steps += 1;
+                        }
                         let step = &plan.steps[i];
                         let result = match status {
                             StepStatus::Completed => StepResult::not_run(step, status, None),
@@ -874,7 +881,11 @@ impl Executor {
                     } else {
                         let id = plan.steps[i].step_id.clone();
                         result.tolerated = false;
-                        failed_root[i] = Some(id.clone());
+                        // Interrupted (a signal, "quit"): the run stopped, so the steps after it
+                        // are `skipped`, not `blocked` by a failure (docs/recovery.md).
+                        if !interrupted {
+                            failed_root[i] = Some(id.clone());
+                        }
                         first_failure.get_or_insert((kind, id.clone()));
                         if !interrupted {
                             stopped = Some(kind);

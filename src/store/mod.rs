@@ -561,7 +561,7 @@ impl Store {
         let step_id = self.scrub(step_id);
         self.conn
             .prepare_cached(
-                "UPDATE steps SET status = ?3, attempts = ?4, started_at = COALESCE(started_at, ?5),
+                "UPDATE steps SET status = ?3, attempts = attempts + ?4, started_at = COALESCE(started_at, ?5),
                  finished_at = ?6, error_code = ?7, error_message = ?8,
                  prompt_tokens = ?9, completion_tokens = ?10
                  WHERE run_id = ?1 AND step_id = ?2",
@@ -644,6 +644,56 @@ impl Store {
             insert_network(&tx, &e.run_id, Some(&e.execution_id), r)?;
         }
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Records the attempt of `step` that a runner killed mid-way (`kill -9`, a crash) left without
+    /// an execution row: one failed `interrupted` execution saying so, counted in the step's
+    /// attempts, so that `show` and an audit see every attempt once the step runs again on resume
+    /// (docs/recovery.md).
+    pub fn record_cut_off(&mut self, run_id: &str, step: &StepRow) -> Result<(), StoreError> {
+        // Killed after its execution was committed but before the step's outcome was: the
+        // attempt is already seen.
+        let step_id = self.scrub(&step.step_id).into_owned();
+        let recorded: i64 = self.conn.query_row(
+            "SELECT count(*) FROM executions WHERE run_id = ?1 AND step_id = ?2
+             AND parent_execution_id IS NULL AND started_at >= ?3",
+            params![run_id, step_id, step.started_at.unwrap_or(i64::MAX)],
+            |r| r.get(0),
+        )?;
+        if recorded > 0 {
+            return Ok(());
+        }
+        let record = ExecutionRecord {
+            execution_id: uuid::Uuid::new_v4().to_string(),
+            run_id: run_id.to_string(),
+            step_id: step.step_id.clone(),
+            tool_name: step.tool.clone(),
+            arguments_json: "{}".to_string(),
+            started_at: step.started_at.unwrap_or_else(crate::error::now_ms),
+            duration_ms: 0,
+            success: false,
+            exit_code: None,
+            error_code: Some(crate::ErrorKind::Interrupted.as_str().to_string()),
+            error_message: Some(
+                "cut off: the runner stopped (kill -9, a crash) while this attempt ran; what it \
+                 did before is unknown, and the step ran again on resume"
+                    .to_string(),
+            ),
+            attempt: u32::try_from(step.attempts).unwrap_or(0) + 1,
+            turn: None,
+            parent_execution_id: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            program_path: None,
+            program_sha256: None,
+        };
+        self.record_execution(&record, &[], &[])?;
+        self.conn
+            .prepare_cached(
+                "UPDATE steps SET attempts = attempts + 1 WHERE run_id = ?1 AND step_id = ?2",
+            )?
+            .execute(params![run_id, step.step_id])?;
         Ok(())
     }
 

@@ -140,6 +140,88 @@ fn an_interrupted_command_step_is_rerun_only_when_asked() {
     assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "completed");
     assert_eq!(t.read("last.txt"), "3");
     integrity_ok(&t);
+    // The step counter goes on where the run was: the resumed steps are 2 and 3 of 3.
+    assert!(stderr(&out).contains("[2/3] slow"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("[3/3] last"), "{}", stderr(&out));
+    // Both attempts of the step run twice are seen (docs/recovery.md): the cut-off one is an
+    // `interrupted` execution saying so, and `show` counts 2 attempts.
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM executions WHERE step_id = 'slow'"
+        ),
+        2
+    );
+    let cut: String = q(
+        &t.db(),
+        "SELECT error_message FROM executions WHERE step_id = 'slow' AND success = 0",
+    );
+    assert!(cut.starts_with("cut off: the runner stopped"), "{cut}");
+    let out = t.run(&["show", &run_id]);
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.contains(" slow "))
+        .unwrap_or_default()
+        .to_string();
+    assert!(line.contains("attempts 2"), "{}", stdout(&out));
+}
+
+/// SIGTERM during a step (issue #34 item 12): the steps after it are `skipped` (the run stopped),
+/// not `blocked` by a failure, on the console and in the database, as docs/recovery.md says.
+#[test]
+fn sigterm_marks_the_steps_not_yet_run_skipped_not_blocked() {
+    let t = TestDir::new();
+    t.file(
+        "slow.py",
+        "import os, time\nopen('started-' + str(os.getpid()), 'w').write('1')\ntime.sleep(30)\n",
+    );
+    let plan = t.plan("r.json", &json!({"plan_id": "term", "steps": [
+        {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}},
+        {"step_id": "after", "tool": "file_write", "arguments": {"path": "after.txt", "contents": "x"}},
+        {"step_id": "last", "tool": "file_write", "arguments": {"path": "last.txt", "contents": "x"}}]}));
+    t.approve(&plan);
+    let mut child = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--sandbox", "none"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = collect_stderr(&mut child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !walk(&t.ws).iter().any(|p| {
+        p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("started-")
+    }) {
+        assert!(Instant::now() < deadline, "the slow step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !err.lock().unwrap().contains("interrupted:") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = err.lock().unwrap().clone();
+    assert!(
+        text.contains("[-] after … skipped (the run stopped before it)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[-] last … skipped (the run stopped before it)"),
+        "{text}"
+    );
+    assert!(!text.contains("blocked"), "{text}");
+    assert_eq!(
+        q::<String>(
+            &t.db(),
+            "SELECT group_concat(step_id || '=' || status, ',') FROM steps ORDER BY position"
+        ),
+        "slow=failed,after=skipped,last=skipped"
+    );
 }
 
 /// A random number in `0..n`, from a fresh UUID (no extra crate for a test's jitter).
