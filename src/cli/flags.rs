@@ -118,8 +118,8 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         command: Command::Artifact,
         name: "artifact",
-        positionals: &["EXECUTION_ID", "TYPE"],
-        about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...)",
+        positionals: &["EXECUTION_ID", "[TYPE]"],
+        about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...); without TYPE, list the execution's artifacts",
     },
     CommandDef {
         command: Command::Report,
@@ -777,7 +777,7 @@ pub const FLAGS: &[Flag] = &[
         value: None,
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
         commands: &[
-            Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp, Tools,
+            Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp, Tools, Artifact,
         ],
         update: |a, _| {
             a.json = true;
@@ -886,6 +886,9 @@ const ALIASES: &[(&str, &str)] = &[
     ("continue", "resume"),
     ("restart", "resume"),
     ("exec", "run"),
+    // No `init`: a plan is written by hand or drafted by a model.
+    ("init", "draft"),
+    ("new", "draft"),
     ("execute", "run"),
 ];
 

@@ -164,7 +164,9 @@ fn report_refusal(
         _ => serde_json::to_value(&kind).map(|mut v| {
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("status".into(), "refused".into());
-                obj.insert("run_id".into(), run_id.into());
+                // No run: `null`, not an empty id (a resume names the run it refused).
+                let id = (!run_id.is_empty()).then(|| run_id.to_string());
+                obj.insert("run_id".into(), id.into());
                 obj.remove("type");
             }
             v
@@ -1518,6 +1520,29 @@ fn describe_request(r: &crate::sandbox::network::NetworkRequest) -> String {
 
 fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
+    if args.positionals.len() < 2 {
+        // No type: which there are, and the command that prints each.
+        let (id, list) = store
+            .artifact_list(&args.positionals[0])
+            .map_err(not_found)?;
+        if args.json {
+            outln!("{}", pretty(&list));
+            return Ok(exit::OK);
+        }
+        if list.is_empty() {
+            humanln!("execution {id} has no artifacts");
+        }
+        for a in &list {
+            humanln!(
+                "{:<12} {:>10} bytes{}  acode-run artifact {id} {}",
+                a.artifact_type,
+                a.bytes,
+                if a.truncated { " (truncated)" } else { "" },
+                a.artifact_type
+            );
+        }
+        return Ok(exit::OK);
+    }
     let a = store
         .artifact(&args.positionals[0], &args.positionals[1])
         .map_err(not_found)?;

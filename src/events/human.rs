@@ -256,8 +256,14 @@ impl<W: Write + Send> HumanPrinter<W> {
                 } else {
                     self.paint("31", "FAILED")
                 };
+                // `cancelled` says its kind already: not `cancelled (cancelled)`.
+                let kind = if error_code == "cancelled" && !*tolerated {
+                    String::new()
+                } else {
+                    format!("({error_code}) ")
+                };
                 let mut line = format!(
-                    "{} … {verdict} ({error_code}) {}\n      {}",
+                    "{} … {verdict} {kind}{}\n      {}",
                     head(cur),
                     secs(*duration_ms),
                     tx(&self.ext(error))

@@ -192,6 +192,26 @@ pub fn validate_step(
     match ctx.registry.lookup(&step.tool) {
         // A missing or mistyped `tool` field was already reported by the parser.
         None if step.tool.is_empty() => {}
+        // A tool of a server the policy declares, which its `tools` list does not allow: say
+        // where to allow it, rather than "unknown tool".
+        None if crate::sandbox::policy::mcp_server_of(&step.tool)
+            .is_some_and(|s| ctx.policy.mcp.servers.contains_key(s)) =>
+        {
+            let server = crate::sandbox::policy::mcp_server_of(&step.tool).unwrap_or_default();
+            let tool = step
+                .tool
+                .strip_prefix(&crate::sandbox::policy::mcp_tool_name(server, ""))
+                .unwrap_or_default();
+            problems.push(Problem::invalid(
+                format!("{at}.tool"),
+                format!(
+                    "{:?} is not allowed by the policy: MCP server {server:?} is declared, but \
+                     {tool:?} is not in its tools; if the server offers it, add it to \
+                     mcp.servers.{server}.tools in acode-policy.json (then approve again)",
+                    step.tool
+                ),
+            ));
+        }
         None => {
             let known: Vec<&str> = ctx.registry.names().collect();
             problems.push(Problem::invalid(

@@ -1094,6 +1094,31 @@ impl Store {
         }
     }
 
+    /// The artifacts one execution has (type and size, no content), by type; `execution_id` may
+    /// be a unique prefix. Returns the full execution id with them.
+    pub fn artifact_list(
+        &self,
+        execution_id: &str,
+    ) -> Result<(String, Vec<ArtifactMeta>), StoreError> {
+        let execution_id = self.execution_id(execution_id)?;
+        let list = self
+            .conn
+            .prepare(
+                "SELECT artifact_type, bytes, truncated, lossy FROM artifacts WHERE execution_id = ?1
+                 ORDER BY artifact_type",
+            )?
+            .query_map([&execution_id], |r| {
+                Ok(ArtifactMeta {
+                    artifact_type: r.get(0)?,
+                    bytes: r.get(1)?,
+                    truncated: r.get(2)?,
+                    lossy: r.get(3)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((execution_id, list))
+    }
+
     /// One artifact's content; `execution_id` may be a unique prefix.
     pub fn artifact(
         &self,

@@ -802,3 +802,50 @@ fn a_plan_run_from_its_parent_directory_names_the_workspace_and_creates_nothing(
     assert!(j1.join(".acode/executions.db").exists());
     assert!(!t.ws.join(".acode").exists());
 }
+
+/// The small ones of issue #34 item 13, each as a user meets it.
+#[test]
+fn small_first_hour_fixes_hold() {
+    let t = TestDir::new();
+    // `file_write` with `content`: one problem, naming the argument to type.
+    let plan = t.plan(
+        "w.json",
+        &json!({"plan_id": "w", "steps": [
+            {"step_id": "a", "tool": "file_write", "arguments": {"path": "x.txt", "content": "y"}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_exit_with(
+        &out,
+        2,
+        "missing required argument 'contents' (given 'content': did you mean 'contents'?)",
+    );
+    assert!(stderr(&out).contains("(1 problem)"), "{}", stderr(&out));
+    // `init` is not a command; the suggestion is the one that makes a plan.
+    assert_exit_with(&t.run(&["init"]), 2, "(did you mean draft?)");
+    // A refused invocation's --json has `"run_id": null`, not "".
+    let out = t.run(&["run", "missing.json", "--json"]);
+    assert_eq!(code(&out), 2);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(v["run_id"].is_null(), "{v}");
+    // `artifact EXEC_ID` without a type lists the types, each with its command.
+    let plan = t.plan(
+        "r.json",
+        &json!({"plan_id": "r", "steps": [
+            {"step_id": "a", "tool": "run_command", "arguments": {"argv": ["echo", "hi"]}}]}),
+    );
+    let out = t.approve_and_run(&plan, &["--sandbox", "none"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let id: String = q(
+        &t.db(),
+        "SELECT execution_id FROM executions WHERE step_id = 'a'",
+    );
+    let out = t.run(&["artifact", &id[..8]]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("acode-run artifact {id} stdout")),
+        "{}",
+        stdout(&out)
+    );
+    let out = t.run(&["artifact", &id, "stdout"]);
+    assert_eq!(stdout(&out), "hi\n");
+}

@@ -1400,3 +1400,21 @@ fn a_server_program_missing_from_path_is_refused_before_approval() {
         stdout(&out)
     );
 }
+
+/// A tool of a declared server that the policy's `tools` does not allow is named as such, with
+/// where to allow it — not "unknown tool" (issue #34 item 13).
+#[test]
+fn a_tool_the_policy_does_not_allow_says_where_to_allow_it() {
+    let t = TestDir::new();
+    policy(&t, &["stateless"], &["echo"], json!({}));
+    let plan = direct_plan(&t, "hang", json!({}));
+    let out = run(&t, &["validate", plan.to_str().unwrap()], &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("unknown tool"), "{err}");
+    assert!(
+        err.contains("MCP server \"fx\" is declared, but \"hang\" is not in its tools")
+            && err.contains("add it to mcp.servers.fx.tools in acode-policy.json"),
+        "{err}"
+    );
+}

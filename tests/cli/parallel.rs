@@ -111,10 +111,28 @@ fn a_fatal_failure_cancels_the_running_sibling_and_leaves_no_process() {
          "arguments": {"path": "b.txt", "contents": "b"}}]}),
     );
     let started = Instant::now();
-    let out = t.approve_and_run(&plan, &["--jobs", "2", "--jsonl"]);
+    let junit = t.root.join("junit.xml");
+    let out = t.approve_and_run(
+        &plan,
+        &["--jobs", "2", "--jsonl", "--junit", junit.to_str().unwrap()],
+    );
     let took = started.elapsed();
     // The first failure's exit code, said in the summary.
     assert_exit_with(&out, 30, "step bad failed first");
+    // "cancelled" is said once, on the console and in the JUnit message (issue #34 item 13).
+    assert!(
+        stderr(&out).contains("slow run_command sleep"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("cancelled (cancelled)"),
+        "{}",
+        stderr(&out)
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<skipped message=\"cancelled: step"), "{xml}");
+    assert!(!xml.contains("cancelled: cancelled:"), "{xml}");
     assert!(
         took < Duration::from_secs(15),
         "the sibling was not cancelled: {took:?}"
