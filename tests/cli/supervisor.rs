@@ -625,3 +625,46 @@ fn under_landlock_alone_the_supervisor_is_the_running_binary_even_when_its_file_
         t.read("out/parent.txt")
     );
 }
+
+/// Under bwrap too (issue #34 item 5): the plan's first step replaces the runner's file before any
+/// sandbox started; the supervisor that then starts inside bwrap is still the running binary (a
+/// copy of it, since bwrap binds by path), so the command runs under `__supervise`.
+#[test]
+fn under_bwrap_the_supervisor_is_the_running_binary_even_when_its_file_was_replaced() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    let copy = t.ws.join("tools/acode-run");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_acode-run"), &copy).unwrap();
+    let probe = "import os\n\
+                 p = os.getppid()\n\
+                 open('parent.txt', 'w').write(open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace'))\n";
+    t.file("parent.txt", "");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "replaced", "steps": [
+            {"step_id": "replace", "tool": "file_write",
+             "arguments": {"path": "tools/acode-run", "contents": "not a program\n"}},
+            py("probe", &["replace"], probe),
+        ]}),
+    );
+    t.approve(&plan);
+    let mut c = std::process::Command::new(&copy);
+    clean_env(&mut c);
+    c.current_dir(&t.ws)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .args(["run", plan.to_str().unwrap(), "--sandbox", "bwrap"]);
+    let out = c.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.read("tools/acode-run"), "not a program\n");
+    assert!(
+        t.read("parent.txt").contains("__supervise"),
+        "the command was started by a supervisor of the running binary: {:?}\n{}",
+        t.read("parent.txt"),
+        stderr(&out)
+    );
+}
