@@ -14,6 +14,7 @@ declare -A provides=(
   [python3]=python3
   [openssl]=openssl
   [setpriv]=util-linux
+  [strace]=strace
 )
 # chromium renders the HTML report in tests/cli/report.rs.
 provides[chromium]=chromium
