@@ -67,11 +67,10 @@ fn everywhere() -> Vec<(As, &'static str)> {
         }
         out.extend(landlock.into_iter().map(|u| (u, "landlock")));
     } else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Landlock must be usable in CI: the attacks under Landlock alone cannot run"
+        acode_run::testing::skip(
+            "Landlock",
+            "the kernel has none: the attacks under Landlock alone cannot run",
         );
-        eprintln!("skipped under Landlock: the kernel has no Landlock");
     }
     out
 }
