@@ -2,7 +2,11 @@
 # The project's benchmark for the SPEC §11 performance targets.
 #
 #   scripts/bench.sh [--no-build] [--quick]
+#   scripts/bench.sh schema [CASES]
 #
+#   schema       the schema/validate property test (tests/cli/schema_property.rs) over CASES
+#                generated plans (default 50 000; the ordinary suite runs 2 000), release build,
+#                seed ACODE_PROPERTY_SEED (default: the suite's); nothing else is run.
 #   --no-build   use the existing target/release/acode-run instead of running `cargo build --release`
 #   --quick      fewer hyperfine runs (a smoke test of the script, not numbers to publish)
 #
@@ -54,6 +58,12 @@ BUILD=1
 usage() {
     sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
+
+if [ "${1:-}" = schema ]; then
+    cd "$ROOT"
+    export ACODE_PROPERTY_CASES="${2:-50000}"
+    exec cargo test --release --test cli schema_property -- --nocapture
+fi
 
 for arg in "$@"; do
     case "$arg" in

@@ -54,6 +54,9 @@ pub mod stages;
 pub mod store;
 pub mod suggest;
 pub mod terminal;
+/// Test-only: named skips and named missing tools (the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod tools;
 pub mod util;
 

@@ -237,8 +237,10 @@ pub fn preview_each(
     policy: &Policy,
     each: impl FnMut(usize, StepPreview),
 ) -> Result<Vec<String>, Vec<Problem>> {
-    Walk::new(plan, workspace)?.run(plan, workspace, policy, each);
-    Ok(workspace_notes(plan, workspace, policy))
+    let walk = Walk::new(plan, workspace)?;
+    let notes = walk.notes(plan, workspace, policy);
+    walk.run(plan, workspace, policy, each);
+    Ok(notes)
 }
 
 /// [`notes`], and what the workspace itself says about what commands will see (a credential in
@@ -273,6 +275,8 @@ pub struct Walk {
     vars: Variables,
     /// By position in `order`: the last step that changes its file (see [`last_changes`]).
     last_change: Vec<bool>,
+    /// Which steps may run at the same time (`None` above `schedule::PAIRS_MAX_STEPS`).
+    overlap: Option<crate::executor::schedule::Overlap>,
 }
 
 impl Walk {
@@ -281,11 +285,45 @@ impl Walk {
         let order = dependency_order(plan)?;
         let vars = Variables::new(&plan.variables, &builtins(plan, workspace, "(preview)"));
         let last_change = last_changes(plan, &order, &vars)?;
+        let overlap = (plan.steps.len() <= crate::executor::schedule::PAIRS_MAX_STEPS)
+            .then(|| {
+                let footprints = crate::executor::schedule::footprints(plan, &vars);
+                crate::executor::schedule::overlap(plan, &order, &footprints)
+            })
+            .flatten();
         Ok(Walk {
             order,
             vars,
             last_change,
+            overlap,
         })
+    }
+
+    /// The plan-level notes ([`workspace_notes`]) and what `--jobs` will do: the number of steps run at once
+    /// without the flag (the policy's and the plan's `jobs`), and which steps run alone however
+    /// many jobs are allowed, why, and what would change that.
+    pub fn notes(&self, plan: &Plan, workspace: &Workspace, policy: &Policy) -> Vec<String> {
+        use crate::events::id_list;
+        use crate::executor::schedule::{JobsSource, effective_jobs, run_alone};
+        let mut out = workspace_notes(plan, workspace, policy);
+        let (jobs, from) = effective_jobs(None, policy.jobs, plan.defaults.jobs);
+        out.push(match from {
+            JobsSource::Default => "jobs: 1 (default: one step at a time; --jobs N, the policy's \
+                                    jobs or the plan's defaults.jobs lets independent steps overlap)"
+                .to_string(),
+            _ => format!("jobs: {jobs} ({}; --jobs overrides it)", from.label()),
+        });
+        if let Some(overlap) = &self.overlap {
+            for (why, ids) in run_alone(plan, overlap) {
+                out.push(format!(
+                    "jobs: with more than one job, {} still run{} alone: {}",
+                    id_list(&ids),
+                    if ids.len() == 1 { "s" } else { "" },
+                    why.why()
+                ));
+            }
+        }
+        out
     }
 
     /// Previews every step in order, handing each (with its index in `plan.steps`) to `each`.
@@ -298,7 +336,16 @@ impl Walk {
     ) {
         let mut sim = Simulation::new(workspace, policy);
         let mut opaque_before = false;
-        let mut beside = together(plan, &self.order, &self.vars);
+        let mut beside: Vec<Vec<String>> = self
+            .overlap
+            .as_ref()
+            .map(|o| {
+                o.beside
+                    .iter()
+                    .map(|b| b.iter().map(|&j| plan.steps[j].step_id.clone()).collect())
+                    .collect()
+            })
+            .unwrap_or_default();
         for (pos, &i) in self.order.iter().enumerate() {
             let step = &plan.steps[i];
             // Substituted once already in `new`: it does not fail the second time.
@@ -401,50 +448,6 @@ fn last_changes(plan: &Plan, order: &[usize], vars: &Variables) -> Result<Vec<bo
         out[pos] = true;
     }
     Ok(out)
-}
-
-/// Plans up to this many steps get [`StepPreview::beside`] (the pairs grow with the square).
-const BESIDE_MAX_STEPS: usize = 2000;
-
-/// For each step, the steps it may run at the same time as under `--jobs` (by index): neither is
-/// an ancestor of the other in the dependency graph, and their footprints do not conflict.
-fn together(plan: &Plan, order: &[usize], vars: &Variables) -> Vec<Vec<String>> {
-    use crate::executor::schedule::Footprint;
-    let n = plan.steps.len();
-    if n > BESIDE_MAX_STEPS {
-        // Nothing to show: no list per step either (a 100 000-step plan is approved with this).
-        return Vec::new();
-    }
-    let mut out = vec![Vec::new(); n];
-    let dependencies = plan.dependency_positions();
-    // ancestors[i]: every step i waits for, directly or not (filled in dependency order).
-    let mut ancestors = vec![vec![false; n]; n];
-    for &i in order {
-        for &d in dependencies.of(i) {
-            let inherited = ancestors[d].clone();
-            let mine = &mut ancestors[i];
-            mine[d] = true;
-            for (m, a) in mine.iter_mut().zip(inherited) {
-                *m |= a;
-            }
-        }
-    }
-    let footprints: Vec<Footprint> = plan
-        .steps
-        .iter()
-        .map(|s| {
-            substitute_arguments(s, vars).map_or(Footprint::Anywhere, |a| Footprint::of(s, &a))
-        })
-        .collect();
-    for i in 0..n {
-        for j in i + 1..n {
-            if !ancestors[i][j] && !ancestors[j][i] && !footprints[i].conflicts(&footprints[j]) {
-                out[i].push(plan.steps[j].step_id.clone());
-                out[j].push(plan.steps[i].step_id.clone());
-            }
-        }
-    }
-    out
 }
 
 /// Why the step's call will ask for confirmation, by the rules the executor applies (the step's
@@ -760,28 +763,58 @@ pub fn render(preview: &Preview) -> String {
 
 /// [`render`] block by block, holding one step at a time: `sink` gets the heading, each step's
 /// block and the notes, in order, each sanitised (their concatenation is what [`render`] returns).
-/// Returns the indices in `plan.steps` of the steps that ask for confirmation.
+/// Returns the indices in `plan.steps` of the steps that ask for confirmation, and of those that
+/// will fail as the workspace is now.
 pub fn render_each(
     plan: &Plan,
     workspace: &Workspace,
     policy: &Policy,
     mut sink: impl FnMut(&str),
-) -> Result<Vec<usize>, Vec<Problem>> {
+) -> Result<Rendered, Vec<Problem>> {
     // Before the heading: a plan that cannot be previewed shows nothing.
     let walk = Walk::new(plan, workspace)?;
+    let notes = walk.notes(plan, workspace, policy);
     sink(&heading(&plan.plan_id, &plan.sha256, plan.intent));
     let total = plan.steps.len();
     let mut n = 0;
     let mut asking = Vec::new();
+    let mut failing = Vec::new();
     walk.run(plan, workspace, policy, |i, s| {
         if s.confirm.is_some() {
             asking.push(i);
         }
+        if matches!(s.effect, Effect::WillFail { .. }) {
+            failing.push(i);
+        }
         sink(&step_block(n, total, &s));
         n += 1;
     });
-    sink(&notes_block(&workspace_notes(plan, workspace, policy)));
-    Ok(asking)
+    sink(&notes_block(&notes));
+    Ok(Rendered { asking, failing })
+}
+
+/// What [`render_each`] found beside the text, by index in `plan.steps`.
+pub struct Rendered {
+    /// The steps that ask for confirmation.
+    pub asking: Vec<usize>,
+    /// The steps that will fail as the workspace is now (`WILL FAIL`).
+    pub failing: Vec<usize>,
+}
+
+/// The steps that will fail as the workspace is now (`WILL FAIL`), by index in `plan.steps`:
+/// `preview` exits non-zero when there are any.
+pub fn failing_steps(
+    plan: &Plan,
+    workspace: &Workspace,
+    policy: &Policy,
+) -> Result<Vec<usize>, Vec<Problem>> {
+    let mut failing = Vec::new();
+    preview_each(plan, workspace, policy, |i, s| {
+        if matches!(s.effect, Effect::WillFail { .. }) {
+            failing.push(i);
+        }
+    })?;
+    Ok(failing)
 }
 
 /// The first lines: the plan and its intent (sanitised).

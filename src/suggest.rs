@@ -37,13 +37,24 @@ where
         .map(|(_, c)| c)
 }
 
-/// ` (did you mean "x"?)` for the closest candidate, or nothing.
+/// ` (did you mean "x"?)` for the closest candidate, or nothing: for names written as JSON
+/// strings (tool names, plan and policy keys), where `"x"` is what to paste.
 pub fn did_you_mean<'a, I>(word: &str, candidates: I) -> String
 where
     I: IntoIterator<Item = &'a str>,
 {
+    did_you_mean_as(word, candidates, |c| format!("{c:?}"))
+}
+
+/// ` (did you mean X?)` with X the closest candidate as `show` writes it, or nothing. Why: the
+/// suggestion is the text that works when pasted (`--json` for a flag, `validate` for a command),
+/// not the candidate's bare name.
+pub fn did_you_mean_as<'a, I>(word: &str, candidates: I, show: impl Fn(&str) -> String) -> String
+where
+    I: IntoIterator<Item = &'a str>,
+{
     closest(word, candidates)
-        .map(|c| format!(" (did you mean {c:?}?)"))
+        .map(|c| format!(" (did you mean {}?)", show(c)))
         .unwrap_or_default()
 }
 

@@ -118,8 +118,8 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         command: Command::Artifact,
         name: "artifact",
-        positionals: &["EXECUTION_ID", "TYPE"],
-        about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...)",
+        positionals: &["EXECUTION_ID", "[TYPE]"],
+        about: "Print one artifact (stdout, stderr, diff, diagnostics, prompt, response, ...); without TYPE, list the execution's artifacts",
     },
     CommandDef {
         command: Command::Report,
@@ -713,12 +713,12 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "jobs",
         value: Some("N"),
-        doc: "Steps run at once where the plan's depends_on allows (1-256); writers to the same paths never overlap [default: the policy's jobs, else 1]",
+        doc: "Steps run at once where the plan's depends_on allows (1-256); writers to the same paths never overlap [default: the smaller of the policy's jobs and the plan's defaults.jobs, else 1]",
         commands: EXEC_CMDS,
         update: |a, v| {
             let v = val(v)?;
             match v.parse::<usize>() {
-                Ok(n @ 1..=256) => a.jobs = Some(n),
+                Ok(n) if (1..=crate::sandbox::policy::MAX_JOBS).contains(&n) => a.jobs = Some(n),
                 _ => return Err(format!("expected a number from 1 to 256, got {v:?}")),
             }
             Ok(())
@@ -777,7 +777,7 @@ pub const FLAGS: &[Flag] = &[
         value: None,
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
         commands: &[
-            Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp,
+            Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp, Tools, Artifact,
         ],
         update: |a, _| {
             a.json = true;
@@ -886,10 +886,13 @@ const ALIASES: &[(&str, &str)] = &[
     ("continue", "resume"),
     ("restart", "resume"),
     ("exec", "run"),
+    // No `init`: a plan is written by hand or drafted by a model.
+    ("init", "draft"),
+    ("new", "draft"),
     ("execute", "run"),
 ];
 
-/// `unknown command "veryfy" (did you mean "validate"?)`, suggesting the command (or the command an
+/// `unknown command "veryfy" (did you mean validate?)`, suggesting the command (or the command an
 /// alias stands for) closest in edit distance, when one is close enough.
 fn unknown_command(word: &str) -> String {
     let lower = word.to_ascii_lowercase();
@@ -902,7 +905,7 @@ fn unknown_command(word: &str) -> String {
         .filter(|(d, _)| crate::suggest::close_enough(*d, lower.chars().count()));
     match best {
         Some((_, command)) => {
-            format!("unknown command {word:?} (did you mean {command:?}?); see `acode-run --help`")
+            format!("unknown command {word:?} (did you mean {command}?); see `acode-run --help`")
         }
         None => format!("unknown command {word:?}; see `acode-run --help`"),
     }
@@ -928,7 +931,11 @@ where
                 let flag = FLAGS.iter().find(|f| f.name == name).ok_or_else(|| {
                     format!(
                         "unknown option --{name}{} (see --help)",
-                        crate::suggest::did_you_mean(&name, FLAGS.iter().map(|f| f.name))
+                        crate::suggest::did_you_mean_as(
+                            &name,
+                            FLAGS.iter().map(|f| f.name),
+                            |f| format!("--{f}")
+                        )
                     )
                 })?;
                 let value = match flag.value {
@@ -1074,11 +1081,11 @@ mod tests {
     fn unknown_commands_get_a_suggestion() {
         let e = parse(["veryfy"]).unwrap_err();
         assert!(
-            e.starts_with(r#"unknown command "veryfy" (did you mean "validate"?)"#),
+            e.starts_with(r#"unknown command "veryfy" (did you mean validate?)"#),
             "{e}"
         );
         let e = parse(["shwo", "abc"]).unwrap_err();
-        assert!(e.contains(r#"did you mean "show"?"#), "{e}");
+        assert!(e.contains(r#"did you mean show?"#), "{e}");
         let e = parse(["xyzzyplugh"]).unwrap_err();
         assert!(!e.contains("did you mean"), "{e}");
         // Path-shaped words are plans, even missing ones (the run reports the missing file).

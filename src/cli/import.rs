@@ -110,15 +110,14 @@ pub fn cmd_import(args: &Args) -> Result<i32, CliError> {
     } else {
         humanln!("{}", odincode::render(&imported.report).trim_end());
         if imported.plan.is_some() {
-            let policy_flag = written_policy
-                .as_ref()
-                .map(|p| format!(" --policy {}", p.display()))
-                .unwrap_or_default();
+            // The next steps as they work when pasted: with the workspace (and database) this
+            // import was given, and the policy it wrote.
+            let policy = written_policy.as_deref();
             errln!(
-                "wrote {} (not approved: `acode-run preview {}{policy_flag}`, then `acode-run approve {}{policy_flag}`)",
+                "wrote {} (not approved: `{}`, then `{}`)",
                 out.display(),
-                out.display(),
-                out.display()
+                super::hints::next_step(args, "preview", &out, policy),
+                super::hints::next_step(args, "approve", &out, policy)
             );
             if let Some(p) = &written_policy {
                 errln!(

@@ -35,6 +35,7 @@ macro_rules! errln {
 }
 
 pub mod flags;
+mod hints;
 mod import;
 mod mcp;
 mod replay;
@@ -163,7 +164,9 @@ fn report_refusal(
         _ => serde_json::to_value(&kind).map(|mut v| {
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("status".into(), "refused".into());
-                obj.insert("run_id".into(), run_id.into());
+                // No run: `null`, not an empty id (a resume names the run it refused).
+                let id = (!run_id.is_empty()).then(|| run_id.to_string());
+                obj.insert("run_id".into(), id.into());
                 obj.remove("type");
             }
             v
@@ -300,7 +303,17 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(code) => code,
         Err(e) => {
             // The runner's own message: known secrets and token formats go, its words stay.
-            errln!("acode-run: {}", redactor.redact_message(&e.message));
+            // Every next step it prints carries the options that chose the workspace.
+            errln!(
+                "acode-run: {}",
+                redactor.redact_message(&hints::carry(&args, &e.message))
+            );
+            // A refusal that depended on the workspace names it (and the policy it read).
+            if matches!(e.code, exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX)
+                && let Some(note) = hints::workspace_note(&args)
+            {
+                errln!("{}", redactor.redact_message(&note));
+            }
             // The plan file or the run id the command was about.
             // (`import odincode PLAN`: the plan, not the source's name.)
             let subject = usize::from(args.command == Command::Import);
@@ -352,6 +365,13 @@ fn dispatch(
         Command::Export => replay::cmd_export(args, redactor),
         Command::Tools => {
             let registry = tools_registry(args)?;
+            if args.json {
+                // One document for programs: the tools, and what run_command may run here.
+                let (ws, _) = sandboxed_workspace(args, None)?;
+                let policy = load_policy(args, &ws)?;
+                outln!("{}", pretty(&tools_document(&registry, &policy)));
+                return Ok(exit::OK);
+            }
             outln!("{}", pretty(&registry.describe()));
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
@@ -360,7 +380,8 @@ fn dispatch(
                 "run_command's built-in allowlist (allowed, and run without asking): {}
                  acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \
                  unless also in \"auto_approve_commands\"), \"commands\" replaces the list.
-                 Tools that always ask (\"confirm_tools\"): {}",
+                 Tools that always ask (\"confirm_tools\"): {}
+                 (`acode-run tools --json` prints all of it as one JSON document, for this workspace's policy)",
                 DEFAULT_ALLOWLIST.join(", "),
                 DEFAULT_CONFIRM_TOOLS.join(", ")
             );
@@ -446,6 +467,26 @@ fn open_store(path: &Path) -> Result<Store, CliError> {
 fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
     Policy::load(args.policy.as_deref(), ws.root())
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
+}
+
+/// `acode-run tools --json`: the tools (as `tools` prints them) and, as fields, what `run_command`
+/// may run under the workspace's policy and which tools always ask.
+fn tools_document(registry: &ToolRegistry, policy: &Policy) -> serde_json::Value {
+    use crate::sandbox::policy::DEFAULT_ALLOWLIST;
+    let mut allowed: Vec<String> = match &policy.commands {
+        Some(list) => list.clone(),
+        None => DEFAULT_ALLOWLIST.iter().map(|s| s.to_string()).collect(),
+    };
+    allowed.extend(policy.allow_commands.iter().cloned());
+    serde_json::json!({
+        "tools": registry.describe(),
+        "run_command": {
+            "allowed_commands": allowed,
+            "auto_approve_commands": policy.auto_approve_commands,
+            "replaces_builtin_allowlist": policy.commands.is_some(),
+        },
+        "confirm_tools": policy.confirm_tools,
+    })
 }
 
 /// What `acode-run tools` lists: the built-in tools, and the allowed tools of every MCP server the
@@ -808,31 +849,52 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             redactor,
         )
         .map_err(|problems| cannot_preview(&plan, &problems))?;
-    } else {
-        let asking = show_preview(
-            &plan,
-            &ws,
-            &policy,
-            redactor,
-            &mut std::io::stdout().lock(),
-            false,
-        )?;
-        let lines = match &sandbox {
-            Ok(info) => info.lines(),
-            Err(e) => vec![e.clone()],
-        };
-        for line in lines {
-            outln!(
-                "sandbox: {}",
-                crate::terminal::line(&redactor.redact(&line))
-            );
-        }
-        if let Some(line) = confirmation_outlook(args, &asking) {
-            outln!("{}", redactor.redact(&line));
-        }
-        outln!("{}", redactor.redact(&approval_line(&approval)));
+        let failing = crate::preview::failing_steps(&plan, &ws, &policy)
+            .map_err(|problems| cannot_preview(&plan, &problems))?;
+        let failing: Vec<String> = failing
+            .into_iter()
+            .map(|i| plan.steps[i].step_id.clone())
+            .collect();
+        return Ok(will_fail(&failing, redactor));
     }
-    Ok(exit::OK)
+    let (asking, failing) = show_preview(
+        &plan,
+        &ws,
+        &policy,
+        redactor,
+        &mut std::io::stdout().lock(),
+        false,
+    )?;
+    let lines = match &sandbox {
+        Ok(info) => info.lines(),
+        Err(e) => vec![e.clone()],
+    };
+    for line in lines {
+        outln!(
+            "sandbox: {}",
+            crate::terminal::line(&redactor.redact(&line))
+        );
+    }
+    if let Some(line) = confirmation_outlook(args, &asking) {
+        outln!("{}", redactor.redact(&line));
+    }
+    outln!("{}", redactor.redact(&approval_line(&approval)));
+    Ok(will_fail(&failing, redactor))
+}
+
+/// `preview`'s exit code: 30 (what the run would end with) when a step will fail as the workspace
+/// is now, saying which on stderr; else 0.
+fn will_fail(failing: &[String], redactor: &Redactor) -> i32 {
+    if failing.is_empty() {
+        return exit::OK;
+    }
+    errln!(
+        "acode-run: {} will fail as the workspace is now ({}): exit {}",
+        crate::terminal::count(failing.len(), "step"),
+        redactor.redact(&crate::events::id_list(failing)),
+        exit::STEP_FAILED
+    );
+    exit::STEP_FAILED
 }
 
 /// The sandbox a run would get here (the policy's mode, resolved as a run resolves it: `auto`
@@ -949,7 +1011,8 @@ fn cannot_preview(plan: &Plan, problems: &[plan::Problem]) -> CliError {
 /// Prints the preview of `plan` to `to` block by block, redacted, holding one step at a time (a
 /// 100 000-step plan is shown in bounded memory, SPEC §11); the bytes are those of
 /// `redact(render(preview))`, except that with `trim_end` the text ends in exactly one newline
-/// (as `approve` shows it). Returns the ids of the steps that ask for confirmation.
+/// (as `approve` shows it). Returns the ids of the steps that ask for confirmation, and of those
+/// that will fail as the workspace is now.
 fn show_preview(
     plan: &Plan,
     ws: &Workspace,
@@ -957,11 +1020,11 @@ fn show_preview(
     redactor: &Redactor,
     to: &mut dyn std::io::Write,
     trim_end: bool,
-) -> Result<Vec<String>, CliError> {
+) -> Result<(Vec<String>, Vec<String>), CliError> {
     let mut to = std::io::BufWriter::new(to);
     // One block behind, so that the last one can be trimmed.
     let mut pending: Option<String> = None;
-    let asking = crate::preview::render_each(plan, ws, policy, |block| {
+    let rendered = crate::preview::render_each(plan, ws, policy, |block| {
         if let Some(p) = pending.take() {
             let _ = to.write_all(p.as_bytes());
         }
@@ -975,10 +1038,12 @@ fn show_preview(
         to.write_all(last.as_bytes())
     };
     let _ = to.flush();
-    Ok(asking
-        .into_iter()
-        .map(|i| plan.steps[i].step_id.clone())
-        .collect())
+    let ids = |v: Vec<usize>| -> Vec<String> {
+        v.into_iter()
+            .map(|i| plan.steps[i].step_id.clone())
+            .collect()
+    };
+    Ok((ids(rendered.asking), ids(rendered.failing)))
 }
 
 fn cmd_decide(
@@ -1455,6 +1520,29 @@ fn describe_request(r: &crate::sandbox::network::NetworkRequest) -> String {
 
 fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
+    if args.positionals.len() < 2 {
+        // No type: which there are, and the command that prints each.
+        let (id, list) = store
+            .artifact_list(&args.positionals[0])
+            .map_err(not_found)?;
+        if args.json {
+            outln!("{}", pretty(&list));
+            return Ok(exit::OK);
+        }
+        if list.is_empty() {
+            humanln!("execution {id} has no artifacts");
+        }
+        for a in &list {
+            humanln!(
+                "{:<12} {:>10} bytes{}  acode-run artifact {id} {}",
+                a.artifact_type,
+                a.bytes,
+                if a.truncated { " (truncated)" } else { "" },
+                a.artifact_type
+            );
+        }
+        return Ok(exit::OK);
+    }
     let a = store
         .artifact(&args.positionals[0], &args.positionals[1])
         .map_err(not_found)?;

@@ -291,6 +291,7 @@ pub(super) fn write_preview_json(
     use std::cell::RefCell;
 
     let walk = crate::preview::Walk::new(plan, ws)?;
+    let notes = walk.notes(plan, ws, policy);
     struct Steps<'a> {
         walk: RefCell<Option<crate::preview::Walk>>,
         plan: &'a crate::plan::Plan,
@@ -333,7 +334,7 @@ pub(super) fn write_preview_json(
     }
     top.insert(
         "notes".into(),
-        serde_json::to_value(crate::preview::workspace_notes(plan, ws, policy)).unwrap_or_default(),
+        serde_json::to_value(notes).unwrap_or_default(),
     );
     top.insert("confirm_mode".into(), outlook.confirm_mode.into());
     match outlook.sandbox {

@@ -288,8 +288,8 @@ pub(super) fn cmd_draft(
     let mut executor = stage_executor(args, redactor, secrets, args.revise.as_deref())?;
     let (out, _) = draft_to_file(args, &mut executor)?;
     errln!(
-        "review it, then approve it with: acode-run approve {}",
-        out.display()
+        "review it, then approve it with: {}",
+        super::hints::next_step(args, "approve", &out, None)
     );
     Ok(exit::OK)
 }
@@ -406,9 +406,9 @@ pub(super) fn cmd_do(
             exit::UNAUTHORIZED,
             format!(
                 "no terminal to ask for approval: nothing a model wrote runs unapproved.\n\
-                 review {} and approve it with: acode-run approve {}",
+                 review {} and approve it with: {}",
                 path.display(),
-                path.display()
+                super::hints::next_step(args, "approve", &path, None)
             ),
         ));
     }

@@ -135,6 +135,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                 sandbox,
                 workspace,
                 database,
+                jobs,
                 ..
             } => {
                 let mut header = match already_completed {
@@ -156,6 +157,15 @@ impl<W: Write + Send> HumanPrinter<W> {
                 }
                 for line in sandbox.lines().iter().chain(&sandbox.notes) {
                     header.push_str(&format!("\n  sandbox: {}", l(line)));
+                }
+                header.push_str(&format!("\n  jobs: {} ({})", jobs.jobs, jobs.from.label()));
+                for group in &jobs.alone {
+                    header.push_str(&format!(
+                        "\n  jobs: {} still run{} alone: {}",
+                        l(&self.ext(&super::id_list(&group.steps))),
+                        if group.steps.len() == 1 { "s" } else { "" },
+                        group.why
+                    ));
                 }
                 Some(header)
             }
@@ -246,8 +256,14 @@ impl<W: Write + Send> HumanPrinter<W> {
                 } else {
                     self.paint("31", "FAILED")
                 };
+                // `cancelled` says its kind already: not `cancelled (cancelled)`.
+                let kind = if error_code == "cancelled" && !*tolerated {
+                    String::new()
+                } else {
+                    format!("({error_code}) ")
+                };
                 let mut line = format!(
-                    "{} … {verdict} ({error_code}) {}\n      {}",
+                    "{} … {verdict} {kind}{}\n      {}",
                     head(cur),
                     secs(*duration_ms),
                     tx(&self.ext(error))

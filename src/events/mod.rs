@@ -110,6 +110,69 @@ impl SandboxInfo {
     }
 }
 
+/// Where the number of steps run at once came from (recorded with it: the header, `run_started`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobsSource {
+    /// `--jobs` (or the embedder's `RunOptions::jobs`).
+    Flag,
+    /// The policy's `jobs` (smaller than the plan's, or the plan sets none).
+    Policy,
+    /// The plan's `defaults.jobs` (smaller than the policy's, or the policy sets none).
+    Plan,
+    /// Nothing set: one at a time.
+    Default,
+}
+
+impl JobsSource {
+    /// How the header names it (`--jobs`, `policy jobs`, `plan defaults.jobs`, `default`).
+    pub fn label(self) -> &'static str {
+        match self {
+            JobsSource::Flag => "--jobs",
+            JobsSource::Policy => "policy jobs",
+            JobsSource::Plan => "plan defaults.jobs",
+            JobsSource::Default => "default",
+        }
+    }
+}
+
+/// Step ids for a line of text: all of them up to 8, else the first 8 and how many more.
+pub fn id_list(ids: &[String]) -> String {
+    const SHOWN: usize = 8;
+    if ids.len() <= SHOWN {
+        ids.join(", ")
+    } else {
+        format!(
+            "{}, … ({} more)",
+            ids[..SHOWN].join(", "),
+            ids.len() - SHOWN
+        )
+    }
+}
+
+/// How many steps a run takes at once, as announced in `run_started` and the header: a `--jobs`
+/// that changes nothing says so (docs/parallel.md).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JobsInfo {
+    /// Steps run at once.
+    pub jobs: usize,
+    /// Where the number came from: `flag`, `policy`, `plan` or `default`.
+    pub from: JobsSource,
+    /// With more than one job: the steps that run alone all the same, grouped by why (each group
+    /// says what would change it). Empty with one job, and for plans over 2 000 steps.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alone: Vec<AloneSteps>,
+}
+
+/// Steps that run alone under any number of jobs, and why.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AloneSteps {
+    /// Their ids, in plan order.
+    pub steps: Vec<String>,
+    /// Why, and what would let them run beside others.
+    pub why: String,
+}
+
 /// What happened; serialised with a `type` tag.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -135,6 +198,8 @@ pub enum EventKind {
         already_completed: Option<usize>,
         /// The OS sandbox the run's commands actually use.
         sandbox: SandboxInfo,
+        /// Steps run at once, where the number came from, and what still runs alone.
+        jobs: JobsInfo,
     },
     /// A step began.
     StepStarted {

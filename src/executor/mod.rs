@@ -299,6 +299,7 @@ pub struct Executor {
     settings_json: String,
     jobs: usize,
     replay_of: Option<String>,
+    jobs_from: schedule::JobsSource,
 }
 
 impl Executor {
@@ -326,6 +327,7 @@ impl Executor {
             settings_json: "{}".to_string(),
             jobs: schedule::default_jobs(),
             replay_of: None,
+            jobs_from: schedule::JobsSource::Default,
         }
     }
 
@@ -356,6 +358,15 @@ impl Executor {
     /// [`schedule`] for which steps may run together). 1 runs every step after the previous one.
     pub fn with_jobs(mut self, jobs: usize) -> Self {
         self.jobs = jobs.max(1);
+        self.jobs_from = schedule::JobsSource::Flag;
+        self
+    }
+
+    /// [`Executor::with_jobs`], recording where the number came from (the runner's
+    /// [`schedule::effective_jobs`]): the header and `run_started` say it.
+    pub fn with_jobs_from(mut self, jobs: usize, from: schedule::JobsSource) -> Self {
+        self.jobs = jobs.max(1);
+        self.jobs_from = from;
         self
     }
 
@@ -523,12 +534,9 @@ impl Executor {
                 "it used other variable values (--var); resume with the same ones".to_string(),
             ));
         }
-        let prior: std::collections::HashMap<String, StepState> = self
-            .store
-            .steps(&run.run_id)?
-            .into_iter()
-            .map(|s| (s.step_id, s.status))
-            .collect();
+        let rows = self.store.steps(&run.run_id)?;
+        let prior: std::collections::HashMap<String, StepState> =
+            rows.iter().map(|s| (s.step_id.clone(), s.status)).collect();
         // Checked before anything is written, so refusing leaves the run exactly as it was.
         if !rerun_interrupted {
             let cut_off: Vec<(String, String)> = plan
@@ -544,6 +552,11 @@ impl Executor {
                     steps: cut_off,
                 });
             }
+        }
+        // The attempts a killed runner cut off left no execution row: recorded now, so both
+        // attempts of a step that runs again are seen.
+        for row in rows.iter().filter(|s| s.status == StepState::Running) {
+            self.store.record_cut_off(&run.run_id, row)?;
         }
         let (prompt_tokens, completion_tokens) = self.store.token_usage(&run.run_id)?;
         self.run_plan(
@@ -664,6 +677,14 @@ impl Executor {
                 .count()
         });
 
+        // Each step running beside another needs a database connection of its own; a database in
+        // memory has one, so its runs take one step at a time.
+        let db_path = self.store.path().map(std::path::Path::to_path_buf);
+        let jobs = if db_path.is_some() {
+            self.jobs.max(1)
+        } else {
+            1
+        };
         let emitter = Emitter::new(run_id.clone(), self.progress.clone());
         emitter.emit(EventKind::RunStarted {
             plan_id: plan.plan_id.clone(),
@@ -674,20 +695,13 @@ impl Executor {
             resumed_from: resume.as_ref().map(|r| r.run_id.clone()),
             already_completed,
             sandbox: crate::events::SandboxInfo::of(&self.sandbox),
+            jobs: jobs_info(plan, &order, &vars, jobs, self.jobs_from),
         });
         let approve_all = Mutex::new(false);
         let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());
         let stopped_by = std::sync::OnceLock::new();
         // Prompts are asked one at a time, whatever runs beside them.
         let confirm = OneAtATime::new(&*self.confirm);
-        // Each step running beside another needs a database connection of its own; a database in
-        // memory has one, so its runs take one step at a time.
-        let db_path = self.store.path().map(std::path::Path::to_path_buf);
-        let jobs = if db_path.is_some() {
-            self.jobs.max(1)
-        } else {
-            1
-        };
         self.store
             .record_header(&run_id, &run_header(approved, &self.sandbox, jobs))?;
         let parts = Parts {
@@ -782,6 +796,11 @@ impl Executor {
                 let (i, (mut result, quit)) = match next {
                     Next::Settle(i, status, by) => {
                         ready.take(i);
+                        // A resumed run counts the steps it completed before: step 7 of 16 is
+                        // `[7/16]`, not `[1/16]`.
+                        if status == StepStatus::Completed {
+                            started_steps += 1;
+                        }
                         let step = &plan.steps[i];
                         let result = match status {
                             StepStatus::Completed => StepResult::not_run(step, status, None),
@@ -862,7 +881,11 @@ impl Executor {
                     } else {
                         let id = plan.steps[i].step_id.clone();
                         result.tolerated = false;
-                        failed_root[i] = Some(id.clone());
+                        // Interrupted (a signal, "quit"): the run stopped, so the steps after it
+                        // are `skipped`, not `blocked` by a failure (docs/recovery.md).
+                        if !interrupted {
+                            failed_root[i] = Some(id.clone());
+                        }
                         first_failure.get_or_insert((kind, id.clone()));
                         if !interrupted {
                             stopped = Some(kind);
@@ -994,6 +1017,33 @@ impl<'r> Parts<'r> {
             tokens: self.tokens,
         }
     }
+}
+
+/// What `run_started` says of the run's jobs: the number, where it came from, and (with more
+/// than one) the steps that run alone all the same, grouped by why.
+fn jobs_info(
+    plan: &Plan,
+    order: &[usize],
+    vars: &Variables,
+    jobs: usize,
+    from: schedule::JobsSource,
+) -> crate::events::JobsInfo {
+    let alone = if jobs > 1 {
+        schedule::overlap(plan, order, &schedule::footprints(plan, vars))
+            .map(|o| {
+                schedule::run_alone(plan, &o)
+                    .into_iter()
+                    .map(|(why, steps)| crate::events::AloneSteps {
+                        steps,
+                        why: why.why().to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    crate::events::JobsInfo { jobs, from, alone }
 }
 
 /// Runs one step on a thread of its own (`--jobs`), over a database connection from `pool` (or a

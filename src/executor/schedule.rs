@@ -20,7 +20,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::plan::{Dependencies, FileEffect, Step};
+use crate::plan::validate::substitute_arguments;
+use crate::plan::variables::Variables;
+use crate::plan::{Dependencies, FileEffect, Plan, Step};
 
 /// Steps run at once unless `--jobs` or the policy's `jobs` says otherwise: one (docs/parallel.md).
 /// Why not the machine's CPUs: with steps running at once, a step the plan declared independent
@@ -29,6 +31,26 @@ use crate::plan::{Dependencies, FileEffect, Step};
 /// vary from run to run. A plan that wants parallelism asks for it, and its approver sees it.
 pub fn default_jobs() -> usize {
     1
+}
+
+pub use crate::events::JobsSource;
+
+/// The steps a run takes at once, and where the number came from: `--jobs` when given (the person
+/// running it decides for this run); else the smaller of the policy's `jobs` and the plan's
+/// `defaults.jobs` (the policy caps what the machine gives, the plan says how much its steps can
+/// use), either alone when only one is set; else [`default_jobs`] (docs/parallel.md).
+pub fn effective_jobs(
+    flag: Option<usize>,
+    policy: Option<usize>,
+    plan: Option<usize>,
+) -> (usize, JobsSource) {
+    match (flag, policy, plan) {
+        (Some(n), _, _) => (n, JobsSource::Flag),
+        (None, Some(p), Some(q)) if q < p => (q, JobsSource::Plan),
+        (None, Some(p), _) => (p, JobsSource::Policy),
+        (None, None, Some(q)) => (q, JobsSource::Plan),
+        (None, None, None) => (default_jobs(), JobsSource::Default),
+    }
 }
 
 /// What a step may touch, as far as running it beside another step is concerned.
@@ -102,6 +124,122 @@ fn overlaps(a: &str, b: &str) -> bool {
             || (long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'/'))
     };
     beneath(a, b) || beneath(b, a)
+}
+
+/// Plans up to this many steps get the pairwise answers of [`overlap`] (the pairs grow with the
+/// square; a 100 000-step plan is approved and run without them).
+pub const PAIRS_MAX_STEPS: usize = 2000;
+
+/// Each step's footprint with its arguments substituted (`Anywhere` when they do not substitute:
+/// such a plan is refused by validation anyway).
+pub fn footprints(plan: &Plan, vars: &Variables) -> Vec<Footprint> {
+    plan.steps
+        .iter()
+        .map(|s| {
+            substitute_arguments(s, vars).map_or(Footprint::Anywhere, |a| Footprint::of(s, &a))
+        })
+        .collect()
+}
+
+/// Which steps may run at the same time when more than one job is allowed.
+pub struct Overlap {
+    /// For each step (by index), the steps it may run beside: neither waits for the other,
+    /// directly or not, and their footprints do not conflict.
+    pub beside: Vec<Vec<usize>>,
+    /// For each step, whether some other step neither waits for it nor is waited for by it.
+    pub independent: Vec<bool>,
+}
+
+/// [`Overlap`] for `plan` (`order`: its execution order), or `None` above [`PAIRS_MAX_STEPS`].
+pub fn overlap(plan: &Plan, order: &[usize], footprints: &[Footprint]) -> Option<Overlap> {
+    let n = plan.steps.len();
+    if n > PAIRS_MAX_STEPS {
+        return None;
+    }
+    let dependencies = plan.dependency_positions();
+    // ancestors[i]: every step i waits for, directly or not (filled in dependency order).
+    let mut ancestors = vec![vec![false; n]; n];
+    for &i in order {
+        for &d in dependencies.of(i) {
+            let inherited = ancestors[d].clone();
+            let mine = &mut ancestors[i];
+            mine[d] = true;
+            for (m, a) in mine.iter_mut().zip(inherited) {
+                *m |= a;
+            }
+        }
+    }
+    let mut beside = vec![Vec::new(); n];
+    let mut independent = vec![false; n];
+    for i in 0..n {
+        for j in i + 1..n {
+            if ancestors[i][j] || ancestors[j][i] {
+                continue;
+            }
+            independent[i] = true;
+            independent[j] = true;
+            if !footprints[i].conflicts(&footprints[j]) {
+                beside[i].push(j);
+                beside[j].push(i);
+            }
+        }
+    }
+    Some(Overlap {
+        beside,
+        independent,
+    })
+}
+
+/// Why a step runs alone however many jobs are allowed, and what would change that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alone {
+    /// Every other step waits for it or is waited for by it.
+    Dependencies,
+    /// Some steps are independent of it, but none may run beside it (what they may write).
+    Writes,
+}
+
+impl Alone {
+    /// The reason and the remedy, in a sentence (the header, `run_started`, `preview`).
+    pub fn why(self) -> &'static str {
+        match self {
+            Alone::Dependencies => {
+                "each waits for the others or they for it (a step without depends_on waits for \
+                 the previous one); \"depends_on\": [] or naming an earlier step lets a step start \
+                 beside others"
+            }
+            Alone::Writes => {
+                "they may write where the steps independent of them read or write (a command, \
+                 agent, lsp_check, MCP tool or verify may write anywhere, so it never runs beside \
+                 another writer); \"parallel_safe\": true on a step that writes only what no \
+                 other step touches lets it run beside anything"
+            }
+        }
+    }
+}
+
+/// The steps of `plan` that run alone however many jobs are allowed, grouped by [`Alone`] (ids in
+/// plan order); empty for a one-step plan.
+pub fn run_alone(plan: &Plan, overlap: &Overlap) -> Vec<(Alone, Vec<String>)> {
+    if plan.steps.len() < 2 {
+        return Vec::new();
+    }
+    let mut groups: Vec<(Alone, Vec<String>)> = Vec::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        if !overlap.beside[i].is_empty() {
+            continue;
+        }
+        let why = if overlap.independent[i] {
+            Alone::Writes
+        } else {
+            Alone::Dependencies
+        };
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, ids)) => ids.push(step.step_id.clone()),
+            None => groups.push((why, vec![step.step_id.clone()])),
+        }
+    }
+    groups
 }
 
 /// The dependency bookkeeping of a run: which steps are ready, in execution order.
@@ -194,6 +332,23 @@ mod tests {
 
     fn plan(json: &str) -> Plan {
         crate::plan::parse::parse(json.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_flag_wins_then_the_smaller_of_policy_and_plan_then_one() {
+        use JobsSource::*;
+        assert_eq!(effective_jobs(Some(3), Some(8), Some(1)), (3, Flag));
+        assert_eq!(effective_jobs(Some(1), None, Some(8)), (1, Flag));
+        assert_eq!(effective_jobs(None, Some(2), Some(4)), (2, Policy));
+        assert_eq!(effective_jobs(None, Some(4), Some(2)), (2, Plan));
+        assert_eq!(effective_jobs(None, Some(4), Some(4)), (4, Policy));
+        assert_eq!(effective_jobs(None, Some(4), None), (4, Policy));
+        assert_eq!(effective_jobs(None, None, Some(6)), (6, Plan));
+        assert_eq!(effective_jobs(None, None, None), (1, Default));
+        let p = plan(
+            r#"{"plan_id":"p","defaults":{"jobs":5},"steps":[{"step_id":"a","tool":"file_read","arguments":{"path":"x"}}]}"#,
+        );
+        assert_eq!(p.defaults.jobs, Some(5));
     }
 
     fn footprint(json: &str) -> Footprint {

@@ -74,7 +74,7 @@ impl ValidationContext<'_> {
 }
 
 /// Whether a problem is a plain mistake or an attempt to leave the sandbox (exit 2 vs 32).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProblemKind {
     /// Malformed or inconsistent plan.
@@ -119,6 +119,77 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// The problems as lines for a person (`  - LOCATION: MESSAGE`), the same problem of several steps
+/// on one line: `  - steps[3–502].arguments.path (500 steps): … (first at line 5)`, so a plan
+/// whose 500 steps share a mistake is not 500 lines. In first-seen order; `--json` keeps every
+/// problem (this is the human text only).
+pub fn grouped(problems: &[Problem]) -> Vec<String> {
+    /// `steps[N]REST` → (N, REST).
+    fn split(location: &str) -> Option<(usize, &str)> {
+        let rest = location.strip_prefix("steps[")?;
+        let (n, tail) = rest.split_once(']')?;
+        Some((n.parse().ok()?, tail))
+    }
+    // Groups by (rest of the location, message, kind), in first-seen order; a problem outside
+    // the steps is a group of its own.
+    let mut groups: Vec<(&Problem, Vec<usize>)> = Vec::new();
+    let mut index: std::collections::HashMap<(&str, &str, ProblemKind), usize> =
+        std::collections::HashMap::new();
+    for p in problems {
+        match split(&p.location) {
+            Some((n, tail)) => {
+                let key = (tail, p.message.as_str(), p.kind);
+                match index.get(&key) {
+                    Some(&g) => groups[g].1.push(n),
+                    None => {
+                        index.insert(key, groups.len());
+                        groups.push((p, vec![n]));
+                    }
+                }
+            }
+            None => groups.push((p, Vec::new())),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(first, steps)| {
+            if steps.len() < 2 {
+                return format!("  - {first}");
+            }
+            let tail = split(&first.location).map_or("", |(_, t)| t);
+            let mut line = format!(
+                "  - steps[{}]{tail} ({} steps): {}",
+                ranges(&steps),
+                steps.len(),
+                first.message
+            );
+            if let Some(at) = first.line {
+                line.push_str(&format!(" (first at line {at})"));
+            }
+            line
+        })
+        .collect()
+}
+
+/// `3–502`, `1, 4–6, 9`: step indices (ascending as found) as ranges.
+fn ranges(steps: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let mut j = i;
+        while j + 1 < steps.len() && steps[j + 1] == steps[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}–{}", steps[i], steps[j])
+        } else {
+            steps[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
 /// A plan that cannot be used.
 #[derive(Debug, Error)]
 pub enum PlanError {
@@ -133,7 +204,7 @@ pub enum PlanError {
     /// The plan has problems; all of them are listed.
     #[error("{path}: invalid plan ({} problem{}):\n{}", problems.len(),
         if problems.len() == 1 { "" } else { "s" },
-        problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+        grouped(problems).join("\n"))]
     Invalid {
         /// The plan path.
         path: String,

@@ -131,6 +131,11 @@ pub struct Defaults {
     pub timeout_s: Option<u64>,
     /// How many times a transient failure is retried.
     pub retries: u32,
+    /// Steps the plan asks to run at once (`defaults.jobs`, 1 to 256): the plan's word that its
+    /// independent steps may overlap; `--jobs` and the policy's `jobs` decide with it
+    /// ([`crate::executor::schedule::effective_jobs`]). Left out of the serialised form when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
 }
 
 impl Default for Defaults {
@@ -138,6 +143,7 @@ impl Default for Defaults {
         Defaults {
             timeout_s: None,
             retries: 2,
+            jobs: None,
         }
     }
 }

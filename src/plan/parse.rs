@@ -48,7 +48,11 @@ impl Collector {
             if !known.contains(&key.as_str()) {
                 self.err(
                     format!("{at}.{key}"),
-                    format!("unknown field (expected one of: {})", known.join(", ")),
+                    format!(
+                        "unknown field{} (expected one of: {})",
+                        crate::suggest::did_you_mean(key, known.iter().copied()),
+                        known.join(", ")
+                    ),
                 );
             }
         }
@@ -286,13 +290,24 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
     match obj.get("defaults") {
         None | Some(Value::Null) => {}
         Some(Value::Object(d)) => {
-            c.unknown_fields(d, "plan.defaults", &["timeout_s", "retries"]);
+            c.unknown_fields(d, "plan.defaults", &["timeout_s", "retries", "jobs"]);
             defaults.timeout_s = c.uint(d, "timeout_s", "plan.defaults", 86_400);
             if defaults.timeout_s == Some(0) {
                 c.err("plan.defaults.timeout_s", "must be at least 1");
             }
             if let Some(r) = c.uint(d, "retries", "plan.defaults", 10) {
                 defaults.retries = r as u32;
+            }
+            defaults.jobs = c
+                .uint(
+                    d,
+                    "jobs",
+                    "plan.defaults",
+                    crate::sandbox::policy::MAX_JOBS as u64,
+                )
+                .map(|n| n as usize);
+            if defaults.jobs == Some(0) {
+                c.err("plan.defaults.jobs", "must be at least 1");
             }
         }
         Some(other) => c.err("plan.defaults", format!("expected an object, got {other}")),
@@ -428,6 +443,14 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
     // Not kept, but a step's description is text like the plan's.
     let _ = c.string(obj, "description", &at);
     let tool = match c.string(obj, "tool", &at) {
+        // Empty is no tool at all: reported here (validation skips an empty name as reported).
+        Some(t) if t.is_empty() => {
+            c.err(
+                format!("{at}.tool"),
+                "must not be empty (a tool name from `acode-run tools`)",
+            );
+            t
+        }
         Some(t) => t,
         None => {
             c.err(format!("{at}.tool"), "missing");

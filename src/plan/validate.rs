@@ -192,6 +192,26 @@ pub fn validate_step(
     match ctx.registry.lookup(&step.tool) {
         // A missing or mistyped `tool` field was already reported by the parser.
         None if step.tool.is_empty() => {}
+        // A tool of a server the policy declares, which its `tools` list does not allow: say
+        // where to allow it, rather than "unknown tool".
+        None if crate::sandbox::policy::mcp_server_of(&step.tool)
+            .is_some_and(|s| ctx.policy.mcp.servers.contains_key(s)) =>
+        {
+            let server = crate::sandbox::policy::mcp_server_of(&step.tool).unwrap_or_default();
+            let tool = step
+                .tool
+                .strip_prefix(&crate::sandbox::policy::mcp_tool_name(server, ""))
+                .unwrap_or_default();
+            problems.push(Problem::invalid(
+                format!("{at}.tool"),
+                format!(
+                    "{:?} is not allowed by the policy: MCP server {server:?} is declared, but \
+                     {tool:?} is not in its tools; if the server offers it, add it to \
+                     mcp.servers.{server}.tools in acode-policy.json (then approve again)",
+                    step.tool
+                ),
+            ));
+        }
         None => {
             let known: Vec<&str> = ctx.registry.names().collect();
             problems.push(Problem::invalid(
@@ -495,8 +515,32 @@ pub fn check_intent(plan: &Plan) -> Vec<Problem> {
 }
 
 /// Validates the whole plan; an empty result means it may run.
+///
+/// A partial plan (from [`crate::plan::parse::parse_partial`]: a step that did not parse is left
+/// out) keeps each step's position in the file, while the checks index steps by position: they run
+/// over a renumbered copy, and each problem gets its step's position in the file back.
 pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
-    crate::sandbox::program::with_memo(|| validate_all(plan, ctx))
+    if plan.steps.iter().enumerate().all(|(i, s)| s.position == i) {
+        return crate::sandbox::program::with_memo(|| validate_all(plan, ctx));
+    }
+    let mut copy = plan.clone();
+    let in_file: Vec<usize> = copy.steps.iter().map(|s| s.position).collect();
+    for (i, s) in copy.steps.iter_mut().enumerate() {
+        s.position = i;
+    }
+    let mut problems = crate::sandbox::program::with_memo(|| validate_all(&copy, ctx));
+    for p in &mut problems {
+        let Some(rest) = p.location.strip_prefix("steps[") else {
+            continue;
+        };
+        let Some((n, tail)) = rest.split_once(']') else {
+            continue;
+        };
+        if let Some(pos) = n.parse::<usize>().ok().and_then(|i| in_file.get(i)) {
+            p.location = format!("steps[{pos}]{tail}");
+        }
+    }
+    problems
 }
 
 fn validate_all(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {

@@ -111,10 +111,15 @@ pub fn render(
                 out.push_str("    </testcase>\n");
             }
             StepStatus::Blocked | StepStatus::Skipped | StepStatus::Cancelled => {
+                // The message may name its status already (`cancelled: step "x" failed …`): not
+                // `cancelled: cancelled: …`.
+                let status = step.status.as_str();
                 let why = if error.is_empty() {
-                    step.status.as_str().to_string()
+                    status.to_string()
+                } else if error.starts_with(&format!("{status}:")) || error.starts_with(status) {
+                    error.to_string()
                 } else {
-                    format!("{}: {error}", step.status.as_str())
+                    format!("{status}: {error}")
                 };
                 let _ = write!(
                     out,

@@ -321,7 +321,8 @@ impl PlanRunner {
             None => ws.root().join(Store::DEFAULT_PATH),
         };
         protect_runner_files(&mut ws, &db, Some(plan_path));
-        crate::sandbox::state::prepare(ws.root())?;
+        // `.acode/` is created (checked without following links) only once the run is going to
+        // use it: a plan refused before it starts leaves nothing behind (issue #34 item 9).
         let policy = Policy::load(options.policy.as_deref(), ws.root())
             .map_err(|e| RunnerError::Setup(e.to_string()))?;
         // MCP tools validate against any arguments until the approval's pins are known.
@@ -354,6 +355,7 @@ impl PlanRunner {
             settings.sandbox = Some(SandboxMode::None);
         }
         if options.approve.is_some() || target != Target::New {
+            crate::sandbox::state::prepare(ws.root())?;
             let mut store = Store::open(&db)?;
             store.set_redactor(redactor.clone());
             if let Some(request) = &options.approve {
@@ -409,6 +411,7 @@ impl PlanRunner {
                 given: requested,
             });
         }
+        crate::sandbox::state::prepare(ws.root())?;
         let sandbox = OsSandbox::resolve(requested, &ws, &policy.limits)
             .and_then(|s| s.with_network(&policy.network, &ws))
             .map_err(|e| RunnerError::Sandbox(e.to_string()))?
@@ -588,20 +591,25 @@ impl PlanRunner {
         self.replay.as_ref().map(|(_, client)| client)
     }
 
+    /// The steps the run takes at once and where that number came from: `--jobs`, else the
+    /// smaller of the policy's `jobs` and the plan's `defaults.jobs`, else 1.
+    pub fn jobs(&self) -> (usize, crate::executor::schedule::JobsSource) {
+        crate::executor::schedule::effective_jobs(
+            self.settings.jobs,
+            self.policy.jobs,
+            self.approved.plan().defaults.jobs,
+        )
+    }
+
     /// The executor with everything prepared (for callers that drive it themselves), and the
     /// approved plan to give it.
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
         store.checkpoint_in_background();
-        // `--jobs` over the policy's `jobs` over the default (1).
-        let jobs = self
-            .settings
-            .jobs
-            .or(self.policy.jobs)
-            .unwrap_or_else(crate::executor::schedule::default_jobs);
+        let (jobs, jobs_from) = self.jobs();
         let mut executor = Executor::new(self.workspace, store)
-            .with_jobs(jobs)
+            .with_jobs_from(jobs, jobs_from)
             .with_registry(self.registry)
             .with_policy(self.policy)
             .with_confirmation(self.confirm)

@@ -1101,11 +1101,11 @@ mod tests {
     use std::net::TcpListener;
     use std::sync::atomic::AtomicBool;
 
-    /// The kernel's Landlock ABI, or `None` after printing why the test is skipped.
+    /// The kernel's Landlock ABI, or `None` after a named, counted skip (a failure under CI).
     fn landlock_or_skip() -> Option<u32> {
         let abi = landlock::kernel_abi();
         if abi.is_none() {
-            eprintln!("skipped: the kernel has no Landlock");
+            crate::testing::skip("Landlock", "the kernel has none");
         }
         abi
     }
@@ -1250,7 +1250,10 @@ mod tests {
             assert_ne!(out.exit_code, Some(0), "{out:?}");
             assert!(!out.stdout.text.contains("connected"), "{out:?}");
         } else {
-            eprintln!("skipped the TCP half: Landlock ABI {abi} < 4");
+            crate::testing::skip(
+                "Landlock network rules (ABI 4)",
+                &format!("the kernel has ABI {abi}; the TCP half did not run"),
+            );
         }
         // The parent's (this test process's) memory is out of reach (ptrace scoping).
         let me = std::process::id();
@@ -1352,7 +1355,10 @@ mod tests {
         assert_eq!(sb.mode(), SandboxMode::Bwrap);
         if abi < 4 {
             assert_eq!(sb.landlock_abi(), None);
-            eprintln!("skipped: Landlock ABI {abi} < 4 has no network rules");
+            crate::testing::skip(
+                "Landlock network rules (ABI 4)",
+                &format!("the kernel has ABI {abi}"),
+            );
             return;
         }
         assert_eq!(sb.landlock_abi(), Some(abi));

@@ -11,6 +11,10 @@ use thiserror::Error;
 use super::network::NetworkPolicy;
 use std::collections::BTreeMap;
 
+/// The most steps a run may take at once, wherever the number comes from (`--jobs`, the policy's
+/// `jobs`, the plan's `defaults.jobs`).
+pub const MAX_JOBS: usize = 256;
+
 /// Executables a plan may run without any policy file (SPEC §6).
 pub const DEFAULT_ALLOWLIST: &[&str] = &[
     "cargo", "rustc", "git", "npm", "node", "python3", "make", "go", "ls", "cat", "echo", "true",
@@ -554,12 +558,15 @@ impl Policy {
 
     /// Parses policy JSON; the error names line and column, or the `network.allow` entry.
     pub fn parse(text: &str) -> Result<Policy, String> {
-        let policy: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let policy: Policy =
+            serde_json::from_str(text).map_err(|e| with_suggestion(&e.to_string()))?;
         policy.network.entries()?;
         if let Some(n) = policy.jobs
-            && !(1..=256).contains(&n)
+            && !(1..=MAX_JOBS).contains(&n)
         {
-            return Err(format!("jobs: expected a number from 1 to 256, got {n}"));
+            return Err(format!(
+                "jobs: expected a number from 1 to {MAX_JOBS}, got {n}"
+            ));
         }
         policy.mcp.check()?;
         for (field, list) in [
@@ -645,6 +652,24 @@ fn path_listed<'a>(entries: impl Iterator<Item = &'a String>, rel: &str) -> bool
         let e = e.strip_prefix("./").unwrap_or(e);
         e == rel || super::glob::Glob::new(e).is_ok_and(|g| g.is_match(rel))
     })
+}
+
+/// serde's ``unknown field `jbos`, expected one of `commands`, … at line 1 column 7`` with the
+/// key to type instead: `… (did you mean "jobs"?) at line 1 column 7`.
+fn with_suggestion(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_string();
+    };
+    let Some((key, tail)) = rest.split_once('`') else {
+        return message.to_string();
+    };
+    let (expected, at) = match tail.rfind(" at line ") {
+        Some(i) => tail.split_at(i),
+        None => (tail, ""),
+    };
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let hint = crate::suggest::did_you_mean(key, known.iter().copied());
+    format!("unknown field `{key}`{expected}{hint}{at}")
 }
 
 #[cfg(test)]

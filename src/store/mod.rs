@@ -379,7 +379,14 @@ impl Store {
         if let Some(found) = migrations::version_on_disk(path).map_err(open_err)? {
             migrations::check_known(found)?;
         }
+        // A new database: its first write (the switch to WAL) needs no rollback journal, so it
+        // costs none of the journal's fsyncs (see `setup`).
+        let new = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
         let conn = Connection::open(path).map_err(open_err)?;
+        if new {
+            conn.pragma_update(None, "journal_mode", "OFF")
+                .map_err(open_err)?;
+        }
         Self::setup(conn, Some(path.to_path_buf())).map_err(|e| match e {
             StoreError::Sql(source) => open_err(source),
             other => other,
@@ -394,10 +401,11 @@ impl Store {
 
     fn setup(mut conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode survives process crashes (kill -9); only an OS crash can lose the
-        // last commits. See docs/database.md.
+        // last commits. See docs/database.md. Set before switching to WAL, so that the switch of
+        // a new database is written with it too (FULL costs two more fsyncs there).
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         migrations::migrate(&mut conn)?;
         Ok(Store {
@@ -561,7 +569,7 @@ impl Store {
         let step_id = self.scrub(step_id);
         self.conn
             .prepare_cached(
-                "UPDATE steps SET status = ?3, attempts = ?4, started_at = COALESCE(started_at, ?5),
+                "UPDATE steps SET status = ?3, attempts = attempts + ?4, started_at = COALESCE(started_at, ?5),
                  finished_at = ?6, error_code = ?7, error_message = ?8,
                  prompt_tokens = ?9, completion_tokens = ?10
                  WHERE run_id = ?1 AND step_id = ?2",
@@ -644,6 +652,56 @@ impl Store {
             insert_network(&tx, &e.run_id, Some(&e.execution_id), r)?;
         }
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Records the attempt of `step` that a runner killed mid-way (`kill -9`, a crash) left without
+    /// an execution row: one failed `interrupted` execution saying so, counted in the step's
+    /// attempts, so that `show` and an audit see every attempt once the step runs again on resume
+    /// (docs/recovery.md).
+    pub fn record_cut_off(&mut self, run_id: &str, step: &StepRow) -> Result<(), StoreError> {
+        // Killed after its execution was committed but before the step's outcome was: the
+        // attempt is already seen.
+        let step_id = self.scrub(&step.step_id).into_owned();
+        let recorded: i64 = self.conn.query_row(
+            "SELECT count(*) FROM executions WHERE run_id = ?1 AND step_id = ?2
+             AND parent_execution_id IS NULL AND started_at >= ?3",
+            params![run_id, step_id, step.started_at.unwrap_or(i64::MAX)],
+            |r| r.get(0),
+        )?;
+        if recorded > 0 {
+            return Ok(());
+        }
+        let record = ExecutionRecord {
+            execution_id: uuid::Uuid::new_v4().to_string(),
+            run_id: run_id.to_string(),
+            step_id: step.step_id.clone(),
+            tool_name: step.tool.clone(),
+            arguments_json: "{}".to_string(),
+            started_at: step.started_at.unwrap_or_else(crate::error::now_ms),
+            duration_ms: 0,
+            success: false,
+            exit_code: None,
+            error_code: Some(crate::ErrorKind::Interrupted.as_str().to_string()),
+            error_message: Some(
+                "cut off: the runner stopped (kill -9, a crash) while this attempt ran; what it \
+                 did before is unknown, and the step ran again on resume"
+                    .to_string(),
+            ),
+            attempt: u32::try_from(step.attempts).unwrap_or(0) + 1,
+            turn: None,
+            parent_execution_id: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            program_path: None,
+            program_sha256: None,
+        };
+        self.record_execution(&record, &[], &[])?;
+        self.conn
+            .prepare_cached(
+                "UPDATE steps SET attempts = attempts + 1 WHERE run_id = ?1 AND step_id = ?2",
+            )?
+            .execute(params![run_id, step.step_id])?;
         Ok(())
     }
 
@@ -1042,6 +1100,31 @@ impl Store {
                 "a unique execution for prefix {prefix} (several match)"
             ))),
         }
+    }
+
+    /// The artifacts one execution has (type and size, no content), by type; `execution_id` may
+    /// be a unique prefix. Returns the full execution id with them.
+    pub fn artifact_list(
+        &self,
+        execution_id: &str,
+    ) -> Result<(String, Vec<ArtifactMeta>), StoreError> {
+        let execution_id = self.execution_id(execution_id)?;
+        let list = self
+            .conn
+            .prepare(
+                "SELECT artifact_type, bytes, truncated, lossy FROM artifacts WHERE execution_id = ?1
+                 ORDER BY artifact_type",
+            )?
+            .query_map([&execution_id], |r| {
+                Ok(ArtifactMeta {
+                    artifact_type: r.get(0)?,
+                    bytes: r.get(1)?,
+                    truncated: r.get(2)?,
+                    lossy: r.get(3)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((execution_id, list))
     }
 
     /// One artifact's content; `execution_id` may be a unique prefix.

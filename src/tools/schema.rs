@@ -96,11 +96,17 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
             .map(String::as_str)
             .filter(|k| props.is_some() && !known.contains(k))
             .collect();
+        // A misspelt required argument is one problem (issue #34 item 13): the missing one names
+        // what was given instead, and that unknown argument is not reported again.
+        let mut explained: Vec<&str> = Vec::new();
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for name in required.iter().filter_map(Value::as_str) {
                 if !obj.contains_key(name) {
                     let hint = match crate::suggest::closest(name, unnamed.iter().copied()) {
-                        Some(given) => format!(" (given '{given}': did you mean '{name}'?)"),
+                        Some(given) => {
+                            explained.push(given);
+                            format!(" (given '{given}': did you mean '{name}'?)")
+                        }
                         None if !unnamed.is_empty() => format!(
                             " (given {}, which the tool does not take; it takes: {})",
                             quoted(&unnamed),
@@ -116,7 +122,9 @@ fn check(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
             match props.and_then(|p| p.get(key)) {
                 Some(sub) => check(sub, v, &format!("{at}.{key}"), errors),
                 None => {
-                    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+                    if schema.get("additionalProperties") == Some(&Value::Bool(false))
+                        && !explained.contains(&key.as_str())
+                    {
                         errors.push(format!(
                             "{at}: unknown argument '{key}'{} (expected one of: {})",
                             crate::suggest::did_you_mean(key, known.iter().copied()),

@@ -17,6 +17,7 @@ fn command_plan(t: &TestDir, name: &str, args: serde_json::Value) -> std::path::
 
 #[test]
 fn injection_attempts_are_refused_before_anything_runs() {
+    need_bwrap();
     let t = TestDir::new();
     let marker = t.ws.join("pwned");
     let m = marker.display().to_string();
@@ -419,6 +420,7 @@ fn under_bwrap_the_network_is_unreachable() {
 
 #[test]
 fn sigint_kills_the_child_and_marks_the_run_interrupted() {
+    need_bwrap();
     let t = TestDir::new();
     t.file(
         "sleep.py",
@@ -493,6 +495,7 @@ fn requested_bwrap_that_cannot_run_fails_closed_before_any_step() {
 
 #[test]
 fn a_retryable_command_is_retried_with_backoff_and_every_attempt_recorded() {
+    need_bwrap();
     let t = TestDir::new();
     t.file(
         "flaky.py",
@@ -539,6 +542,7 @@ fn a_retryable_command_is_retried_with_backoff_and_every_attempt_recorded() {
 /// Issue #21: an option cannot weaken what the approved policy asks for; a stronger one is fine.
 #[test]
 fn a_sandbox_flag_weaker_than_the_approved_policy_is_refused_with_exit_3() {
+    need_bwrap();
     let t = TestDir::new();
     t.file("acode-policy.json", r#"{"sandbox": "bwrap"}"#);
     let plan = t.plan("p.json", &json!({"plan_id": "strong", "steps": [

@@ -101,3 +101,65 @@ fn an_older_schema_is_migrated() {
     );
     assert_eq!(q::<String>(&conn, "PRAGMA integrity_check"), "ok");
 }
+
+/// A one-step run on a fresh database (issue #34 item 6): counted with strace, the runner issues
+/// at most 3 fsyncs before its first step (the new file's header, the WAL's header and its
+/// directory entry; the switch to WAL needs no rollback journal on a new file) and at most 5 in
+/// all (the last checkpoint), where it issued 6 and 8. The database is a working WAL database.
+#[test]
+fn a_fresh_database_costs_three_fsyncs_before_the_first_step() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        acode_run::testing::skip("strace", "it counts the runner's fsyncs");
+        return;
+    }
+    let t = TestDir::new();
+    t.file("a.txt", "hi\n");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "one", "steps": [
+            {"step_id": "r", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    t.approve(&plan);
+    // `approve` recorded its decision in a database: the run starts from none.
+    std::fs::remove_dir_all(t.ws.join(".acode")).unwrap();
+    let trace = t.root.join("trace.txt");
+    let mut c = std::process::Command::new("strace");
+    clean_env(&mut c);
+    c.current_dir(&t.ws)
+        .args(["-f", "-e", "trace=fsync,fdatasync,openat,openat2", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_acode-run"))
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "none",
+            "--quiet",
+        ]);
+    let out = c.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let syncs = |lines: &[&str]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("fsync(") || l.contains("fdatasync("))
+            .count()
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    // The step reads a.txt: everything before that open is the set-up.
+    let step = lines
+        .iter()
+        .position(|l| l.contains("a.txt\""))
+        .unwrap_or_else(|| panic!("the step's open of a.txt is not in the trace:\n{text}"));
+    assert!(syncs(&lines[..step]) <= 3, "before the first step:\n{text}");
+    assert!(syncs(&lines) <= 5, "in all:\n{text}");
+    assert!(!text.contains("executions.db-journal"), "{text}");
+    let db = t.db();
+    assert_eq!(q::<String>(&db, "PRAGMA journal_mode"), "wal");
+    assert_eq!(q::<i64>(&db, "SELECT count(*) FROM executions"), 1);
+    assert_eq!(q::<String>(&db, "PRAGMA integrity_check"), "ok");
+}

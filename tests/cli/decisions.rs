@@ -164,7 +164,10 @@ fn decided_by_falls_back_to_the_uid() {
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: switching to a uid without a passwd entry needs root");
+        acode_run::testing::skip(
+            "root",
+            "switching to a uid without a passwd entry needs root",
+        );
         return;
     }
     let uid = 54321u32;

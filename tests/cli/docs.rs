@@ -18,17 +18,17 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-fn repo() -> &'static Path {
+pub(crate) fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A fenced code block of a markdown file.
-struct Block {
+pub(crate) struct Block {
     /// `README.md:22`: file and the line of the opening fence.
-    at: String,
+    pub(crate) at: String,
     /// The info string (`sh`, `json`, ...; empty for a plain fence).
-    lang: String,
-    text: String,
+    pub(crate) lang: String,
+    pub(crate) text: String,
 }
 
 /// README.md and every docs/*.md, sorted.
@@ -78,7 +78,7 @@ fn blocks(file: &Path) -> Vec<Block> {
     out
 }
 
-fn all_blocks() -> Vec<Block> {
+pub(crate) fn all_blocks() -> Vec<Block> {
     doc_files().iter().flat_map(|f| blocks(f)).collect()
 }
 
@@ -167,13 +167,13 @@ fn published_plan_schema_carries_the_tools_argument_schemas() {
 // ---------------------------------------------------------------------------------------------
 // Schema and `validate` agree.
 
-struct SchemaValidator {
+pub(crate) struct SchemaValidator {
     schemas: boon::Schemas,
     index: boon::SchemaIndex,
 }
 
 impl SchemaValidator {
-    fn new() -> SchemaValidator {
+    pub(crate) fn new() -> SchemaValidator {
         let schema: Value = serde_json::from_str(acode_run::plan::SCHEMA).unwrap();
         let url = "https://acode-run.dev/schemas/plan.schema.json";
         let mut schemas = boon::Schemas::new();
@@ -186,7 +186,7 @@ impl SchemaValidator {
     }
 
     /// `None` when the plan matches the schema, else the validator's error.
-    fn errors(&self, plan: &Value) -> Option<String> {
+    pub(crate) fn errors(&self, plan: &Value) -> Option<String> {
         self.schemas
             .validate(plan, self.index)
             .err()
@@ -295,7 +295,7 @@ fn compare(
     }
 }
 
-fn repo_plan_files() -> Vec<PathBuf> {
+pub(crate) fn repo_plan_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     for dir in ["plans", "fixtures"] {
         for e in walkdir::WalkDir::new(repo().join(dir)) {
@@ -1020,4 +1020,35 @@ fn every_command_quoted_in_prose_parses() {
     }
     assert!(checked >= 10, "only {checked} inline commands found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The README's test command is `scripts/test.sh`, which installs what the tests need (bubblewrap
+/// included) before `cargo test`, and `.ci/run` runs that same script after fmt and clippy, so a
+/// fresh machine and CI run the suite the same way (issue #34 item 14).
+#[test]
+fn the_readmes_test_command_sets_up_what_the_tests_need_and_ci_runs_it() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let block = readme_block_after("# acode-run", "sh");
+    let commands: Vec<&str> = block
+        .text
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands.get(1), Some(&"./scripts/test.sh"), "{readme:.400}");
+    let script = std::fs::read_to_string(repo().join("scripts/test.sh")).unwrap();
+    assert!(script.contains("[bwrap]=bubblewrap"), "{script}");
+    assert!(script.contains("apt-get install"), "{script}");
+    assert!(script.contains("cargo test \"$@\""), "{script}");
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let at = |needle: &str| {
+        ci.find(needle)
+            .unwrap_or_else(|| panic!(".ci/run lacks {needle}"))
+    };
+    assert!(at("cargo clippy") < at("./scripts/test.sh"));
+    assert!(at("cargo fmt --check") < at("./scripts/test.sh"));
+    assert!(
+        !ci.contains("\ncargo test"),
+        "CI runs the script, not its own cargo test"
+    );
 }

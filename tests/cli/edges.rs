@@ -588,7 +588,7 @@ fn the_state_directory_stays_out_of_git_status() {
             .unwrap()
     };
     if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("skipped: git is not installed");
+        acode_run::testing::skip("git", "the test makes a real repository");
         return;
     }
     assert!(git(&["init", "-q"]).status.success());
@@ -727,7 +727,7 @@ fn a_full_disk_ends_the_run_non_zero_and_the_next_start_marks_it_interrupted() {
     let t = TestDir::new();
     let ws = t.root.join("small");
     let Some(_disk) = SmallDisk::mount(&ws, "400k") else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        acode_run::testing::skip("a tmpfs mount", "mounting a small disk needs root");
         return;
     };
     let steps: Vec<serde_json::Value> = (0..400)

@@ -189,7 +189,8 @@ fn a_plan_cannot_rewrite_itself_or_forge_approvals() {
     {
         let plan = json!({"plan_id": format!("self-{i}"), "steps": [
             {"step_id": "w", "tool": "file_write", "arguments": {"path": path, "contents": contents}}]});
-        std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
+        let text = serde_json::to_string(&plan).unwrap();
+        std::fs::write(&plan_path, &text).unwrap();
         let out = t.run(&[
             "run",
             "--approve",
@@ -198,6 +199,11 @@ fn a_plan_cannot_rewrite_itself_or_forge_approvals() {
             plan_path.to_str().unwrap(),
         ]);
         assert_eq!(code(&out), 32, "{path}: {}", stderr(&out));
+        // The plan itself is unchanged, and no forged approval stands beside it.
+        assert_eq!(std::fs::read_to_string(&plan_path).unwrap(), text, "{path}");
+        if let Ok(approval) = std::fs::read_to_string(t.ws.join("plans/self.json.approval")) {
+            assert!(!approval.contains("nobody"), "{path}: {approval}");
+        }
     }
     assert!(!t.ws.join("plans/other.json.approval").exists());
 }

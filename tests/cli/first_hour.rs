@@ -224,7 +224,7 @@ fn one_step_is_not_one_steps() {
 fn misspelled_flags_and_tools_get_a_suggestion() {
     let t = TestDir::new();
     let out = t.run(&["run", "plan.json", "--confrim", "auto-deny"]);
-    assert_exit_with(&out, 2, "did you mean \"confirm\"?");
+    assert_exit_with(&out, 2, "did you mean --confirm?");
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "typo", "steps": [
@@ -692,4 +692,160 @@ fn do_applies_workspace() {
         q::<i64>(&t.db(), "SELECT COUNT(*) FROM runs WHERE kind = 'draft'"),
         1
     );
+}
+
+/// A suggestion is the text that works when pasted (issue #34 item 3): `--json` for a flag,
+/// `validate` for a command, `"jobs"` for a policy key, `"depends_on"` for a plan key. Each is
+/// followed to show it works.
+#[test]
+fn did_you_mean_names_what_to_type() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}, "depend_on": []}]}),
+    );
+    let p = plan.to_str().unwrap();
+    // A flag.
+    let out = t.run(&["validate", p, "--jsn"]);
+    assert_exit_with(&out, 2, "unknown option --jsn (did you mean --json?)");
+    // A command.
+    let out = t.run(&["valdate", p]);
+    assert_exit_with(&out, 2, "(did you mean validate?)");
+    // A plan key: pasted, the plan validates.
+    let out = t.run(&["validate", p]);
+    assert_exit_with(&out, 2, "unknown field (did you mean \"depends_on\"?)");
+    let fixed = std::fs::read_to_string(&plan)
+        .unwrap()
+        .replace("\"depend_on\"", "\"depends_on\"");
+    std::fs::write(&plan, fixed).unwrap();
+    assert_eq!(code(&t.run(&["validate", p, "--json"])), 0);
+    // A policy key: pasted, the policy is read.
+    t.file("acode-policy.json", r#"{"jbos": 2}"#);
+    let out = t.run(&["validate", p]);
+    assert_exit_with(&out, 2, "unknown field `jbos`");
+    assert!(
+        stderr(&out).contains("(did you mean \"jobs\"?)"),
+        "{}",
+        stderr(&out)
+    );
+    t.file("acode-policy.json", r#"{"jobs": 2}"#);
+    let out = t.run(&["validate", p]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// A plan run from outside its workspace (issue #34 item 9): the refusal names the workspace it
+/// used and the policy it read, hints at `--workspace` when a policy sits beside the plan (the
+/// hint, followed literally, runs), and a refused run creates nothing.
+#[test]
+fn a_plan_run_from_its_parent_directory_names_the_workspace_and_creates_nothing() {
+    let t = TestDir::new();
+    let j1 = t.ws.join("j1");
+    std::fs::create_dir_all(&j1).unwrap();
+    std::fs::write(
+        j1.join("acode-policy.json"),
+        json!({"allow_commands": ["hostname"], "auto_approve_commands": ["hostname"]}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        j1.join("plan.json"),
+        json!({"plan_id": "j", "steps": [
+            {"step_id": "a", "tool": "run_command", "arguments": {"argv": ["hostname"]}}]})
+        .to_string(),
+    )
+    .unwrap();
+    // Refused for the default policy (exit 32, a command it does not allow); nothing created.
+    let out = t.run(&["j1/plan.json"]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "  workspace: {} (the current directory; --workspace DIR chooses another); no \
+             acode-policy.json there: the default policy",
+            t.ws.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("  hint: j1/acode-policy.json sits beside the plan and was not read"),
+        "{err}"
+    );
+    assert!(
+        err.contains("acode-run j1/plan.json --workspace j1"),
+        "{err}"
+    );
+    assert!(
+        !t.ws.join(".acode").exists(),
+        "a refused run created .acode/"
+    );
+    // `run --approve` refused the same way: no approval, no database.
+    let out = t.run(&["run", "--approve", "j1/plan.json"]);
+    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    assert!(!t.ws.join(".acode").exists());
+    assert!(!j1.join(".acode").exists());
+    assert!(!j1.join("plan.json.approval").exists());
+    // An approved plan refused for its policy (exit 3) names the workspace too, creating nothing.
+    let out = t
+        .cmd()
+        .current_dir(&j1)
+        .args(["approve", "plan.json", "--by", "tester"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = t.run(&["j1/plan.json"]);
+    assert!(matches!(code(&out), 3 | 32), "{}", stderr(&out));
+    assert!(stderr(&out).contains("  workspace: "), "{}", stderr(&out));
+    assert!(!t.ws.join(".acode").exists());
+    // The hint, followed as printed, runs.
+    let out = t.run(&["j1/plan.json", "--workspace", "j1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(j1.join(".acode/executions.db").exists());
+    assert!(!t.ws.join(".acode").exists());
+}
+
+/// The small ones of issue #34 item 13, each as a user meets it.
+#[test]
+fn small_first_hour_fixes_hold() {
+    let t = TestDir::new();
+    // `file_write` with `content`: one problem, naming the argument to type.
+    let plan = t.plan(
+        "w.json",
+        &json!({"plan_id": "w", "steps": [
+            {"step_id": "a", "tool": "file_write", "arguments": {"path": "x.txt", "content": "y"}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_exit_with(
+        &out,
+        2,
+        "missing required argument 'contents' (given 'content': did you mean 'contents'?)",
+    );
+    assert!(stderr(&out).contains("(1 problem)"), "{}", stderr(&out));
+    // `init` is not a command; the suggestion is the one that makes a plan.
+    assert_exit_with(&t.run(&["init"]), 2, "(did you mean draft?)");
+    // A refused invocation's --json has `"run_id": null`, not "".
+    let out = t.run(&["run", "missing.json", "--json"]);
+    assert_eq!(code(&out), 2);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(v["run_id"].is_null(), "{v}");
+    // `artifact EXEC_ID` without a type lists the types, each with its command.
+    let plan = t.plan(
+        "r.json",
+        &json!({"plan_id": "r", "steps": [
+            {"step_id": "a", "tool": "run_command", "arguments": {"argv": ["echo", "hi"]}}]}),
+    );
+    let out = t.approve_and_run(&plan, &["--sandbox", "none"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let id: String = q(
+        &t.db(),
+        "SELECT execution_id FROM executions WHERE step_id = 'a'",
+    );
+    let out = t.run(&["artifact", &id[..8]]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("acode-run artifact {id} stdout")),
+        "{}",
+        stdout(&out)
+    );
+    let out = t.run(&["artifact", &id, "stdout"]);
+    assert_eq!(stdout(&out), "hi\n");
 }

@@ -95,7 +95,7 @@ fn modes() -> Vec<&'static str> {
     let mut m = vec!["none", "landlock"];
     match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
         Ok(_) => m.push("bwrap"),
-        Err(why) => eprintln!("bwrap mode skipped: {why}"),
+        Err(why) => acode_run::testing::skip("bubblewrap (bwrap)", &why),
     }
     m
 }

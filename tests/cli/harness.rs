@@ -228,9 +228,19 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 /// Collects a spawned child's stderr on a thread of its own, so a test can watch it grow (a prompt
 /// appearing) while the child runs.
 pub fn collect_stderr(child: &mut std::process::Child) -> std::sync::Arc<std::sync::Mutex<String>> {
-    use std::io::Read;
+    collect_pipe(child.stderr.take().expect("stderr piped"))
+}
+
+/// The same for the child's stdout (its JSONL events, say).
+pub fn collect_stdout(child: &mut std::process::Child) -> std::sync::Arc<std::sync::Mutex<String>> {
+    collect_pipe(child.stdout.take().expect("stdout piped"))
+}
+
+/// Reads `pipe` to its end on a thread of its own into the returned, growing text.
+fn collect_pipe(
+    mut pipe: impl std::io::Read + Send + 'static,
+) -> std::sync::Arc<std::sync::Mutex<String>> {
     let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let mut pipe = child.stderr.take().expect("stderr piped");
     let sink = text.clone();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
@@ -246,18 +256,24 @@ pub fn collect_stderr(child: &mut std::process::Child) -> std::sync::Arc<std::sy
     text
 }
 
-/// Whether bwrap works here; `false` after printing why the test is skipped. On CI (`CI` set) a
-/// machine without a working bwrap fails the test instead.
+/// Whether bwrap works here; `false` after a named, counted skip ([`acode_run::testing::skip`]):
+/// on CI (`CI` set) a machine without a working bwrap fails the test instead.
 pub fn bwrap_ok() -> bool {
     match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
         Ok(_) => true,
         Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "bwrap must work in CI: {why}"
-            );
-            eprintln!("skipped: bwrap unavailable: {why}");
+            acode_run::testing::skip("bubblewrap (bwrap)", &why);
             false
         }
     }
+}
+
+/// For a test written against bwrap (the default mode where it works): fails at once, naming
+/// bubblewrap, when this machine has no working bwrap, rather than on an unrelated assertion later.
+#[track_caller]
+pub fn need_bwrap() {
+    acode_run::testing::require(
+        "bubblewrap (bwrap)",
+        acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap).map(|_| ()),
+    );
 }

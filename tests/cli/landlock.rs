@@ -9,11 +9,11 @@ use serde_json::json;
 
 use crate::harness::*;
 
-/// Whether the kernel has Landlock; prints why a test is skipped when not.
+/// Whether the kernel has Landlock; a named, counted skip when not (a failure under CI).
 pub(crate) fn landlock_usable() -> bool {
     let ok = acode_run::sandbox::landlock::kernel_abi().is_some();
     if !ok {
-        eprintln!("skipped: the kernel has no Landlock");
+        acode_run::testing::skip("Landlock", "the kernel has none");
     }
     ok
 }
@@ -105,7 +105,10 @@ fn under_landlock_an_interpreter_writes_only_inside_and_cannot_connect() {
         listener.set_nonblocking(true).unwrap();
         assert!(listener.accept().is_err(), "nothing may have connected");
     } else {
-        eprintln!("skipped the TCP check: Landlock ABI {abi} < 4");
+        acode_run::testing::skip(
+            "Landlock network rules (ABI 4)",
+            &format!("the kernel has ABI {abi}; the TCP check did not run"),
+        );
     }
     assert_eq!(status(&t, "inside"), "completed");
     assert_eq!(t.read("sub/in.txt"), "ok");
@@ -182,6 +185,31 @@ fn auto_without_bwrap_uses_landlock_and_says_so_everywhere() {
 
 #[test]
 fn requested_landlock_runs_and_none_is_recorded_with_its_warning_as_root() {
+    if !landlock_usable() {
+        return;
+    }
+    // `--sandbox landlock` runs the command under Landlock, and says and records so.
+    let t = TestDir::new();
+    std::fs::create_dir_all(t.ws.join("sub")).unwrap();
+    let landlocked = t.plan(
+        "l.json",
+        &json!({"plan_id": "landlock", "steps": [
+            py(&t, "t", "open('sub/ran', 'w').write('x')\nopen('/etc/passwd', 'a')")]}),
+    );
+    let out = t.approve_and_run(&landlocked, &["--sandbox", "landlock"]);
+    assert_exit_with(&out, 0, "sandbox: landlock (Landlock ABI");
+    // It ran, and under Landlock: writing inside worked, opening outside for writing did not.
+    assert_eq!(t.read("sub/ran"), "x", "{}", stderr(&out));
+    assert_eq!(status(&t, "t"), "failed");
+    assert!(
+        artifact_of(&t, "t", "stderr").contains("PermissionError"),
+        "{}",
+        artifact_of(&t, "t", "stderr")
+    );
+    assert_eq!(q::<String>(&t.db(), "SELECT sandbox FROM runs"), "landlock");
+
+    // `--sandbox none` runs it unconfined, recorded as `none`, and as root warns that the
+    // runner's secrets cannot be protected.
     let t = TestDir::new();
     let plan = t.plan(
         "n.json",
@@ -190,15 +218,17 @@ fn requested_landlock_runs_and_none_is_recorded_with_its_warning_as_root() {
     );
     let out = t.approve_and_run(&plan, &["--sandbox", "none"]);
     assert_exit_with(&out, 0, "sandbox: none");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        assert!(
-            stderr(&out).contains("secrets") && stderr(&out).contains("cannot be protected"),
-            "{}",
-            stderr(&out)
-        );
-    }
     assert_eq!(q::<String>(&t.db(), "SELECT sandbox FROM runs"), "none");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        acode_run::testing::skip("root", "the warning under test is the one root gets");
+        return;
+    }
+    assert!(
+        stderr(&out).contains("secrets") && stderr(&out).contains("cannot be protected"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -361,6 +391,23 @@ fn the_hello_demo_runs_under_landlock_and_the_root_stays_closed_to_commands() {
     let out = t.approve_and_run(&plan, &["--sandbox", "landlock"]);
     assert_eq!(code(&out), 0, "the failure is tolerated: {}", stderr(&out));
     assert!(!t.ws.join("new-at-root.txt").exists());
+    // It failed because the kernel refused the new entry, not for any other reason.
+    assert_eq!(status(&t, "newfile"), "failed");
+    let err = artifact_of(&t, "newfile", "stderr");
+    assert!(
+        err.contains("PermissionError") && err.contains("new-at-root.txt"),
+        "{err}"
+    );
+    // Control: the same step unsandboxed makes the file, so the refusal above was Landlock's.
+    let t2 = TestDir::new();
+    let plan = t2.plan(
+        "root.json",
+        &json!({"plan_id": "root", "steps": [
+            py(&t2, "newfile", "open('new-at-root.txt', 'w').write('x')")]}),
+    );
+    let out = t2.approve_and_run(&plan, &["--sandbox", "none"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t2.read("new-at-root.txt"), "x");
 }
 
 /// `cargo build` as a plain `run_command` in a fresh crate at the workspace root works under

@@ -128,9 +128,9 @@ fn the_embedding_example_runs_a_plan_through_the_front_door() {
         .unwrap()
         .join("examples/embed");
     if !bin.exists() {
-        eprintln!(
-            "skipped: {} not built (cargo test builds examples)",
-            bin.display()
+        acode_run::testing::skip(
+            &bin.display().to_string(),
+            "cargo test builds the examples; this run did not",
         );
         return;
     }

@@ -140,10 +140,20 @@ fn an_mcp_call_asks_for_confirmation_by_default() {
     );
     let plan = direct_plan(&t, "echo", json!({"text": "x"}));
     approve(&t, &plan);
+    std::fs::write(t.ws.join("mcp.log"), "").unwrap();
     let out = run(&t, &["run", plan.to_str().unwrap()], &[]);
     assert_eq!(code(&out), 33, "{}", stderr(&out));
-    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap();
     assert!(!log.contains("tools/call"), "denied, never called: {log}");
+    // Control: confirmed, the same call reaches the server and its log shows it.
+    let out = run(
+        &t,
+        &["run", plan.to_str().unwrap(), "--confirm", "auto-approve"],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = std::fs::read_to_string(t.ws.join("mcp.log")).unwrap();
+    assert!(log.contains("tools/call"), "{log}");
 }
 
 #[test]
@@ -301,6 +311,7 @@ fn a_server_that_never_answers_is_cancelled_and_stopped_after_the_call_timeout()
 
 #[test]
 fn sampling_elicitation_and_roots_requests_are_refused_and_recorded() {
+    need_bwrap();
     let t = TestDir::new();
     policy(
         &t,
@@ -337,6 +348,7 @@ fn sampling_elicitation_and_roots_requests_are_refused_and_recorded() {
 
 #[test]
 fn a_server_cannot_write_outside_the_workspace_nor_read_an_ssh_key() {
+    need_bwrap();
     let t = TestDir::new();
     let home = t.root.join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
@@ -1060,6 +1072,7 @@ fn a_server_is_started_once_per_run_and_stopped_when_the_run_ends() {
 /// under Landlock (TCP connect only to the run's proxy) nor under bwrap (its own network namespace).
 #[test]
 fn a_server_cannot_reach_the_network_the_policy_does_not_allow() {
+    need_bwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap().to_string();
@@ -1385,5 +1398,23 @@ fn a_server_program_missing_from_path_is_refused_before_approval() {
         stdout(&out).contains(&format!("program: acode-mcp-fixture → {fixture}")),
         "{}",
         stdout(&out)
+    );
+}
+
+/// A tool of a declared server that the policy's `tools` does not allow is named as such, with
+/// where to allow it — not "unknown tool" (issue #34 item 13).
+#[test]
+fn a_tool_the_policy_does_not_allow_says_where_to_allow_it() {
+    let t = TestDir::new();
+    policy(&t, &["stateless"], &["echo"], json!({}));
+    let plan = direct_plan(&t, "hang", json!({}));
+    let out = run(&t, &["validate", plan.to_str().unwrap()], &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("unknown tool"), "{err}");
+    assert!(
+        err.contains("MCP server \"fx\" is declared, but \"hang\" is not in its tools")
+            && err.contains("add it to mcp.servers.fx.tools in acode-policy.json"),
+        "{err}"
     );
 }

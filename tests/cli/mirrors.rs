@@ -88,12 +88,10 @@ fn have(program: &str, args: &[&str]) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`{program} {}` must work in CI",
-            args.join(" ")
+        acode_run::testing::skip(
+            program,
+            &format!("`{program} {}` does not work here", args.join(" ")),
         );
-        eprintln!("skipped: `{program} {}` does not work here", args.join(" "));
     }
     ok
 }

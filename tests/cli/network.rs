@@ -87,6 +87,7 @@ fn run_python(t: &TestDir, args: &[&str], extra: &[&str]) -> std::process::Outpu
 
 #[test]
 fn an_allowed_host_is_reached_and_another_gets_403_both_recorded_with_bytes() {
+    need_bwrap();
     let port = upstream();
     for mode in ["bwrap", "landlock"] {
         let t = setup(mode, &[format!("localhost:{port}")]);
@@ -181,6 +182,7 @@ fn an_allowed_host_is_reached_and_another_gets_403_both_recorded_with_bytes() {
 
 #[test]
 fn a_denied_host_names_the_policy_line_in_the_steps_failure() {
+    need_bwrap();
     let port = upstream();
     for mode in ["bwrap", "landlock"] {
         let t = setup(mode, &[format!("localhost:{port}")]);
@@ -197,6 +199,7 @@ fn a_denied_host_names_the_policy_line_in_the_steps_failure() {
 
 #[test]
 fn a_command_that_ignores_the_proxy_reaches_nothing() {
+    need_bwrap();
     let port = upstream();
     let direct = format!(
         "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n    \
@@ -261,6 +264,7 @@ fn udp_from_a_command_under_landlock_never_arrives() {
 
 #[test]
 fn no_allowed_host_means_no_proxy_and_no_proxy_variables() {
+    need_bwrap();
     for mode in ["bwrap", "landlock"] {
         let t = setup(mode, &[]);
         t.file(
@@ -280,6 +284,7 @@ fn no_allowed_host_means_no_proxy_and_no_proxy_variables() {
 
 #[test]
 fn the_header_says_what_each_mode_enforces() {
+    need_bwrap();
     let t = setup("landlock", &["allowed.example.org".to_string()]);
     t.file("env.py", "print('x')\n");
     let out = run_python(&t, &["env.py"], &[]);

@@ -553,3 +553,66 @@ fn a_step_the_policy_forbids_is_refused_in_the_validators_words() {
     );
     assert!(!out_path.exists(), "nothing left to write");
 }
+
+/// The words of a printed command (no quoting in these paths), without `acode-run`.
+fn printed_command(text: &str, starts: &str) -> Vec<String> {
+    let at = text
+        .find(starts)
+        .unwrap_or_else(|| panic!("no `{starts}` in: {text}"));
+    let end = text[at..].find('`').unwrap();
+    text[at..at + end]
+        .split_whitespace()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Printed next steps work when followed literally (issue #34 item 10): `import … --workspace ws`
+/// from another directory prints `preview`/`approve` with `--workspace ws`; followed, preview
+/// finds the files and exits 0, approve and run succeed. Without it, preview says WILL FAIL and
+/// exits 30.
+#[test]
+fn import_from_outside_the_workspace_prints_next_steps_that_work_when_pasted() {
+    let t = workspace();
+    let old = t.root.join("old.json");
+    std::fs::copy(fixture("file_edit_pattern"), &old).unwrap();
+    let run_in_root = |args: &[String]| t.cmd().current_dir(&t.root).args(args).output().unwrap();
+    let words = |w: &[&str]| -> Vec<String> { w.iter().map(|s| s.to_string()).collect() };
+    let out = run_in_root(&words(&[
+        "import",
+        "odincode",
+        "old.json",
+        "--workspace",
+        "ws",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let preview = printed_command(&err, "acode-run preview ");
+    let approve = printed_command(&err, "acode-run approve ");
+    assert!(preview.ends_with(&words(&["--workspace", "ws"])), "{err}");
+    assert!(approve.ends_with(&words(&["--workspace", "ws"])), "{err}");
+    let out = run_in_root(&preview);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(!stdout(&out).contains("WILL FAIL"), "{}", stdout(&out));
+    // Without the workspace, the same preview looks in the wrong place, says so and exits 30.
+    let wrong: Vec<String> = preview[..2].to_vec();
+    let out = run_in_root(&wrong);
+    assert!(stdout(&out).contains("WILL FAIL"), "{}", stdout(&out));
+    assert_eq!(code(&out), 30, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("will fail as the workspace is now"),
+        "{}",
+        stderr(&out)
+    );
+    // The approve line, then the run, as printed.
+    let mut approve = approve;
+    approve.extend(words(&["--by", "tester"]));
+    let out = run_in_root(&approve);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut run = vec!["run".to_string()];
+    run.extend(preview[1..].iter().cloned());
+    let out = run_in_root(&run);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(t.ws.join(".acode/executions.db").exists());
+    assert!(!t.root.join(".acode").exists());
+}

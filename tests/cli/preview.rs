@@ -3,7 +3,7 @@
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::harness::{TestDir, code, stderr, stdout};
+use crate::harness::{TestDir, assert_exit_with, code, stderr, stdout};
 
 /// A digest of every path, type and content under `dir`, so "nothing written" is checked whole.
 fn tree_digest(dir: &std::path::Path) -> String {
@@ -81,8 +81,14 @@ fn preview_marks_steps_that_will_fail() {
     let plan = t.plan("p.json", &json!({"plan_id": "pv2", "steps": [
         {"step_id": "e", "tool": "file_edit", "arguments": {"path": "a.txt", "old": "beta", "new": "x"}},
         {"step_id": "c", "tool": "file_create", "arguments": {"path": "a.txt", "contents": "y"}}]}));
+    // A step that will fail makes preview exit 30 (what the run would end with), naming it; the
+    // JSON is printed all the same.
     let out = t.run(&["preview", plan.to_str().unwrap(), "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit_with(
+        &out,
+        30,
+        "2 steps will fail as the workspace is now (e, c): exit 30",
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["steps"][0]["effect"], "will_fail");
     assert_eq!(v["steps"][1]["effect"], "will_fail");
@@ -92,6 +98,9 @@ fn preview_marks_steps_that_will_fail() {
             .unwrap()
             .contains("already exists")
     );
+    let out = t.run(&["preview", plan.to_str().unwrap()]);
+    assert_exit_with(&out, 30, "will fail as the workspace is now (e, c)");
+    assert!(stdout(&out).contains("WILL FAIL"), "{}", stdout(&out));
 }
 
 #[test]

@@ -49,6 +49,7 @@ const SCRIPT_MAKER: &str = "import os\n\
 
 #[test]
 fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
+    need_bwrap();
     for mode in MODES {
         let t = TestDir::new();
         t.file(
@@ -118,6 +119,7 @@ fn a_virtualenv_made_by_the_plan_runs_its_python_in_every_mode() {
 
 #[test]
 fn scripts_and_local_package_bins_run_by_path_in_every_mode() {
+    need_bwrap();
     for mode in MODES {
         let t = TestDir::new();
         exe(
@@ -164,7 +166,9 @@ fn scripts_and_local_package_bins_run_by_path_in_every_mode() {
 fn program_paths_outside_the_workspace_or_not_in_the_policy_are_refused() {
     let t = TestDir::new();
     let outside = t.outside.join("x");
-    exe(&outside, "#!/bin/sh\ntouch /tmp/should-not-run\n");
+    // The marker the program would leave: a unique path of this test's, outside the workspace.
+    let ran = t.root.join("ran.marker");
+    exe(&outside, &format!("#!/bin/sh\ntouch '{}'\n", ran.display()));
     std::fs::create_dir_all(t.ws.join("sub")).unwrap();
     std::os::unix::fs::symlink(&t.outside, t.ws.join("sub/link")).unwrap();
     t.file(
@@ -184,9 +188,19 @@ fn program_paths_outside_the_workspace_or_not_in_the_policy_are_refused() {
         let out = t.run(&["validate", plan.to_str().unwrap()]);
         assert_eq!(code(&out), 2, "{program}: {}", stderr(&out));
         assert!(stderr(&out).contains(rule), "{program}: {}", stderr(&out));
+        // Asked to run it, unsandboxed (where only this check stands between the plan and the
+        // program), the runner refuses the same way and the program leaves no marker.
+        let out = t.run(&[
+            "run",
+            "--approve",
+            plan.to_str().unwrap(),
+            "--sandbox",
+            "none",
+        ]);
+        assert_eq!(code(&out), 2, "{program}: {}", stderr(&out));
+        assert!(stderr(&out).contains(rule), "{program}: {}", stderr(&out));
+        assert!(!ran.exists(), "{program} ran");
     }
-    let _ = t.run(&["--version"]);
-    assert!(!Path::new("/tmp/should-not-run").exists());
 
     // A glob that matches, one that does not — and the refusal names the line to add.
     let t = TestDir::new();
@@ -271,6 +285,7 @@ fn a_program_an_earlier_step_did_not_make_fails_naming_its_path() {
 
 #[test]
 fn toolchains_outside_usr_are_visible_under_bwrap_and_credentials_are_not() {
+    need_bwrap();
     let t = TestDir::new();
     // A home of our own, with credentials in it and a tool installed under it.
     let home = t.root.join("home");

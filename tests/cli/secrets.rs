@@ -228,6 +228,7 @@ fn secrets_never_reach_the_model_or_its_recorded_prompts() {
 
 #[test]
 fn the_runners_secrets_do_not_reach_commands() {
+    need_bwrap();
     let t = TestDir::new();
     // The policy even asks for the runner's own secrets: they are withheld anyway. Other secrets
     // stay out because the policy does not name them.

@@ -474,11 +474,14 @@ fn a_command_the_sandbox_cannot_execute_fails_alone_and_the_next_one_runs() {
 }
 
 /// Whether the kernel has Landlock with signal scoping (ABI >= 6), which the supervisor needs
-/// under Landlock alone; `false` after printing why the test is skipped.
+/// under Landlock alone; `false` after a named, counted skip (a failure under CI).
 fn scoped_landlock() -> bool {
     let abi = acode_run::sandbox::landlock::kernel_abi().unwrap_or(0);
     if abi < 6 {
-        eprintln!("skipped: Landlock ABI {abi} has no signal scoping");
+        acode_run::testing::skip(
+            "Landlock signal scoping (ABI 6)",
+            &format!("the kernel has ABI {abi}"),
+        );
     }
     abi >= 6
 }
@@ -557,7 +560,7 @@ fn under_landlock_alone_a_supervised_command_keeps_its_filter_scopes_and_renames
          try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close(); out.append('udp created')\n\
          except OSError: out.append('udp refused')\n\
          open('a/f', 'w').write('x'); os.rename('a/f', 'b/f'); out.append('rename ' + open('b/f').read())\n\
-         try:\n    open('/etc/acode-probe', 'a').close(); out.append('outside writable')\n\
+         try:\n    os.close(os.open('/etc/passwd', os.O_WRONLY | os.O_APPEND)); out.append('outside writable')\n\
          except OSError: out.append('outside refused')\n\
          def sig(pid):\n    \
          try:\n        os.kill(pid, 0); return 'signalled'\n    \
@@ -578,7 +581,6 @@ fn under_landlock_alone_a_supervised_command_keeps_its_filter_scopes_and_renames
         "udp refused\nrename x\noutside refused\nshim refused\nsupervisor refused\nrunner refused"
     );
     assert_eq!(t.read("out/daemon.txt"), "gone");
-    assert!(!std::path::Path::new("/etc/acode-probe").exists());
     let left = running_with(&marker);
     assert!(left.is_empty(), "left running: {left:?}");
 }
@@ -621,5 +623,48 @@ fn under_landlock_alone_the_supervisor_is_the_running_binary_even_when_its_file_
         t.read("out/parent.txt").contains("__supervise"),
         "the command was started by a shim of the running binary: {}",
         t.read("out/parent.txt")
+    );
+}
+
+/// Under bwrap too (issue #34 item 5): the plan's first step replaces the runner's file before any
+/// sandbox started; the supervisor that then starts inside bwrap is still the running binary (a
+/// copy of it, since bwrap binds by path), so the command runs under `__supervise`.
+#[test]
+fn under_bwrap_the_supervisor_is_the_running_binary_even_when_its_file_was_replaced() {
+    if !bwrap_ok() {
+        return;
+    }
+    let t = TestDir::new();
+    policy(&t);
+    let copy = t.ws.join("tools/acode-run");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_acode-run"), &copy).unwrap();
+    let probe = "import os\n\
+                 p = os.getppid()\n\
+                 open('parent.txt', 'w').write(open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace'))\n";
+    t.file("parent.txt", "");
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "replaced", "steps": [
+            {"step_id": "replace", "tool": "file_write",
+             "arguments": {"path": "tools/acode-run", "contents": "not a program\n"}},
+            py("probe", &["replace"], probe),
+        ]}),
+    );
+    t.approve(&plan);
+    let mut c = std::process::Command::new(&copy);
+    clean_env(&mut c);
+    c.current_dir(&t.ws)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .args(["run", plan.to_str().unwrap(), "--sandbox", "bwrap"]);
+    let out = c.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.read("tools/acode-run"), "not a program\n");
+    assert!(
+        t.read("parent.txt").contains("__supervise"),
+        "the command was started by a supervisor of the running binary: {:?}\n{}",
+        t.read("parent.txt"),
+        stderr(&out)
     );
 }

@@ -134,7 +134,7 @@ fn a_misspelled_command_is_not_read_as_a_plan() {
     let out = t.run(&["veryfy", "plan.json"]);
     assert_eq!(code(&out), 2);
     assert!(
-        stderr(&out).contains(r#"unknown command "veryfy" (did you mean "validate"?)"#),
+        stderr(&out).contains(r#"unknown command "veryfy" (did you mean validate?)"#),
         "{}",
         stderr(&out)
     );

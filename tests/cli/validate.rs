@@ -108,8 +108,26 @@ fn huge_plan_validates_quickly_enough_and_hostile_sizes_are_refused() {
         .map(|i| json!({"step_id": format!("s{i}"), "tool": "file_read", "arguments": {"path": "a.txt"}}))
         .collect();
     let plan = t.plan("big.json", &json!({"plan_id": "big", "steps": steps}));
+    // Quickly enough: 20 000 steps in well under the bound (about a second in a debug build on a
+    // busy machine; the bound is generous so that only a super-linear check trips it).
+    let started = std::time::Instant::now();
     let out = t.run(&["validate", plan.to_str().unwrap()]);
+    let took = started.elapsed();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "validating 20 000 steps took {took:?}"
+    );
+    // A hostile size: a (sparse) plan file over the 64 MiB limit is refused unread, at once.
+    let huge = t.root.join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(acode_run::sandbox::input::MAX_PLAN_BYTES + 1)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let out = t.run(&["validate", huge.to_str().unwrap()]);
+    assert_exit_with(&out, 2, "larger than the limit of 67108864 bytes");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
     let empty = t.plan("empty.json", &json!({"plan_id": "e", "steps": []}));
     let out = t.run(&["validate", empty.to_str().unwrap()]);
     assert_eq!(code(&out), 2);
@@ -257,4 +275,150 @@ fn the_readme_tour_plan_validates() {
     let plan = t.plan_text("tour.json", plan_text);
     let out = t.run(&["validate", plan.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// `defaults.jobs` is a whole number from 1 to 256; anything else is refused where it stands,
+/// before anything runs (issue #34 item 1).
+#[test]
+fn defaults_jobs_out_of_range_or_of_the_wrong_type_is_refused_by_validate_and_the_schema() {
+    let t = TestDir::new();
+    let schema: serde_json::Value = serde_json::from_str(acode_run::plan::SCHEMA).unwrap();
+    let jobs = &schema["properties"]["defaults"]["properties"]["jobs"];
+    assert_eq!(jobs["minimum"], 1, "{jobs}");
+    assert_eq!(jobs["maximum"], 256, "{jobs}");
+    for (bad, needle) in [
+        (json!(0), "must be at least 1"),
+        (json!(257), "from 0 to 256"),
+        (json!("4"), "from 0 to 256"),
+        (json!(1.5), "from 0 to 256"),
+    ] {
+        let plan = t.plan(
+            "j.json",
+            &json!({"plan_id": "j", "defaults": {"jobs": bad},
+                    "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}}]}),
+        );
+        let out = t.run(&["validate", plan.to_str().unwrap()]);
+        assert_exit_with(&out, 2, "plan.defaults.jobs");
+        assert!(stderr(&out).contains(needle), "{bad}: {}", stderr(&out));
+    }
+    let plan = t.plan(
+        "j.json",
+        &json!({"plan_id": "j", "defaults": {"jobs": 256},
+                "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// A step that is not an object among good ones (found by the schema property test, issue #34
+/// item 2) was a crash of `validate` (exit 101): now every problem is reported where it is, the
+/// later steps' included.
+#[test]
+fn a_step_that_is_not_an_object_is_reported_with_the_later_steps_problems() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "a", "tool": "file_read", "arguments": {"path": "x"}},
+            5,
+            {"step_id": "b", "tool": "file_read", "arguments": {"path": "x"}, "depends_on": ["zz"]}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let at: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["location"].as_str().unwrap())
+        .collect();
+    assert_eq!(at, ["steps[1]", "steps[2].depends_on[0]"], "{v}");
+}
+
+/// 500 steps with one problem are one line of the human output, with the step ranges, the count
+/// and the first step's line; `--json` keeps every problem (issue #34 item 4).
+#[test]
+fn identical_problems_of_many_steps_are_one_line_for_people_and_all_in_json() {
+    let t = TestDir::new();
+    let mut steps: Vec<serde_json::Value> = (0..3)
+        .map(|i| json!({"step_id": format!("ok{i}"), "tool": "file_read", "arguments": {"path": "x"}}))
+        .collect();
+    steps.extend((0..500).map(
+        |i| json!({"step_id": format!("s{i}"), "tool": "file_read", "arguments": {"path": "x"}, "retries": "2"}),
+    ));
+    steps.push(
+        json!({"step_id": "z", "tool": "file_read", "arguments": {"path": "x"}, "retries": "2"}),
+    );
+    let plan = t.plan("p.json", &json!({"plan_id": "p", "steps": steps}));
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("invalid plan (501 problems)"), "{err}");
+    let listed: Vec<&str> = err.lines().filter(|l| l.starts_with("  - ")).collect();
+    assert_eq!(listed.len(), 1, "{err}");
+    assert!(
+        listed[0].starts_with("  - steps[3–503].retries (501 steps): expected a whole number"),
+        "{err}"
+    );
+    assert!(listed[0].ends_with("(first at line 25)"), "{err}");
+    // Different problems stay apart, and a gap splits the range.
+    let mut steps: Vec<serde_json::Value> = (0..6)
+        .map(|i| json!({"step_id": format!("s{i}"), "tool": "file_read", "arguments": {"path": "x"}, "retries": "2"}))
+        .collect();
+    steps[2] = json!({"step_id": "s2", "tool": "file_read", "arguments": {"path": "x"}});
+    steps[4]["timeout_s"] = json!(0);
+    let plan = t.plan("q.json", &json!({"plan_id": "q", "steps": steps}));
+    let err = stderr(&t.run(&["validate", plan.to_str().unwrap()]));
+    assert!(
+        err.contains("  - steps[0–1, 3–5].retries (5 steps): "),
+        "{err}"
+    );
+    assert!(
+        err.contains("  - steps[4].timeout_s: must be at least 1"),
+        "{err}"
+    );
+    // JSON: every problem, each with its own location.
+    let out = t.run(&["validate", plan.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["problems"].as_array().unwrap().len(), 6, "{v}");
+}
+
+/// `tools` prints one JSON document on stdout (the human notes on stderr), and `tools --json` one
+/// object with the allowlist as a field, for the workspace's policy (issue #34 item 11).
+#[test]
+fn tools_stdout_is_one_json_document_and_json_carries_the_allowlist() {
+    let t = TestDir::new();
+    let out = t.run(&["tools"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    assert!(v.is_array());
+    assert!(
+        stderr(&out).contains("built-in allowlist"),
+        "{}",
+        stderr(&out)
+    );
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["hostname"], "auto_approve_commands": ["hostname"]}).to_string(),
+    );
+    let out = t.run(&["tools", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    assert!(
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "run_command")
+    );
+    let allowed = v["run_command"]["allowed_commands"].as_array().unwrap();
+    assert!(
+        allowed.contains(&json!("hostname")) && allowed.contains(&json!("cargo")),
+        "{v}"
+    );
+    assert_eq!(
+        v["run_command"]["auto_approve_commands"],
+        json!(["hostname"])
+    );
+    assert_eq!(v["confirm_tools"], json!(["file_delete"]));
 }
