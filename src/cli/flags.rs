@@ -169,7 +169,7 @@ pub const COMMANDS: &[CommandDef] = &[
         command: Command::Mcp,
         name: "mcp",
         positionals: &["[tools]", "[POLICY]", "[PLAN]"],
-        about: "Serve validate/preview/submit/status tools to an agent over MCP (stdio); `mcp tools [POLICY] [PLAN]` lists what the policy's MCP servers offer and whether it matches PLAN's pins",
+        about: "Serve validate/preview/submit/status tools to an agent over MCP (stdio); `mcp tools [POLICY] [PLAN]` (or `mcp tools PLAN`) lists what the policy's MCP servers offer and whether it matches PLAN's pins",
     },
     CommandDef {
         command: Command::Export,

@@ -29,7 +29,7 @@ use crate::sandbox::{Policy, Redactor, Workspace};
 /// Longest request line read (a bigger one is answered with an error and skipped).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
 
-/// `acode-run mcp` (serve) or `acode-run mcp tools [POLICY] [PLAN]`.
+/// `acode-run mcp` (serve) or `acode-run mcp tools [POLICY] [PLAN]` (or `mcp tools PLAN`).
 pub(super) fn cmd_mcp(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     match args.positionals.first().map(String::as_str) {
         None => serve(args, redactor),
@@ -50,7 +50,15 @@ pub(super) fn cmd_mcp(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliE
 /// PLAN's approval when a plan is given. Exit 36 when anything differs from the pins.
 fn list_server_tools(args: &Args) -> Result<i32, CliError> {
     let ws = workspace(args)?;
-    let policy = match args.positionals.get(1) {
+    // `mcp tools PLAN` (one argument that reads as a plan) checks PLAN's pins against the
+    // workspace's policy; otherwise the first argument is a policy file.
+    let (policy_arg, plan_arg) = match (args.positionals.get(1), args.positionals.get(2)) {
+        (Some(only), None) if plan::read(Path::new(only), &Default::default()).is_ok() => {
+            (None, Some(only))
+        }
+        (policy, plan) => (policy, plan),
+    };
+    let policy = match policy_arg {
         Some(p) => Policy::load(Some(Path::new(p)), ws.root())
             .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?,
         None => load_policy(args, &ws)?,
@@ -61,7 +69,7 @@ fn list_server_tools(args: &Args) -> Result<i32, CliError> {
             "the policy declares no MCP servers (mcp.servers)",
         ));
     }
-    let pins = match args.positionals.get(2) {
+    let pins = match plan_arg {
         None => None,
         Some(p) => {
             let path = PathBuf::from(p);

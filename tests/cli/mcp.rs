@@ -599,6 +599,15 @@ fn preview_and_mcp_tools_show_the_pins_and_what_changed() {
     let text = stdout(&out);
     assert!(text.contains("echo — matches its pin"), "{text}");
     assert!(text.contains("hang — not allowed by the policy"), "{text}");
+    // The plan alone (issue #34 item 13): read as the plan, with the workspace's policy, not as a
+    // policy file.
+    let out = run(&t, &["mcp", "tools", plan.to_str().unwrap()], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("echo — matches its pin"),
+        "{}",
+        stdout(&out)
+    );
 
     t.file("desc.txt", "Echoes its text, and more.\n");
     let out = run(
