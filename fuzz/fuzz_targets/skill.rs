@@ -34,7 +34,9 @@ fuzz_target!(|data: &[u8]| {
         let mut seen = std::collections::HashSet::new();
         let duplicate = lines.iter().any(|l| {
             let l = l.trim_end();
-            if l.starts_with([' ', '\t']) || l.trim().starts_with('#') {
+            let t = l.trim();
+            // Indented lines, comments and `- item` lines are not keys (as in the parser).
+            if l.starts_with([' ', '\t']) || t.starts_with('#') || t.starts_with("- ") || t == "-" {
                 return false;
             }
             l.split_once(':')
