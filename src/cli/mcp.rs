@@ -305,6 +305,30 @@ fn tool_list(revision: &str) -> Value {
 }
 
 fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let stdin = std::io::stdin();
+    serve_lines(
+        args,
+        redactor,
+        &mut stdin.lock(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// The server loop over any line source: one reply per request on `output` (flushed line by
+/// line), and on `log` (the MCP server log, stderr for `acode-run mcp`) a line for every message
+/// that gets no reply (a notification, a stray reply). Until `input` ends.
+///
+/// Public for the fuzz target `mcp_server` (fuzz/, docs/fuzzing.md), which runs this same loop over
+/// in-memory lines; not a stable API.
+#[doc(hidden)]
+pub fn serve_lines(
+    args: &Args,
+    redactor: &Redactor,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Result<i32, CliError> {
     let mut ws = workspace(args)?;
     let db = super::db_path(args, &ws)?;
     crate::runner::protect_runner_files(&mut ws, &db, None);
@@ -314,13 +338,10 @@ fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         ws,
         negotiated: RefCell::new(None),
     };
-    let stdin = std::io::stdin();
-    let mut reader = stdin.lock();
-    let stdout = std::io::stdout();
     loop {
         let mut line = Vec::new();
         let read =
-            std::io::Read::take(&mut reader, MAX_REQUEST as u64 + 1).read_until(b'\n', &mut line);
+            std::io::Read::take(&mut *input, MAX_REQUEST as u64 + 1).read_until(b'\n', &mut line);
         match read {
             Ok(0) | Err(_) => return Ok(exit::OK),
             Ok(_) => {}
@@ -328,9 +349,9 @@ fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         if line.len() > MAX_REQUEST {
             // Skip the rest of the oversized line.
             let mut rest = Vec::new();
-            let _ = reader.read_until(b'\n', &mut rest);
+            let _ = input.read_until(b'\n', &mut rest);
             reply(
-                &stdout,
+                output,
                 &error_reply(&Value::Null, -32600, "request larger than 8 MiB"),
             );
             continue;
@@ -340,23 +361,23 @@ fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         if text.is_empty() {
             continue;
         }
-        let answer =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle_line(text)))
-                .unwrap_or_else(|_| {
-                    Some(error_reply(
-                        &Value::Null,
-                        -32603,
-                        "internal error while handling the request",
-                    ))
-                });
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            server.handle_line(text, &mut *log)
+        }))
+        .unwrap_or_else(|_| {
+            Some(error_reply(
+                &Value::Null,
+                -32603,
+                "internal error while handling the request",
+            ))
+        });
         if let Some(answer) = answer {
-            reply(&stdout, &answer);
+            reply(output, &answer);
         }
     }
 }
 
-fn reply(stdout: &std::io::Stdout, message: &Value) {
-    let mut out = stdout.lock();
+fn reply(out: &mut dyn Write, message: &Value) {
     let _ = writeln!(out, "{message}");
     let _ = out.flush();
 }
@@ -374,11 +395,11 @@ fn error_reply(id: &Value, code: i64, message: &str) -> Value {
 
 impl Server<'_> {
     /// The reply to one line (`None` for a notification).
-    fn handle_line(&self, text: &str) -> Option<Value> {
+    fn handle_line(&self, text: &str, log: &mut dyn Write) -> Option<Value> {
         let message: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => {
-                eprintln!("acode-run mcp: unparsable message: {e}");
+                let _ = writeln!(log, "acode-run mcp: unparsable message: {e}");
                 return Some(error_reply(
                     &Value::Null,
                     -32700,
@@ -396,7 +417,13 @@ impl Server<'_> {
         let id = obj.get("id").cloned();
         let Some(method) = obj.get("method").and_then(Value::as_str) else {
             if obj.contains_key("result") || obj.contains_key("error") {
-                return None; // a reply to nothing we asked: ignored
+                // A reply to nothing we asked: no reply to it, but never silence (the log says).
+                let _ = writeln!(
+                    log,
+                    "acode-run mcp: ignored a reply to no request of ours (id {})",
+                    sanitize_line(&id.unwrap_or(Value::Null).to_string(), 40)
+                );
+                return None;
             }
             return Some(error_reply(
                 id.as_ref().unwrap_or(&Value::Null),
@@ -405,7 +432,11 @@ impl Server<'_> {
             ));
         };
         let Some(id) = id.filter(|i| !i.is_null()) else {
-            eprintln!("acode-run mcp: notification {}", sanitize_line(method, 80));
+            let _ = writeln!(
+                log,
+                "acode-run mcp: notification {}",
+                sanitize_line(method, 80)
+            );
             return None;
         };
         if !(id.is_string() || id.is_number()) {
@@ -415,7 +446,8 @@ impl Server<'_> {
                 "invalid request: the id must be a string or a number",
             ));
         }
-        eprintln!(
+        let _ = writeln!(
+            log,
             "acode-run mcp: request {} (id {})",
             sanitize_line(method, 80),
             sanitize_line(&id.to_string(), 40)
@@ -754,4 +786,64 @@ const INSTRUCTIONS: &str = "acode-run runs approved plans in a sandbox. Write a 
 
 fn server_info() -> Value {
     json!({"name": "acode-run", "version": env!("CARGO_PKG_VERSION")})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the server loop over `input` in a fresh workspace: (output lines, log).
+    fn serve_text(input: &str) -> (Vec<Value>, String) {
+        let dir = std::env::temp_dir().join(format!("acode-mcp-lines-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let args = match super::super::flags::parse([
+            "--workspace".into(),
+            dir.as_os_str().to_owned(),
+            std::ffi::OsString::from("mcp"),
+        ]) {
+            Ok(super::super::flags::Parsed::Run(a)) => a,
+            other => panic!("{other:?}"),
+        };
+        let (mut output, mut log) = (Vec::new(), Vec::new());
+        let code = serve_lines(
+            &args,
+            &Redactor::new(),
+            &mut input.as_bytes(),
+            &mut output,
+            &mut log,
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(code, exit::OK);
+        let lines = String::from_utf8(output).unwrap();
+        let replies = lines
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every output line is JSON"))
+            .collect();
+        (replies, String::from_utf8(log).unwrap())
+    }
+
+    /// Found by the `mcp_server` fuzz target (docs/fuzzing.md): a stray reply got neither a reply
+    /// nor a line in the server log. Every inbound line gets exactly one of the two.
+    #[test]
+    fn every_line_gets_one_reply_or_a_line_in_the_log() {
+        let (replies, log) = serve_text("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n");
+        assert!(replies.is_empty(), "{replies:?}");
+        assert!(
+            log.contains("ignored a reply to no request of ours (id 7)"),
+            "{log}"
+        );
+
+        let (replies, log) = serve_text("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}\n");
+        assert!(replies.is_empty(), "{replies:?}");
+        assert!(log.contains("notification notifications/x"), "{log}");
+
+        let (replies, _) = serve_text(
+            "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"ping\"}\nnot json\n{\"id\":1}\n",
+        );
+        assert_eq!(replies.len(), 3, "{replies:?}");
+        assert_eq!(replies[0]["id"], "a");
+        assert_eq!(replies[1]["error"]["code"], -32700);
+        assert_eq!(replies[2]["error"]["code"], -32600);
+    }
 }

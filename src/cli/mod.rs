@@ -39,6 +39,10 @@ mod hints;
 mod import;
 mod mcp;
 mod replay;
+/// The `acode-run mcp` server loop over any line source, for the fuzz target `mcp_server`
+/// (docs/fuzzing.md); not a stable API.
+#[doc(hidden)]
+pub use mcp::serve_lines as mcp_serve_lines;
 mod reports;
 mod stages;
 

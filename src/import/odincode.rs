@@ -203,6 +203,17 @@ fn stringify(v: &Value) -> String {
 /// Parses odincode plan bytes the way odincode's `parse_json_plan` does, but leniently where it
 /// costs nothing (a missing `evidence_referenced`, any casing of `intent`).
 fn parse_odin(bytes: &[u8]) -> Result<OdinPlan, ImportError> {
+    // One document for the reviewer and the importer: serde_json's `Value` would keep the last of
+    // two equal keys (odincode's own typed parser refuses a repeated field).
+    crate::sandbox::input::check_unique_keys(bytes).map_err(|d| {
+        bad(
+            format!("line {}, column {}", d.line, d.column),
+            format!(
+                "duplicate key {:?} (a key may appear once per object)",
+                d.key
+            ),
+        )
+    })?;
     let v: Value = serde_json::from_slice(bytes).map_err(|e| {
         bad(
             format!("line {}, column {}", e.line(), e.column()),
@@ -1258,5 +1269,18 @@ mod tests {
         assert_eq!(steps[0].precondition, "none");
         let e = parse_odin(br#"{"plan_id":"p","steps":[{"step_id":"s","tool":"t"}]}"#).unwrap_err();
         assert_eq!(e.location, "steps[0].arguments");
+    }
+
+    /// Found by the `odincode` fuzz target (docs/fuzzing.md): a repeated key was imported, the
+    /// last one winning, where the reviewer of the odincode plan may read the first.
+    #[test]
+    fn a_duplicate_key_is_refused_with_its_position() {
+        let e = parse_odin(
+            br#"{"plan_id":"p","steps":[{"step_id":"s","tool":"git_log","arguments":{},
+            "precondition":"none","precondition":"file exists"}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.location, "line 2, column 35");
+        assert!(e.message.contains("duplicate key \"precondition\""), "{e}");
     }
 }

@@ -207,7 +207,8 @@ fn text_block(text: &str) -> Option<Value> {
 }
 
 /// Reads a 2xx `/v1/messages` body. `request_body`/`response_body` are left for the caller.
-pub(crate) fn parse_response(
+#[doc(hidden)]
+pub fn parse_response(
     body: &str,
     url: &str,
     request: &ChatRequest,

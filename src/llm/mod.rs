@@ -82,7 +82,8 @@ pub(crate) mod test_support {
 mod http;
 pub mod ollama;
 pub mod openai;
-pub(crate) mod parse;
+#[doc(hidden)]
+pub mod parse;
 pub mod react;
 pub mod replay;
 /// Test-only: not in the shipped library (the `testing` feature, which the crate's own tests enable).

@@ -150,7 +150,8 @@ fn tool_name_for<'a>(messages: &'a [Message], call_id: &str) -> Option<&'a str> 
 }
 
 /// Reads a 2xx `/api/chat` body. `request_body`/`response_body` are left for the caller.
-pub(crate) fn parse_response(
+#[doc(hidden)]
+pub fn parse_response(
     body: &str,
     url: &str,
     request: &ChatRequest,

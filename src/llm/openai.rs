@@ -180,7 +180,8 @@ fn message_json(message: &Message) -> Value {
 }
 
 /// Reads a 2xx `/chat/completions` body. `request_body`/`response_body` are left for the caller.
-pub(crate) fn parse_response(
+#[doc(hidden)]
+pub fn parse_response(
     body: &str,
     url: &str,
     request: &ChatRequest,

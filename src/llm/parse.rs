@@ -2,6 +2,9 @@
 //! calls and their arguments. Tolerant means "accept every shape a real server is known to send";
 //! it never means "guess": an argument string that is not JSON stays a string, with an error the
 //! loop reports back to the model.
+//!
+//! Public (hidden) only so the fuzz targets reach the providers' `parse_response` with an
+//! [`IdAllocator`] (docs/fuzzing.md).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +14,7 @@ use serde_json::{Map, Value};
 use super::{ChatResponse, LlmError, LlmToolCall, ToolSpec, Usage, react};
 
 /// Hands out ids for tool calls that came without one (or with a duplicate), unique per client.
-pub(crate) struct IdAllocator<'a> {
+pub struct IdAllocator<'a> {
     counter: &'a AtomicU64,
     seen: HashSet<String>,
 }

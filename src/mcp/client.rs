@@ -890,7 +890,7 @@ impl Transport for Stdio {
         let deadline = Instant::now() + WRITE_BOUND;
         let mut rest = line.as_bytes();
         while !rest.is_empty() {
-            match self.stdin.write(rest) {
+            match write_without_sigpipe(&self.stdin, rest) {
                 Ok(0) => return Err(exited(self)),
                 Ok(n) => rest = &rest[n..],
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -999,6 +999,33 @@ fn read_stdout(stdout: std::fs::File, tx: std::sync::mpsc::Sender<Incoming>) {
         if tx.send(incoming).is_err() || stop {
             return;
         }
+    }
+}
+
+/// Writes to a server's stdin pipe without raising SIGPIPE when the server has gone: an embedder
+/// may not ignore the signal (the `acode-run` binary does, as every Rust program does; a C host or
+/// a libFuzzer harness does not), and the default action ends the whole process. SIGPIPE is
+/// blocked in this thread for the write, and one the write raised is taken off the thread's
+/// pending set before the mask is restored; the caller sees `EPIPE` (found by the `mcp_client`
+/// fuzz target, docs/fuzzing.md).
+fn write_without_sigpipe(file: &std::fs::File, bytes: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: signal-set and mask calls on local, initialised sets, for this thread only.
+    unsafe {
+        let mut pipe: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
+        let written = (&*file).write(bytes);
+        if matches!(&written, Err(e) if e.raw_os_error() == Some(libc::EPIPE)) {
+            let now = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            libc::sigtimedwait(&pipe, std::ptr::null_mut(), &now);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        written
     }
 }
 

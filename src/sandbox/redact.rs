@@ -337,7 +337,18 @@ impl Redactor {
         let mut out = Cow::Borrowed(s);
         {
             let known = self.read();
-            if !known.forms.is_empty() {
+            // A replacement can join the marker's end with the text after it into a known value
+            // again (a secret starting with `]`, followed by the rest of itself; found by the
+            // `redact` fuzz target, docs/fuzzing.md): replace until none is left, in a few rounds
+            // at most (a value inside the marker itself, `REDACTED`, matches every round).
+            for _ in 0..4 {
+                let found = match &known.literal {
+                    Some(re) => re.is_match(&out),
+                    None => known.forms.iter().any(|v| out.contains(v.as_str())),
+                };
+                if !found {
+                    break;
+                }
                 match &known.literal {
                     Some(re) => out = replace(out, re, NoExpand(REDACTED)),
                     None => {
@@ -533,6 +544,24 @@ mod tests {
         assert!(out.contains(REDACTED), "{out:?}");
         // Idempotent.
         assert_eq!(red.redact(&out), out, "second pass changed {out:?}");
+    }
+
+    /// Found by the `redact` fuzz target (docs/fuzzing.md): a secret starting with the marker's
+    /// end, followed by the rest of itself, was rebuilt by its own replacement.
+    #[test]
+    fn the_marker_cannot_rebuild_a_secret_with_the_text_after_it() {
+        for secret in ["]abc123xyz", "D]o\u{1}:\"v0", "EDACTED]o:x"] {
+            let red = r().with_extra_values([secret]);
+            let rest = &secret[secret.find(']').unwrap() + 1..];
+            for text in [
+                format!("{secret}{rest}"),
+                format!("c@d{secret}{rest}{rest}\"}}"),
+            ] {
+                gone(&red, &text, secret);
+                let v = red.redact_value(&serde_json::Value::String(text.clone()));
+                assert!(!v.as_str().unwrap().contains(secret), "{v}");
+            }
+        }
     }
 
     #[test]

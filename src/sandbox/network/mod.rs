@@ -215,9 +215,12 @@ pub fn canonical_host(host: &str) -> Result<Host, String> {
 
 /// `host` and `port` of `host:port` (`[v6]:port`); no port → `None`.
 pub fn split_host_port(text: &str) -> Result<(&str, Option<u16>), String> {
+    // Digits only: `u16::from_str` also takes a leading `+`, which no URL parser reads as a port
+    // (found by the `proxy` fuzz target, docs/fuzzing.md).
     let port = |p: &str| {
-        p.parse::<u16>()
-            .ok()
+        Some(p)
+            .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u16>().ok())
             .filter(|p| *p > 0)
             .ok_or_else(|| format!("{p:?} is not a port number"))
     };
@@ -337,6 +340,27 @@ mod tests {
 
     fn host(s: &str) -> Host {
         canonical_host(s).unwrap()
+    }
+
+    /// Found by the `proxy` fuzz target: `CONNECT 127.0.0.1:+PORT` was forwarded, where every URL
+    /// parser refuses the port.
+    #[test]
+    fn a_port_is_digits_only() {
+        for text in [
+            "127.0.0.1:+80",
+            "[::1]:+80",
+            "example.org:+443",
+            "example.org:-1",
+            "h: 80",
+        ] {
+            assert!(split_host_port(text).is_err(), "{text}");
+            assert!(HostRule::parse(text, text).is_err(), "{text}");
+        }
+        assert_eq!(
+            split_host_port("example.org:080"),
+            Ok(("example.org", Some(80)))
+        );
+        assert_eq!(split_host_port("[::1]:443"), Ok(("[::1]", Some(443))));
     }
 
     #[test]

@@ -1,0 +1,81 @@
+//! Redaction: `sandbox::Redactor` (what the store, the events and the executor pass every text
+//! and value through) with one known secret (as a run learns a secret variable's value), planted
+//! at a position the fuzzer picks inside text the fuzzer writes.
+//!
+//! Properties: the secret (trimmed, as the redactor keeps it, and at least `MIN_SECRET_LEN`
+//! long, and not part of the marker `[REDACTED]` itself) never survives `redact`, `redact_message`, `redact_value` (as a string, an array item,
+//! an object value and key) or `redact_json_text` (read back as JSON, and as raw text in its
+//! escaped form); redaction is a fixed point (redacting the output again changes nothing).
+#![no_main]
+
+use acode_run::sandbox::Redactor;
+use acode_run::sandbox::redact::{MIN_SECRET_LEN, REDACTED};
+use libfuzzer_sys::fuzz_target;
+use serde_json::{Value, json};
+
+fn holds(v: &Value, secret: &str) -> bool {
+    match v {
+        Value::String(s) => s.contains(secret),
+        Value::Array(a) => a.iter().any(|i| holds(i, secret)),
+        Value::Object(m) => m
+            .iter()
+            .any(|(k, v)| k.contains(secret) || holds(v, secret)),
+        _ => false,
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let [len, at, rest @ ..] = data else { return };
+    let len = usize::from(*len % 48);
+    if rest.len() < len {
+        return;
+    }
+    let (secret, text) = rest.split_at(len);
+    let secret = String::from_utf8_lossy(secret);
+    let secret = secret.trim();
+    // A secret inside the marker itself (`REDACTED`) is in every redacted text by construction.
+    if secret.len() < MIN_SECRET_LEN || REDACTED.contains(secret) {
+        return;
+    }
+    let text = String::from_utf8_lossy(text).into_owned();
+    let mut at = usize::from(*at) % (text.len() + 1);
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let planted = format!("{}{secret}{}", &text[..at], &text[at..]);
+    let red = Redactor::new().with_extra_values([secret.to_string()]);
+
+    for (how, out) in [
+        ("redact", red.redact(&planted).into_owned()),
+        ("redact_message", red.redact_message(&planted).into_owned()),
+    ] {
+        assert!(
+            !out.contains(secret),
+            "{how}: {secret:?} survived in {out:?}"
+        );
+    }
+    let out = red.redact(&planted);
+    assert_eq!(red.redact(&out), out, "a second pass changed the output");
+
+    let value = json!({"s": planted, "a": [planted], planted.clone(): 1});
+    let redacted = red.redact_value(&value);
+    assert!(
+        !holds(&redacted, secret),
+        "redact_value: {secret:?} survived in {redacted}"
+    );
+
+    let doc = value.to_string();
+    let out = red.redact_json_text(&doc);
+    let escaped = serde_json::to_string(secret).unwrap();
+    let escaped = &escaped[1..escaped.len() - 1];
+    assert!(
+        !out.contains(escaped),
+        "redact_json_text: {escaped:?} survived in {out:?}"
+    );
+    if let Ok(back) = serde_json::from_str::<Value>(&out) {
+        assert!(
+            !holds(&back, secret),
+            "redact_json_text: {secret:?} survived in {out}"
+        );
+    }
+});

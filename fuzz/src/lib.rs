@@ -1,0 +1,245 @@
+//! What the fuzz targets share: an independent duplicate-key detector (so "duplicate keys are
+//! always refused" is checked against something that is not acode-run's own
+//! `sandbox::input::check_unique_keys`), a scratch directory per process, and a deadline runner.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// Whether `bytes`, as one JSON document, has an object with the same key twice (after
+/// unescaping, at any depth): `None` when it is not a JSON document serde_json accepts.
+pub fn has_duplicate_key(bytes: &[u8]) -> Option<bool> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let found = Dup.deserialize_in(&mut de).ok()?;
+    de.end().ok()?;
+    Some(found)
+}
+
+/// A visitor that walks any JSON value and answers whether some object repeats a key.
+struct Dup;
+
+impl Dup {
+    fn deserialize_in<'de, D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+struct DupSeed;
+
+impl<'de> de::DeserializeSeed<'de> for DupSeed {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(Dup)
+    }
+}
+
+impl<'de> Visitor<'de> for Dup {
+    type Value = bool;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(d) = seq.next_element_seed(DupSeed)? {
+            found |= d;
+        }
+        Ok(found)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        let mut found = false;
+        while let Some(k) = map.next_key::<String>()? {
+            found |= !keys.insert(k);
+            found |= map.next_value_seed(DupSeed)?;
+        }
+        Ok(found)
+    }
+}
+
+/// A directory of this process's own under the system temp dir, made once, removed by nobody
+/// (the fuzzer's process is short-lived; `scripts/fuzz-smoke.sh` removes them afterwards).
+pub fn scratch(name: &str) -> &'static Path {
+    static DIRS: OnceLock<std::sync::Mutex<Vec<(String, &'static Path)>>> = OnceLock::new();
+    let dirs = DIRS.get_or_init(Default::default);
+    let mut dirs = dirs.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, p)) = dirs.iter().find(|(n, _)| n == name) {
+        return p;
+    }
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("acode-fuzz-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let dir: &'static Path = Box::leak(dir.into_boxed_path());
+    dirs.push((name.to_string(), dir));
+    dir
+}
+
+/// Runs `f` on a thread and panics (a libFuzzer crash, with `what` in the message) when it has
+/// not finished within `limit`: the targets' "never a hang" property, checked inside the target
+/// rather than left to libFuzzer's process-wide `-timeout`.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => {
+            let _ = handle.join();
+            v
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            // The thread panicked: let its panic be the crash.
+            match handle.join() {
+                Err(p) => std::panic::resume_unwind(p),
+                Ok(()) => unreachable!("the thread ended without sending"),
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("hang: {what} did not finish within {limit:?}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_found_after_unescaping_at_any_depth() {
+        assert_eq!(has_duplicate_key(br#"{"a":1,"b":2}"#), Some(false));
+        assert_eq!(has_duplicate_key(br#"{"a":1,"a":2}"#), Some(true));
+        assert_eq!(
+            has_duplicate_key(br#"[{"x":{"a":1,"\u0061":2}}]"#),
+            Some(true)
+        );
+        assert_eq!(has_duplicate_key(br#"{"a":1"#), None);
+    }
+}
+
+/// The tools an agent step is offered in the LLM targets: every built-in tool.
+pub fn offered() -> &'static (
+    acode_run::tools::ToolRegistry,
+    Vec<acode_run::llm::ToolSpec>,
+) {
+    static OFFERED: OnceLock<(
+        acode_run::tools::ToolRegistry,
+        Vec<acode_run::llm::ToolSpec>,
+    )> = OnceLock::new();
+    OFFERED.get_or_init(|| {
+        let registry = acode_run::tools::ToolRegistry::builtin();
+        let names: Vec<&str> = registry.names().collect();
+        let specs = acode_run::llm::ToolSpec::from_registry(&registry, &names);
+        (registry, specs)
+    })
+}
+
+/// What the agent loop does with one call the model asked for, by the same public steps in the
+/// same order as `executor::agent` and `executor::call`'s admission: a call with a parse error is
+/// refused with its feedback; a tool not offered or not registered is refused; arguments the
+/// tool's schema (`tools::schema::validate`) rejects are refused; what passes goes to the tool's
+/// own `check`. Returns whether the call would reach the tool.
+///
+/// Properties: the refusal text exists for every refused call; a call that reaches the tool names
+/// an offered, registered tool and has an object as arguments that its schema accepts; the tool's
+/// `check` on schema-valid arguments never panics, and a refusal there is a message, not a crash.
+pub fn admit(name: &str, arguments: &serde_json::Value, parse_error: Option<String>) -> bool {
+    let (registry, specs) = offered();
+    if let Some(feedback) = parse_error {
+        assert!(!feedback.is_empty());
+        return false;
+    }
+    if !specs.iter().any(|s| s.name == name) {
+        return false;
+    }
+    let Some((tool, schema)) = registry.lookup(name) else {
+        return false;
+    };
+    if !acode_run::tools::schema::validate(schema, arguments, "arguments").is_empty() {
+        return false;
+    }
+    assert!(
+        arguments.is_object(),
+        "the schema of {name} accepted arguments that are not an object: {arguments}"
+    );
+    let ws = workspace();
+    let policy = acode_run::sandbox::Policy::default();
+    let ctx = acode_run::plan::ValidationContext {
+        registry,
+        workspace: ws,
+        policy: &policy,
+    };
+    if let Err(e) = ctx.with_tool_context(|c| tool.check(arguments, c)) {
+        assert!(!e.to_string().is_empty());
+    }
+    true
+}
+
+/// An empty workspace for tools' checks.
+pub fn workspace() -> &'static acode_run::sandbox::Workspace {
+    static WS: OnceLock<acode_run::sandbox::Workspace> = OnceLock::new();
+    WS.get_or_init(|| acode_run::sandbox::Workspace::new(scratch("tool-ws")).unwrap())
+}
+
+/// Checks one provider's parse of a 2xx body (`parse_response`): ids are unique and non-empty;
+/// a call without a parse error has a name and an object as arguments; a call with one gets the
+/// feedback text the loop sends back; then [`admit`] for each.
+pub fn check_answer(parsed: Result<acode_run::llm::ChatResponse, acode_run::llm::LlmError>) {
+    let response = match parsed {
+        Ok(r) => r,
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            return;
+        }
+    };
+    let mut ids = std::collections::HashSet::new();
+    for call in &response.tool_calls {
+        assert!(!call.id.is_empty(), "a call without an id");
+        assert!(
+            ids.insert(call.id.clone()),
+            "two calls with id {:?}",
+            call.id
+        );
+        let feedback = call.parse_error_feedback();
+        assert_eq!(feedback.is_some(), call.parse_error.is_some());
+        if call.parse_error.is_none() {
+            assert!(
+                !call.name.is_empty(),
+                "a call without a name and no parse error"
+            );
+            assert!(
+                call.arguments.is_object(),
+                "a call's arguments are not an object and no parse error says so: {}",
+                call.arguments
+            );
+        }
+        admit(&call.name, &call.arguments, feedback);
+    }
+}
+
+/// A request offering every built-in tool, as an agent step's would.
+pub fn request() -> acode_run::llm::ChatRequest {
+    acode_run::llm::ChatRequest::new("fuzz-model", Vec::new()).with_tools(offered().1.clone())
+}
