@@ -118,9 +118,13 @@ fn crate_abi(abi: u32) -> ABI {
     ABI::from(i32::try_from(abi).unwrap_or(i32::MAX))
 }
 
+/// How many rulesets a run keeps, most recently used first: one per temporary directory in use
+/// at once (`--jobs`), each reused by the commands that get that directory after it.
+const RULESETS_KEPT: usize = 8;
+
 /// Landlock rules for one run: the ABI to use, the extra writable directories (the run's downloads
-/// directory), the last ruleset built (reused while its grants are unchanged: an MCP server, a
-/// command without a temporary directory) and the handles of its grants.
+/// directory), the rulesets last built (reused while their grants are unchanged: the temporary
+/// directories of finished commands are reused, emptied) and the handles of their grants.
 #[derive(Debug)]
 pub struct LandlockRules {
     abi: u32,
@@ -133,7 +137,7 @@ pub struct LandlockRules {
     connect_ports: Vec<u16>,
     /// TCP ports commands may bind (the forwarder inside bwrap), at ABI ≥ 4.
     bind_ports: Vec<u16>,
-    cache: Mutex<Option<(Vec<Grant>, Arc<OwnedFd>)>>,
+    cache: Mutex<Vec<(Vec<Grant>, Arc<OwnedFd>)>>,
     /// The `O_PATH` descriptors of the last ruleset's grants, by path and inode: a ruleset is
     /// built for every command under Landlock (each has a temporary directory of its own), and
     /// reusing them leaves one system call per rule.
@@ -169,7 +173,7 @@ impl LandlockRules {
             fixed_reads: std::sync::OnceLock::new(),
             connect_ports: Vec::new(),
             bind_ports: Vec::new(),
-            cache: Mutex::new(None),
+            cache: Mutex::new(Vec::new()),
             handles: Mutex::new(std::collections::HashMap::new()),
         }
     }
@@ -263,13 +267,15 @@ impl LandlockRules {
             }
         }
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((cached, fd)) = cache.as_ref()
-            && *cached == grants
-        {
-            return Ok(fd.clone());
+        if let Some(i) = cache.iter().position(|(cached, _)| *cached == grants) {
+            let hit = cache.remove(i);
+            let fd = hit.1.clone();
+            cache.insert(0, hit);
+            return Ok(fd);
         }
         let fd = Arc::new(self.build(&grants)?);
-        *cache = Some((grants, fd.clone()));
+        cache.insert(0, (grants, fd.clone()));
+        cache.truncate(RULESETS_KEPT);
         Ok(fd)
     }
 

@@ -231,6 +231,10 @@ pub struct OsSandbox {
     /// Under bwrap and Landlock: the workspace's `.git` entries, kept current between commands instead of a
     /// walk per command ([`NestedGit`]); started by the first command.
     nested_git: std::sync::OnceLock<NestedGit>,
+    /// Under Landlock: commands' temporary directories, emptied, for later commands
+    /// ([`PrivateTemp::from_pool`]): a command in a directory an earlier one had gets the ruleset
+    /// already built for it.
+    temp_pool: std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>,
     /// Where a credential is persisted in the workspace's `.git/config` (its keys, no value), for
     /// the header ([`super::config_secrets`]); empty when none is.
     git_credentials: Vec<String>,
@@ -278,6 +282,7 @@ impl OsSandbox {
             supervisors: std::sync::Mutex::new(Vec::new()),
             supervisor_failed: std::sync::atomic::AtomicBool::new(false),
             nested_git: std::sync::OnceLock::new(),
+            temp_pool: std::sync::Arc::new(std::sync::Mutex::new(Vec::new())),
             git_credentials: Vec::new(),
             git_config_copies: std::sync::OnceLock::new(),
             client_env: Vec::new(),
@@ -798,7 +803,8 @@ impl OsSandbox {
                     // side by side cannot read each other's temporary files (removed after it).
                     let mut own = Vec::new();
                     if let Some(temp) = &self.temp {
-                        let dir = std::sync::Arc::new(PrivateTemp::new(temp)?);
+                        let dir =
+                            std::sync::Arc::new(PrivateTemp::from_pool(temp, &self.temp_pool)?);
                         let tmpdir = dir.path().to_string_lossy().into_owned();
                         set_env(&mut spec.env, &[("TMPDIR".to_string(), tmpdir)]);
                         own.push(dir.path().to_path_buf());

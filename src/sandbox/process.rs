@@ -92,12 +92,17 @@ pub struct CommandSpec {
     pub private_temp: Option<Arc<PrivateTemp>>,
 }
 
-/// A directory of one command's own, removed (with its contents) when dropped: under Landlock
-/// the command's `TMPDIR`, the only temporary directory its ruleset lets it use, so that commands
-/// of a run running side by side cannot read each other's temporary files (bwrap gives each its
-/// own in the sandbox's tmpfs).
+/// A directory of one command's own, emptied when dropped: under Landlock the command's
+/// `TMPDIR`, the only temporary directory its ruleset lets it use, so that commands of a run
+/// running side by side cannot read each other's temporary files (bwrap gives each its own in the
+/// sandbox's tmpfs). An emptied directory goes back to its pool for a later command — the same
+/// inode, so that command's ruleset is one already built — or, without a pool or when it cannot be
+/// emptied, is removed.
 #[derive(Debug)]
-pub struct PrivateTemp(PathBuf);
+pub struct PrivateTemp {
+    path: PathBuf,
+    pool: Option<Arc<std::sync::Mutex<Vec<PathBuf>>>>,
+}
 
 impl PrivateTemp {
     /// Creates a new directory (mode 0700) in `parent`.
@@ -105,18 +110,57 @@ impl PrivateTemp {
         use std::os::unix::fs::DirBuilderExt;
         let path = parent.join(format!("cmd-{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        Ok(PrivateTemp(path))
+        Ok(PrivateTemp { path, pool: None })
+    }
+
+    /// An empty directory from `pool` (one a finished command left, emptied), else a new one in
+    /// `parent`; it returns to `pool` when dropped.
+    pub fn from_pool(
+        parent: &std::path::Path,
+        pool: &Arc<std::sync::Mutex<Vec<PathBuf>>>,
+    ) -> std::io::Result<PrivateTemp> {
+        let reused = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut temp = match reused {
+            Some(path) if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) => {
+                PrivateTemp { path, pool: None }
+            }
+            _ => PrivateTemp::new(parent)?,
+        };
+        temp.pool = Some(pool.clone());
+        Ok(temp)
     }
 
     /// Where it is.
     pub fn path(&self) -> &std::path::Path {
-        &self.0
+        &self.path
     }
+}
+
+/// Removes everything in `dir` (never following a link) and makes it private again.
+fn empty_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 impl Drop for PrivateTemp {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if let Some(pool) = &self.pool
+            && empty_dir(&self.path).is_ok()
+        {
+            pool.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(self.path.clone());
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 

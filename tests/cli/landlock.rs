@@ -614,3 +614,56 @@ fn commands_side_by_side_cannot_read_each_others_temporary_files() {
         "{written} was left behind"
     );
 }
+
+#[test]
+fn a_later_command_finds_its_temporary_directory_empty() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    std::fs::create_dir_all(t.ws.join("out")).unwrap();
+    // The first leaves a file, a directory and a link in its TMPDIR; each later one lists its
+    // own (a directory may be reused once emptied, so the listing must be empty every time).
+    let leave = "import os\n\
+                 d = os.environ['TMPDIR']\n\
+                 open(os.path.join(d, 'left.txt'), 'w').write('x')\n\
+                 os.makedirs(os.path.join(d, 'sub/deeper'))\n\
+                 os.symlink('/etc/passwd', os.path.join(d, 'link'))\n\
+                 os.chmod(d, 0o777)\n\
+                 open('out/first.txt', 'w').write(d)\n";
+    let look = |i: usize| {
+        format!(
+            "import os, stat\n\
+             d = os.environ['TMPDIR']\n\
+             m = stat.S_IMODE(os.stat(d).st_mode)\n\
+             open('out/look{i}.txt', 'w').write(f'{{sorted(os.listdir(d))}} {{oct(m)}}')\n"
+        )
+    };
+    let mut steps = vec![py(&t, "leave", leave)];
+    for i in 0..3 {
+        let mut s = py(&t, &format!("look{i}"), &look(i));
+        s["depends_on"] = json!([if i == 0 {
+            "leave".to_string()
+        } else {
+            format!("look{}", i - 1)
+        }]);
+        steps.push(s);
+    }
+    let plan = t.plan("seq.json", &json!({"plan_id": "seq", "steps": steps}));
+    t.approve(&plan);
+    let out = t
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--sandbox", "landlock"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for i in 0..3 {
+        assert_eq!(
+            t.read(&format!("out/look{i}.txt")),
+            "[] 0o700",
+            "command {i}"
+        );
+    }
+    // The link was removed, not followed.
+    assert!(std::path::Path::new("/etc/passwd").exists());
+}
