@@ -716,21 +716,9 @@ rep('new_approval', attempt(lambda: write('other.json.approval')))
         assert_eq!(code_of(&out), 0, "{}", stderr(&out));
         // "False": /var/tmp is not visible, so the command ran under bwrap.
         let mut db_out = String::new();
-        for row in query_stdout(&a.t) {
+        for row in a.t.artifacts("stdout") {
             db_out.push_str(&row);
         }
         assert!(db_out.contains("nokey False"), "{db_out}");
     }
-}
-
-/// The stdout artifacts the runs recorded, from the database.
-fn query_stdout(t: &TestDir) -> Vec<String> {
-    let db = t.db();
-    let mut stmt = db
-        .prepare("SELECT content FROM artifacts WHERE artifact_type = 'stdout'")
-        .unwrap();
-    stmt.query_map([], |r| r.get::<_, String>(0))
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect()
 }

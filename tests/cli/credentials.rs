@@ -133,16 +133,7 @@ fn credential_files_in_home_are_unreadable_and_never_recorded_in_any_mode() {
             !String::from_utf8_lossy(&raw).contains(&marker),
             "{mode}: a credential is in the database"
         );
-        let outputs: Vec<String> = {
-            let db = t.db();
-            let mut stmt = db
-                .prepare("SELECT content FROM artifacts WHERE artifact_type = 'stdout'")
-                .unwrap();
-            stmt.query_map([], |r| r.get::<_, String>(0))
-                .unwrap()
-                .map(Result::unwrap)
-                .collect()
-        };
+        let outputs = t.artifacts("stdout");
         let text = outputs.join("\n");
         // The probe really ran and tried every file (and listing `~/.ssh`). (Under bwrap the home
         // directory itself exists, as the parent of the mounted toolchain home, and is empty but

@@ -104,6 +104,19 @@ impl TestDir {
     }
 
     /// Opens the run database.
+    /// Every artifact of type `kind` (`stdout`, `stderr`, ...) in the run database, in no
+    /// particular order: what the runs recorded, to look for a value that must not be there.
+    pub fn artifacts(&self, kind: &str) -> Vec<String> {
+        let db = self.db();
+        let mut st = db
+            .prepare("SELECT content FROM artifacts WHERE artifact_type = ?1")
+            .unwrap();
+        st.query_map([kind], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     pub fn db(&self) -> Connection {
         Connection::open(self.ws.join(".acode/executions.db")).unwrap()
     }

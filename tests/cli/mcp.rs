@@ -69,18 +69,6 @@ fn approval(plan: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
-/// Every artifact of type `kind` in the run database.
-fn artifacts(t: &TestDir, kind: &str) -> Vec<String> {
-    let db = t.db();
-    let mut st = db
-        .prepare("SELECT content FROM artifacts WHERE artifact_type = ?1")
-        .unwrap();
-    st.query_map([kind], |r| r.get::<_, String>(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
-
 #[test]
 fn a_pinned_tool_runs_as_a_direct_step_in_both_protocol_eras() {
     for (era, server_name) in [
@@ -115,12 +103,12 @@ fn a_pinned_tool_runs_as_a_direct_step_in_both_protocol_eras() {
         assert_eq!(result["success"], true);
         let call = events.iter().find(|e| e["type"] == "tool_call").unwrap();
         assert_eq!(call["server"], "fx");
-        let request = artifacts(&t, "mcp_request");
+        let request = t.artifacts("mcp_request");
         assert_eq!(request.len(), 1);
         assert!(request[0].contains("hello from mcp"), "{request:?}");
-        assert!(artifacts(&t, "mcp_result")[0].contains("hello from mcp"));
+        assert!(t.artifacts("mcp_result")[0].contains("hello from mcp"));
         assert!(
-            artifacts(&t, "mcp_stderr")
+            t.artifacts("mcp_stderr")
                 .concat()
                 .contains("fixture server starting"),
             "the server's stderr is kept"
@@ -339,7 +327,7 @@ fn sampling_elicitation_and_roots_requests_are_refused_and_recorded() {
         assert_eq!(answer["error"]["code"], -32601);
         assert!(answer.get("result").is_none());
     }
-    let refused = artifacts(&t, "mcp_refused");
+    let refused = t.artifacts("mcp_refused");
     assert_eq!(refused.len(), 1);
     for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
         assert!(refused[0].contains(method), "{refused:?}");
@@ -403,7 +391,7 @@ fn a_server_cannot_write_outside_the_workspace_nor_read_an_ssh_key() {
         std::fs::read_to_string(t.outside.join("sentinel.txt")).unwrap(),
         "untouched\n"
     );
-    let everything = artifacts(&t, "mcp_result").concat();
+    let everything = t.artifacts("mcp_result").concat();
     assert!(!everything.contains("FAKE-PRIVATE-KEY"), "{everything}");
 }
 
@@ -427,7 +415,7 @@ fn only_the_listed_environment_variables_reach_the_server() {
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let result: Value = serde_json::from_str(&artifacts(&t, "mcp_result")[0]).unwrap();
+    let result: Value = serde_json::from_str(&t.artifacts("mcp_result")[0]).unwrap();
     let seen: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(seen["MCP_LISTED"], "listed-value");
     assert_eq!(seen["MCP_UNLISTED"], Value::Null);
@@ -457,7 +445,7 @@ fn a_secret_in_a_tool_result_is_redacted_in_the_database() {
         !raw.windows(needle.len()).any(|w| w == needle),
         "the token is in the database file"
     );
-    assert!(artifacts(&t, "mcp_result")[0].contains("[REDACTED]"));
+    assert!(t.artifacts("mcp_result")[0].contains("[REDACTED]"));
 }
 
 #[test]
@@ -473,7 +461,7 @@ fn images_are_stored_as_artifacts_and_is_error_is_a_failed_call() {
     approve(&t, &plan);
     let out = run(&t, &["run", plan.to_str().unwrap(), "--json"], &[]);
     assert_eq!(code(&out), 30, "{}", stderr(&out));
-    let image = artifacts(&t, "mcp_image");
+    let image = t.artifacts("mcp_image");
     assert_eq!(image.len(), 1);
     assert!(image[0].contains("iVBORw0KGgo="));
     let err = stderr(&out);
@@ -1047,7 +1035,7 @@ fn real_registry_servers_are_pinned_and_called_when_asked() {
         &env,
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let results = artifacts(&t, "mcp_result").concat();
+    let results = t.artifacts("mcp_result").concat();
     assert!(results.contains("hello real server"), "{results}");
     assert!(results.contains("UTC"), "{results}");
 }
@@ -1212,7 +1200,7 @@ fn a_server_that_exits_at_once_is_reported_with_its_stderr() {
     assert!(message.contains(r"\u{1b}[31mnow"), "{failed}");
     assert!(!message.contains('\x1b'), "{failed}");
     assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
-    let logged = artifacts(&t, "mcp_stderr");
+    let logged = t.artifacts("mcp_stderr");
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert!(
         logged[0].contains("fixture: loading configuration\n"),
