@@ -372,3 +372,110 @@ fn the_circle_finder_finds_circles_and_nothing_else() {
     assert!(names.contains(&": a -> d".to_string()), "{names:?}");
     assert_eq!(names.len(), 3, "{names:?}");
 }
+
+/// The layers of the crate, top first (issue 35, docs/architecture.md): a module may use its own
+/// layer and the ones below, never one above. Declared once, here.
+const LAYERS: &[&[&str]] = &[
+    &["cli"],
+    &["runner"],
+    &["executor", "stages", "import", "report", "preview"],
+    &["plan", "llm", "store", "events"],
+    &["tools"],
+    // The MCP protocol (client, pins): what the tools layer's MCP tools call, on top of the
+    // sandbox's processes and network.
+    &["mcp"],
+    &["sandbox"],
+    &["util", "error", "suggest", "terminal", "testing"],
+];
+
+/// Uses against [`LAYERS`] that the code still has, as `(from, to)` top-level modules: none
+/// today. The test fails on any other, and on any of these that is gone (so the list only
+/// shrinks).
+const NOT_YET: &[(&str, &str)] = &[];
+
+fn layer_of(top: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&top))
+}
+
+/// Every use of a higher layer's module, outside comments and test modules: `(from, to, module
+/// and the text that uses it)`.
+fn uses_against_the_layers() -> Vec<(String, String, String)> {
+    let modules = modules();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    for (me, code) in &modules {
+        let Some(top) = me.first() else { continue };
+        let Some(mine) = layer_of(top) else { continue };
+        let is_dir = src.join(me.join("/")).join("mod.rs").exists();
+        for (target, text) in references(me, is_dir, code) {
+            let Some(to) = target.first() else { continue };
+            if to == top {
+                continue;
+            }
+            if let Some(theirs) = layer_of(to)
+                && theirs < mine
+            {
+                out.push((
+                    top.clone(),
+                    to.clone(),
+                    format!("src/{}: {text}", me.join("/")),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_top_level_module_is_in_one_layer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let top = name.trim_end_matches(".rs");
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        assert!(
+            layer_of(top).is_some(),
+            "src/{name} is in no layer: add it to LAYERS in tests/cli/imports.rs and to docs/architecture.md"
+        );
+    }
+}
+
+#[test]
+fn imports_point_down_the_layers() {
+    let found = uses_against_the_layers();
+    let new: Vec<&(String, String, String)> = found
+        .iter()
+        .filter(|(from, to, _)| !NOT_YET.contains(&(from.as_str(), to.as_str())))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "imports against the layers (LAYERS in tests/cli/imports.rs):\n{}",
+        new.iter()
+            .map(|(f, t, at)| format!("  {f} -> {t}: {at}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    for (from, to) in NOT_YET {
+        assert!(
+            found.iter().any(|(f, t, _)| f == from && t == to),
+            "{from} -> {to} no longer happens: remove it from NOT_YET (tests/cli/imports.rs) and \
+             from docs/architecture.md"
+        );
+    }
+}
+
+#[test]
+fn the_layer_check_finds_a_use_of_a_higher_layer() {
+    // The same reading the real check makes, on a made-up module of the tools layer.
+    let code = code_only("use crate::cli::Args;\n// crate::runner in a comment\nfn f() {}\n");
+    let refs = references(&vec!["tools".to_string(), "x".to_string()], false, &code);
+    let ups: Vec<&str> = refs
+        .iter()
+        .filter_map(|(t, _)| t.first())
+        .filter(|to| layer_of(to).is_some_and(|l| l < layer_of("tools").unwrap()))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(ups, ["cli"]);
+}
