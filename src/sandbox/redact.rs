@@ -337,28 +337,36 @@ impl Redactor {
         let mut out = Cow::Borrowed(s);
         {
             let known = self.read();
-            // A replacement can join the marker's end with the text after it into a known value
-            // again (a secret starting with `]`, followed by the rest of itself; found by the
-            // `redact` fuzz target, docs/fuzzing.md): replace until none is left, in a few rounds
-            // at most (a value inside the marker itself, `REDACTED`, matches every round).
-            for _ in 0..4 {
-                let found = match &known.literal {
-                    Some(re) => re.is_match(&out),
-                    None => known.forms.iter().any(|v| out.contains(v.as_str())),
-                };
-                if !found {
-                    break;
-                }
-                match &known.literal {
-                    Some(re) => out = replace(out, re, NoExpand(REDACTED)),
-                    None => {
-                        for v in &known.forms {
-                            if out.contains(v.as_str()) {
-                                out = Cow::Owned(out.replace(v.as_str(), REDACTED));
-                            }
+            match &known.literal {
+                Some(re) => out = replace(out, re, NoExpand(REDACTED)),
+                None => {
+                    for v in &known.forms {
+                        if out.contains(v.as_str()) {
+                            out = Cow::Owned(out.replace(v.as_str(), REDACTED));
                         }
                     }
                 }
+            }
+            // A replacement can join the marker with the text beside it into a known value again
+            // (a secret starting with `]` or `D]` followed by the rest of itself, or ending with
+            // `[` or `[RE` after its start; found by the `redact` fuzz target, docs/fuzzing.md):
+            // such an occurrence and the marker it overlaps become one marker.
+            let find = |text: &str, from: usize| -> Option<(usize, usize)> {
+                match &known.literal {
+                    Some(re) => re.find_at(text, from).map(|m| (m.start(), m.end())),
+                    None => known
+                        .forms
+                        .iter()
+                        .filter_map(|v| {
+                            text[from..]
+                                .find(v.as_str())
+                                .map(|i| (from + i, from + i + v.len()))
+                        })
+                        .min(),
+                }
+            };
+            if find(&out, 0).is_some() {
+                out = Cow::Owned(collapse_rebuilt(out.into_owned(), find));
             }
         }
         let c = compiled();
@@ -528,6 +536,58 @@ fn replace<'a, R: regex::Replacer>(cur: Cow<'a, str>, re: &Regex, rep: R) -> Cow
     }
 }
 
+/// The most rebuilt occurrences [`collapse_rebuilt`] merges before it gives up and masks the rest
+/// of the text (fail closed: only a value overlapping the marker, repeated by its text, gets there).
+const MAX_REBUILT: usize = 10_000;
+
+/// Merges every occurrence of a known value left after the first replacement (each overlaps a
+/// marker: the first pass replaced all others) with the marker(s) it overlaps, into one marker,
+/// left to right; an occurrence lying inside a marker (a value that is part of `[REDACTED]`) is
+/// left. Each merge removes at least one character of the text, so this ends.
+fn collapse_rebuilt(mut s: String, find: impl Fn(&str, usize) -> Option<(usize, usize)>) -> String {
+    let marker = REDACTED.as_bytes();
+    // The start of the marker that holds byte `i`, if one does.
+    let marker_at = |s: &str, i: usize| -> Option<usize> {
+        let b = s.as_bytes();
+        (i.saturating_sub(marker.len() - 1)..=i)
+            .rev()
+            .find(|&ms| b.get(ms..ms + marker.len()) == Some(marker))
+    };
+    let mut pos = 0;
+    for _ in 0..MAX_REBUILT {
+        let Some((a, b)) = find(&s, pos) else {
+            return s;
+        };
+        let first = marker_at(&s, a);
+        if first.is_some_and(|ms| b <= ms + marker.len()) {
+            // Inside one marker (a value that is part of `[REDACTED]`): not a rebuilt value.
+            pos = a + 1;
+            while pos < s.len() && !s.is_char_boundary(pos) {
+                pos += 1;
+            }
+            if pos >= s.len() {
+                return s;
+            }
+            continue;
+        }
+        let start = first.unwrap_or(a);
+        let end = marker_at(&s, b - 1).map_or(b, |ms| ms + marker.len());
+        s.replace_range(start..end, REDACTED);
+        // A new occurrence may begin before the marker just written.
+        let mut back = start.saturating_sub(MAX_SECRET_BACKTRACK);
+        while !s.is_char_boundary(back) {
+            back -= 1;
+        }
+        pos = back;
+    }
+    // Give up on this text: nothing of it is shown.
+    REDACTED.to_string()
+}
+
+/// How far before a merged marker a value that ends inside it may begin (a value is at most this
+/// long in practice; longer ones are found from an earlier position anyway by the first pass).
+const MAX_SECRET_BACKTRACK: usize = 4096;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,6 +622,35 @@ mod tests {
                 assert!(!v.as_str().unwrap().contains(secret), "{v}");
             }
         }
+    }
+
+    /// Found by the `redact` fuzz target in the CI smoke: a secret beginning with the marker's end
+    /// (`D]`) followed by more of what follows it than a few rounds of replacement could eat, and
+    /// one ending with the marker's start (`[RE`) after text that repeats its beginning.
+    #[test]
+    fn a_value_overlapping_the_marker_is_never_rebuilt_however_often_its_text_repeats() {
+        let zeros = "\0".repeat(60);
+        for (secret, text) in [
+            ("D]\0\0\0\0\0", format!("\0\0\0D]{zeros})")),
+            (
+                "]abc123xyz",
+                format!("]abc123xyz{}", "abc123xyz".repeat(50)),
+            ),
+            (
+                "abcdef[RE",
+                format!("{}abcdef[RE tail", "abcdef".repeat(50)),
+            ),
+            ("ED][RE", "ED][RE and [REDACTED][REDACTED] too".to_string()),
+        ] {
+            let red = r().with_extra_values([secret]);
+            for out in [red.redact(&text), red.redact_message(&text)] {
+                assert!(!out.contains(secret), "{secret:?} survived in {out:?}");
+                assert_eq!(red.redact(&out), out, "not a fixed point for {secret:?}");
+            }
+        }
+        // A value that is part of the marker is left where it is inside markers.
+        let red = r().with_extra_values(["REDACT"]);
+        assert_eq!(red.redact("x REDACT y"), "x [REDACTED] y");
     }
 
     #[test]
