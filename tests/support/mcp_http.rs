@@ -238,13 +238,19 @@ fn serve(state: &State, mut conn: TcpStream) {
     match method.as_str() {
         "DELETE" => respond(&mut conn, "200 OK", &[], ""),
         "GET" => {
-            let pending = state.pending.lock().unwrap().take();
-            match (seen.header("last-event-id"), pending) {
-                (Some("e1"), Some(answer)) => {
+            // Only the resuming GET takes the pending answer: the client's standalone stream (a
+            // GET without Last-Event-ID) may arrive between the cut stream and the resumption.
+            let pending = if seen.header("last-event-id") == Some("e1") {
+                state.pending.lock().unwrap().take()
+            } else {
+                None
+            };
+            match pending {
+                Some(answer) => {
                     sse_head(&mut conn, &[]);
                     let _ = write!(conn, "id: e2\ndata: {answer}\n\n");
                 }
-                _ => respond(&mut conn, "405 Method Not Allowed", &[], ""),
+                None => respond(&mut conn, "405 Method Not Allowed", &[], ""),
             }
         }
         "POST" => post(state, &mut conn, &seen),
