@@ -118,6 +118,14 @@ fn crate_abi(abi: u32) -> ABI {
     ABI::from(i32::try_from(abi).unwrap_or(i32::MAX))
 }
 
+/// What every command of a run may read whatever it runs, computed once: the roots shown beyond
+/// the system ([`super::view::shown`] of the toolchain homes and `read_paths`), and the grants.
+#[derive(Debug)]
+struct FixedReads {
+    roots: Vec<PathBuf>,
+    grants: Vec<Grant>,
+}
+
 /// How many rulesets a run keeps, most recently used first: one per temporary directory in use
 /// at once (`--jobs`), each reused by the commands that get that directory after it.
 const RULESETS_KEPT: usize = 8;
@@ -132,7 +140,7 @@ pub struct LandlockRules {
     /// The policy's `read_paths`.
     read_paths: Vec<PathBuf>,
     /// What every command of the run may read whatever it runs ([`super::view`]), computed once.
-    fixed_reads: std::sync::OnceLock<Vec<Grant>>,
+    fixed_reads: std::sync::OnceLock<FixedReads>,
     /// TCP ports commands may connect to (the run's proxy), at ABI ≥ 4.
     connect_ports: Vec<u16>,
     /// TCP ports commands may bind (the forwarder inside bwrap), at ABI ≥ 4.
@@ -231,14 +239,10 @@ impl LandlockRules {
         own: &[PathBuf],
     ) -> Result<Arc<OwnedFd>, LandlockError> {
         let mut grants = Vec::new();
-        let protected: Vec<Vec<OsString>> = workspace
-            .protected()
-            .iter()
-            .chain(protected)
-            .filter_map(|p| p.strip_prefix(workspace.root()).ok())
-            .map(|rel| rel.iter().map(|c| c.to_os_string()).collect::<Vec<_>>())
-            .filter(|c| !c.is_empty())
-            .collect();
+        let protected = beneath(
+            workspace.root(),
+            workspace.protected().iter().chain(protected),
+        );
         let protected: Vec<&[OsString]> = protected.iter().map(Vec::as_slice).collect();
         split(workspace.root(), &protected, Rights::Write, &mut grants);
         for extra in self.extra_writable.iter().chain(own) {
@@ -254,15 +258,12 @@ impl LandlockRules {
             }
         }
         grants.extend(grant(workspace.root(), Rights::Read));
-        grants.extend(
-            self.fixed_reads
-                .get_or_init(|| fixed_reads(&self.read_paths))
-                .iter()
-                .cloned(),
-        );
-        let fixed = super::view::shown(&self.read_paths, &[]);
+        let fixed = self
+            .fixed_reads
+            .get_or_init(|| fixed_reads(&self.read_paths));
+        grants.extend(fixed.grants.iter().cloned());
         for root in program_roots {
-            if !fixed.iter().any(|f| root.starts_with(f)) {
+            if !fixed.roots.iter().any(|f| root.starts_with(f)) {
                 shown_read(root, &mut grants);
             }
         }
@@ -401,7 +402,7 @@ impl LandlockRules {
 /// The read grants every command of a run gets whatever it runs: the system directories, `/proc`,
 /// the device nodes ([`super::view::DEVICES`], some writable), and the toolchain homes and
 /// `read_paths` around the credentials inside them.
-fn fixed_reads(read_paths: &[PathBuf]) -> Vec<Grant> {
+fn fixed_reads(read_paths: &[PathBuf]) -> FixedReads {
     let mut out = Vec::new();
     for dir in super::view::SYSTEM_DIRS.iter().chain(&["/proc"]) {
         // A usr-merge symlink (`/bin` -> `usr/bin`) gets nothing: its target is granted.
@@ -415,10 +416,11 @@ fn fixed_reads(read_paths: &[PathBuf]) -> Vec<Grant> {
         };
         out.extend(grant(Path::new(dev), rights));
     }
-    for root in super::view::shown(read_paths, &[]) {
-        shown_read(&root, &mut out);
+    let roots = super::view::shown(read_paths, &[]);
+    for root in &roots {
+        shown_read(root, &mut out);
     }
-    out
+    FixedReads { roots, grants: out }
 }
 
 /// Read grants for `root`, a directory (or file) [`super::view`] shows: whole, or split around the
@@ -432,13 +434,20 @@ fn shown_read(root: &Path, out: &mut Vec<Grant>) {
         out.extend(grant(root, Rights::Read));
         return;
     }
-    let hidden: Vec<Vec<OsString>> = hidden
-        .iter()
-        .filter_map(|h| h.strip_prefix(root).ok())
-        .map(|rel| rel.iter().map(|c| c.to_os_string()).collect())
-        .collect();
+    let hidden = beneath(root, &hidden);
     let hidden: Vec<&[OsString]> = hidden.iter().map(Vec::as_slice).collect();
     split(root, &hidden, Rights::Read, out);
+}
+
+/// The components below `root` of each of `paths` that lies strictly beneath it: what [`split`]
+/// excludes (protected paths in the workspace, credentials in a shown directory).
+fn beneath<'a>(root: &Path, paths: impl IntoIterator<Item = &'a PathBuf>) -> Vec<Vec<OsString>> {
+    paths
+        .into_iter()
+        .filter_map(|p| p.strip_prefix(root).ok())
+        .map(|rel| rel.iter().map(|c| c.to_os_string()).collect::<Vec<_>>())
+        .filter(|c| !c.is_empty())
+        .collect()
 }
 
 /// A grant of `rights` on `path` as it is now (a directory or a regular or device file; never a
