@@ -4,18 +4,7 @@
 //! Properties: see `acode_run_fuzz::check_answer` and `acode_run_fuzz::admit`.
 #![no_main]
 
-use std::sync::atomic::AtomicU64;
-
-use acode_run::llm::{anthropic, parse::IdAllocator};
+use acode_run::llm::anthropic;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(body) = std::str::from_utf8(data) else {
-        return;
-    };
-    let counter = AtomicU64::new(0);
-    let mut ids = IdAllocator::new(&counter);
-    let request = acode_run_fuzz::request();
-    let parsed = anthropic::parse_response(body, "http://127.0.0.1:9/fuzz", &request, &mut ids);
-    acode_run_fuzz::check_answer(parsed);
-});
+fuzz_target!(|data: &[u8]| acode_run_fuzz::provider_answer(data, anthropic::parse_response));

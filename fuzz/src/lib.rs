@@ -203,6 +203,26 @@ pub fn workspace() -> &'static acode_run::sandbox::Workspace {
     WS.get_or_init(|| acode_run::sandbox::Workspace::new(scratch("tool-ws")).unwrap())
 }
 
+/// The signature every provider's `parse_response` shares (`llm::{openai, anthropic, ollama}`).
+pub type ParseResponse = fn(
+    &str,
+    &str,
+    &acode_run::llm::ChatRequest,
+    &mut acode_run::llm::parse::IdAllocator,
+) -> Result<acode_run::llm::ChatResponse, acode_run::llm::LlmError>;
+
+/// One provider target's whole body: `data` as a 2xx answer body (UTF-8 only, as the client
+/// reads it) through that provider's `parse`, with the request [`request`] offers, then
+/// [`check_answer`].
+pub fn provider_answer(data: &[u8], parse: ParseResponse) {
+    let Ok(body) = std::str::from_utf8(data) else {
+        return;
+    };
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    let mut ids = acode_run::llm::parse::IdAllocator::new(&counter);
+    check_answer(parse(body, "http://127.0.0.1:9/fuzz", &request(), &mut ids));
+}
+
 /// Checks one provider's parse of a 2xx body (`parse_response`): ids are unique and non-empty;
 /// a call without a parse error has a name and an object as arguments; a call with one gets the
 /// feedback text the loop sends back; then [`admit`] for each.
