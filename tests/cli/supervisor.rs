@@ -587,14 +587,27 @@ fn under_landlock_alone_a_supervised_command_keeps_its_filter_scopes_and_renames
 
 #[test]
 fn under_landlock_alone_the_supervisor_is_the_running_binary_even_when_its_file_was_replaced() {
-    if !scoped_landlock() {
-        return;
+    if scoped_landlock() {
+        supervisor_is_the_running_binary("landlock");
     }
+}
+
+/// Under bwrap too (issue #34 item 5): the supervisor that starts inside bwrap is still the
+/// running binary (a copy of it, since bwrap binds by path).
+#[test]
+fn under_bwrap_the_supervisor_is_the_running_binary_even_when_its_file_was_replaced() {
+    if bwrap_ok() {
+        supervisor_is_the_running_binary("bwrap");
+    }
+}
+
+/// The runner is a copy inside the workspace; the plan's first step replaces that file (as a build
+/// replacing a running binary would) before any command has started the supervisor; in `mode` the
+/// command after it is still started by a shim of the running binary (`__supervise`).
+fn supervisor_is_the_running_binary(mode: &str) {
     let t = TestDir::new();
     policy(&t);
     std::fs::create_dir_all(t.ws.join("out")).unwrap();
-    // The runner is a copy inside the workspace; the plan's first step replaces that file (as a
-    // build replacing a running binary would) before any command has started the supervisor.
     let copy = t.ws.join("tools/acode-run");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_acode-run"), &copy).unwrap();
@@ -615,56 +628,14 @@ fn under_landlock_alone_the_supervisor_is_the_running_binary_even_when_its_file_
     c.current_dir(&t.ws)
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null())
-        .args(["run", plan.to_str().unwrap(), "--sandbox", "landlock"]);
+        .args(["run", plan.to_str().unwrap(), "--sandbox", mode]);
     let out = c.output().unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
     assert_eq!(t.read("tools/acode-run"), "not a program\n");
     assert!(
         t.read("out/parent.txt").contains("__supervise"),
-        "the command was started by a shim of the running binary: {}",
-        t.read("out/parent.txt")
-    );
-}
-
-/// Under bwrap too (issue #34 item 5): the plan's first step replaces the runner's file before any
-/// sandbox started; the supervisor that then starts inside bwrap is still the running binary (a
-/// copy of it, since bwrap binds by path), so the command runs under `__supervise`.
-#[test]
-fn under_bwrap_the_supervisor_is_the_running_binary_even_when_its_file_was_replaced() {
-    if !bwrap_ok() {
-        return;
-    }
-    let t = TestDir::new();
-    policy(&t);
-    let copy = t.ws.join("tools/acode-run");
-    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_acode-run"), &copy).unwrap();
-    let probe = "import os\n\
-                 p = os.getppid()\n\
-                 open('parent.txt', 'w').write(open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace'))\n";
-    t.file("parent.txt", "");
-    let plan = t.plan(
-        "p.json",
-        &json!({"plan_id": "replaced", "steps": [
-            {"step_id": "replace", "tool": "file_write",
-             "arguments": {"path": "tools/acode-run", "contents": "not a program\n"}},
-            py("probe", &["replace"], probe),
-        ]}),
-    );
-    t.approve(&plan);
-    let mut c = std::process::Command::new(&copy);
-    clean_env(&mut c);
-    c.current_dir(&t.ws)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .args(["run", plan.to_str().unwrap(), "--sandbox", "bwrap"]);
-    let out = c.output().unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(t.read("tools/acode-run"), "not a program\n");
-    assert!(
-        t.read("parent.txt").contains("__supervise"),
-        "the command was started by a supervisor of the running binary: {:?}\n{}",
-        t.read("parent.txt"),
+        "{mode}: the command was started by a shim of the running binary: {:?}\n{}",
+        t.read("out/parent.txt"),
         stderr(&out)
     );
 }
