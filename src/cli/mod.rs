@@ -970,7 +970,7 @@ fn approval_report(path: &Path, plan: &Plan, policy: &Policy, ws: &Workspace) ->
     use crate::plan::AuthError;
     let decided = plan::auth::approval_key()
         .map_err(|e| RunnerError::Setup(e.to_string()))
-        .and_then(|key| crate::runner::authorize(path, plan.clone(), policy, ws, key.as_deref()));
+        .and_then(|key| crate::runner::authorization_for(path, plan, policy, ws, key.as_deref()));
     let (status, reason) = match decided {
         Ok(_) => ("approved", None),
         Err(e) => (

@@ -234,6 +234,21 @@ impl PlanAuthorization {
         Ok(())
     }
 
+    /// Checks that every skill file `plan` uses is the one this authorization approved
+    /// (docs/agents.md): editing a `SKILL.md` after approval changes what runs, like editing the
+    /// plan.
+    pub fn check_skills(
+        &self,
+        plan: &Plan,
+        workspace: &crate::sandbox::Workspace,
+    ) -> Result<(), AuthError> {
+        let now = super::skills::referenced_hashes(plan, workspace);
+        match super::skills::changed_since_approval(&self.skills, &now) {
+            Some(why) => Err(AuthError::SkillChanged(why)),
+            None => Ok(()),
+        }
+    }
+
     /// Checks that the plan runs under the policy it was approved under.
     pub fn check_policy(&self, policy: &Policy) -> Result<(), AuthError> {
         let actual = policy_sha256(policy);
@@ -505,11 +520,7 @@ impl ApprovedPlan {
     /// Checks that every skill file the plan uses is the one approved (docs/agents.md): editing
     /// a `SKILL.md` after approval changes what runs, like editing the plan.
     pub fn check_skills(&self, workspace: &crate::sandbox::Workspace) -> Result<(), AuthError> {
-        let now = super::skills::referenced_hashes(&self.plan, workspace);
-        match super::skills::changed_since_approval(&self.authorization.skills, &now) {
-            Some(why) => Err(AuthError::SkillChanged(why)),
-            None => Ok(()),
-        }
+        self.authorization.check_skills(&self.plan, workspace)
     }
 
     /// The plan.

@@ -247,23 +247,48 @@ pub fn authorize(
     ws: &Workspace,
     key: Option<&[u8]>,
 ) -> Result<(ApprovedPlan, ToolRegistry), RunnerError> {
+    let (authorization, registry) = authorization_for(plan_path, &plan, policy, ws, key)?;
+    // Checked above; `ApprovedPlan` checks the plan's hash and the signature again as it pairs
+    // them (it cannot be made otherwise).
+    let approved = ApprovedPlan::new_verified(plan, authorization, key).map_err(|source| {
+        RunnerError::Unauthorized {
+            path: plan_path.display().to_string(),
+            source,
+        }
+    })?;
+    Ok((approved, registry))
+}
+
+/// [`authorize`]'s decision on a borrowed plan, for those that only report it (`preview`, the MCP
+/// server's `plan_status`), which need no [`ApprovedPlan`] and so no copy of the plan: the
+/// authorization that lets it run and the registry with the MCP tools as pinned, or exactly what
+/// `run` prints.
+pub fn authorization_for(
+    plan_path: &Path,
+    plan: &Plan,
+    policy: &Policy,
+    ws: &Workspace,
+    key: Option<&[u8]>,
+) -> Result<(PlanAuthorization, ToolRegistry), RunnerError> {
     let unauthorized = |source: AuthError| RunnerError::Unauthorized {
         path: plan_path.display().to_string(),
         source,
     };
-    let authorization = plan::auth::load(plan_path, &plan).map_err(|e| match e {
+    let authorization = plan::auth::load(plan_path, plan).map_err(|e| match e {
         AuthError::Input { .. } => RunnerError::ApprovalInput(e),
         other => unauthorized(other),
     })?;
-    let approved = ApprovedPlan::new_verified(plan, authorization, key)
-        .and_then(|a| a.check_policy(policy).map(|()| a))
-        .and_then(|a| a.check_skills(ws).map(|()| a))
+    authorization
+        .check(plan)
+        .and_then(|()| key.map_or(Ok(()), |k| authorization.verify_signature(k)))
+        .and_then(|()| authorization.check_policy(policy))
+        .and_then(|()| authorization.check_skills(plan, ws))
         .map_err(unauthorized)?;
     // The MCP tools as approved: descriptions and schemas from the pins; a declared server
     // without pins cannot run.
-    let registry = crate::tools::mcp::registry(policy, Some(&approved.authorization().mcp))
+    let registry = crate::tools::mcp::registry(policy, Some(&authorization.mcp))
         .map_err(|e| unauthorized(AuthError::McpNotPinned(e)))?;
-    Ok((approved, registry))
+    Ok((authorization, registry))
 }
 
 /// A plan that is loaded, valid, authorized and ready to run in its workspace.
