@@ -22,7 +22,7 @@
 //! with a message that OAuth is not supported; a 429/5xx with a short `Retry-After` is retried
 //! at most [`MAX_RETRIES`] times within the request's deadline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};
@@ -74,6 +74,11 @@ struct Shared {
     version: Mutex<Option<String>>,
     network: Mutex<Vec<NetworkRequest>>,
     stopped: AtomicBool,
+    /// The requests whose answer the client still waits for. An answer is handed over once, by
+    /// whichever stream brings it first ([`Shared::deliver`]): servers send it on the resumed
+    /// stream, but some (the official conformance suite's) on a standalone `GET` stream that
+    /// happened to open between the cut stream and its resumption.
+    waiting: Mutex<BTreeSet<u64>>,
     tx: Sender<Incoming>,
 }
 
@@ -137,6 +142,7 @@ pub fn connect(
         version: Mutex::new(None),
         network: Mutex::new(Vec::new()),
         stopped: AtomicBool::new(false),
+        waiting: Mutex::new(BTreeSet::new()),
         tx,
     });
     let transport = Http {
@@ -279,6 +285,23 @@ impl Shared {
     fn send(&self, message: Incoming) {
         let _ = self.tx.send(message);
     }
+
+    /// Hands the answer to request `id` to the client unless another stream already did.
+    fn deliver(&self, id: u64, message: Value) {
+        if self.answered(id) {
+            self.send(Incoming::Message(message));
+        }
+    }
+
+    /// Marks request `id` answered: whether it was still waiting (so this answer is the first).
+    fn answered(&self, id: u64) -> bool {
+        lock(&self.waiting).remove(&id)
+    }
+
+    /// Whether request `id` still waits for its answer.
+    fn is_waiting(&self, id: u64) -> bool {
+        lock(&self.waiting).contains(&id)
+    }
 }
 
 fn header(response: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
@@ -359,9 +382,13 @@ impl Transport for Http {
             .and_then(Value::as_str)
             .map(str::to_string);
         let method = method.to_string();
+        lock(&shared.waiting).insert(id);
         std::thread::spawn(move || {
             if let Err(e) = request(&shared, &body, id, &method, name.as_deref(), deadline) {
-                shared.send(Incoming::Failed(id, e));
+                // After the answer came on another stream, this stream's failure is no news.
+                if shared.answered(id) {
+                    shared.send(Incoming::Failed(id, e));
+                }
             }
         });
         Ok(())
@@ -662,7 +689,7 @@ fn answer(
         );
         return match end? {
             SseEnd::Answered(m) => {
-                shared.send(Incoming::Message(m));
+                shared.deliver(id, m);
                 Ok(())
             }
             SseEnd::Ended { last_id, retry } => {
@@ -704,6 +731,7 @@ fn answer(
             ),
         ));
     }
+    shared.answered(id);
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Array(batch)) => batch
             .into_iter()
@@ -796,13 +824,19 @@ fn read_sse(
                 }
             };
             let is_answer = message.get("method").is_none();
-            if is_answer && id.is_some() && message.get("id").and_then(Value::as_u64) == id {
+            let answers = message.get("id").and_then(Value::as_u64);
+            if is_answer && id.is_some() && answers == id {
                 return Ok(SseEnd::Answered(message));
             }
-            // A stream not waiting for an answer (the server's own) hands over no answer: one
-            // there is the end of a subscription, not the client's.
-            if !(is_answer && id.is_none()) {
-                shared.send(Incoming::Message(message));
+            match (is_answer, id, answers) {
+                // On a stream of the server's own, the answer to a request still waiting (the
+                // spec reserves answers to resumed streams; a server may not) is handed over.
+                (true, None, Some(other)) if shared.is_waiting(other) => {
+                    shared.deliver(other, message)
+                }
+                // Any other answer there is the end of a subscription, not the client's.
+                (true, None, _) => {}
+                _ => shared.send(Incoming::Message(message)),
             }
             continue;
         }
@@ -851,6 +885,10 @@ fn resume(
             break;
         }
         sleep_unless_stopped(shared, wait);
+        if !shared.is_waiting(id) {
+            // The answer came on the standalone stream meanwhile.
+            return Ok(());
+        }
         let bound = deadline.saturating_duration_since(Instant::now());
         let (response, started) = match open_stream(shared, Some(&event_id), bound) {
             Ok(opened) => opened,
@@ -876,7 +914,7 @@ fn resume(
         );
         match end? {
             SseEnd::Answered(m) => {
-                shared.send(Incoming::Message(m));
+                shared.deliver(id, m);
                 return Ok(());
             }
             SseEnd::Ended {

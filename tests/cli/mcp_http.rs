@@ -339,6 +339,30 @@ fn a_short_retry_after_is_waited_for_and_a_cut_stream_is_resumed_with_last_event
     }
 }
 
+/// The conformance suite's `sse-retry` server sends the answer on whichever `GET` comes first
+/// after it cut the call's stream; when that is the client's standalone stream (it opened late,
+/// as under load), the answer is taken from there and the call does not wait out its timeout.
+#[test]
+fn an_answer_sent_on_the_standalone_stream_instead_of_the_resumed_one_is_taken() {
+    let (server, t, plan) = approved(false, Fault::AnswerOnAnyGet, json!({"call_timeout_s": 10}));
+    let out = run(&t, &["run", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        server.answered_on_the_standalone_stream(),
+        "{:?}",
+        server.seen()
+    );
+    let result: String = t
+        .db()
+        .query_row(
+            "SELECT content FROM artifacts WHERE artifact_type = 'mcp_result'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(result.contains("echo: hello remote"), "{result}");
+}
+
 #[test]
 fn remote_server_entries_are_checked_when_the_policy_is_loaded() {
     let cases = [

@@ -37,6 +37,10 @@ pub enum Fault {
     /// An SSE stream with `id: e1` and `retry: 200` that closes before the answer; the answer
     /// comes on `GET` with `Last-Event-ID: e1`.
     Resume,
+    /// As [`Fault::Resume`], but the answer goes on whichever `GET` comes first once the stream
+    /// is cut, as the official conformance suite's `sse-retry` server does; the client's
+    /// standalone `GET` (no `Last-Event-ID`) is held until then, so it is that one.
+    AnswerOnAnyGet,
 }
 
 /// One request the server got.
@@ -79,6 +83,10 @@ struct State {
     /// Whether a `subscriptions/listen` stream is open, and a list change waits to be sent on it.
     listening: AtomicBool,
     changed: AtomicBool,
+    /// [`Fault::AnswerOnAnyGet`]: the call's stream was cut; the answer was taken by a `GET`
+    /// without `Last-Event-ID`.
+    cut: AtomicBool,
+    taken_by_standalone: AtomicBool,
 }
 
 /// The running server; stopped when dropped.
@@ -111,6 +119,8 @@ impl McpHttpServer {
             stop: AtomicBool::new(false),
             listening: AtomicBool::new(false),
             changed: AtomicBool::new(false),
+            cut: AtomicBool::new(false),
+            taken_by_standalone: AtomicBool::new(false),
         });
         let shared = state.clone();
         std::thread::spawn(move || {
@@ -135,6 +145,11 @@ impl McpHttpServer {
     /// Every request received so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.state.seen.lock().unwrap().clone()
+    }
+
+    /// [`Fault::AnswerOnAnyGet`]: whether the standalone `GET` stream carried the answer.
+    pub fn answered_on_the_standalone_stream(&self) -> bool {
+        self.state.taken_by_standalone.load(Ordering::SeqCst)
     }
 
     /// Changes the echo tool's description (as an update of the server would).
@@ -237,6 +252,7 @@ fn serve(state: &State, mut conn: TcpStream) {
     }
     match method.as_str() {
         "DELETE" => respond(&mut conn, "200 OK", &[], ""),
+        "GET" if state.fault == Fault::AnswerOnAnyGet => any_get(state, &mut conn, &seen),
         "GET" => {
             // Only the resuming GET takes the pending answer: the client's standalone stream (a
             // GET without Last-Event-ID) may arrive between the cut stream and the resumption.
@@ -255,6 +271,35 @@ fn serve(state: &State, mut conn: TcpStream) {
         }
         "POST" => post(state, &mut conn, &seen),
         _ => respond(&mut conn, "405 Method Not Allowed", &[], ""),
+    }
+}
+
+/// [`Fault::AnswerOnAnyGet`]'s `GET`: a standalone one waits for the cut (or for its client to
+/// go: the one `approve` opened); then a priming event, the pending answer if there still is
+/// one, and keep-alive comments until the client goes or the server stops.
+fn any_get(state: &State, conn: &mut TcpStream, seen: &Seen) {
+    let standalone = seen.header("last-event-id").is_none();
+    let until = Instant::now() + Duration::from_secs(10);
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(10)));
+    while standalone && !state.cut.load(Ordering::SeqCst) {
+        let gone = matches!(conn.peek(&mut [0; 1]), Ok(0));
+        if gone || Instant::now() > until || state.stop.load(Ordering::SeqCst) {
+            return;
+        }
+    }
+    sse_head(conn, &[("Mcp-Session-Id", SESSION.to_string())]);
+    let _ = write!(conn, "id: p1\nretry: 200\ndata: \n\n");
+    if let Some(answer) = state.pending.lock().unwrap().take() {
+        state
+            .taken_by_standalone
+            .store(standalone, Ordering::SeqCst);
+        let _ = write!(conn, "event: message\nid: e2\ndata: {answer}\n\n");
+    }
+    while Instant::now() < until && !state.stop.load(Ordering::SeqCst) {
+        if conn.write_all(b": keep-alive\n\n").is_err() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -434,6 +479,14 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
             let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
                               "params": {"progressToken": 1, "progress": 1}});
             let _ = write!(conn, "id: e1\nretry: 200\ndata: {note}\n\n");
+        }
+        Fault::AnswerOnAnyGet => {
+            *state.pending.lock().unwrap() = Some(answer);
+            sse_head(conn, &session(SESSION));
+            let _ = write!(conn, "id: e1\nretry: 200\ndata: \n\n");
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+            state.cut.store(true, Ordering::SeqCst);
         }
     }
 }
