@@ -37,8 +37,8 @@ impl ProgressCallback for Events {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Under bwrap this binary is re-executed inside the sandbox as the network forwarder and as
     // the supervisor of the run's commands; these return at once otherwise.
-    acode_run::sandbox::network::forward::main_if_requested();
-    acode_run::sandbox::supervisor::main_if_requested();
+    acode_run::net::forward::main_if_requested();
+    acode_run::process::supervisor::main_if_requested();
     let root = match std::env::args().nth(1) {
         Some(dir) => std::path::PathBuf::from(dir),
         None => std::env::temp_dir().join(format!("acode-embed-{}", std::process::id())),

@@ -43,10 +43,15 @@ pub mod error;
 pub mod events;
 pub mod executor;
 pub mod import;
+pub mod input;
 pub mod llm;
 pub mod mcp;
+pub mod net;
 pub mod plan;
+pub mod policy;
 pub mod preview;
+pub mod process;
+pub mod redact;
 pub mod report;
 pub mod runner;
 pub mod sandbox;
@@ -59,6 +64,7 @@ pub mod terminal;
 pub mod testing;
 pub mod tools;
 pub mod util;
+pub mod workspace;
 
 pub use error::{ErrorKind, ExitCode, exit};
 

@@ -3,13 +3,13 @@
 fn main() {
     // Inside a bwrap sandbox whose commands may reach allowed hosts, this binary is re-executed as
     // the network forwarder: it passes its environment to the command, so it goes first.
-    acode_run::sandbox::network::forward::main_if_requested();
+    acode_run::net::forward::main_if_requested();
     // Inside the run's bwrap sandbox, this binary is re-executed as the supervisor that starts
     // the run's commands (one sandbox per run instead of one per command).
-    acode_run::sandbox::supervisor::main_if_requested();
+    acode_run::process::supervisor::main_if_requested();
     // First, while single-threaded: keep the runner's secrets (approval key, LLM keys, whatever CI
     // put in its environment) out of its commands' reach.
-    acode_run::sandbox::process::harden_runner();
+    acode_run::process::harden_runner();
     let code = acode_run::cli::main_with_args(std::env::args_os().skip(1).collect());
     std::process::exit(code);
 }

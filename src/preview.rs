@@ -19,13 +19,14 @@ use serde_json::Value;
 use crate::plan::validate::{builtins, dependency_order, substitute_arguments};
 use crate::plan::variables::Variables;
 use crate::plan::{Plan, Problem};
-use crate::sandbox::Workspace;
-use crate::sandbox::{Policy, SandboxMode};
+use crate::policy::Policy;
+use crate::policy::SandboxMode;
 use crate::tools::agent::AgentArgs;
 use crate::tools::args::parse;
 use crate::tools::command::{CommandArgs, argv_of};
 use crate::tools::files::{DeleteArgs, EditArgs, WriteArgs, apply_edit, unified_diff};
 use crate::tools::lsp::LspArgs;
+use crate::workspace::Workspace;
 
 /// Files larger than this are not loaded for a diff (the preview says so).
 const MAX_PREVIEW_FILE: u64 = 4 * 1024 * 1024;
@@ -180,8 +181,10 @@ impl<'w> Simulation<'w> {
         }
         let abs = self.workspace.resolve(rel).map_err(|e| e.to_string())?;
         // Through the kernel-checked opener: regular files only, so a FIFO cannot stall a preview.
-        let loaded = match crate::sandbox::fs::open_regular(self.workspace, &abs) {
-            Err(crate::sandbox::fs::FsError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+        let loaded = match crate::workspace::fs::open_regular(self.workspace, &abs) {
+            Err(crate::workspace::fs::FsError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
                 None
             }
             Err(e) => return Err(format!("{rel}: {e}")),
@@ -254,13 +257,13 @@ pub fn workspace_notes(plan: &Plan, workspace: &Workspace, policy: &Policy) -> V
 /// A warning when the workspace's `.git/config` holds a credential a checkout persisted: what the
 /// policy's sandbox mode shows commands of it (`auto`: either, so both are said).
 fn git_credential_note(workspace: &Workspace, policy: &Policy) -> Option<String> {
-    let (_, found) = crate::sandbox::config_secrets::workspace_git_config(workspace.root())?;
+    let (_, found) = crate::policy::config_secrets::workspace_git_config(workspace.root())?;
     let hidden = match policy.sandbox {
         SandboxMode::Bwrap => Some(true),
         SandboxMode::Landlock | SandboxMode::None => Some(false),
         SandboxMode::Auto => None,
     };
-    Some(crate::sandbox::config_secrets::git_config_warning(
+    Some(crate::policy::config_secrets::git_config_warning(
         &found.keys,
         hidden,
     ))
@@ -527,8 +530,8 @@ fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> E
             env: Vec::new(),
             program: None,
         }),
-        other if crate::sandbox::policy::mcp_server_of(other).is_some() => {
-            let server = crate::sandbox::policy::mcp_server_of(other).unwrap_or_default();
+        other if crate::policy::mcp_server_of(other).is_some() => {
+            let server = crate::policy::mcp_server_of(other).unwrap_or_default();
             Ok(Effect::McpCall {
                 server: server.to_string(),
                 tool: other
@@ -619,17 +622,18 @@ fn agent_effect(sim: &Simulation, args: &Value, a: AgentArgs) -> Effect {
     }
 }
 
-/// Which program a command step runs (see [`crate::sandbox::program`]), as `preview` says it.
+/// Which program a command step runs (see [`crate::policy::program`]), as `preview` says it.
 fn program_of(
     sim: &Simulation,
     written: &str,
     cwd: &str,
     a: &CommandArgs,
 ) -> Result<Option<String>, Effect> {
-    use crate::sandbox::program::{ProgramError, resolve};
+    use crate::policy::program::ProgramError;
+    use crate::policy::program::resolve;
     let cwd = sim.workspace.root().join(cwd);
     let env: Vec<(String, String)> = a.env.clone().unwrap_or_default().into_iter().collect();
-    let path = crate::sandbox::env::child_env(sim.policy, &env)
+    let path = crate::policy::env::child_env(sim.policy, &env)
         .into_iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v);
@@ -722,7 +726,7 @@ fn mcp_notes(plan: &Plan, policy: &Policy, workspace: &Workspace) -> Vec<String>
                     let short: String = t.description.chars().take(200).collect();
                     notes.push(format!(
                         "  {} (sha256 {}, {confirm}): {short:?}",
-                        crate::sandbox::policy::mcp_tool_name(name, tool),
+                        crate::policy::mcp_tool_name(name, tool),
                         t.sha256.get(..16).unwrap_or(&t.sha256)
                     ));
                 }

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use acode_run::mcp::client::Client;
-use acode_run::sandbox::process::CommandSpec;
+use acode_run::process::CommandSpec;
 
 #[test]
 fn a_server_that_closed_its_stdin_is_an_error_not_a_sigpipe() {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use acode_run::mcp::client::Client;
-use acode_run::sandbox::process::CommandSpec;
+use acode_run::process::CommandSpec;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 

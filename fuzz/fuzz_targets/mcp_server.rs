@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use acode_run::cli::flags::{self, Args, Parsed};
-use acode_run::sandbox::Redactor;
+use acode_run::redact::Redactor;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -6,7 +6,7 @@
 #![no_main]
 
 use acode_run::plan::auth::policy_sha256;
-use acode_run::sandbox::Policy;
+use acode_run::policy::Policy;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

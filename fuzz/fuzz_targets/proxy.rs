@@ -1,4 +1,4 @@
-//! The network proxy: a real `sandbox::network::proxy::Proxy` (as a run starts it for a policy
+//! The network proxy: a real `net::proxy::Proxy` (as a run starts it for a policy
 //! with `network.allow`), allowing only loopback on one port where this target listens; the
 //! fuzzer's bytes are a request head sent over TCP.
 //!
@@ -15,8 +15,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use acode_run::sandbox::network::HostRule;
-use acode_run::sandbox::network::proxy::Proxy;
+use acode_run::policy::network::HostRule;
+use acode_run::net::proxy::Proxy;
 use libfuzzer_sys::fuzz_target;
 
 struct World {

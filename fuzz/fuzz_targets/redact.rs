@@ -8,8 +8,9 @@
 //! escaped form); redaction is a fixed point (redacting the output again changes nothing).
 #![no_main]
 
-use acode_run::sandbox::Redactor;
-use acode_run::sandbox::redact::{MIN_SECRET_LEN, REDACTED};
+use acode_run::redact::Redactor;
+use acode_run::redact::MIN_SECRET_LEN;
+use acode_run::redact::REDACTED;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 

@@ -1,4 +1,4 @@
-//! The supervisor's wire protocol: `sandbox::supervisor::wire::Request::read` (what the shim
+//! The supervisor's wire protocol: `process::supervisor::wire::Request::read` (what the shim
 //! reads a command with, from its slot socket) over a real `SOCK_STREAM` socket pair carrying a
 //! few well-formed frames, then the fuzzer's bytes as a corrupt or truncated frame, then one more
 //! well-formed frame; the writer closes its end as a runner that goes away does.
@@ -13,7 +13,8 @@
 use std::io::Write;
 use std::time::Duration;
 
-use acode_run::sandbox::supervisor::wire::{self, Request};
+use acode_run::process::supervisor::wire;
+use acode_run::process::supervisor::wire::Request;
 use libfuzzer_sys::fuzz_target;
 
 /// A well-formed request made of some of the fuzzer's bytes.

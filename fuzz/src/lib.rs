@@ -1,6 +1,6 @@
 //! What the fuzz targets share: an independent duplicate-key detector (so "duplicate keys are
 //! always refused" is checked against something that is not acode-run's own
-//! `sandbox::input::check_unique_keys`), a scratch directory per process, and a deadline runner.
+//! `input::check_unique_keys`), a scratch directory per process, and a deadline runner.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -185,7 +185,7 @@ pub fn admit(name: &str, arguments: &serde_json::Value, parse_error: Option<Stri
         "the schema of {name} accepted arguments that are not an object: {arguments}"
     );
     let ws = workspace();
-    let policy = acode_run::sandbox::Policy::default();
+    let policy = acode_run::policy::Policy::default();
     let ctx = acode_run::plan::ValidationContext {
         registry,
         workspace: ws,
@@ -198,9 +198,9 @@ pub fn admit(name: &str, arguments: &serde_json::Value, parse_error: Option<Stri
 }
 
 /// An empty workspace for tools' checks.
-pub fn workspace() -> &'static acode_run::sandbox::Workspace {
-    static WS: OnceLock<acode_run::sandbox::Workspace> = OnceLock::new();
-    WS.get_or_init(|| acode_run::sandbox::Workspace::new(scratch("tool-ws")).unwrap())
+pub fn workspace() -> &'static acode_run::workspace::Workspace {
+    static WS: OnceLock<acode_run::workspace::Workspace> = OnceLock::new();
+    WS.get_or_init(|| acode_run::workspace::Workspace::new(scratch("tool-ws")).unwrap())
 }
 
 /// The signature every provider's `parse_response` shares (`llm::{openai, anthropic, ollama}`).

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::sandbox::SandboxMode;
+use crate::policy::SandboxMode;
 
 /// The subcommands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -718,7 +718,7 @@ pub const FLAGS: &[Flag] = &[
         update: |a, v| {
             let v = val(v)?;
             match v.parse::<usize>() {
-                Ok(n) if (1..=crate::sandbox::policy::MAX_JOBS).contains(&n) => a.jobs = Some(n),
+                Ok(n) if (1..=crate::policy::MAX_JOBS).contains(&n) => a.jobs = Some(n),
                 _ => return Err(format!("expected a number from 1 to 256, got {v:?}")),
             }
             Ok(())

@@ -109,13 +109,13 @@ pub(super) fn workspace_note(args: &Args) -> Option<String> {
     };
     let policy = match &args.policy {
         Some(p) => format!("policy {}", p.display()),
-        None if root.join(crate::sandbox::paths::POLICY_FILE_NAME).is_file() => format!(
+        None if root.join(crate::workspace::POLICY_FILE_NAME).is_file() => format!(
             "policy {}",
-            root.join(crate::sandbox::paths::POLICY_FILE_NAME).display()
+            root.join(crate::workspace::POLICY_FILE_NAME).display()
         ),
         None => format!(
             "no {} there: the default policy",
-            crate::sandbox::paths::POLICY_FILE_NAME
+            crate::workspace::POLICY_FILE_NAME
         ),
     };
     let mut note = format!("  workspace: {} ({how}); {policy}", root.display());
@@ -127,18 +127,14 @@ pub(super) fn workspace_note(args: &Args) -> Option<String> {
         let beside = plan.parent().filter(|p| !p.as_os_str().is_empty());
         if let Some(beside) = beside
             && beside.canonicalize().is_ok_and(|d| d != root)
-            && beside
-                .join(crate::sandbox::paths::POLICY_FILE_NAME)
-                .is_file()
+            && beside.join(crate::workspace::POLICY_FILE_NAME).is_file()
         {
             let again: Vec<String> = std::env::args().skip(1).map(|a| shell_word(&a)).collect();
             note.push_str(&format!(
                 "\n  hint: {} sits beside the plan and was not read (the workspace is the current \
                  directory, not the plan's); to run in the plan's directory: acode-run {} \
                  --workspace {}",
-                beside
-                    .join(crate::sandbox::paths::POLICY_FILE_NAME)
-                    .display(),
+                beside.join(crate::workspace::POLICY_FILE_NAME).display(),
                 again.join(" "),
                 shell_word(&beside.to_string_lossy())
             ));

@@ -62,12 +62,8 @@ pub fn cmd_import(args: &Args) -> Result<i32, CliError> {
         ));
     }
     let input = PathBuf::from(&args.positionals[1]);
-    let bytes = crate::sandbox::input::read_bounded(
-        &input,
-        crate::sandbox::input::MAX_PLAN_BYTES,
-        "plan file",
-    )
-    .map_err(|e| CliError::new(exit::USAGE, format!("{}: {e}", input.display())))?;
+    let bytes = crate::input::read_bounded(&input, crate::input::MAX_PLAN_BYTES, "plan file")
+        .map_err(|e| CliError::new(exit::USAGE, format!("{}: {e}", input.display())))?;
     let ws = workspace(args)?;
     let policy = load_policy(args, &ws)?;
     let imported = odincode::import(&bytes, &ws, &policy)

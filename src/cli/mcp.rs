@@ -24,7 +24,9 @@ use super::{
 use crate::error::exit;
 use crate::mcp::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
 use crate::plan::{self, PlanError, ValidationContext};
-use crate::sandbox::{Policy, Redactor, Workspace};
+use crate::policy::Policy;
+use crate::redact::Redactor;
+use crate::workspace::Workspace;
 
 /// Longest request line read (a bigger one is answered with an error and skipped).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
@@ -114,7 +116,7 @@ fn list_server_tools(args: &Args) -> Result<i32, CliError> {
                 json!({
                     "name": t.name,
                     "offered_as": allowed
-                        .then(|| crate::sandbox::policy::mcp_tool_name(name, &t.name)),
+                        .then(|| crate::policy::mcp_tool_name(name, &t.name)),
                     "status": status,
                     "description": t.description,
                     "sha256": crate::mcp::pins::pin_tool(t).sha256,
@@ -688,7 +690,7 @@ impl Server<'_> {
             }
         })?;
         let overwrite = args["overwrite"].as_bool() == Some(true);
-        let parent = crate::sandbox::fs::parent_for_write(&self.ws, &abs, true)
+        let parent = crate::workspace::fs::parent_for_write(&self.ws, &abs, true)
             .map_err(|e| Refusal::from(format!("{rel}: {e}")))?;
         parent
             .write_atomic(&self.ws, body.as_bytes(), overwrite, None)

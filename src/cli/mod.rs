@@ -59,11 +59,12 @@ use crate::events::jsonl::JsonlWriter;
 use crate::events::{Event, EventKind, RefusalProblem};
 use crate::executor::{ConfirmMode, Fanout, ProgressCallback};
 use crate::plan::{self, AuthStatus, Plan, PlanAuthorization, ValidationContext};
+use crate::policy::Policy;
+use crate::redact::Redactor;
 use crate::runner::{PlanRunner, RunOptions, RunSettings, RunnerError, Target};
-use crate::sandbox::redact::Redactor;
-use crate::sandbox::{Policy, Workspace};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
+use crate::workspace::Workspace;
 
 /// A failure the CLI reports: a message for stderr and the exit code.
 #[derive(Debug)]
@@ -226,10 +227,10 @@ struct RunnerSecrets {
 }
 
 impl RunnerSecrets {
-    fn read() -> Result<Self, crate::sandbox::redact::SecretError> {
+    fn read() -> Result<Self, crate::redact::SecretError> {
         Ok(RunnerSecrets {
             approval_key: plan::auth::approval_key()?,
-            llm_api_key: crate::sandbox::redact::runner_secret("ACODE_LLM_API_KEY")?,
+            llm_api_key: crate::redact::runner_secret("ACODE_LLM_API_KEY")?,
         })
     }
 
@@ -300,7 +301,7 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     redactor.add_values(
         args.vars
             .iter()
-            .filter(|(k, _)| crate::sandbox::redact::is_secret_name(k))
+            .filter(|(k, _)| crate::redact::is_secret_name(k))
             .map(|(_, v)| v.clone()),
     );
     match dispatch(&args, &redactor, &secrets) {
@@ -379,7 +380,8 @@ fn dispatch(
             outln!("{}", pretty(&registry.describe()));
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
-            use crate::sandbox::policy::{DEFAULT_ALLOWLIST, DEFAULT_CONFIRM_TOOLS};
+            use crate::policy::DEFAULT_ALLOWLIST;
+            use crate::policy::DEFAULT_CONFIRM_TOOLS;
             errln!(
                 "run_command's built-in allowlist (allowed, and run without asking): {}
                  acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \
@@ -437,7 +439,7 @@ fn db_path(args: &Args, ws: &Workspace) -> Result<PathBuf, CliError> {
     let Some((from, path)) = given else {
         return Ok(ws.root().join(Store::DEFAULT_PATH));
     };
-    let path = crate::sandbox::paths::absolute(&path);
+    let path = crate::workspace::absolute(&path);
     // A database named explicitly goes where it was named: a mistyped directory is a usage error,
     // not a tree of directories created on the way (only the default `.acode/` is created).
     if let Some(dir) = path.parent()
@@ -476,7 +478,7 @@ fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
 /// `acode-run tools --json`: the tools (as `tools` prints them) and, as fields, what `run_command`
 /// may run under the workspace's policy and which tools always ask.
 fn tools_document(registry: &ToolRegistry, policy: &Policy) -> serde_json::Value {
-    use crate::sandbox::policy::DEFAULT_ALLOWLIST;
+    use crate::policy::DEFAULT_ALLOWLIST;
     let mut allowed: Vec<String> = match &policy.commands {
         Some(list) => list.clone(),
         None => DEFAULT_ALLOWLIST.iter().map(|s| s.to_string()).collect(),
@@ -1220,7 +1222,7 @@ fn execute_plan(
     options.rerun_interrupted = args.rerun_interrupted;
     options.llm_api_key = secrets.llm_api_key.clone();
     options.drop_step_results = !reports::needs_step_results(args);
-    if args.sandbox == Some(crate::sandbox::SandboxMode::None) {
+    if args.sandbox == Some(crate::policy::SandboxMode::None) {
         // `--sandbox none` on the command line is the explicit request.
         options = options.without_os_sandbox();
     }
@@ -1293,7 +1295,8 @@ pub use crate::error::format_ms;
 /// Checks `.acode/` and the runner's files in it without following links (creating it, its `tmp`
 /// and its `.gitignore` on first use): a linked one is refused with exit 2, naming the link.
 fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
-    use crate::sandbox::state::{StateDirError, prepare};
+    use crate::workspace::state::StateDirError;
+    use crate::workspace::state::prepare;
     prepare(ws.root()).map(|_| ()).map_err(|e| match e {
         StateDirError::Refused { .. } => CliError::new(exit::USAGE, e.to_string()),
         StateDirError::Io { .. } => CliError::new(exit::INTERNAL, e.to_string()),
@@ -1305,7 +1308,7 @@ fn query_store(args: &Args) -> Result<Store, CliError> {
     let path = db_path(args, &ws)?;
     // Opening the default database (even to read) creates its WAL files beside it: not through a link.
     if path == ws.root().join(Store::DEFAULT_PATH)
-        && std::fs::symlink_metadata(ws.root().join(crate::sandbox::state::STATE_DIR)).is_ok()
+        && std::fs::symlink_metadata(ws.root().join(crate::workspace::state::STATE_DIR)).is_ok()
     {
         prepare_state_dir(&ws)?;
     }
@@ -1508,7 +1511,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
 }
 
 /// One network request as `show` and the progress lines print it.
-fn describe_request(r: &crate::sandbox::network::NetworkRequest) -> String {
+fn describe_request(r: &crate::policy::network::NetworkRequest) -> String {
     format!(
         "{} {}:{} {} ({}) {} B up, {} B down, {} ms",
         r.method,

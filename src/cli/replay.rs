@@ -7,14 +7,14 @@ use super::{Args, CliError, not_found, query_store};
 use crate::error::exit;
 use crate::llm::LlmClient;
 use crate::llm::replay::ReplayClient;
+use crate::redact::Redactor;
 use crate::runner::replay::{from_store, names_file};
-use crate::sandbox::redact::Redactor;
 
 /// The `--replay` value as recorded in the run's settings: a file as its absolute path (so
 /// `resume` finds it from anywhere), a run id as given (the runner records the full id).
 pub(super) fn setting(value: &str) -> String {
     if names_file(value) {
-        crate::sandbox::paths::absolute(Path::new(value))
+        crate::workspace::absolute(Path::new(value))
             .display()
             .to_string()
     } else {

@@ -8,8 +8,8 @@ use std::io::Write;
 
 use super::flags::{Annotations, Args};
 use crate::executor::ExecutionResult;
+use crate::redact::Redactor;
 use crate::report::{ArtifactSource, github, html, junit};
-use crate::sandbox::Redactor;
 
 /// Whether GitHub annotations are wanted: `--annotations`, else `GITHUB_ACTIONS=true`.
 fn wants_github(args: &Args) -> bool {
@@ -282,8 +282,8 @@ pub(super) struct Outlook<'a> {
 pub(super) fn write_preview_json(
     out: &mut dyn Write,
     plan: &crate::plan::Plan,
-    ws: &crate::sandbox::Workspace,
-    policy: &crate::sandbox::Policy,
+    ws: &crate::workspace::Workspace,
+    policy: &crate::policy::Policy,
     outlook: &Outlook,
     redactor: &Redactor,
 ) -> Result<std::io::Result<()>, Vec<crate::plan::Problem>> {
@@ -295,8 +295,8 @@ pub(super) fn write_preview_json(
     struct Steps<'a> {
         walk: RefCell<Option<crate::preview::Walk>>,
         plan: &'a crate::plan::Plan,
-        ws: &'a crate::sandbox::Workspace,
-        policy: &'a crate::sandbox::Policy,
+        ws: &'a crate::workspace::Workspace,
+        policy: &'a crate::policy::Policy,
         redactor: &'a Redactor,
     }
     impl serde::Serialize for Steps<'_> {
@@ -376,7 +376,7 @@ mod tests {
     use crate::cli::flags::{Parsed, parse};
     use crate::error::ErrorKind;
     use crate::executor::{ExecutionResult, RunStatus, StepResult, StepStatus};
-    use crate::sandbox::Redactor;
+    use crate::redact::Redactor;
 
     /// The streamed `--json` output is byte for byte what serialising the whole redacted value
     /// gives, secrets redacted in every field (an id, an error, an output).

@@ -19,7 +19,7 @@ use super::{
 use crate::error::exit;
 use crate::executor::{AutoDeny, Executor, Fanout};
 use crate::plan::AuthStatus;
-use crate::sandbox::redact::Redactor;
+use crate::redact::Redactor;
 use crate::stages::draft::{self, DraftRequest, Previous};
 use crate::stages::review::{self, Verdict};
 use crate::tools::ToolRegistry;
@@ -98,12 +98,8 @@ fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliEr
     let previous = match &args.revise {
         None => None,
         Some(path) => {
-            let bytes = crate::sandbox::input::read_bounded(
-                path,
-                crate::sandbox::input::MAX_PLAN_BYTES,
-                "plan file",
-            )
-            .map_err(|e| usage(format!("--revise {}: {e}", path.display())))?;
+            let bytes = crate::input::read_bounded(path, crate::input::MAX_PLAN_BYTES, "plan file")
+                .map_err(|e| usage(format!("--revise {}: {e}", path.display())))?;
             let text = String::from_utf8_lossy(&bytes).into_owned();
             let value: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| usage(format!("--revise {}: {e}", path.display())))?;

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::{Event, EventKind};
-use crate::sandbox::redact::Redactor;
+use crate::redact::Redactor;
 use crate::terminal::{line as l, text as tx};
 
 #[derive(Default)]

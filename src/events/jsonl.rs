@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::Event;
-use crate::sandbox::redact::Redactor;
+use crate::redact::Redactor;
 
 /// Writes events as JSON lines to any writer (stdout in the CLI).
 pub struct JsonlWriter<W: Write + Send> {

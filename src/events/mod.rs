@@ -283,7 +283,7 @@ pub enum EventKind {
         execution_id: String,
         /// Host, port, verdict, bytes each way, duration.
         #[serde(flatten)]
-        request: crate::sandbox::network::NetworkRequest,
+        request: crate::policy::network::NetworkRequest,
     },
     /// An MCP server differs from what the approval pinned (docs/mcp.md): the call is refused
     /// and the run ends with exit 36. Emitted before the call's `tool_result`.
@@ -322,7 +322,7 @@ pub enum EventKind {
         error: Option<String>,
         /// For a command: the program it ran (resolved path) and the SHA-256 of the file executed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        program: Option<crate::sandbox::program::Executed>,
+        program: Option<crate::policy::program::Executed>,
         /// For an MCP tool (`mcp__SERVER__TOOL`): the server.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server: Option<String>,

@@ -18,9 +18,10 @@ use crate::error::{ErrorKind, now_ms};
 use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind};
 use crate::llm::{LlmClient, Usage};
 use crate::plan::Step;
-use crate::sandbox::{Policy, Workspace};
+use crate::policy::Policy;
 use crate::store::{ExecutionRecord, Store};
 use crate::tools::{Artifact, ToolCall, ToolContext, ToolOutput, ToolRegistry};
+use crate::workspace::Workspace;
 
 /// Numbers and sends events; shared by reference with tools (for heartbeats) and drivers.
 ///
@@ -314,7 +315,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 request: r.clone(),
             });
         }
-        let server = crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string);
+        let server = crate::policy::mcp_server_of(&call.tool).map(str::to_string);
         if kind == Some(ErrorKind::McpChanged) {
             self.run.emitter.emit(EventKind::McpPinMismatch {
                 step_id: call.step_id.clone(),
@@ -362,7 +363,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         let decision = self.run.confirm.request_confirmation(&request);
         // Anything may have changed on disk while the question waited: programs are looked up
         // again for the run.
-        crate::sandbox::program::forget();
+        crate::policy::program::forget();
         self.run.emitter.emit(EventKind::ConfirmationDecided {
             step_id: call.step_id.clone(),
             tool: call.tool.clone(),
@@ -399,7 +400,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         // The admission resolves the call's program (a command's); its first run, microseconds
         // later, gets the same answer without the dozen lookups again. A prompt in between
         // forgets it (see `confirm`), and the memo ends with the first run.
-        let memo = crate::sandbox::program::memo();
+        let memo = crate::policy::program::memo();
         match self.admit(call, opts)? {
             Err(refused) => Ok(refused),
             Ok(admitted) => self.attempts(&admitted, opts, None, Some(memo)),
@@ -600,7 +601,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         admitted: &Admitted,
         opts: &CallOptions,
         mut first: Option<Ran>,
-        mut memo: Option<crate::sandbox::program::Memo>,
+        mut memo: Option<crate::policy::program::Memo>,
     ) -> Result<ToolResult, ExecutionError> {
         let call = &admitted.call;
         let parent = opts.parent_execution_id.clone();
@@ -807,7 +808,7 @@ fn announce(emitter: &Emitter, call: &ToolCall, attempt: u32) {
         arguments: call.arguments.clone(),
         attempt,
         turn: call.turn,
-        server: crate::sandbox::policy::mcp_server_of(&call.tool).map(str::to_string),
+        server: crate::policy::mcp_server_of(&call.tool).map(str::to_string),
     });
     emitter.progress().on_tool_call(call);
 }

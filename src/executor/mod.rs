@@ -39,9 +39,12 @@ use crate::plan::validate::{
 };
 use crate::plan::variables::Variables;
 use crate::plan::{ApprovedPlan, AuthError, OnFailure, Plan, Problem, Step};
-use crate::sandbox::{OsSandbox, Policy, Redactor, Workspace};
+use crate::policy::Policy;
+use crate::redact::Redactor;
+use crate::sandbox::OsSandbox;
 use crate::store::{RunRow, StepUpdate, Store, StoreError};
 use crate::tools::ToolRegistry;
+use crate::workspace::Workspace;
 use schedule::Footprint;
 
 /// What a tool call came to, as seen by drivers and progress callbacks.
@@ -611,11 +614,11 @@ impl Executor {
         // Before anything of this run is recorded or printed.
         self.redactor
             .add_values(crate::plan::variables::secret_values(plan, &vars));
-        crate::sandbox::config_secrets::learn_workspace_secrets(
+        crate::policy::config_secrets::learn_workspace_secrets(
             self.workspace.root(),
             &self.redactor,
         );
-        crate::sandbox::config_secrets::learn_passed_credentials(
+        crate::policy::config_secrets::learn_passed_credentials(
             &self.policy.env_passthrough,
             &self.redactor,
         );

@@ -85,7 +85,7 @@ pub fn evaluate(
 
 /// Whether `start` (a file or directory) or one of its parents inside the workspace holds a
 /// `Cargo.toml` file, every look going through the kernel-checked resolver.
-fn cargo_workspace(ws: &crate::sandbox::Workspace, start: &str) -> Result<bool, String> {
+fn cargo_workspace(ws: &crate::workspace::Workspace, start: &str) -> Result<bool, String> {
     let abs = ws.resolve(start).map_err(|v| v.to_string())?;
     let mut rel = abs
         .strip_prefix(ws.root())

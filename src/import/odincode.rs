@@ -25,10 +25,11 @@ use serde_json::{Map, Value, json};
 use thiserror::Error;
 
 use crate::plan::{Intent, ValidationContext};
+use crate::policy::Policy;
 use crate::preview::Simulation;
-use crate::sandbox::{Policy, Workspace};
 use crate::tools::ToolRegistry;
 use crate::tools::files::{Address, EditOp, LineAction, apply_edit};
+use crate::workspace::Workspace;
 
 /// odincode's tool whitelist (`src/llm/router.rs`, `TOOL_WHITELIST`): a plan naming any other
 /// tool is rejected by odincode itself.
@@ -205,7 +206,7 @@ fn stringify(v: &Value) -> String {
 fn parse_odin(bytes: &[u8]) -> Result<OdinPlan, ImportError> {
     // One document for the reviewer and the importer: serde_json's `Value` would keep the last of
     // two equal keys (odincode's own typed parser refuses a repeated field).
-    crate::sandbox::input::check_unique_keys(bytes).map_err(|d| {
+    crate::input::check_unique_keys(bytes).map_err(|d| {
         bad(
             format!("line {}, column {}", d.line, d.column),
             format!(

@@ -17,11 +17,12 @@ pub(crate) struct HttpReply {
     pub body: String,
 }
 
-/// A ureq agent for talking to one LLM server: [`crate::sandbox::network::agent::agent`] with the
+/// A ureq agent for talking to one LLM server: [`crate::net::agent::agent`] with the
 /// configured timeout and `config.ca_cert`'s certificates (a CA file that cannot be loaded leaves
 /// the agent trusting nothing at all, fail closed; [`LlmConfig::validate`] reports the file first).
 pub(crate) fn agent(config: &LlmConfig) -> ureq::Agent {
-    use crate::sandbox::network::agent::{Trust, agent};
+    use crate::net::agent::Trust;
+    use crate::net::agent::agent;
     let trust = match &config.ca_cert {
         None => Trust::WebPki,
         Some(path) => Trust::Extra(
@@ -181,7 +182,7 @@ pub(crate) fn status_error(reply: HttpReply, url: &str, model: &str) -> LlmError
     }
 }
 
-pub(crate) use crate::sandbox::network::agent::parse_retry_after;
+pub(crate) use crate::net::agent::parse_retry_after;
 
 /// Classifies a ureq failure. Refused and reset connections and timeouts are retryable; the rest
 /// (host not found, protocol garbage, TLS) is not.

@@ -836,7 +836,7 @@ pub(crate) fn redact(text: &str, secret: Option<&str>) -> String {
         Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[REDACTED]"),
         _ => text.to_string(),
     };
-    crate::sandbox::Redactor::new()
+    crate::redact::Redactor::new()
         .with_extra_values(secret)
         .redact_string(text)
 }

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::parse::IdAllocator;
 use super::{ChatRequest, ChatResponse, LlmClient, LlmError, Provider, react};
-use crate::sandbox::Redactor;
+use crate::redact::Redactor;
 
 /// The `format` of a replay file's first line.
 pub const FORMAT: &str = "acode-run-replay";

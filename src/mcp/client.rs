@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 use thiserror::Error;
 
 use super::{HANDSHAKE_VERSIONS, STATELESS_VERSION, sanitize_line};
-use crate::sandbox::process::{self, CommandSpec, Service};
+use crate::process;
+use crate::process::CommandSpec;
+use crate::process::Service;
 
 /// Longest line read from a server's stdout (a bigger one fails the request).
 const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -287,7 +289,7 @@ pub(crate) trait Transport: Send {
         String::new()
     }
     /// The network requests made since the last call (HTTP), to be recorded on the call.
-    fn take_network(&mut self) -> Vec<crate::sandbox::network::NetworkRequest> {
+    fn take_network(&mut self) -> Vec<crate::policy::network::NetworkRequest> {
         Vec::new()
     }
     /// Whether the stateless revision's `server/discover` is tried before `initialize` (see
@@ -382,7 +384,7 @@ impl Client {
                 source: std::io::Error::other("the server's pipes are missing"),
             });
         };
-        crate::sandbox::spawn::set_nonblocking(&stdin);
+        crate::process::spawn::set_nonblocking(&stdin);
         let (tx, rx) = channel();
         std::thread::spawn(move || read_stdout(stdout, tx));
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -600,7 +602,7 @@ impl Client {
 
     /// The HTTP requests made to a remote server since the last call of this function, recorded
     /// on the call as a command's requests are.
-    pub fn take_network(&mut self) -> Vec<crate::sandbox::network::NetworkRequest> {
+    pub fn take_network(&mut self) -> Vec<crate::policy::network::NetworkRequest> {
         self.transport.take_network()
     }
 

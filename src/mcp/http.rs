@@ -34,8 +34,12 @@ use serde_json::{Value, json};
 use super::client::{Client, Incoming, McpError, Transport};
 use super::{STATELESS_VERSION, sanitize_line};
 use crate::error::now_ms;
-use crate::sandbox::network::agent::{Trust, agent};
-use crate::sandbox::network::{Endpoint, HostRule, NetworkRequest, decide};
+use crate::net::agent::Trust;
+use crate::net::agent::agent;
+use crate::policy::network::Endpoint;
+use crate::policy::network::HostRule;
+use crate::policy::network::NetworkRequest;
+use crate::policy::network::decide;
 
 /// Largest JSON answer, and largest SSE stream read for one request (bytes).
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -114,11 +118,11 @@ pub fn connect(
     let mut secrets = Vec::new();
     let mut expanded = Vec::new();
     for (header, value) in headers {
-        let value = crate::sandbox::policy::expand_header(value, |var| {
+        let value = crate::policy::expand_header(value, |var| {
             if !env.iter().any(|e| e == var) {
                 return Err(format!("{var} is not in the server's env list"));
             }
-            if crate::sandbox::redact::is_runner_secret_var(var) {
+            if crate::redact::is_runner_secret_var(var) {
                 return Err(format!("{var} is one of acode-run's own secrets"));
             }
             let v = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
@@ -161,7 +165,7 @@ impl Shared {
     fn shown(&self, text: &str) -> String {
         let mut text = text.to_string();
         for s in &self.secrets {
-            text = text.replace(s.as_str(), crate::sandbox::redact::REDACTED);
+            text = text.replace(s.as_str(), crate::redact::REDACTED);
         }
         sanitize_line(&text, SHOWN)
     }
@@ -554,8 +558,8 @@ fn request(
             }
             return answer(shared, response, id, method, deadline, up, started);
         }
-        let retry_after = header(&response, "retry-after")
-            .and_then(|v| crate::sandbox::network::agent::parse_retry_after(&v));
+        let retry_after =
+            header(&response, "retry-after").and_then(|v| crate::net::agent::parse_retry_after(&v));
         let location = header(&response, "location");
         let www_auth = header(&response, "www-authenticate");
         let (text, down) = read_capped(response.into_body(), MAX_ERROR_BODY);
@@ -615,7 +619,7 @@ fn status_error(
                 .parse::<ureq::http::Uri>()
                 .ok()
                 .and_then(|u| u.host().map(str::to_string))
-                .and_then(|h| crate::sandbox::network::canonical_host(&h).ok())
+                .and_then(|h| crate::policy::network::canonical_host(&h).ok())
                 .is_some_and(|h| h != shared.endpoint.host);
             if other_host {
                 format!(

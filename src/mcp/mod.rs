@@ -2,7 +2,7 @@
 //! declares, and what approvals pin about them.
 //!
 //! - [`client`]: one server over stdio (one JSON-RPC 2.0 message per line), started through the
-//!   sandbox's long-lived child ([`crate::sandbox::process::start`]) so it runs exactly as a command
+//!   sandbox's long-lived child ([`crate::process::start`]) so it runs exactly as a command
 //!   does. Speaks both protocol eras, chosen by what the server answers: the stateless revision
 //!   2026-07-28 (`server/discover`, the protocol version in `_meta` on every request) and the
 //!   `initialize` handshake (2025-03-26 … 2025-11-25). No async runtime: a reader thread per pipe

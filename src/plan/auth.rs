@@ -12,7 +12,7 @@ use sha2::Sha256;
 use thiserror::Error;
 
 use super::model::Plan;
-use crate::sandbox::Policy;
+use crate::policy::Policy;
 
 /// The domain tag that starts every signed message: what the signature is for, and in which
 /// layout. A signature made for anything else (another version, another purpose) cannot verify.
@@ -240,7 +240,7 @@ impl PlanAuthorization {
     pub fn check_skills(
         &self,
         plan: &Plan,
-        workspace: &crate::sandbox::Workspace,
+        workspace: &crate::workspace::Workspace,
     ) -> Result<(), AuthError> {
         let now = super::skills::referenced_hashes(plan, workspace);
         match super::skills::changed_since_approval(&self.skills, &now) {
@@ -327,7 +327,7 @@ pub enum AuthError {
         /// The file.
         path: String,
         /// Why.
-        source: crate::sandbox::input::InputError,
+        source: crate::input::InputError,
     },
     /// An MCP server the policy declares is not pinned by the approval (or its pin is damaged).
     #[error("{0}")]
@@ -416,8 +416,8 @@ pub const APPROVAL_KEY_ENV: &str = "ACODE_APPROVAL_KEY";
 
 /// The approval key: `ACODE_APPROVAL_KEY_FILE` (a file holding it) or `ACODE_APPROVAL_KEY`, read
 /// once by the caller at start; `None` when neither is set.
-pub fn approval_key() -> Result<Option<Vec<u8>>, crate::sandbox::redact::SecretError> {
-    Ok(crate::sandbox::redact::runner_secret(APPROVAL_KEY_ENV)?.map(String::into_bytes))
+pub fn approval_key() -> Result<Option<Vec<u8>>, crate::redact::SecretError> {
+    Ok(crate::redact::runner_secret(APPROVAL_KEY_ENV)?.map(String::into_bytes))
 }
 
 /// Where the approval for the plan at `plan_path` is kept.
@@ -434,8 +434,8 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
         path: path.display().to_string(),
         message,
     };
-    let limit = crate::sandbox::input::MAX_APPROVAL_BYTES;
-    let text = match crate::sandbox::input::read_json(&path, limit, "approval file") {
+    let limit = crate::input::MAX_APPROVAL_BYTES;
+    let text = match crate::input::read_json(&path, limit, "approval file") {
         Ok(t) => t,
         Err(e) if e.is_not_found() => {
             return Ok(PlanAuthorization {
@@ -519,7 +519,7 @@ impl ApprovedPlan {
 
     /// Checks that every skill file the plan uses is the one approved (docs/agents.md): editing
     /// a `SKILL.md` after approval changes what runs, like editing the plan.
-    pub fn check_skills(&self, workspace: &crate::sandbox::Workspace) -> Result<(), AuthError> {
+    pub fn check_skills(&self, workspace: &crate::workspace::Workspace) -> Result<(), AuthError> {
         self.authorization.check_skills(&self.plan, workspace)
     }
 

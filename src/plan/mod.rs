@@ -50,9 +50,9 @@ pub struct ValidationContext<'a> {
     /// The tools that exist.
     pub registry: &'a crate::tools::ToolRegistry,
     /// The workspace paths must stay in.
-    pub workspace: &'a crate::sandbox::Workspace,
+    pub workspace: &'a crate::workspace::Workspace,
     /// The policy commands must satisfy.
-    pub policy: &'a crate::sandbox::Policy,
+    pub policy: &'a crate::policy::Policy,
 }
 
 impl ValidationContext<'_> {
@@ -199,7 +199,7 @@ pub enum PlanError {
         /// The plan path.
         path: String,
         /// Why: missing, not a regular file, over the size limit.
-        source: crate::sandbox::input::InputError,
+        source: crate::input::InputError,
     },
     /// The plan has problems; all of them are listed.
     #[error("{path}: invalid plan ({} problem{}):\n{}", problems.len(),
@@ -260,7 +260,7 @@ fn scrub_problems(plan: &Plan, builtins: &[(&str, String)], problems: &mut [Prob
     if secrets.is_empty() {
         return;
     }
-    let red = crate::sandbox::Redactor::new().with_extra_values(secrets);
+    let red = crate::redact::Redactor::new().with_extra_values(secrets);
     for p in problems {
         p.location = red.redact_message(&p.location).into_owned();
         p.message = red.redact_message(&p.message).into_owned();
@@ -276,15 +276,11 @@ struct Partial {
 }
 
 fn read_partial(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Partial, PlanError> {
-    let bytes = crate::sandbox::input::read_bounded(
-        path,
-        crate::sandbox::input::MAX_PLAN_BYTES,
-        "plan file",
-    )
-    .map_err(|source| PlanError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = crate::input::read_bounded(path, crate::input::MAX_PLAN_BYTES, "plan file")
+        .map_err(|source| PlanError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
     let (mut plan, mut problems) = parse::parse_partial(&bytes);
     let lines = parse::step_lines(&bytes);
     if let Some(plan) = plan.as_mut() {
@@ -377,11 +373,7 @@ pub fn recheck_steps(
         return Ok(());
     }
     scrub_problems(plan, &builtins, &mut problems);
-    if let Ok(bytes) = crate::sandbox::input::read_bounded(
-        path,
-        crate::sandbox::input::MAX_PLAN_BYTES,
-        "plan file",
-    ) {
+    if let Ok(bytes) = crate::input::read_bounded(path, crate::input::MAX_PLAN_BYTES, "plan file") {
         annotate(&mut problems, &parse::step_lines(&bytes));
     }
     Err(PlanError::Invalid {

@@ -17,7 +17,7 @@ use super::model::{
 use super::{Problem, ProblemKind};
 
 /// The largest plan file accepted; larger input is refused before parsing.
-pub const MAX_PLAN_BYTES: usize = crate::sandbox::input::MAX_PLAN_BYTES as usize;
+pub const MAX_PLAN_BYTES: usize = crate::input::MAX_PLAN_BYTES as usize;
 
 /// Hex SHA-256 of bytes; approvals are bound to this.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -135,7 +135,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         return (None, c.problems);
     }
     // One document for the reviewer and the runner: serde_json would keep the last of two equal keys.
-    if let Err(d) = crate::sandbox::input::check_unique_keys(bytes) {
+    if let Err(d) = crate::input::check_unique_keys(bytes) {
         c.err(
             format!("line {}, column {}", d.line, d.column),
             format!(
@@ -299,12 +299,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
                 defaults.retries = r as u32;
             }
             defaults.jobs = c
-                .uint(
-                    d,
-                    "jobs",
-                    "plan.defaults",
-                    crate::sandbox::policy::MAX_JOBS as u64,
-                )
+                .uint(d, "jobs", "plan.defaults", crate::policy::MAX_JOBS as u64)
                 .map(|n| n as usize);
             if defaults.jobs == Some(0) {
                 c.err("plan.defaults.jobs", "must be at least 1");
@@ -980,9 +975,9 @@ mod hostile_input {
         ];
         let dir = std::env::temp_dir().join(format!("acode-hostile-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let ws = crate::sandbox::Workspace::new(&dir).unwrap();
+        let ws = crate::workspace::Workspace::new(&dir).unwrap();
         let registry = crate::tools::ToolRegistry::builtin();
-        let policy = crate::sandbox::Policy::default();
+        let policy = crate::policy::Policy::default();
         let ctx = crate::plan::ValidationContext {
             registry: &registry,
             workspace: &ws,

@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::sandbox::Workspace;
+use crate::workspace::Workspace;
 
 /// Where skills are looked up, in order; the first directory holding `NAME/SKILL.md` wins.
 pub const SEARCH_DIRS: [&str; 2] = [".acode/skills", ".claude/skills"];
@@ -201,7 +201,7 @@ fn load(ws: &Workspace, name: &str, dir: &str, path: &str) -> Result<Skill, Skil
     };
     let abs = ws.resolve(path).map_err(|e| read_err(e.to_string()))?;
     let (file, meta) =
-        crate::sandbox::fs::open_regular(ws, &abs).map_err(|e| read_err(e.to_string()))?;
+        crate::workspace::fs::open_regular(ws, &abs).map_err(|e| read_err(e.to_string()))?;
     if meta.len() > MAX_BYTES {
         return Err(read_err(format!(
             "{} bytes, more than the {MAX_BYTES} a skill may have",

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::model::{Plan, Precondition, Step};
 use super::variables::Variables;
 use super::{Problem, ProblemKind, ValidationContext};
-use crate::sandbox::Workspace;
 use crate::tools::ToolError;
+use crate::workspace::Workspace;
 
 // The identifier rules live in `parse` (the parser applies them first); re-exported here, where
 // callers have always found them.
@@ -194,13 +194,13 @@ pub fn validate_step(
         None if step.tool.is_empty() => {}
         // A tool of a server the policy declares, which its `tools` list does not allow: say
         // where to allow it, rather than "unknown tool".
-        None if crate::sandbox::policy::mcp_server_of(&step.tool)
+        None if crate::policy::mcp_server_of(&step.tool)
             .is_some_and(|s| ctx.policy.mcp.servers.contains_key(s)) =>
         {
-            let server = crate::sandbox::policy::mcp_server_of(&step.tool).unwrap_or_default();
+            let server = crate::policy::mcp_server_of(&step.tool).unwrap_or_default();
             let tool = step
                 .tool
-                .strip_prefix(&crate::sandbox::policy::mcp_tool_name(server, ""))
+                .strip_prefix(&crate::policy::mcp_tool_name(server, ""))
                 .unwrap_or_default();
             problems.push(Problem::invalid(
                 format!("{at}.tool"),
@@ -293,7 +293,7 @@ fn check_mcp_programs(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
         let tools: Vec<String> = server
             .tools
             .iter()
-            .map(|t| crate::sandbox::policy::mcp_tool_name(name, t))
+            .map(|t| crate::policy::mcp_tool_name(name, t))
             .collect();
         let at = plan
             .steps
@@ -521,14 +521,14 @@ pub fn check_intent(plan: &Plan) -> Vec<Problem> {
 /// over a renumbered copy, and each problem gets its step's position in the file back.
 pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     if plan.steps.iter().enumerate().all(|(i, s)| s.position == i) {
-        return crate::sandbox::program::with_memo(|| validate_all(plan, ctx));
+        return crate::policy::program::with_memo(|| validate_all(plan, ctx));
     }
     let mut copy = plan.clone();
     let in_file: Vec<usize> = copy.steps.iter().map(|s| s.position).collect();
     for (i, s) in copy.steps.iter_mut().enumerate() {
         s.position = i;
     }
-    let mut problems = crate::sandbox::program::with_memo(|| validate_all(&copy, ctx));
+    let mut problems = crate::policy::program::with_memo(|| validate_all(&copy, ctx));
     for p in &mut problems {
         let Some(rest) = p.location.strip_prefix("steps[") else {
             continue;

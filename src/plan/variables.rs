@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::model::Plan;
-use crate::sandbox::redact::is_secret_name;
+use crate::redact::is_secret_name;
 
 /// The variables visible to a plan: plan-declared, overridden by `--var`, plus built-ins.
 #[derive(Debug, Clone, Default)]

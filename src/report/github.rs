@@ -18,7 +18,7 @@ use serde::Deserialize;
 use super::{ArtifactSource, Counts, last_artifact};
 use crate::events::SandboxInfo;
 use crate::executor::{ExecutionResult, StepResult, StepStatus};
-use crate::sandbox::Redactor;
+use crate::redact::Redactor;
 
 /// Diagnostics annotated per `lsp_check` step; GitHub shows at most 10 errors per step anyway.
 const MAX_DIAGNOSTICS: usize = 50;

@@ -26,8 +26,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::Refusal;
-use crate::sandbox::Redactor;
-use crate::sandbox::network::NetworkRequest;
+use crate::policy::network::NetworkRequest;
+use crate::redact::Redactor;
 use crate::store::{ArtifactCut, ExecutionRow, RunHeader, StepRow, StepState, Store, StoreError};
 
 /// Steps whose bodies (executions, outputs, conversation) are written in full at most.
@@ -497,7 +497,7 @@ impl Page<'_> {
              <table class=\"net\"><tr><th>host</th><th>port</th><th>requests</th><th>steps</th><th>would allow it</th></tr>\n",
         );
         for ((host, port), (count, steps)) in refused.iter().take(REFUSED_HOSTS) {
-            let entry = crate::sandbox::network::proxy::allow_entry(host, *port);
+            let entry = crate::net::proxy::allow_entry(host, *port);
             let line = format!(
                 "\"network\": {{\"allow\": [{}]}}",
                 serde_json::Value::String(entry)

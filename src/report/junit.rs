@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use super::{ArtifactSource, Counts, last_artifact};
 use crate::events::SandboxInfo;
 use crate::executor::{ExecutionResult, StepStatus};
-use crate::sandbox::Redactor;
+use crate::redact::Redactor;
 
 /// Renders `result` as a JUnit XML document. Every text from the plan, a model or a command passes
 /// `redactor` first.

@@ -4,7 +4,7 @@
 //! Both are rendered from the [`ExecutionResult`] the executor returns, plus artifacts looked up
 //! through an [`ArtifactSource`] (the tail of a failed command's stderr, `lsp_check` diagnostics),
 //! so they say exactly what the database says. Every text that came from a plan, a model or a
-//! command passes the run's [`Redactor`](crate::sandbox::Redactor) before it is written.
+//! command passes the run's [`Redactor`](crate::redact::Redactor) before it is written.
 
 pub mod github;
 pub mod html;
@@ -30,7 +30,7 @@ pub struct Refusal<'a> {
 impl Refusal<'_> {
     /// The message and then one `- problem` line each, redacted: the body the annotation and the
     /// JUnit failure share.
-    pub fn text(&self, redactor: &crate::sandbox::Redactor) -> String {
+    pub fn text(&self, redactor: &crate::redact::Redactor) -> String {
         let mut text = redactor.redact(self.message).into_owned();
         for p in self.problems {
             text.push_str("\n- ");

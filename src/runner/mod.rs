@@ -34,11 +34,14 @@ use crate::executor::{
 use crate::llm::LlmClient;
 use crate::plan::auth::{AuthStatus, PlanAuthorization};
 use crate::plan::{self, ApprovedPlan, AuthError, Plan, PlanError, ValidationContext};
-use crate::sandbox::paths::absolute;
-use crate::sandbox::redact::Redactor;
-use crate::sandbox::{OsSandbox, Policy, SandboxMode, Workspace};
+use crate::policy::Policy;
+use crate::policy::SandboxMode;
+use crate::redact::Redactor;
+use crate::sandbox::OsSandbox;
 use crate::store::{DecisionRow, Store, StoreError, Verdict};
 use crate::tools::ToolRegistry;
+use crate::workspace::Workspace;
+use crate::workspace::absolute;
 
 /// What a run is prepared with. `RunOptions::default()` is the command line's defaults: the
 /// workspace's database, its `acode-policy.json`, the OS sandbox the policy names (`auto` by
@@ -115,7 +118,7 @@ pub enum RunnerError {
     Setup(String),
     /// `.acode/` is a link (refused) or cannot be created.
     #[error(transparent)]
-    State(#[from] crate::sandbox::state::StateDirError),
+    State(#[from] crate::workspace::state::StateDirError),
     /// The plan cannot be read or is invalid (every problem listed).
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -219,7 +222,9 @@ impl RunnerError {
             | RunnerError::Sandbox(_)
             | RunnerError::Replay { .. }
             | RunnerError::WeakeningNotExplicit => exit::USAGE,
-            RunnerError::State(crate::sandbox::state::StateDirError::Refused { .. }) => exit::USAGE,
+            RunnerError::State(crate::workspace::state::StateDirError::Refused { .. }) => {
+                exit::USAGE
+            }
             RunnerError::State(_) => exit::INTERNAL,
             RunnerError::Plan(e) => e.exit_code(),
             RunnerError::Unauthorized { .. }
@@ -365,10 +370,7 @@ impl PlanRunner {
             .clone()
             .unwrap_or_else(|| Arc::new(Redactor::from_env()));
         learn_secrets(&plan, &ws, &redactor);
-        crate::sandbox::config_secrets::learn_passed_credentials(
-            &policy.env_passthrough,
-            &redactor,
-        );
+        crate::policy::config_secrets::learn_passed_credentials(&policy.env_passthrough, &redactor);
         // The values a remote MCP server's headers take from the environment.
         redactor.add_values(policy.mcp.header_secrets());
 
@@ -380,7 +382,7 @@ impl PlanRunner {
             settings.sandbox = Some(SandboxMode::None);
         }
         if options.approve.is_some() || target != Target::New {
-            crate::sandbox::state::prepare(ws.root())?;
+            crate::workspace::state::prepare(ws.root())?;
             let mut store = Store::open(&db)?;
             store.set_redactor(redactor.clone());
             if let Some(request) = &options.approve {
@@ -436,7 +438,7 @@ impl PlanRunner {
                 given: requested,
             });
         }
-        crate::sandbox::state::prepare(ws.root())?;
+        crate::workspace::state::prepare(ws.root())?;
         let sandbox = OsSandbox::resolve(requested, &ws, &policy.limits)
             .and_then(|s| s.with_network(&policy.network, &ws))
             .map_err(|e| RunnerError::Sandbox(e.to_string()))?
@@ -678,7 +680,7 @@ impl PlanRunner {
 /// function.
 pub(crate) fn protect_runner_files(ws: &mut Workspace, db: &Path, plan: Option<&Path>) {
     ws.protect(db);
-    ws.protect(Path::new(crate::sandbox::state::STATE_DIR));
+    ws.protect(Path::new(crate::workspace::state::STATE_DIR));
     if let Some(plan) = plan {
         ws.protect(&absolute(plan));
     }
@@ -693,7 +695,7 @@ pub(crate) fn learn_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
         &plan::validate::builtins(plan, ws, "validation"),
     );
     redactor.add_values(plan::variables::secret_values(plan, &vars));
-    crate::sandbox::config_secrets::learn_workspace_secrets(ws.root(), redactor);
+    crate::policy::config_secrets::learn_workspace_secrets(ws.root(), redactor);
 }
 
 /// A decision on a plan's exact bytes, as `acode-run approve`, `reject` and `run --approve`
@@ -802,7 +804,7 @@ pub fn record_decision(
                     server
                         .tools
                         .iter()
-                        .any(|t| step.tool == crate::sandbox::policy::mcp_tool_name(name, t))
+                        .any(|t| step.tool == crate::policy::mcp_tool_name(name, t))
                 })
             })?;
         }

@@ -17,7 +17,7 @@ use crate::llm::replay::{
     ReplaySource, body_value,
 };
 use crate::plan::Plan;
-use crate::sandbox::redact::Redactor;
+use crate::redact::Redactor;
 use crate::store::{Store, StoreError};
 use crate::tools::agent::NAME as AGENT;
 

@@ -19,9 +19,9 @@
 //!   (`.git/`, `.acode/`, the policy file, the database and its journals, the plan and `*.approval`
 //!   files) read-only on top. Nothing of `/run`, `/var`, `/home`, `/root` or the host's `/tmp` is
 //!   there, so no host UNIX socket (docker, ssh-agent, D-Bus) can be reached. Protected paths
-//!   that do not exist yet are handled by [`super::guard`]. A workspace `.git/config` holding a
+//!   that do not exist yet are handled by [`crate::workspace::guard`]. A workspace `.git/config` holding a
 //!   persisted credential is shown as a copy without it ([`BwrapSpec::files`],
-//!   [`super::config_secrets`]).
+//!   [`crate::policy::config_secrets`]).
 //!
 //! [`resolve`] is called once at the start of a run to turn `--sandbox none|bwrap|auto` into the
 //! bwrap binary to use (or none). It actually *runs* bwrap once with the same flags commands get,
@@ -33,10 +33,12 @@ use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use super::guard::ProtectedGuard;
-use super::paths::Workspace;
-use super::policy::SandboxMode;
-use super::process::{ArgvWrapper, CommandSpec, run};
+use crate::policy::SandboxMode;
+use crate::process::ArgvWrapper;
+use crate::process::CommandSpec;
+use crate::process::run;
+use crate::workspace::Workspace;
+use crate::workspace::guard::ProtectedGuard;
 
 /// Namespace, privilege and lifetime flags used both by the probe and by every wrapped command,
 /// so that a successful probe means wrapped commands can start.
@@ -69,7 +71,7 @@ fn base_args() -> &'static [String] {
             "--gid".into(),
             gid.to_string(),
         ]);
-        for dir in super::view::SYSTEM_DIRS {
+        for dir in crate::policy::view::SYSTEM_DIRS {
             match std::fs::symlink_metadata(dir) {
                 Ok(m) if m.is_symlink() => {
                     if let Ok(target) = std::fs::read_link(dir) {
@@ -99,7 +101,7 @@ fn base_args() -> &'static [String] {
             .map(String::from),
         );
         // After the tmpfs /tmp, so a toolchain home under /tmp is not hidden by it.
-        for home in super::view::toolchain_homes() {
+        for home in crate::policy::view::toolchain_homes() {
             let h = lossy(home);
             out.extend(["--ro-bind".into(), h.clone(), h]);
         }
@@ -138,7 +140,7 @@ fn lossy(p: &Path) -> String {
 }
 
 /// How to wrap commands for one workspace: the bwrap binary, the writable root and the paths that
-/// stay read-only. Cheap to build; [`process::run`](super::process::run) applies it.
+/// stay read-only. Cheap to build; [`process::run`](crate::process::run) applies it.
 #[derive(Debug, Clone)]
 pub struct BwrapSpec {
     /// The bubblewrap binary returned by [`resolve`].
@@ -153,15 +155,15 @@ pub struct BwrapSpec {
     pub forward: Option<Forward>,
     /// Host directories mounted writable at the same path (the run's downloads directory).
     pub write_paths: Vec<PathBuf>,
-    /// The runner binary, bound read-only where the forwarder's is ([`super::network::forward::INSIDE_EXE`])
-    /// so that the sandbox can run the supervisor ([`super::supervisor`]).
+    /// The runner binary, bound read-only where the forwarder's is ([`crate::net::forward::INSIDE_EXE`])
+    /// so that the sandbox can run the supervisor ([`crate::process::supervisor`]).
     pub runner_exe: Option<PathBuf>,
     /// Host files mounted read-only over paths inside the workspace, after the protected paths:
-    /// `(copy, target)`, the sanitised copy of `.git/config` ([`super::config_secrets`]).
+    /// `(copy, target)`, the sanitised copy of `.git/config` ([`crate::policy::config_secrets`]).
     pub files: Vec<(PathBuf, PathBuf)>,
 }
 
-/// What the network forwarder inside the sandbox needs (see [`super::network::forward`]).
+/// What the network forwarder inside the sandbox needs (see [`crate::net::forward`]).
 #[derive(Debug, Clone)]
 pub struct Forward {
     /// The runner binary on the host, bound read-only into the sandbox.
@@ -182,13 +184,13 @@ impl BwrapSpec {
         Self::with_git(
             bwrap,
             workspace,
-            super::nested_git::walk(workspace.root()),
+            crate::workspace::nested_git::walk(workspace.root()),
             ProtectedGuard::before(workspace).approval_files(),
         )
     }
 
     /// [`Self::new`] with the workspace's `.git` entries (every one, at any depth:
-    /// [`super::nested_git`]) and approval files already known, each mounted read-only.
+    /// [`crate::workspace::nested_git`]) and approval files already known, each mounted read-only.
     pub fn with_git(
         bwrap: &Path,
         workspace: &Workspace,
@@ -232,8 +234,10 @@ impl BwrapSpec {
             out.extend(["--ro-bind-try".into(), s(p), s(p)]);
         }
         // Credentials inside anything shown stay hidden: an empty tmpfs over a directory,
-        // /dev/null over a file (the one decision of what is shown: `super::view`).
-        for cred in super::view::hidden_within(&super::view::shown(&self.read_paths, &[])) {
+        // /dev/null over a file (the one decision of what is shown: `crate::policy::view`).
+        for cred in
+            crate::policy::view::hidden_within(&crate::policy::view::shown(&self.read_paths, &[]))
+        {
             match std::fs::symlink_metadata(&cred) {
                 Ok(m) if m.is_dir() => out.extend(["--tmpfs".into(), s(&cred)]),
                 Ok(_) => out.extend(["--ro-bind".into(), "/dev/null".into(), s(&cred)]),
@@ -262,7 +266,10 @@ impl BwrapSpec {
         for (copy, target) in &self.files {
             out.extend(["--ro-bind".into(), s(copy), s(target)]);
         }
-        use super::network::forward::{INSIDE_EXE, INSIDE_PORT, INSIDE_SOCKET, SUBCOMMAND};
+        use crate::net::forward::INSIDE_EXE;
+        use crate::net::forward::INSIDE_PORT;
+        use crate::net::forward::INSIDE_SOCKET;
+        use crate::net::forward::SUBCOMMAND;
         let exe = self.forward.as_ref().map(|f| &f.exe);
         if let Some(exe) = exe.or(self.runner_exe.as_ref()) {
             out.extend([
@@ -290,7 +297,7 @@ impl BwrapSpec {
 }
 
 impl BwrapSpec {
-    /// What decides whether two commands can share one sandbox ([`super::supervisor`]): every
+    /// What decides whether two commands can share one sandbox ([`crate::process::supervisor`]): every
     /// mount flag, and the identity (device, inode) of each read-only path, because a path
     /// replaced on the host since a sandbox started is no longer the one its mount holds.
     pub fn mount_key(&self) -> Vec<String> {
@@ -540,16 +547,12 @@ mod tests {
         (ws.root().to_path_buf(), ws)
     }
 
-    fn run_in(
-        bwrap: Option<&Path>,
-        ws: &Workspace,
-        code: &str,
-    ) -> super::super::process::CommandOutput {
+    fn run_in(bwrap: Option<&Path>, ws: &Workspace, code: &str) -> crate::process::CommandOutput {
         let mut spec = CommandSpec::new(
             vec!["python3".into(), "-c".into(), code.into()],
             ws.root().to_path_buf(),
         );
-        spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        spec.env = crate::policy::env::child_env(&crate::policy::Policy::default(), &[]);
         spec.timeout = Duration::from_secs(60);
         spec.wrap = bwrap
             .map(|b| std::sync::Arc::new(BwrapSpec::new(b, ws)) as std::sync::Arc<dyn ArgvWrapper>);
@@ -740,7 +743,7 @@ mod tests {
                 vec!["python3".into(), "-c".into(), code.clone()],
                 ws.root().to_path_buf(),
             );
-            spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+            spec.env = crate::policy::env::child_env(&crate::policy::Policy::default(), &[]);
             spec.wrap = Some(std::sync::Arc::new(
                 BwrapSpec::new(&bwrap, &ws).read_paths(read_paths),
             ));
@@ -797,7 +800,7 @@ mod tests {
             ],
             ws.root().to_path_buf(),
         );
-        spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        spec.env = crate::policy::env::child_env(&crate::policy::Policy::default(), &[]);
         spec.timeout = Duration::from_secs(2);
         spec.kill_grace = Duration::from_millis(300);
         spec.wrap = Some(std::sync::Arc::new(BwrapSpec::new(&bwrap, &ws)));

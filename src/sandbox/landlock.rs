@@ -2,12 +2,12 @@
 //! private temp directory (Linux ≥ 5.13), with no extra process.
 //!
 //! The ruleset is built in the runner (the parent) with the `landlock` crate and kept as a file
-//! descriptor; [`crate::sandbox::spawn`] applies it in the child between the clone and `exec`
+//! descriptor; [`crate::process::spawn`] applies it in the child between the clone and `exec`
 //! with two raw system calls (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`), which are
 //! async-signal-safe and allocate nothing — the runner is multi-threaded.
 //!
 //! What the ruleset says, by kernel ABI:
-//! - **Reads and execution** (every ABI) follow the bwrap view ([`super::view`], one decision for
+//! - **Reads and execution** (every ABI) follow the bwrap view ([`crate::policy::view`], one decision for
 //!   both modes): the system directories, `/proc`, the device nodes programs use, the workspace,
 //!   the command's own temporary directory, the toolchain homes, the policy's `read_paths` and the
 //!   installation of the program the command runs — each granted around the credential files
@@ -29,7 +29,7 @@
 //!   entries with a file tool first. Symlinks are never granted (the rule would follow them).
 //! - **Network** (ABI ≥ 4): TCP `connect` and `bind` are denied on every port — except `connect`
 //!   to the run's proxy port when the policy allows hosts (any address: Landlock rules name
-//!   ports, not hosts). UDP is not covered by Landlock; [`super::seccomp`] refuses it.
+//!   ports, not hosts). UDP is not covered by Landlock; [`crate::process::seccomp`] refuses it.
 //! - **Scopes** (ABI ≥ 6): no signal to a process outside the command's own Landlock domain (the
 //!   runner included), no connection to an abstract UNIX socket created outside it.
 //! - **ptrace** (every ABI): a confined process cannot ptrace, nor read `/proc/<pid>/environ` or
@@ -40,7 +40,7 @@
 //! command (one `readdir` of the root) and rebuilds the ruleset only when the list changed.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -51,7 +51,7 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope,
 };
 
-use super::paths::Workspace;
+use crate::workspace::Workspace;
 
 /// The Landlock ABI version the running kernel supports, or `None` when Landlock is not built in
 /// or not enabled (`lsm=` boot parameter).
@@ -119,7 +119,7 @@ fn crate_abi(abi: u32) -> ABI {
 }
 
 /// What every command of a run may read whatever it runs, computed once: the roots shown beyond
-/// the system ([`super::view::shown`] of the toolchain homes and `read_paths`), and the grants.
+/// the system ([`crate::policy::view::shown`] of the toolchain homes and `read_paths`), and the grants.
 #[derive(Debug)]
 struct FixedReads {
     roots: Vec<PathBuf>,
@@ -139,7 +139,7 @@ pub struct LandlockRules {
     extra_writable: Vec<PathBuf>,
     /// The policy's `read_paths`.
     read_paths: Vec<PathBuf>,
-    /// What every command of the run may read whatever it runs ([`super::view`]), computed once.
+    /// What every command of the run may read whatever it runs ([`crate::policy::view`]), computed once.
     fixed_reads: std::sync::OnceLock<FixedReads>,
     /// TCP ports commands may connect to (the run's proxy), at ABI ≥ 4.
     connect_ports: Vec<u16>,
@@ -228,7 +228,7 @@ impl LandlockRules {
     /// The ruleset (a Landlock file descriptor) for a command in `workspace` now; see the module
     /// docs. `protected` adds paths no command may write beyond [`Workspace::protected`] (every
     /// nested `.git`, the approval files); `program_roots` is the installation of the program the
-    /// command runs ([`super::program::Program::roots`]); `own` are directories of this command's
+    /// command runs ([`crate::policy::program::Program::roots`]); `own` are directories of this command's
     /// alone it may read and write (its temporary directory). Shared: the child only reads the
     /// descriptor number.
     pub fn ruleset_for(
@@ -304,7 +304,7 @@ impl LandlockRules {
 
     /// A ruleset with the scopes (ABI ≥ 6: signals and abstract UNIX sockets stay inside the
     /// domain) and nothing else denied: the own domain of a supervisor's shim under Landlock
-    /// alone ([`super::supervisor`]), in which each command's ruleset nests and decides files and
+    /// alone ([`crate::process::supervisor`]), in which each command's ruleset nests and decides files and
     /// network alone. Linking or renaming across directories is the one right every layer of a
     /// domain denies unless it grants it, so this one grants it everywhere (`/` and beneath):
     /// without that, a command's `rename` between two directories it may write fails with
@@ -400,15 +400,15 @@ impl LandlockRules {
 }
 
 /// The read grants every command of a run gets whatever it runs: the system directories, `/proc`,
-/// the device nodes ([`super::view::DEVICES`], some writable), and the toolchain homes and
+/// the device nodes ([`crate::policy::view::DEVICES`], some writable), and the toolchain homes and
 /// `read_paths` around the credentials inside them.
 fn fixed_reads(read_paths: &[PathBuf]) -> FixedReads {
     let mut out = Vec::new();
-    for dir in super::view::SYSTEM_DIRS.iter().chain(&["/proc"]) {
+    for dir in crate::policy::view::SYSTEM_DIRS.iter().chain(&["/proc"]) {
         // A usr-merge symlink (`/bin` -> `usr/bin`) gets nothing: its target is granted.
         out.extend(grant(Path::new(dir), Rights::Read));
     }
-    for (dev, writable) in super::view::DEVICES {
+    for (dev, writable) in crate::policy::view::DEVICES {
         let rights = if *writable {
             Rights::ReadWrite
         } else {
@@ -416,17 +416,17 @@ fn fixed_reads(read_paths: &[PathBuf]) -> FixedReads {
         };
         out.extend(grant(Path::new(dev), rights));
     }
-    let roots = super::view::shown(read_paths, &[]);
+    let roots = crate::policy::view::shown(read_paths, &[]);
     for root in &roots {
         shown_read(root, &mut out);
     }
     FixedReads { roots, grants: out }
 }
 
-/// Read grants for `root`, a directory (or file) [`super::view`] shows: whole, or split around the
+/// Read grants for `root`, a directory (or file) [`crate::policy::view`] shows: whole, or split around the
 /// credential paths inside it; nothing when `root` is one.
 fn shown_read(root: &Path, out: &mut Vec<Grant>) {
-    let hidden = super::view::hidden_within(&[root.to_path_buf()]);
+    let hidden = crate::policy::view::hidden_within(&[root.to_path_buf()]);
     if hidden.iter().any(|h| root.starts_with(h)) {
         return;
     }
@@ -520,29 +520,6 @@ fn split(dir: &Path, protected: &[&[OsString]], rights: Rights, out: &mut Vec<Gr
     }
 }
 
-/// Applies the ruleset `fd` to the calling process. Called in the child between the clone and `exec`:
-/// only two system calls, no allocation.
-///
-/// # Safety
-/// `fd` must be a Landlock ruleset descriptor that stays open for the duration of the call.
-pub unsafe fn restrict_self(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: prctl and the landlock syscall take integer arguments only.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// The raw descriptor of a ruleset, for [`restrict_self`] in the child.
-pub fn raw(fd: &OwnedFd) -> RawFd {
-    fd.as_raw_fd()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,7 +585,7 @@ mod tests {
         assert!(missing_restrictions(1).len() > missing_restrictions(7).len());
         assert!(missing_restrictions(3).iter().any(|m| m.contains("TCP")));
         assert!(!missing_restrictions(4).iter().any(|m| m.contains("TCP")));
-        // UDP is seccomp's (super::seccomp), not a Landlock gap the header lists.
+        // UDP is seccomp's (crate::process::seccomp), not a Landlock gap the header lists.
         assert!(!missing_restrictions(9).iter().any(|m| m.contains("UDP")));
     }
 }

@@ -20,18 +20,27 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::bwrap::{self, BwrapSpec, Forward};
-use super::config_secrets;
-use super::guard::ProtectedGuard;
-use super::landlock::{self, LandlockRules};
-use super::nested_git::{self, NestedGit};
-use super::network::proxy::Proxy;
-use super::network::{Entry, NetworkPolicy, NetworkRequest, forward};
-use super::paths::Workspace;
-use super::policy::{Limits, SandboxMode};
-use super::process::{CommandOutput, CommandSpec, PrivateTemp, Resource, Rlimit};
-use super::seccomp;
-use super::supervisor::Supervisor;
+use crate::net::forward;
+use crate::net::proxy::Proxy;
+use crate::policy::Limits;
+use crate::policy::SandboxMode;
+use crate::policy::config_secrets;
+use crate::policy::network::Entry;
+use crate::policy::network::NetworkPolicy;
+use crate::policy::network::NetworkRequest;
+use crate::process::CommandOutput;
+use crate::process::CommandSpec;
+use crate::process::PrivateTemp;
+use crate::process::Resource;
+use crate::process::Rlimit;
+use crate::process::seccomp;
+use crate::process::supervisor::Supervisor;
+use crate::sandbox::bwrap::{self, BwrapSpec, Forward};
+use crate::sandbox::landlock::{self, LandlockRules};
+use crate::workspace::Workspace;
+use crate::workspace::guard::ProtectedGuard;
+use crate::workspace::nested_git;
+use crate::workspace::nested_git::NestedGit;
 
 /// A requested sandbox that cannot be set up (the run does not start).
 #[derive(Debug, Error)]
@@ -200,7 +209,7 @@ pub struct OsSandbox {
     /// Under bwrap: the network-and-scopes-only ruleset (see the module docs).
     bwrap_landlock: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// Under Landlock alone: the scopes-only ruleset a supervisor's shims enter, in which each
-    /// command's ruleset nests ([`super::supervisor`]); `None` when commands start from the runner.
+    /// command's ruleset nests ([`crate::process::supervisor`]); `None` when commands start from the runner.
     landlock_shim: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     limits: CommandLimits,
     temp: Option<PathBuf>,
@@ -219,7 +228,7 @@ pub struct OsSandbox {
     /// Where package clients keep what they download when the network is allowed: `CARGO_HOME`,
     /// npm's and pip's caches (see [`OsSandbox::with_network`]).
     downloads: Option<PathBuf>,
-    /// Under bwrap, whether commands share sandboxes run by a supervisor ([`super::supervisor`]):
+    /// Under bwrap, whether commands share sandboxes run by a supervisor ([`crate::process::supervisor`]):
     /// needs Landlock's signal scoping inside bwrap and a runner binary that can supervise.
     supervise: bool,
     /// The run's supervised sandboxes by their mounts ([`BwrapSpec::mount_key`]), most recently
@@ -236,13 +245,13 @@ pub struct OsSandbox {
     /// already built for it.
     temp_pool: std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>,
     /// Where a credential is persisted in the workspace's `.git/config` (its keys, no value), for
-    /// the header ([`super::config_secrets`]); empty when none is.
+    /// the header ([`crate::policy::config_secrets`]); empty when none is.
     git_credentials: Vec<String>,
     /// Under bwrap: the private directory holding the sanitised copies of `.git/config` commands
     /// see instead of it, made when the first is needed (removed with the sandbox).
     git_config_copies: std::sync::OnceLock<PathBuf>,
     /// What a `registry:` entry's client was configured with, for commands (a mirror's URL without
-    /// its credentials: [`super::network::registries::Resolved::env`]); set where a command's
+    /// its credentials: [`crate::policy::network::registries::Resolved::env`]); set where a command's
     /// environment does not already hold it.
     client_env: Vec<(String, String)>,
 }
@@ -381,7 +390,7 @@ impl OsSandbox {
     }
 
     /// Adds the policy's `read_paths` to what commands can see (read-only), under bwrap and
-    /// Landlock alike ([`super::view`]).
+    /// Landlock alike ([`crate::policy::view`]).
     pub fn with_read_paths(mut self, paths: &[PathBuf]) -> Self {
         self.read_paths = paths.to_vec();
         if let Some(rules) = self.landlock.take() {
@@ -575,9 +584,9 @@ impl OsSandbox {
     }
 
     /// The promises of SPEC §6 ("One view in every mode") this mode does not hold here
-    /// ([`super::promises::not_held`]), for the run header, `preview` and the CI reports.
+    /// ([`crate::sandbox::promises::not_held`]), for the run header, `preview` and the CI reports.
     pub fn not_held(&self) -> Vec<String> {
-        super::promises::not_held(self.mode, self.landlock_abi)
+        crate::sandbox::promises::not_held(self.mode, self.landlock_abi)
     }
 
     /// What the run header says about the sandbox: what it does not restrict on this kernel, the
@@ -674,9 +683,9 @@ impl OsSandbox {
         let mut hosts: Vec<String> = Vec::new();
         for r in proxy.rules() {
             let host = match &r.pattern {
-                super::network::Pattern::Name(n) => n.clone(),
-                super::network::Pattern::Subdomains(n) => format!("*.{n}"),
-                super::network::Pattern::Ip(ip) => ip.to_string(),
+                crate::policy::network::Pattern::Name(n) => n.clone(),
+                crate::policy::network::Pattern::Subdomains(n) => format!("*.{n}"),
+                crate::policy::network::Pattern::Ip(ip) => ip.to_string(),
             };
             let mut shown = match r.port {
                 Some(p) => format!("{host}:{p}"),
@@ -741,7 +750,7 @@ impl OsSandbox {
     }
 
     /// [`OsSandbox::prepare`] for a long-lived child started with
-    /// [`start`](super::process::start) (an MCP server): under bwrap it gets a sandbox of its own,
+    /// [`start`](crate::process::start) (an MCP server): under bwrap it gets a sandbox of its own,
     /// as it lives for the run and its start is paid once, so no shared sandbox is started for it.
     pub fn prepare_service(
         &self,
@@ -771,14 +780,14 @@ impl OsSandbox {
                     wrap.files.extend(self.git_config_copy(workspace)?);
                     if supervise && let Some(domain) = &self.bwrap_landlock {
                         spec.supervisor = self.supervisor_for(wrap.mount_key(), || {
-                            let exe = super::supervisor::client::runner_exe()?;
+                            let exe = crate::process::supervisor::client::runner_exe()?;
                             let mut w = wrap.clone();
                             w.runner_exe = Some(exe.to_path_buf());
                             let argv = w.wrap(
                                 &w.workspace,
                                 &[
                                     forward::INSIDE_EXE.to_string(),
-                                    super::supervisor::SUBCOMMAND.to_string(),
+                                    crate::process::supervisor::SUBCOMMAND.to_string(),
                                 ],
                             );
                             Supervisor::start(&w.bwrap, &argv, &[], domain.clone()).ok()
@@ -822,10 +831,10 @@ impl OsSandbox {
                 if supervise && let Some(domain) = &self.landlock_shim {
                     // One supervisor for the run: there are no mounts to tell sandboxes apart.
                     spec.supervisor = self.supervisor_for(Vec::new(), || {
-                        let exe = super::supervisor::client::runner_exe()?;
+                        let exe = crate::process::supervisor::client::runner_exe()?;
                         let argv = [
                             exe.to_string_lossy().into_owned(),
-                            super::supervisor::SUBCOMMAND.to_string(),
+                            crate::process::supervisor::SUBCOMMAND.to_string(),
                         ];
                         // The running binary itself, even where a build has since replaced the
                         // file at its path (a newer binary may not speak this one's protocol).
@@ -1066,16 +1075,16 @@ fn landlock_inside_bwrap(
     probe.kill_grace = Duration::from_millis(200);
     probe.wrap = Some(std::sync::Arc::new(BwrapSpec::new(bwrap, workspace)));
     probe.setup.landlock = Some(fd.clone());
-    let ok = super::process::run(&probe, &std::sync::atomic::AtomicBool::new(false), &|_| {})
+    let ok = crate::process::run(&probe, &std::sync::atomic::AtomicBool::new(false), &|_| {})
         .is_ok_and(|out| out.success());
     ok.then_some(fd)
 }
 
-/// Whether commands may go through a supervisor ([`super::supervisor`]): not turned off with
+/// Whether commands may go through a supervisor ([`crate::process::supervisor`]): not turned off with
 /// [`SUPERVISOR_VAR`], and this binary can run one.
 fn supervisor_wanted() -> bool {
     std::env::var(SUPERVISOR_VAR).as_deref() != Ok("off")
-        && super::supervisor::client::runner_exe().is_some()
+        && crate::process::supervisor::client::runner_exe().is_some()
 }
 
 /// A working bwrap, or why there is none.
@@ -1103,7 +1112,7 @@ fn make_temp_dir() -> Result<PathBuf, SandboxSetupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::process::run;
+    use crate::process::run;
     use std::net::TcpListener;
     use std::sync::atomic::AtomicBool;
 
@@ -1134,7 +1143,7 @@ mod tests {
             vec!["python3".into(), "-c".into(), code.into()],
             ws.root().to_path_buf(),
         );
-        spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        spec.env = crate::policy::env::child_env(&crate::policy::Policy::default(), &[]);
         // As the command tool does: the program resolved (a pyenv shim to its interpreter) and its
         // installation shown.
         let path = spec
@@ -1142,7 +1151,7 @@ mod tests {
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str());
-        let program = crate::sandbox::program::resolve("python3", ws, ws.root(), path).unwrap();
+        let program = crate::policy::program::resolve("python3", ws, ws.root(), path).unwrap();
         spec.program = Some(program.exec.clone());
         spec.program_roots = program.roots.clone();
         spec.program_by_name = program.found_by_name;
@@ -1305,7 +1314,7 @@ mod tests {
                     .to_vec(),
                 ws.root().to_path_buf(),
             );
-            spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+            spec.env = crate::policy::env::child_env(&crate::policy::Policy::default(), &[]);
             sb.prepare(&mut spec, &ws).unwrap();
             let out = run(&spec, &AtomicBool::new(false), &|_| {}).unwrap();
             assert_eq!(out.signal, Some(libc::SIGXFSZ), "{mode}: {out:?}");
@@ -1378,7 +1387,7 @@ mod tests {
             vec!["python3".into(), "-c".into(), bind.into()],
             ws.root().to_path_buf(),
         );
-        spec.env = crate::sandbox::env::child_env(&crate::sandbox::Policy::default(), &[]);
+        spec.env = crate::policy::env::child_env(&crate::policy::Policy::default(), &[]);
         sb.prepare(&mut spec, &ws).unwrap();
         spec.setup.landlock = None;
         let out = run(&spec, &AtomicBool::new(false), &|_| {}).unwrap();

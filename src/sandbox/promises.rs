@@ -9,8 +9,8 @@
 //! what the other modes still lack. Keep it true: when a mode comes to hold one of these, its line
 //! goes (tests/cli/container.rs and tests/cli/landlock.rs attack each of them).
 
-use super::landlock;
-use super::policy::SandboxMode;
+use crate::policy::SandboxMode;
+use crate::sandbox::landlock;
 
 /// The promises `mode` does not hold with Landlock ABI `landlock_abi` (`None`: none applied), as
 /// sentences. Empty when every promise holds. (As root too: a command under Landlock gives up

@@ -119,12 +119,7 @@ fn context(executor: &Executor, run_id: &str, goal: Option<&str>) -> Result<Stri
         .plan_path
         .as_deref()
         .and_then(|p| {
-            crate::sandbox::input::read_bounded(
-                p.as_ref(),
-                crate::sandbox::input::MAX_PLAN_BYTES,
-                "plan file",
-            )
-            .ok()
+            crate::input::read_bounded(p.as_ref(), crate::input::MAX_PLAN_BYTES, "plan file").ok()
         })
         .map(|b| String::from_utf8_lossy(&b).into_owned());
     let goal = goal.map(str::to_string).or_else(|| {

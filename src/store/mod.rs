@@ -27,8 +27,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::sandbox::network::NetworkRequest;
-use crate::sandbox::redact::Redactor;
+use crate::policy::network::NetworkRequest;
+use crate::redact::Redactor;
 use crate::tools::Artifact;
 
 /// A database problem, with the file it concerns.
@@ -705,7 +705,7 @@ impl Store {
         Ok(())
     }
 
-    /// Records requests no command could be named for (see [`crate::sandbox::network::proxy`]).
+    /// Records requests no command could be named for (see [`crate::net::proxy`]).
     pub fn record_unattributed_network(
         &mut self,
         run_id: &str,

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Store, StoreError};
-use crate::sandbox::network::NetworkRequest;
+use crate::policy::network::NetworkRequest;
 
 /// What a run began under, recorded once at its start (and again when resumed): the part of the
 /// run header that no other column keeps.

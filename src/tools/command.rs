@@ -26,11 +26,23 @@ use super::args::{parse as args_parse, schema_for};
 
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, root_entries};
 use crate::error::ErrorKind;
-use crate::sandbox::commands::{check_argv, check_command_line, needs_confirmation, split_command};
-use crate::sandbox::env::{check_env_additions, child_env, harden_for_program};
-use crate::sandbox::process::{self, Captured, CommandOutput, CommandSpec};
-use crate::sandbox::program::{self, Program, ProgramError};
-use crate::sandbox::{CommandLimits, Policy, Workspace};
+use crate::policy::Policy;
+use crate::policy::commands::check_argv;
+use crate::policy::commands::check_command_line;
+use crate::policy::commands::needs_confirmation;
+use crate::policy::commands::split_command;
+use crate::policy::env::check_env_additions;
+use crate::policy::env::child_env;
+use crate::policy::env::harden_for_program;
+use crate::policy::program;
+use crate::policy::program::Program;
+use crate::policy::program::ProgramError;
+use crate::process;
+use crate::process::Captured;
+use crate::process::CommandOutput;
+use crate::process::CommandSpec;
+use crate::sandbox::CommandLimits;
+use crate::workspace::Workspace;
 
 /// The tool's registered name.
 pub const NAME: &str = "run_command";
@@ -548,7 +560,7 @@ mod tests {
         let e = excerpt(&"x".repeat(100_000), "").unwrap();
         assert!(e.len() < EXCERPT_BYTES + 100);
     }
-    use crate::sandbox::Redactor;
+    use crate::redact::Redactor;
     use crate::sandbox::bwrap::bwrap_for_tests;
     use crate::tools::schema::validate;
     use std::sync::atomic::AtomicBool;
@@ -955,7 +967,7 @@ mod tests {
         let p = Policy::default();
         let cancel = AtomicBool::new(false);
         let sandbox =
-            crate::sandbox::OsSandbox::resolve(crate::sandbox::SandboxMode::Bwrap, &ws, &p.limits)
+            crate::sandbox::OsSandbox::resolve(crate::policy::SandboxMode::Bwrap, &ws, &p.limits)
                 .unwrap();
         assert_eq!(sandbox.bwrap(), Some(bwrap.as_path()));
         let c = ctx(&ws, &p, &sandbox, &cancel);

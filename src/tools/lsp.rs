@@ -22,9 +22,11 @@ use schemars::JsonSchema;
 use super::args::{parse, schema_for};
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
-use crate::sandbox::env::child_env;
-use crate::sandbox::process::{self, CommandSpec};
-use crate::sandbox::{SandboxViolation, Workspace};
+use crate::policy::env::child_env;
+use crate::process;
+use crate::process::CommandSpec;
+use crate::workspace::SandboxViolation;
+use crate::workspace::Workspace;
 
 /// The tool's registered name.
 pub const NAME: &str = "lsp_check";
@@ -249,8 +251,8 @@ impl Tool for LspCheck {
         // Inside the OS sandbox without allowed hosts there is no network (bwrap's namespace,
         // Landlock's TCP rules): cargo would spend many seconds retrying a download before
         // failing, so it runs offline there and fails at once.
-        let offline = ctx.sandbox.mode() != crate::sandbox::SandboxMode::None
-            && ctx.sandbox.proxy().is_none();
+        let offline =
+            ctx.sandbox.mode() != crate::policy::SandboxMode::None && ctx.sandbox.proxy().is_none();
         let mut extra_env = vec![("CARGO_TERM_COLOR".to_string(), "never".to_string())];
         if offline {
             extra_env.push(("CARGO_NET_OFFLINE".to_string(), "true".to_string()));
@@ -360,7 +362,7 @@ impl Tool for LspCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::Policy;
+    use crate::policy::Policy;
     use crate::sandbox::bwrap::bwrap_for_tests;
     use std::path::PathBuf;
     use std::sync::atomic::AtomicBool;
@@ -546,7 +548,7 @@ mod tests {
         }
         let ws = workspace_with("clean");
         let sandbox = crate::sandbox::OsSandbox::resolve(
-            crate::sandbox::SandboxMode::Bwrap,
+            crate::policy::SandboxMode::Bwrap,
             &ws,
             &Policy::default().limits,
         )
@@ -582,7 +584,7 @@ mod tests {
         };
         let ws = workspace_with("with_warning");
         let sandbox = crate::sandbox::OsSandbox::resolve(
-            crate::sandbox::SandboxMode::Bwrap,
+            crate::policy::SandboxMode::Bwrap,
             &ws,
             &Policy::default().limits,
         )

@@ -19,10 +19,14 @@ use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
 use crate::mcp::client::{Client, ListedTool, McpError};
 use crate::mcp::pins::{self, ServerPin};
-use crate::sandbox::policy::{McpServer, mcp_tool_name};
-use crate::sandbox::process::CommandSpec;
-use crate::sandbox::spawn;
-use crate::sandbox::{OsSandbox, Policy, Workspace, program};
+use crate::policy::McpServer;
+use crate::policy::Policy;
+use crate::policy::mcp_tool_name;
+use crate::policy::program;
+use crate::process::CommandSpec;
+use crate::process::spawn;
+use crate::sandbox::OsSandbox;
+use crate::workspace::Workspace;
 
 /// The CPU-time budget a server gets for its whole life (its `RLIMIT_CPU`), in seconds.
 const SERVER_CPU_S: u64 = 3600;
@@ -60,7 +64,7 @@ pub struct StartFailure {
     /// What the server wrote on stderr (unsanitised; empty when it never ran).
     pub stderr: String,
     /// The HTTP requests made to a remote server meanwhile (recorded on the call).
-    pub network: Vec<crate::sandbox::network::NetworkRequest>,
+    pub network: Vec<crate::policy::network::NetworkRequest>,
 }
 
 impl std::fmt::Display for StartFailure {
@@ -232,8 +236,7 @@ pub fn server_program(
 fn server_env(server: &McpServer) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     for name in std::iter::once("PATH").chain(server.env.iter().map(String::as_str)) {
-        if crate::sandbox::redact::is_runner_secret_var(name) || env.iter().any(|(k, _)| k == name)
-        {
+        if crate::redact::is_runner_secret_var(name) || env.iter().any(|(k, _)| k == name) {
             continue;
         }
         if let Ok(value) = std::env::var(name) {

@@ -3,8 +3,8 @@
 //! A tool is a named function with a JSON schema for its arguments. The same schema validates plan
 //! steps, validates LLM tool calls and is shown to the LLM, so there is one definition of what a tool
 //! accepts; with [`args`], that schema and the parsing of the arguments both come from one typed
-//! struct per tool. Tools check every path through [`crate::sandbox::Workspace`], open it through
-//! [`crate::sandbox::fs`] (where the kernel refuses escapes), and never decide their own sandbox
+//! struct per tool. Tools check every path through [`crate::workspace::Workspace`], open it through
+//! [`crate::workspace::fs`] (where the kernel refuses escapes), and never decide their own sandbox
 //! rules.
 
 pub mod agent;
@@ -29,7 +29,10 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::error::ErrorKind;
-use crate::sandbox::{OsSandbox, Policy, SandboxViolation, Workspace};
+use crate::policy::Policy;
+use crate::sandbox::OsSandbox;
+use crate::workspace::SandboxViolation;
+use crate::workspace::Workspace;
 
 pub use registry::ToolRegistry;
 
@@ -101,9 +104,9 @@ pub struct ToolOutput {
     pub excerpt: Option<String>,
     /// The requests the command made through the run's network proxy, recorded with the
     /// execution.
-    pub network: Vec<crate::sandbox::network::NetworkRequest>,
+    pub network: Vec<crate::policy::network::NetworkRequest>,
     /// For a command: the program it ran and the SHA-256 of the file executed, for the audit.
-    pub program: Option<crate::sandbox::program::Executed>,
+    pub program: Option<crate::policy::program::Executed>,
 }
 
 impl ToolOutput {
@@ -131,12 +134,12 @@ impl ToolOutput {
     /// Attaches the network requests a command made; when the call failed and the proxy denied a
     /// host, the error names it and the policy line that would allow it (a denied download is the
     /// likely cause, and the command's own message rarely says so).
-    pub fn with_network(mut self, requests: Vec<crate::sandbox::network::NetworkRequest>) -> Self {
+    pub fn with_network(mut self, requests: Vec<crate::policy::network::NetworkRequest>) -> Self {
         if !self.success
             && let Some(denied) = requests.iter().find(|r| !r.allowed && r.status == 403)
             && let Some(error) = self.error.as_mut()
         {
-            let why = crate::sandbox::network::proxy::denial_body(&denied.host, denied.port);
+            let why = crate::net::proxy::denial_body(&denied.host, denied.port);
             let why = why.trim_end().trim_start_matches("acode-run: ");
             error.push_str(&format!("; the network proxy refused a request: {why}"));
             self.content = format!("{error}\n{}", self.content);
@@ -262,10 +265,16 @@ pub struct ToolContext<'a> {
 /// that says so, naming `what` ("the command", "cargo").
 pub(crate) fn confine(
     ctx: &ToolContext,
-    spec: &mut crate::sandbox::process::CommandSpec,
+    spec: &mut crate::process::CommandSpec,
     created: root_entries::Created,
     what: &str,
-) -> Result<(crate::sandbox::guard::ProtectedGuard, root_entries::Created), Box<ToolOutput>> {
+) -> Result<
+    (
+        crate::workspace::guard::ProtectedGuard,
+        root_entries::Created,
+    ),
+    Box<ToolOutput>,
+> {
     match ctx.sandbox.prepare(spec, ctx.workspace) {
         Ok(guard) => Ok((guard, created)),
         Err(e) => {

@@ -15,8 +15,11 @@
 use std::path::{Path, PathBuf};
 
 use super::{ToolContext, ToolError};
-use crate::sandbox::fs::{FsError, parent_for_write};
-use crate::sandbox::{SandboxMode, SandboxViolation, Workspace};
+use crate::policy::SandboxMode;
+use crate::workspace::SandboxViolation;
+use crate::workspace::Workspace;
+use crate::workspace::fs::FsError;
+use crate::workspace::fs::parent_for_write;
 
 /// One entry a command may create: where, and whether it is a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,13 +46,13 @@ pub fn parse_entry(ws: &Workspace, text: &str) -> Result<Declared, SandboxViolat
              directory)",
         ));
     }
-    if name == crate::sandbox::state::STATE_DIR {
+    if name == crate::workspace::state::STATE_DIR {
         return Err(SandboxViolation::new(
             text,
             "the runner's state directory is protected and cannot be declared",
         ));
     }
-    if name == crate::sandbox::Policy::FILE_NAME {
+    if name == crate::policy::Policy::FILE_NAME {
         return Err(SandboxViolation::new(
             text,
             "the policy file is protected and cannot be declared",

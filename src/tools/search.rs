@@ -19,9 +19,11 @@ use super::args::{parse, schema_for};
 use super::files::walk::{Flow, dir_root, json_result, skipped, truncation_note, under, walk};
 use super::files::{Pacer, resolve};
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
-use crate::sandbox::Access;
-use crate::sandbox::fs::{self as kfs, EntryKind};
-use crate::sandbox::glob::{Glob, GlobError};
+use crate::policy::glob::Glob;
+use crate::policy::glob::GlobError;
+use crate::workspace::Access;
+use crate::workspace::fs as kfs;
+use crate::workspace::fs::EntryKind;
 
 /// Default number of `file_search` matches.
 const DEFAULT_MAX_RESULTS: u64 = 100;

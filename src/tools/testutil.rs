@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, schema};
-use crate::sandbox::{Policy, Workspace};
+use crate::policy::Policy;
+use crate::workspace::Workspace;
 
 fn no_heartbeat(_: Duration) {}
 

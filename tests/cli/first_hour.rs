@@ -497,7 +497,7 @@ fn tools_prints_the_built_in_allowlist() {
     // stdout stays one JSON document.
     let _: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     let err = stderr(&out);
-    let list = acode_run::sandbox::policy::DEFAULT_ALLOWLIST.join(", ");
+    let list = acode_run::policy::DEFAULT_ALLOWLIST.join(", ");
     assert!(err.contains(&list), "{err}");
     assert!(err.contains("auto_approve_commands"), "{err}");
 }

@@ -93,7 +93,7 @@ fn run_plan_in(t: &TestDir, name: &str, steps: Value, mode: &str) -> (i32, Strin
 /// The sandbox modes this machine supports: `none` always, `bwrap` where it works.
 fn modes() -> Vec<&'static str> {
     let mut m = vec!["none", "landlock"];
-    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
+    match acode_run::sandbox::bwrap::resolve(acode_run::policy::SandboxMode::Bwrap) {
         Ok(_) => m.push("bwrap"),
         Err(why) => acode_run::testing::skip("bubblewrap (bwrap)", &why),
     }
@@ -284,7 +284,7 @@ fn the_hardened_environment_neutralises_credential_helpers_and_fsmonitor() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         if hardened {
-            c.envs(acode_run::sandbox::env::git_env(&t.ws));
+            c.envs(acode_run::policy::env::git_env(&t.ws));
         }
         let mut child = c.spawn().unwrap();
         use std::io::Write;
@@ -312,7 +312,7 @@ fn the_hardened_environment_neutralises_credential_helpers_and_fsmonitor() {
         .current_dir(&t.ws)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(acode_run::sandbox::env::git_env(&t.ws))
+        .envs(acode_run::policy::env::git_env(&t.ws))
         .output()
         .unwrap();
     assert!(status.status.success());

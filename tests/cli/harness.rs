@@ -272,7 +272,7 @@ fn collect_pipe(
 /// Whether bwrap works here; `false` after a named, counted skip ([`acode_run::testing::skip`]):
 /// on CI (`CI` set) a machine without a working bwrap fails the test instead.
 pub fn bwrap_ok() -> bool {
-    match acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap) {
+    match acode_run::sandbox::bwrap::resolve(acode_run::policy::SandboxMode::Bwrap) {
         Ok(_) => true,
         Err(why) => {
             acode_run::testing::skip("bubblewrap (bwrap)", &why);
@@ -287,6 +287,6 @@ pub fn bwrap_ok() -> bool {
 pub fn need_bwrap() {
     acode_run::testing::require(
         "bubblewrap (bwrap)",
-        acode_run::sandbox::bwrap::resolve(acode_run::sandbox::SandboxMode::Bwrap).map(|_| ()),
+        acode_run::sandbox::bwrap::resolve(acode_run::policy::SandboxMode::Bwrap).map(|_| ()),
     );
 }

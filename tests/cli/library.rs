@@ -9,9 +9,10 @@ use acode_run::executor::{AgentSettings, AutoApprove, ProgressCallback};
 use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
 use acode_run::llm::{LlmConfig, client};
 use acode_run::plan::{self, AuthStatus, PlanAuthorization, ValidationContext};
-use acode_run::sandbox::{Policy, Workspace};
+use acode_run::policy::Policy;
 use acode_run::store::Store;
 use acode_run::tools::ToolRegistry;
+use acode_run::workspace::Workspace;
 use acode_run::{ApprovedPlan, Executor};
 use serde_json::json;
 
@@ -211,7 +212,7 @@ fn the_front_door_refuses_what_the_command_line_refuses() {
     assert_eq!(err.exit_code(), 3, "{err}");
     t.approve(&plan);
     let mut weak = RunOptions::default();
-    weak.settings.sandbox = Some(acode_run::sandbox::SandboxMode::None);
+    weak.settings.sandbox = Some(acode_run::policy::SandboxMode::None);
     assert!(matches!(
         PlanRunner::prepare(&t.ws, &plan, weak).err(),
         Some(RunnerError::WeakeningNotExplicit)
@@ -220,7 +221,7 @@ fn the_front_door_refuses_what_the_command_line_refuses() {
         PlanRunner::prepare(&t.ws, &plan, RunOptions::default().without_os_sandbox()).unwrap();
     assert_eq!(
         runner.sandbox().mode(),
-        acode_run::sandbox::SandboxMode::None
+        acode_run::policy::SandboxMode::None
     );
     let result = runner.run().unwrap();
     assert_eq!(result.exit_code, 0);

@@ -628,7 +628,7 @@ fn preview_and_mcp_tools_show_the_pins_and_what_changed() {
 #[test]
 fn acode_run_mcp_serves_an_mcp_client_without_approving_or_running() {
     use acode_run::mcp::client::{Client, Era};
-    use acode_run::sandbox::process::CommandSpec;
+    use acode_run::process::CommandSpec;
     let t = TestDir::new();
     let mut spec = CommandSpec::new(
         vec![

@@ -64,7 +64,7 @@ fn the_real_project_plans_validate_and_their_approvals_are_current() {
         let auth = acode_run::plan::auth::load(&plan_path, &plan).unwrap();
         auth.check(&plan)
             .unwrap_or_else(|e| panic!("{name}: the committed approval is stale: {e}"));
-        let policy = acode_run::sandbox::Policy::load(None, &t.ws).unwrap();
+        let policy = acode_run::policy::Policy::load(None, &t.ws).unwrap();
         auth.check_policy(&policy)
             .unwrap_or_else(|e| panic!("{name}: approved under another policy: {e}"));
     }

@@ -241,8 +241,8 @@ fn bases(ctx: &dyn Fn(&TestDir, &std::path::Path) -> Result<(), String>) -> Vec<
 
 /// `validate`'s verdict in-process, as `acode-run validate` reaches it (default policy).
 fn validate(t: &TestDir, plan: &std::path::Path) -> Result<(), String> {
-    let ws = acode_run::sandbox::Workspace::new(&t.ws).unwrap();
-    let policy = acode_run::sandbox::Policy::default();
+    let ws = acode_run::workspace::Workspace::new(&t.ws).unwrap();
+    let policy = acode_run::policy::Policy::default();
     let registry = acode_run::tools::ToolRegistry::builtin();
     let ctx = acode_run::plan::ValidationContext {
         registry: &registry,

@@ -369,9 +369,10 @@ fn the_open_database_and_its_wal_hold_no_secret() {
     use acode_run::executor::{AgentSettings, AutoApprove};
     use acode_run::llm::{LlmConfig, client};
     use acode_run::plan::{self, AuthStatus, PlanAuthorization, ValidationContext};
-    use acode_run::sandbox::{Policy, Workspace};
+    use acode_run::policy::Policy;
     use acode_run::store::Store;
     use acode_run::tools::ToolRegistry;
+    use acode_run::workspace::Workspace;
     use acode_run::{ApprovedPlan, Executor};
 
     let t = TestDir::new();

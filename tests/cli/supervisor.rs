@@ -279,8 +279,8 @@ fn git_made_by_an_earlier_step_is_read_only(mode: &str, refusal: &str) {
     let t = TestDir::new();
     policy(&t);
     // Enough directories that the run follows the workspace with inotify rather than walking it
-    // before each command (sandbox::nested_git).
-    for i in 0..=acode_run::sandbox::nested_git::WATCH_FROM {
+    // before each command (workspace::nested_git).
+    for i in 0..=acode_run::workspace::nested_git::WATCH_FROM {
         std::fs::create_dir_all(t.ws.join(format!("pkgs/{i}"))).unwrap();
     }
     std::fs::create_dir_all(t.ws.join("work")).unwrap();

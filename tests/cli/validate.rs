@@ -122,7 +122,7 @@ fn huge_plan_validates_quickly_enough_and_hostile_sizes_are_refused() {
     let huge = t.root.join("huge.json");
     std::fs::File::create(&huge)
         .unwrap()
-        .set_len(acode_run::sandbox::input::MAX_PLAN_BYTES + 1)
+        .set_len(acode_run::input::MAX_PLAN_BYTES + 1)
         .unwrap();
     let started = std::time::Instant::now();
     let out = t.run(&["validate", huge.to_str().unwrap()]);

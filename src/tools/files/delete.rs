@@ -65,7 +65,7 @@ impl Tool for FileDelete {
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
         let a: DeleteArgs = parse(self.name(), args)?;
-        super::resolve(&a.path, ctx, crate::sandbox::Access::Write).map(|_| ())
+        super::resolve(&a.path, ctx, crate::workspace::Access::Write).map(|_| ())
     }
 
     fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {

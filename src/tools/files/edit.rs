@@ -465,7 +465,7 @@ impl Tool for FileEdit {
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
         let a = EditArgs::parse(self.name(), args)?;
-        super::resolve(&a.path, ctx, crate::sandbox::Access::Write).map(|_| ())
+        super::resolve(&a.path, ctx, crate::workspace::Access::Write).map(|_| ())
     }
 
     fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {

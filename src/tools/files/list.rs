@@ -6,10 +6,11 @@ use serde_json::{Value, json};
 
 use super::walk::{Flow, dir_root, json_result, truncation_note, under, walk};
 use super::{Pacer, resolve};
-use crate::sandbox::Access;
-use crate::sandbox::fs::{self as kfs, EntryKind};
 use crate::tools::args::{parse, schema_for};
 use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::workspace::Access;
+use crate::workspace::fs as kfs;
+use crate::workspace::fs::EntryKind;
 
 /// Default and largest `depth` of `list_directory`.
 const DEFAULT_DEPTH: u64 = 1;

@@ -1,8 +1,8 @@
 //! File tools: `file_read`, `file_write`, `file_create`, `file_edit`, `file_delete`,
 //! `list_directory`.
 //!
-//! Every path argument is first checked lexically by [`crate::sandbox::Workspace`] (the readable
-//! error), then opened through [`crate::sandbox::fs`], where the kernel resolves it beneath the
+//! Every path argument is first checked lexically by [`crate::workspace::Workspace`] (the readable
+//! error), then opened through [`crate::workspace::fs`], where the kernel resolves it beneath the
 //! workspace root's handle and refuses any escape while it does so. Writes act on the parent
 //! directory's handle: a temporary file in the runner's staging area `.acode/tmp/<pid>/` (or, on
 //! another filesystem, beside the target), fsynced, then `renameat` (or `linkat`, for
@@ -41,8 +41,12 @@ use similar::{Algorithm, TextDiff};
 
 use super::{Artifact, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
-use crate::sandbox::fs::{self as kfs, FsError, Parent};
-use crate::sandbox::{Access, SandboxViolation, Workspace};
+use crate::workspace::Access;
+use crate::workspace::SandboxViolation;
+use crate::workspace::Workspace;
+use crate::workspace::fs as kfs;
+use crate::workspace::fs::FsError;
+use crate::workspace::fs::Parent;
 
 pub use delete::{DeleteArgs, FileDelete};
 pub use edit::{Address, Applied, EditArgs, EditOp, FileEdit, LineAction, apply as apply_edit};

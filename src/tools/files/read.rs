@@ -7,10 +7,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Halt, Pacer, cut_at_char_boundary, fs_err, io_err, resolve};
-use crate::sandbox::Access;
-use crate::sandbox::fs as kfs;
 use crate::tools::args::{parse, schema_for};
 use crate::tools::{Artifact, Tool, ToolContext, ToolError, ToolOutput};
+use crate::workspace::Access;
+use crate::workspace::fs as kfs;
 
 /// The arguments of `file_read`.
 #[derive(Debug, Deserialize, JsonSchema)]

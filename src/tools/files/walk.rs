@@ -2,7 +2,7 @@
 //! a symlink, in path order, plus the walk root and the shape of a walking tool's result.
 //!
 //! The root is checked like any path and opened beneath the workspace root by the kernel
-//! ([`crate::sandbox::fs`]). Below it each directory is opened relative to its parent's handle with
+//! ([`crate::workspace::fs`]). Below it each directory is opened relative to its parent's handle with
 //! `O_NOFOLLOW` and read with `fdopendir`, and a visitor gets each entry's directory handle and name
 //! so it can open a file without resolving a path again. Results are JSON with workspace-relative,
 //! '/'-separated paths, sorted; `content` is that JSON, followed by an `[acode-run: ...]` note line
@@ -18,9 +18,11 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::{Halt, fs_err, io_err, resolve};
-use crate::sandbox::Access;
-use crate::sandbox::fs::{self as kfs, EntryKind, FsError};
 use crate::tools::{Artifact, ToolContext, ToolError, ToolOutput};
+use crate::workspace::Access;
+use crate::workspace::fs as kfs;
+use crate::workspace::fs::EntryKind;
+use crate::workspace::fs::FsError;
 
 /// Directories `file_search` and `file_glob` never enter: version control and acode-run's own.
 const SKIPPED_DIRS: &[&str] = &[".git", ".acode"];

@@ -72,7 +72,7 @@ impl Tool for FileWrite {
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
         let a: WriteArgs = parse(self.name(), args)?;
-        super::resolve(&a.path, ctx, crate::sandbox::Access::Write).map(|_| ())
+        super::resolve(&a.path, ctx, crate::workspace::Access::Write).map(|_| ())
     }
 
     fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
@@ -118,7 +118,7 @@ impl Tool for FileCreate {
 
     fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
         let a: WriteArgs = parse(self.name(), args)?;
-        super::resolve(&a.path, ctx, crate::sandbox::Access::Write).map(|_| ())
+        super::resolve(&a.path, ctx, crate::workspace::Access::Write).map(|_| ())
     }
 
     fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
