@@ -19,16 +19,13 @@
 //! non-object `input` kept with [`LlmToolCall::parse_error`], a truncation warning for
 //! `stop_reason: "max_tokens"`, `EmptyAnswer` when there is neither text nor a call.
 
-use std::sync::atomic::AtomicU64;
-
 use serde_json::{Map, Value, json};
 
+use super::Provider;
 use super::http::{self, KeyHeader};
-use super::openai::{effective_model, float, replay_arguments};
 use super::parse::{self, IdAllocator};
-use super::{
-    ChatRequest, ChatResponse, LlmClient, LlmConfig, LlmError, LlmToolCall, Message, Usage,
-};
+use super::provider::{HttpClient, Wire, float, replay_arguments};
+use super::{ChatRequest, ChatResponse, LlmError, LlmToolCall, Message, Usage};
 
 /// The `anthropic-version` header value. The Messages API requires the header; `2023-06-01` is the
 /// version its documentation uses, and local servers accept (or ignore) it.
@@ -38,59 +35,36 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// also what llama.cpp's `/v1/messages` assumes when it is missing, so behaviour matches there.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
-/// A client for one server speaking the Anthropic Messages API. Cheap to share: holds a
-/// connection pool.
-pub struct AnthropicClient {
-    config: LlmConfig,
-    agent: ureq::Agent,
-    /// Source of invented tool-call ids, so they stay unique across the turns of a conversation.
-    next_id: AtomicU64,
-}
+/// The Anthropic Messages wire: `POST {base}/messages` (the base URL is expected to end in
+/// `/v1`), the key in `x-api-key`, the API version in `anthropic-version`.
+pub struct Anthropic;
 
-impl AnthropicClient {
-    /// A client for `config` (the provider field is not consulted).
-    pub fn new(config: LlmConfig) -> Self {
-        let agent = http::agent(&config);
-        AnthropicClient {
-            config,
-            agent,
-            next_id: AtomicU64::new(0),
-        }
+impl Wire for Anthropic {
+    const PROVIDER: Provider = Provider::Anthropic;
+    const KEY_HEADER: KeyHeader = KeyHeader::XApiKey;
+    const HEADERS: &'static [(&'static str, &'static str)] =
+        &[("anthropic-version", ANTHROPIC_VERSION)];
+
+    fn endpoint(base_url: &str) -> String {
+        http::join(base_url, "/messages")
     }
 
-    /// The endpoint called: `{base}/messages` (the base URL is expected to end in `/v1`).
-    pub fn endpoint(&self) -> String {
-        http::join(&self.config.base_url, "/messages")
-    }
-}
-
-impl LlmClient for AnthropicClient {
-    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let model = effective_model(request, &self.config)?;
-        let url = self.endpoint();
-        let request_body = request_json(request, &model).to_string();
-        let mut ids = IdAllocator::new(&self.next_id);
-        http::exchange(
-            &self.agent,
-            &self.config,
-            &url,
-            &model,
-            request_body,
-            KeyHeader::XApiKey,
-            &[("anthropic-version", ANTHROPIC_VERSION)],
-            |body| parse_response(body, &url, request, &mut ids),
-        )
+    fn request_json(request: &ChatRequest, model: &str) -> Value {
+        request_json(request, model)
     }
 
-    fn describe(&self) -> String {
-        self.config.describe_as(super::Provider::Anthropic)
-    }
-
-    fn request_body(&self, request: &ChatRequest) -> String {
-        let model = self.config.with_model(&request.model).model;
-        request_json(request, &model).to_string()
+    fn parse_response(
+        body: &str,
+        url: &str,
+        request: &ChatRequest,
+        ids: &mut IdAllocator,
+    ) -> Result<ChatResponse, LlmError> {
+        parse_response(body, url, request, ids)
     }
 }
+
+/// A client for one server speaking the Anthropic Messages API.
+pub type AnthropicClient = HttpClient<Anthropic>;
 
 /// The `/v1/messages` body for `request`.
 ///
@@ -349,8 +323,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::llm::Provider;
     use crate::llm::scripted::{ScriptedResponse, ScriptedServer};
+    use crate::llm::{LlmClient, LlmConfig, LlmToolCall, Provider};
 
     use crate::llm::test_support::request;
 

@@ -69,7 +69,7 @@ pub(crate) fn join(base: &str, path: &str) -> String {
 
 /// How a provider sends `ACODE_LLM_API_KEY`: the header differs between wire protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyHeader {
+pub enum KeyHeader {
     /// `Authorization: Bearer <key>` (OpenAI-compatible servers, Ollama).
     Bearer,
     /// `x-api-key: <key>` (the Anthropic Messages API).

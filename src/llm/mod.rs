@@ -79,11 +79,12 @@ pub(crate) mod test_support {
         .with_tools(tools())
     }
 }
-mod http;
+pub mod http;
 pub mod ollama;
 pub mod openai;
 #[doc(hidden)]
 pub mod parse;
+pub mod provider;
 pub mod react;
 pub mod replay;
 /// Test-only: not in the shipped library (the `testing` feature, which the crate's own tests enable).

@@ -6,68 +6,44 @@
 //! The base URL is Ollama's root (`http://127.0.0.1:11434`); a trailing `/v1` (the default base URL
 //! of the openai provider) is removed so switching providers does not require a new URL.
 
-use std::sync::atomic::AtomicU64;
-
 use serde_json::{Map, Value, json};
 
+use super::Provider;
 use super::http;
-use super::openai::{effective_model, float, replay_arguments};
 use super::parse::{self, IdAllocator};
-use super::{ChatRequest, ChatResponse, LlmClient, LlmConfig, LlmError, Message, Usage};
+use super::provider::{HttpClient, Wire, float, replay_arguments};
+use super::{ChatRequest, ChatResponse, LlmError, Message, Usage};
 
-/// A client for Ollama's native API.
-pub struct OllamaClient {
-    config: LlmConfig,
-    agent: ureq::Agent,
-    next_id: AtomicU64,
-}
+/// Ollama's native wire: `POST {root}/api/chat` (a trailing `/v1` of the base URL removed), the
+/// key as a bearer token.
+pub struct Ollama;
 
-impl OllamaClient {
-    /// A client for `config` (the provider field is not consulted).
-    pub fn new(config: LlmConfig) -> Self {
-        let agent = http::agent(&config);
-        OllamaClient {
-            config,
-            agent,
-            next_id: AtomicU64::new(0),
-        }
-    }
+impl Wire for Ollama {
+    const PROVIDER: Provider = Provider::Ollama;
+    const KEY_HEADER: http::KeyHeader = http::KeyHeader::Bearer;
 
-    /// The endpoint called: `{root}/api/chat`.
-    pub fn endpoint(&self) -> String {
-        let base = self.config.base_url.trim().trim_end_matches('/');
+    fn endpoint(base_url: &str) -> String {
+        let base = base_url.trim().trim_end_matches('/');
         let root = base.strip_suffix("/v1").unwrap_or(base);
         http::join(root, "/api/chat")
     }
-}
 
-impl LlmClient for OllamaClient {
-    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let model = effective_model(request, &self.config)?;
-        let url = self.endpoint();
-        let request_body = request_json(request, &model).to_string();
-        let mut ids = IdAllocator::new(&self.next_id);
-        http::exchange(
-            &self.agent,
-            &self.config,
-            &url,
-            &model,
-            request_body,
-            http::KeyHeader::Bearer,
-            &[],
-            |body| parse_response(body, &url, request, &mut ids),
-        )
+    fn request_json(request: &ChatRequest, model: &str) -> Value {
+        request_json(request, model)
     }
 
-    fn describe(&self) -> String {
-        self.config.describe_as(super::Provider::Ollama)
-    }
-
-    fn request_body(&self, request: &ChatRequest) -> String {
-        let model = self.config.with_model(&request.model).model;
-        request_json(request, &model).to_string()
+    fn parse_response(
+        body: &str,
+        url: &str,
+        request: &ChatRequest,
+        ids: &mut IdAllocator,
+    ) -> Result<ChatResponse, LlmError> {
+        parse_response(body, url, request, ids)
     }
 }
+
+/// A client for Ollama's native API.
+pub type OllamaClient = HttpClient<Ollama>;
 
 /// The `/api/chat` body for `request`.
 pub fn request_json(request: &ChatRequest, model: &str) -> Value {
@@ -227,6 +203,7 @@ pub fn parse_response(
 mod tests {
     use super::*;
     use crate::llm::scripted::{ScriptedResponse, ScriptedServer};
+    use crate::llm::{LlmClient, LlmConfig};
     use crate::llm::{LlmToolCall, Provider, ToolSpec};
 
     fn config(server: &ScriptedServer) -> LlmConfig {

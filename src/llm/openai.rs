@@ -13,82 +13,41 @@
 //! - `finish_reason: "length"` adds a warning; a missing `usage` counts as zero tokens.
 //! - No `choices`, or no text and no tool calls, is an error.
 
-use std::sync::atomic::AtomicU64;
-
 use serde_json::{Map, Value, json};
 
+use super::Provider;
 use super::http::{self, KeyHeader};
 use super::parse::{self, IdAllocator};
-use super::{
-    ChatRequest, ChatResponse, LlmClient, LlmConfig, LlmError, LlmToolCall, Message, Usage,
-};
+use super::provider::{HttpClient, Wire, float, replay_arguments};
+use super::{ChatRequest, ChatResponse, LlmError, Message, Usage};
 
-/// A client for one OpenAI-compatible server. Cheap to share: holds a connection pool.
-pub struct OpenAiClient {
-    config: LlmConfig,
-    agent: ureq::Agent,
-    /// Source of invented tool-call ids, so they stay unique across the turns of a conversation.
-    next_id: AtomicU64,
-}
+/// The OpenAI-compatible wire: `POST {base}/chat/completions`, the key as a bearer token.
+pub struct OpenAi;
 
-impl OpenAiClient {
-    /// A client for `config` (the provider field is not consulted).
-    pub fn new(config: LlmConfig) -> Self {
-        let agent = http::agent(&config);
-        OpenAiClient {
-            config,
-            agent,
-            next_id: AtomicU64::new(0),
-        }
+impl Wire for OpenAi {
+    const PROVIDER: Provider = Provider::OpenAi;
+    const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
+
+    fn endpoint(base_url: &str) -> String {
+        http::join(base_url, "/chat/completions")
     }
 
-    /// The endpoint called: `{base}/chat/completions`.
-    pub fn endpoint(&self) -> String {
-        http::join(&self.config.base_url, "/chat/completions")
-    }
-}
-
-impl LlmClient for OpenAiClient {
-    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let model = effective_model(request, &self.config)?;
-        let url = self.endpoint();
-        let request_body = request_json(request, &model).to_string();
-        let mut ids = IdAllocator::new(&self.next_id);
-        http::exchange(
-            &self.agent,
-            &self.config,
-            &url,
-            &model,
-            request_body,
-            KeyHeader::Bearer,
-            &[],
-            |body| parse_response(body, &url, request, &mut ids),
-        )
+    fn request_json(request: &ChatRequest, model: &str) -> Value {
+        request_json(request, model)
     }
 
-    fn describe(&self) -> String {
-        self.config.describe_as(super::Provider::OpenAi)
-    }
-
-    fn request_body(&self, request: &ChatRequest) -> String {
-        let model = self.config.with_model(&request.model).model;
-        request_json(request, &model).to_string()
+    fn parse_response(
+        body: &str,
+        url: &str,
+        request: &ChatRequest,
+        ids: &mut IdAllocator,
+    ) -> Result<ChatResponse, LlmError> {
+        parse_response(body, url, request, ids)
     }
 }
 
-/// The model to send: the request's, else the config's; checks the URL scheme on the way.
-pub(crate) fn effective_model(
-    request: &ChatRequest,
-    config: &LlmConfig,
-) -> Result<String, LlmError> {
-    let model = if request.model.trim().is_empty() {
-        config.model.trim()
-    } else {
-        request.model.trim()
-    };
-    config.with_model(model).validate()?;
-    Ok(model.to_string())
-}
+/// A client for one OpenAI-compatible server.
+pub type OpenAiClient = HttpClient<OpenAi>;
 
 /// The `/chat/completions` body for `request`.
 pub fn request_json(request: &ChatRequest, model: &str) -> Value {
@@ -124,25 +83,6 @@ pub fn request_json(request: &ChatRequest, model: &str) -> Value {
     }
     body.insert("stream".into(), json!(false));
     Value::Object(body)
-}
-
-/// An `f32` as the decimal a human wrote (`0.2`, not `0.20000000298023224`).
-pub(crate) fn float(value: f32) -> Value {
-    let rounded = (f64::from(value) * 1e6).round() / 1e6;
-    serde_json::Number::from_f64(rounded)
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
-}
-
-/// The wire arguments for replaying a call in the history. A call whose arguments did not parse is
-/// replayed as `{}`: servers re-parse history (Ollama's compatibility layer rejects the whole request
-/// when history arguments are not JSON), and the tool result already quotes what the model sent.
-pub(crate) fn replay_arguments(call: &LlmToolCall) -> Value {
-    if call.parse_error.is_some() || !call.arguments.is_object() {
-        Value::Object(Map::new())
-    } else {
-        call.arguments.clone()
-    }
 }
 
 fn message_json(message: &Message) -> Value {
@@ -278,7 +218,7 @@ mod tests {
 
     use super::*;
     use crate::llm::scripted::{ScriptedResponse, ScriptedServer};
-    use crate::llm::{LlmConfig, Provider};
+    use crate::llm::{LlmClient, LlmConfig, LlmToolCall, Provider};
 
     use crate::llm::test_support::request;
 
