@@ -38,7 +38,7 @@ use crate::policy::Policy;
 use crate::policy::SandboxMode;
 use crate::redact::Redactor;
 use crate::sandbox::OsSandbox;
-use crate::store::{DecisionRow, Store, StoreError, Verdict};
+use crate::store::{DecisionRow, Store, StoreError};
 use crate::tools::ToolRegistry;
 use crate::workspace::Workspace;
 use crate::workspace::absolute;
@@ -740,7 +740,7 @@ pub fn standing_rejection(
             plan_id: a.plan_id,
             plan_sha256: a.plan_sha256,
             plan_path: Some(plan_path.display().to_string()),
-            verdict: Verdict::Rejected,
+            verdict: AuthStatus::Rejected,
             decided_by: a.decided_by,
             decided_at: a.decided_at,
             reason: None,
@@ -814,9 +814,9 @@ pub fn record_decision(
         plan_sha256: plan.sha256.clone(),
         plan_path: Some(absolute(plan_path).display().to_string()),
         verdict: if approving {
-            Verdict::Approved
+            AuthStatus::Approved
         } else {
-            Verdict::Rejected
+            AuthStatus::Rejected
         },
         decided_by: auth.decided_by.clone(),
         decided_at: auth.decided_at,

@@ -5,18 +5,12 @@ use rusqlite::params;
 use serde::Serialize;
 
 use super::{Store, StoreError};
+use crate::plan::AuthStatus;
 
-/// What a reviewer decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The plan may run.
-    Approved,
-    /// The plan must not run; a later `run --approve` of the same bytes is refused.
-    Rejected,
-}
-
-sql_enum!(Verdict {
+// A decision is the approval file's status: one concept, recorded as the file says it (a
+// `pending` decision is never recorded; `record_decision` takes approvals and rejections).
+sql_enum!(AuthStatus {
+    Pending => "pending",
     Approved => "approved",
     Rejected => "rejected",
 });
@@ -31,7 +25,7 @@ pub struct DecisionRow {
     /// Where the plan file was.
     pub plan_path: Option<String>,
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: AuthStatus,
     /// Who decided.
     pub decided_by: String,
     /// Unix ms.
@@ -97,6 +91,6 @@ impl Store {
         Ok(self
             .decisions(plan_sha256)?
             .pop()
-            .filter(|d| d.verdict == Verdict::Rejected))
+            .filter(|d| d.verdict == AuthStatus::Rejected))
     }
 }

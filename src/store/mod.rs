@@ -14,7 +14,7 @@ mod replay;
 mod report;
 mod runner;
 
-pub use decisions::{DecisionRow, Verdict};
+pub use decisions::DecisionRow;
 pub use replay::{LlmTurnRow, RecordedStepRow};
 pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader};
 pub use status::{RunStatus, StepState};
