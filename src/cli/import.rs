@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::flags::Args;
-use super::{CliError, load_policy, workspace};
+use super::{CliError, workspace_session};
 use crate::error::exit;
 use crate::import::odincode::{self, Status};
 
@@ -64,9 +64,10 @@ pub fn cmd_import(args: &Args) -> Result<i32, CliError> {
     let input = PathBuf::from(&args.positionals[1]);
     let bytes = crate::input::read_bounded(&input, crate::input::MAX_PLAN_BYTES, "plan file")
         .map_err(|e| CliError::new(exit::USAGE, format!("{}: {e}", input.display())))?;
-    let ws = workspace(args)?;
-    let policy = load_policy(args, &ws)?;
-    let imported = odincode::import(&bytes, &ws, &policy)
+    let session = workspace_session(args, None)?;
+    let ws = session.workspace();
+    let policy = session.policy()?;
+    let imported = odincode::import(&bytes, ws, &policy)
         .map_err(|e| CliError::new(exit::USAGE, format!("{}: {e}", input.display())))?;
     let out = args
         .output

@@ -18,15 +18,15 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{
-    Args, CliError, approval_report, load_policy, mcp_registry, open_store, pretty, preview_of,
-    problems_json, workspace,
+    Args, CliError, approval_report, mcp_registry, pretty, preview_of, problems_json,
+    workspace_session,
 };
 use crate::error::exit;
 use crate::mcp::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
 use crate::plan::{self, PlanError, ValidationContext};
 use crate::policy::Policy;
 use crate::redact::Redactor;
-use crate::workspace::Workspace;
+use crate::runner::session::Session;
 
 /// Longest request line read (a bigger one is answered with an error and skipped).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
@@ -51,7 +51,6 @@ pub(super) fn cmd_mcp(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliE
 /// Starts each server the policy declares, lists its tools, and compares them with the pins in
 /// PLAN's approval when a plan is given. Exit 36 when anything differs from the pins.
 fn list_server_tools(args: &Args) -> Result<i32, CliError> {
-    let ws = workspace(args)?;
     // `mcp tools PLAN` (one argument that reads as a plan) checks PLAN's pins against the
     // workspace's policy; otherwise the first argument is a policy file.
     let (policy_arg, plan_arg) = match (args.positionals.get(1), args.positionals.get(2)) {
@@ -60,11 +59,9 @@ fn list_server_tools(args: &Args) -> Result<i32, CliError> {
         }
         (policy, plan) => (policy, plan),
     };
-    let policy = match policy_arg {
-        Some(p) => Policy::load(Some(Path::new(p)), ws.root())
-            .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?,
-        None => load_policy(args, &ws)?,
-    };
+    let session = workspace_session(args, policy_arg.map(PathBuf::from))?;
+    let ws = session.workspace();
+    let policy = session.policy()?;
     if policy.mcp.is_empty() {
         return Err(CliError::new(
             exit::USAGE,
@@ -81,13 +78,13 @@ fn list_server_tools(args: &Args) -> Result<i32, CliError> {
             Some(auth.mcp)
         }
     };
-    let sandbox = super::mcp_sandbox(&policy, &ws)?;
+    let sandbox = session.sandbox(&policy, policy.sandbox)?;
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let mut report = Vec::new();
     let mut differs = false;
     for (name, server) in &policy.mcp.servers {
         let (client, listed) =
-            crate::tools::mcp::start_and_list(name, server, &ws, &sandbox, &cancel)
+            crate::tools::mcp::start_and_list(name, server, ws, &sandbox, &cancel)
                 .map_err(|e| CliError::new(exit::USAGE, e.message))?;
         let id = client.identity().clone();
         drop(client);
@@ -175,9 +172,8 @@ fn list_server_tools(args: &Args) -> Result<i32, CliError> {
 /// What the server knows between requests: the workspace, and the revision a handshake-era
 /// client negotiated with `initialize` (a stateless-era request carries its own).
 struct Server<'a> {
-    args: &'a Args,
     redactor: &'a Redactor,
-    ws: Workspace,
+    session: Session,
     negotiated: RefCell<Option<&'static str>>,
 }
 
@@ -331,13 +327,9 @@ pub fn serve_lines(
     output: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<i32, CliError> {
-    let mut ws = workspace(args)?;
-    let db = super::db_path(args, &ws)?;
-    crate::runner::protect_runner_files(&mut ws, &db, None);
     let server = Server {
-        args,
         redactor,
-        ws,
+        session: super::session(args, None)?,
         negotiated: RefCell::new(None),
     };
     loop {
@@ -598,11 +590,16 @@ impl Server<'_> {
         if !rel.ends_with(".json") {
             return Err(format!("path {rel:?}: a plan file name ends with .json").into());
         }
-        self.ws.resolve(rel).map_err(|e| e.to_string().into())
+        self.session
+            .workspace()
+            .resolve(rel)
+            .map_err(|e| e.to_string().into())
     }
 
     fn policy(&self) -> Result<Policy, Refusal> {
-        load_policy(self.args, &self.ws).map_err(|e| e.message.into())
+        self.session
+            .policy()
+            .map_err(|e| Refusal::from(e.to_string()))
     }
 
     /// Loads and validates the plan at `path`: the plan, or every problem with its location.
@@ -610,7 +607,7 @@ impl Server<'_> {
         let registry = mcp_registry(policy).map_err(|e| Refusal::from(e.message))?;
         let ctx = ValidationContext {
             registry: &registry,
-            workspace: &self.ws,
+            workspace: self.session.workspace(),
             policy,
         };
         Ok(plan::load(path, &BTreeMap::new(), &ctx))
@@ -633,12 +630,13 @@ impl Server<'_> {
         let plan = self
             .load(&path, &policy)?
             .map_err(|e| Refusal::from(e.to_string()))?;
-        let preview = preview_of(&plan, &self.ws, &policy).map_err(|e| Refusal::from(e.message))?;
+        let preview = preview_of(&plan, self.session.workspace(), &policy)
+            .map_err(|e| Refusal::from(e.message))?;
         Ok(json!({
             "plan_id": plan.plan_id,
             "plan_sha256": plan.sha256,
             "preview": crate::preview::render(&preview),
-            "approval": approval_report(&path, &plan, &policy, &self.ws),
+            "approval": approval_report(&path, &plan, &policy, self.session.workspace()),
         }))
     }
 
@@ -690,10 +688,10 @@ impl Server<'_> {
             }
         })?;
         let overwrite = args["overwrite"].as_bool() == Some(true);
-        let parent = crate::workspace::fs::parent_for_write(&self.ws, &abs, true)
+        let parent = crate::workspace::fs::parent_for_write(self.session.workspace(), &abs, true)
             .map_err(|e| Refusal::from(format!("{rel}: {e}")))?;
         parent
-            .write_atomic(&self.ws, body.as_bytes(), overwrite, None)
+            .write_atomic(self.session.workspace(), body.as_bytes(), overwrite, None)
             .map_err(|e| {
                 Refusal::from(match e.kind() {
                     std::io::ErrorKind::AlreadyExists => {
@@ -718,7 +716,7 @@ impl Server<'_> {
         let policy = self.policy()?;
         let plan =
             plan::read(&path, &Default::default()).map_err(|e| Refusal::from(e.to_string()))?;
-        let approval = approval_report(&path, &plan, &policy, &self.ws);
+        let approval = approval_report(&path, &plan, &policy, self.session.workspace());
         let auth = plan::auth::load(&path, &plan).ok();
         let runs = self
             .store()
@@ -744,13 +742,13 @@ impl Server<'_> {
 
     /// The execution database, or `None` when nothing has run in this workspace yet.
     fn store(&self) -> Result<Option<crate::store::Store>, Refusal> {
-        let db = super::db_path(self.args, &self.ws).map_err(|e| Refusal::from(e.message))?;
-        if !db.exists() {
+        if !self.session.db_path().exists() {
             return Ok(None);
         }
-        open_store(&db)
+        self.session
+            .existing_store()
             .map(Some)
-            .map_err(|e| Refusal::from(e.message))
+            .map_err(|e| Refusal::from(e.to_string()))
     }
 
     fn list_runs(&self, args: &Value) -> Result<Value, Refusal> {

@@ -34,6 +34,7 @@ macro_rules! errln {
     }};
 }
 
+pub mod exit_codes;
 pub mod flags;
 mod hints;
 mod import;
@@ -61,6 +62,7 @@ use crate::executor::{ConfirmMode, Fanout, ProgressCallback};
 use crate::plan::{self, AuthStatus, Plan, PlanAuthorization, ValidationContext};
 use crate::policy::Policy;
 use crate::redact::Redactor;
+use crate::runner::session::{Session, SessionError, SessionOptions};
 use crate::runner::{PlanRunner, RunOptions, RunSettings, RunnerError, Target};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
@@ -103,6 +105,12 @@ impl CliError {
             err.problems = problems.iter().map(refusal_problem).collect();
         }
         err
+    }
+}
+
+impl From<SessionError> for CliError {
+    fn from(e: SessionError) -> Self {
+        CliError::new(e.exit_code(), e.to_string())
     }
 }
 
@@ -372,8 +380,7 @@ fn dispatch(
             let registry = tools_registry(args)?;
             if args.json {
                 // One document for programs: the tools, and what run_command may run here.
-                let (ws, _) = sandboxed_workspace(args, None)?;
-                let policy = load_policy(args, &ws)?;
+                let policy = session(args, None)?.policy()?;
                 outln!("{}", pretty(&tools_document(&registry, &policy)));
                 return Ok(exit::OK);
             }
@@ -414,65 +421,57 @@ fn pretty(v: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-/// The workspace from `--workspace` or the current directory.
-fn workspace(args: &Args) -> Result<Workspace, CliError> {
-    let dir = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    // A file given as the workspace is the caller's mistake (exit 2), not an I/O failure later on.
-    if dir.exists() && !dir.is_dir() {
-        return Err(CliError::new(
-            exit::USAGE,
-            format!("workspace {}: not a directory", dir.display()),
-        ));
+/// What the command line says about the session: `--workspace` (or the current directory),
+/// `--db` or `ACODE_DB`, `--policy`.
+fn session_options(args: &Args) -> SessionOptions {
+    let (db, db_named_by) = match (&args.db, std::env::var_os("ACODE_DB")) {
+        (Some(p), _) => (Some(p.clone()), Some("--db")),
+        (None, Some(p)) => (Some(PathBuf::from(p)), Some("ACODE_DB")),
+        (None, None) => (None, None),
+    };
+    SessionOptions {
+        workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
+        db,
+        db_named_by: db_named_by.map(String::from),
+        policy: args.policy.clone(),
+        redactor: None,
     }
-    let ws = Workspace::new(&dir)
-        .map_err(|e| CliError::new(exit::USAGE, format!("workspace {}: {e}", dir.display())))?;
-    Ok(ws)
 }
 
-/// The database path: `--db`, `$ACODE_DB`, or the default inside the workspace.
-fn db_path(args: &Args, ws: &Workspace) -> Result<PathBuf, CliError> {
-    let given = match (&args.db, std::env::var_os("ACODE_DB")) {
-        (Some(p), _) => Some(("--db", p.clone())),
-        (None, Some(p)) => Some(("ACODE_DB", PathBuf::from(p))),
-        (None, None) => None,
-    };
-    let Some((from, path)) = given else {
-        return Ok(ws.root().join(Store::DEFAULT_PATH));
-    };
-    let path = crate::workspace::absolute(&path);
-    // A database named explicitly goes where it was named: a mistyped directory is a usage error,
-    // not a tree of directories created on the way (only the default `.acode/` is created).
-    if let Some(dir) = path.parent()
-        && !dir.is_dir()
-    {
-        return Err(CliError::new(
-            exit::USAGE,
-            format!(
-                "{from} {}: the directory {} does not exist (create it first)",
-                path.display(),
-                dir.display()
-            ),
-        ));
-    }
-    Ok(path)
+/// The command line's session ([`Session`]), with `plan` protected when it lies in the
+/// workspace.
+pub(crate) fn session(args: &Args, plan: Option<&Path>) -> Result<Session, CliError> {
+    Ok(Session::open(session_options(args), plan)?)
+}
+
+/// [`session`] whose store records through `redactor` (the command's, which learns the plan's
+/// secrets).
+pub(crate) fn redacted_session(
+    args: &Args,
+    plan: Option<&Path>,
+    redactor: &Arc<Redactor>,
+) -> Result<Session, CliError> {
+    let mut options = session_options(args);
+    options.redactor = Some(redactor.clone());
+    Ok(Session::open(options, plan)?)
+}
+
+/// A session for a command that never opens the database (`skills`, `import`, `mcp tools`): a
+/// misnamed `--db` is not its concern. `policy` replaces `--policy` when given (`mcp tools
+/// POLICY`).
+pub(crate) fn workspace_session(args: &Args, policy: Option<PathBuf>) -> Result<Session, CliError> {
+    let mut options = session_options(args);
+    options.db = None;
+    options.db_named_by = None;
+    options.policy = policy.or(options.policy);
+    Ok(Session::open(options, None)?)
 }
 
 /// The workspace with the database, `.acode/` and the plan file (when it is inside) protected from
 /// tool writes, and the database path.
 fn sandboxed_workspace(args: &Args, plan: Option<&Path>) -> Result<(Workspace, PathBuf), CliError> {
-    let mut ws = workspace(args)?;
-    let db = db_path(args, &ws)?;
-    crate::runner::protect_runner_files(&mut ws, &db, plan);
-    Ok((ws, db))
-}
-
-fn open_store(path: &Path) -> Result<Store, CliError> {
-    Store::open(path).map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))
-}
-
-fn load_policy(args: &Args, ws: &Workspace) -> Result<Policy, CliError> {
-    Policy::load(args.policy.as_deref(), ws.root())
-        .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
+    let session = session(args, plan)?;
+    Ok((session.workspace().clone(), session.db_path().to_path_buf()))
 }
 
 /// `acode-run tools --json`: the tools (as `tools` prints them) and, as fields, what `run_command`
@@ -500,30 +499,20 @@ fn tools_document(registry: &ToolRegistry, policy: &Policy) -> serde_json::Value
 /// servers are started for it, by the code `approve` uses (see docs/mcp.md). A server that cannot
 /// be started is an error (exit 2) naming it, as in `approve` and `mcp tools`.
 fn tools_registry(args: &Args) -> Result<ToolRegistry, CliError> {
-    let (ws, _) = sandboxed_workspace(args, None)?;
-    let policy = load_policy(args, &ws)?;
+    let session = session(args, None)?;
+    let ws = session.workspace();
+    let policy = session.policy()?;
     if policy.mcp.is_empty() {
         return Ok(ToolRegistry::builtin());
     }
-    let sandbox = mcp_sandbox(&policy, &ws)?;
-    let pins = crate::tools::mcp::pin_servers(&policy, &ws, &sandbox).map_err(|e| {
+    let sandbox = session.sandbox(&policy, policy.sandbox)?;
+    let pins = crate::tools::mcp::pin_servers(&policy, ws, &sandbox).map_err(|e| {
         CliError::new(
             exit::USAGE,
             format!("cannot list the tools of the policy's MCP servers: {e}"),
         )
     })?;
     crate::tools::mcp::registry(&policy, Some(&pins)).map_err(|e| CliError::new(exit::USAGE, e))
-}
-
-/// The sandbox MCP servers start in outside a run (`mcp tools`, `tools`): the policy's mode,
-/// network and read paths, as a run and `approve` give them.
-fn mcp_sandbox(policy: &Policy, ws: &Workspace) -> Result<crate::sandbox::OsSandbox, CliError> {
-    Ok(
-        crate::sandbox::OsSandbox::resolve(policy.sandbox, ws, &policy.limits)
-            .and_then(|s| s.with_network(&policy.network, ws))
-            .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?
-            .with_read_paths(&policy.read_paths),
-    )
 }
 
 /// The built-in tools and the policy's MCP tools (not yet pinned: any object as arguments), for
@@ -550,8 +539,9 @@ fn load_plan(
 
 /// `skills`: every skill in the workspace, in search order; broken ones with their error.
 fn cmd_skills(args: &Args) -> Result<i32, CliError> {
-    let ws = workspace(args)?;
-    let found = plan::skills::list(&ws);
+    let session = workspace_session(args, None)?;
+    let ws = session.workspace();
+    let found = plan::skills::list(ws);
     if args.json {
         let items: Vec<serde_json::Value> = found
             .iter()
@@ -612,28 +602,28 @@ fn resolved_skills(plan: &Plan, ws: &Workspace) -> Vec<(String, plan::skills::Re
 }
 
 fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
-    let (ws, _) = sandboxed_workspace(args, Some(Path::new(&args.positionals[0])))?;
-    let policy = load_policy(args, &ws)?;
+    let session = session(args, Some(Path::new(&args.positionals[0])))?;
+    let ws = session.workspace();
+    let policy = session.policy()?;
     let registry = mcp_registry(&policy)?;
     let path = PathBuf::from(&args.positionals[0]);
     let ctx = ValidationContext {
         registry: &registry,
-        workspace: &ws,
+        workspace: ws,
         policy: &policy,
     };
     match plan::load(&path, &args.vars, &ctx) {
         Ok(plan) => {
-            crate::runner::learn_secrets(&plan, &ws, redactor);
+            crate::runner::learn_secrets(&plan, ws, redactor);
             let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
-                let skills: serde_json::Map<String, serde_json::Value> =
-                    resolved_skills(&plan, &ws)
-                        .into_iter()
-                        .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
-                        .collect();
+                let skills: serde_json::Map<String, serde_json::Value> = resolved_skills(&plan, ws)
+                    .into_iter()
+                    .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
+                    .collect();
                 let mut out = serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256});
                 let mut asking = Vec::new();
-                if crate::preview::each_confirmation(&plan, &ws, &policy, |i, why| {
+                if crate::preview::each_confirmation(&plan, ws, &policy, |i, why| {
                     asking.push(serde_json::json!({"step_id": redactor.redact(&plan.steps[i].step_id), "reason": why}));
                 })
                 .is_ok()
@@ -644,7 +634,7 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                 if !skills.is_empty() {
                     out["skills"] = serde_json::Value::Object(skills);
                 }
-                let servers = mcp_programs(&policy, &ws);
+                let servers = mcp_programs(&policy, ws);
                 if !servers.is_empty() {
                     out["mcp_servers"] = serde_json::json!(
                         servers
@@ -662,7 +652,7 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
-                for (name, program) in mcp_programs(&policy, &ws) {
+                for (name, program) in mcp_programs(&policy, ws) {
                     errln!(
                         "  mcp server {}: starts {}",
                         crate::terminal::line(&name),
@@ -670,7 +660,7 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                     );
                 }
                 let mut asking = Vec::new();
-                let walked = crate::preview::each_confirmation(&plan, &ws, &policy, |i, why| {
+                let walked = crate::preview::each_confirmation(&plan, ws, &policy, |i, why| {
                     let id = &plan.steps[i].step_id;
                     errln!(
                         "  step {} asks for confirmation: {}",
@@ -684,7 +674,7 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                 {
                     errln!("{}", redactor.redact(&line));
                 }
-                for (step_id, r) in resolved_skills(&plan, &ws) {
+                for (step_id, r) in resolved_skills(&plan, ws) {
                     errln!(
                         "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
                         crate::terminal::line(&step_id),
@@ -823,29 +813,28 @@ fn record_decision(
 /// The database for recording decisions (the workspace's execution database; its `.acode/` is
 /// checked not to be a link first, as for a run).
 fn decision_store(args: &Args) -> Result<Store, CliError> {
-    let ws = workspace(args)?;
-    let path = db_path(args, &ws)?;
-    if path == ws.root().join(Store::DEFAULT_PATH) {
-        prepare_state_dir(&ws)?;
-    }
-    open_store(&path)
+    Ok(session(args, None)?.store()?)
 }
 
 /// `preview`: the plan's effect, step by step, with nothing written.
 fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
-    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
-    let policy = load_policy(args, &ws)?;
-    let plan = load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?;
-    crate::runner::learn_secrets(&plan, &ws, redactor);
-    let sandbox = preview_sandbox(&policy, &ws);
-    let approval = approval_report(&path, &plan, &policy, &ws);
+    let session = session(args, Some(&path))?;
+    let ws = session.workspace();
+    let policy = session.policy()?;
+    let plan = load_plan(args, &path, ws, &policy, &mcp_registry(&policy)?)?;
+    crate::runner::learn_secrets(&plan, ws, redactor);
+    let sandbox = session
+        .resolve_sandbox(&policy)
+        .map(|sb| crate::events::SandboxInfo::of(&sb))
+        .map_err(|e| format!("a run would refuse to start: {e}"));
+    let approval = approval_report(&path, &plan, &policy, ws);
     if args.json {
         // A closed stdout is ignored, as `outln!` does.
         let _ = reports::write_preview_json(
             &mut std::io::stdout().lock(),
             &plan,
-            &ws,
+            ws,
             &policy,
             &reports::Outlook {
                 confirm_mode: confirm_mode(args).as_str(),
@@ -855,7 +844,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             redactor,
         )
         .map_err(|problems| cannot_preview(&plan, &problems))?;
-        let failing = crate::preview::failing_steps(&plan, &ws, &policy)
+        let failing = crate::preview::failing_steps(&plan, ws, &policy)
             .map_err(|problems| cannot_preview(&plan, &problems))?;
         let failing: Vec<String> = failing
             .into_iter()
@@ -865,7 +854,7 @@ fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
     }
     let (asking, failing) = show_preview(
         &plan,
-        &ws,
+        ws,
         &policy,
         redactor,
         &mut std::io::stdout().lock(),
@@ -901,14 +890,6 @@ fn will_fail(failing: &[String], redactor: &Redactor) -> i32 {
         exit::STEP_FAILED
     );
     exit::STEP_FAILED
-}
-
-/// The sandbox a run would get here (the policy's mode, resolved as a run resolves it: `auto`
-/// probes bwrap), for `preview`; `Err` says why a run would refuse to start.
-fn preview_sandbox(policy: &Policy, ws: &Workspace) -> Result<crate::events::SandboxInfo, String> {
-    crate::sandbox::OsSandbox::resolve(policy.sandbox, ws, &policy.limits)
-        .map(|sb| crate::events::SandboxInfo::of(&sb))
-        .map_err(|e| format!("a run would refuse to start: {e}"))
 }
 
 /// The confirmation mode a run started like this one would use: `--confirm`, else prompt on a
@@ -1059,20 +1040,21 @@ fn cmd_decide(
     status: AuthStatus,
 ) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
-    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
-    let policy = load_policy(args, &ws)?;
+    let session = session(args, Some(&path))?;
+    let ws = session.workspace();
+    let policy = session.policy()?;
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved, and the approver sees its effect first.
-        load_plan(args, &path, &ws, &policy, &mcp_registry(&policy)?)?
+        load_plan(args, &path, ws, &policy, &mcp_registry(&policy)?)?
     } else {
         plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
     };
-    crate::runner::learn_secrets(&plan, &ws, redactor);
+    crate::runner::learn_secrets(&plan, ws, redactor);
     if status == AuthStatus::Approved && !args.quiet {
         // The approver sees the plan's effect, with the secrets it now knows redacted.
         show_preview(
             &plan,
-            &ws,
+            ws,
             &policy,
             redactor,
             &mut std::io::stderr().lock(),
@@ -1081,7 +1063,7 @@ fn cmd_decide(
     }
     let decision = Decision {
         plan: &plan,
-        workspace: &ws,
+        workspace: ws,
         policy: &policy,
         status,
         may_override: true,
@@ -1133,6 +1115,7 @@ fn cmd_run(
         Some(&PathBuf::from(&args.positionals[0])),
         target,
     )
+    .map(|(code, _)| code)
 }
 
 fn cmd_resume(
@@ -1147,6 +1130,7 @@ fn cmd_resume(
         None,
         Target::Run(args.positionals[0].clone()),
     )
+    .map(|(code, _)| code)
 }
 
 /// The progress outputs the flags ask for: human lines on stderr (failures only with `--quiet`), JSONL events
@@ -1190,14 +1174,14 @@ fn run_settings(args: &Args) -> RunSettings {
 }
 
 /// `run`, `run --approve`, `run --resume` and `resume`: the flags become [`RunOptions`], the
-/// library prepares and runs, and this prints.
+/// library prepares and runs, and this prints. The exit code and the id of the run it carried out.
 fn execute_plan(
     args: &Args,
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
     plan_path: Option<&Path>,
     target: Target,
-) -> Result<i32, CliError> {
+) -> Result<(i32, String), CliError> {
     let (ws, db) = sandboxed_workspace(args, plan_path)?;
     let mut options = RunOptions::default();
     options.db = Some(db);
@@ -1272,7 +1256,7 @@ fn execute_plan(
         // A closed stdout is ignored, as for every other output.
         let _ = reports::write_json(&mut std::io::stdout().lock(), &result, redactor);
     }
-    Ok(result.exit_code)
+    Ok((result.exit_code, result.run_id))
 }
 
 /// The LLM configuration and agent settings from flags and environment, unchecked (for the
@@ -1292,36 +1276,9 @@ fn llm_config(
 
 pub use crate::error::format_ms;
 
-/// Checks `.acode/` and the runner's files in it without following links (creating it, its `tmp`
-/// and its `.gitignore` on first use): a linked one is refused with exit 2, naming the link.
-fn prepare_state_dir(ws: &Workspace) -> Result<(), CliError> {
-    use crate::workspace::state::StateDirError;
-    use crate::workspace::state::prepare;
-    prepare(ws.root()).map(|_| ()).map_err(|e| match e {
-        StateDirError::Refused { .. } => CliError::new(exit::USAGE, e.to_string()),
-        StateDirError::Io { .. } => CliError::new(exit::INTERNAL, e.to_string()),
-    })
-}
-
+/// The database of what has run, for reading: a missing one is an error, nothing is created.
 fn query_store(args: &Args) -> Result<Store, CliError> {
-    let ws = workspace(args)?;
-    let path = db_path(args, &ws)?;
-    // Opening the default database (even to read) creates its WAL files beside it: not through a link.
-    if path == ws.root().join(Store::DEFAULT_PATH)
-        && std::fs::symlink_metadata(ws.root().join(crate::workspace::state::STATE_DIR)).is_ok()
-    {
-        prepare_state_dir(&ws)?;
-    }
-    if !path.exists() {
-        return Err(CliError::new(
-            exit::USAGE,
-            format!(
-                "no execution database at {} (run a plan first, or pass --db)",
-                path.display()
-            ),
-        ));
-    }
-    open_store(&path)
+    Ok(session(args, None)?.existing_store()?)
 }
 
 fn not_found(e: crate::store::StoreError) -> CliError {

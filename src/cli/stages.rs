@@ -13,8 +13,8 @@ use std::sync::atomic::AtomicBool;
 
 use super::flags::Args;
 use super::{
-    CliError, Decision, RunnerSecrets, Target, execute_plan, llm_config, load_policy, open_store,
-    record_decision, sandboxed_workspace,
+    CliError, Decision, RunnerSecrets, Target, execute_plan, llm_config, record_decision,
+    sandboxed_workspace,
 };
 use crate::error::exit;
 use crate::executor::{AutoDeny, Executor, Fanout};
@@ -34,26 +34,24 @@ fn stage_executor(
     secrets: &RunnerSecrets,
     plan_hint: Option<&Path>,
 ) -> Result<Executor, CliError> {
-    let (ws, db) = sandboxed_workspace(args, plan_hint)?;
-    let policy = load_policy(args, &ws)?;
+    let session = super::redacted_session(args, plan_hint, redactor)?;
+    let policy = session.policy()?;
     let (config, agent) = llm_config(args, secrets, &policy)?;
     config
         .validate()
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?;
     let outputs = super::progress_outputs(args, redactor);
-    let mut store = open_store(&db)?;
-    store.set_redactor(redactor.clone());
+    let store = session.store()?;
     // Ctrl-C ends the conversation like a run (exit 130, recorded as the stage's run, interrupted)
     // instead of killing the process mid-write.
     let cancel = Arc::new(AtomicBool::new(false));
     super::install_signal_handlers(cancel.clone());
-    Ok(Executor::new(ws, store)
+    Ok(session
+        .executor(store, policy)
         .with_registry(ToolRegistry::builtin())
-        .with_policy(policy)
         .with_confirmation(Arc::new(AutoDeny))
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
-        .with_redactor(redactor.clone())
         .with_agent_settings(agent)
         .with_llm(Arc::from(crate::llm::client(config))))
 }
@@ -433,12 +431,13 @@ pub(super) fn cmd_do(
         }
     }
     drop(plan);
-    let (ws, _) = sandboxed_workspace(args, Some(&path))?;
-    let policy = load_policy(args, &ws)?;
-    let plan = super::load_plan(args, &path, &ws, &policy, &super::mcp_registry(&policy)?)?;
+    let session = super::session(args, Some(&path))?;
+    let ws = session.workspace();
+    let policy = session.policy()?;
+    let plan = super::load_plan(args, &path, ws, &policy, &super::mcp_registry(&policy)?)?;
     let decision = Decision {
         plan: &plan,
-        workspace: &ws,
+        workspace: ws,
         policy: &policy,
         status: AuthStatus::Approved,
         // The person answered "y" to these bytes: an explicit approval.
@@ -447,15 +446,12 @@ pub(super) fn cmd_do(
     let mut store = super::decision_store(args)?;
     record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     announce("executor", &format!("running {}", path.display()));
-    let code = execute_plan(args, redactor, secrets, Some(&path), Target::New)?;
-    let run_id = executor
-        .store()
-        .list_runs(1)
-        .ok()
-        .and_then(|runs| runs.into_iter().next())
-        .map(|r| r.run_id);
-    match run_id {
-        Some(id) if code == exit::OK => review_run(args, &mut executor, &id),
-        _ => Ok(code),
+    // The run this command started, by its id: another run on the same database meanwhile
+    // is not the one reviewed.
+    let (code, run_id) = execute_plan(args, redactor, secrets, Some(&path), Target::New)?;
+    if code == exit::OK {
+        review_run(args, &mut executor, &run_id)
+    } else {
+        Ok(code)
     }
 }

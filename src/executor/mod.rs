@@ -264,26 +264,6 @@ pub enum ExecutionError {
     Store(#[from] StoreError),
 }
 
-impl ExecutionError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            ExecutionError::Unauthorized(_) => exit::UNAUTHORIZED,
-            ExecutionError::InvalidPlan(problems)
-                if !problems.is_empty()
-                    && problems
-                        .iter()
-                        .all(|p| p.kind == crate::plan::ProblemKind::Sandbox) =>
-            {
-                exit::SANDBOX
-            }
-            ExecutionError::InvalidPlan(_) | ExecutionError::CannotResume(_) => exit::USAGE,
-            ExecutionError::RerunNeeded { .. } => exit::RERUN_NEEDED,
-            ExecutionError::Store(_) => exit::INTERNAL,
-        }
-    }
-}
-
 /// Runs approved plans. Build one with [`Executor::new`] and the `with_*` methods.
 pub struct Executor {
     workspace: Workspace,

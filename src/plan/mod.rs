@@ -213,21 +213,6 @@ pub enum PlanError {
     },
 }
 
-impl PlanError {
-    /// 32 when every problem is a sandbox violation (caught early), else 2.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            PlanError::Invalid { problems, .. }
-                if !problems.is_empty()
-                    && problems.iter().all(|p| p.kind == ProblemKind::Sandbox) =>
-            {
-                crate::exit::SANDBOX
-            }
-            _ => crate::exit::USAGE,
-        }
-    }
-}
-
 /// Reads and parses a plan file, applying `--var` overrides. Overrides may only set variables the
 /// plan declares, so the approved plan names everything a caller can vary.
 pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, PlanError> {

@@ -22,11 +22,11 @@ use std::sync::atomic::AtomicBool;
 use thiserror::Error;
 
 pub mod replay;
+pub mod session;
 pub mod settings;
 
 pub use settings::{RunSettings, SettingConflict};
 
-use crate::error::exit;
 use crate::executor::{
     AgentSettings, ConfirmMode, ConfirmationCallback, ExecutionError, ExecutionResult, Executor,
     NoopProgress, ProgressCallback,
@@ -42,6 +42,7 @@ use crate::store::{DecisionRow, Store, StoreError};
 use crate::tools::ToolRegistry;
 use crate::workspace::Workspace;
 use crate::workspace::absolute;
+use session::{Session, SessionOptions};
 
 /// What a run is prepared with. `RunOptions::default()` is the command line's defaults: the
 /// workspace's database, its `acode-policy.json`, the OS sandbox the policy names (`auto` by
@@ -210,31 +211,9 @@ pub enum RunnerError {
     /// The run could not start or be recorded.
     #[error(transparent)]
     Execution(#[from] ExecutionError),
-}
-
-impl RunnerError {
-    /// The process exit code for this error (SPEC §10).
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            RunnerError::Setup(_)
-            | RunnerError::ResumeSettings { .. }
-            | RunnerError::ApprovalInput(_)
-            | RunnerError::Sandbox(_)
-            | RunnerError::Replay { .. }
-            | RunnerError::WeakeningNotExplicit => exit::USAGE,
-            RunnerError::State(crate::workspace::state::StateDirError::Refused { .. }) => {
-                exit::USAGE
-            }
-            RunnerError::State(_) => exit::INTERNAL,
-            RunnerError::Plan(e) => e.exit_code(),
-            RunnerError::Unauthorized { .. }
-            | RunnerError::Rejected { .. }
-            | RunnerError::SandboxWeakened { .. } => exit::UNAUTHORIZED,
-            RunnerError::ApprovalWrite { .. } => exit::INTERNAL,
-            RunnerError::Store(_) => exit::INTERNAL,
-            RunnerError::Execution(e) => e.exit_code(),
-        }
-    }
+    /// The workspace, its database, its policy or its sandbox could not be set up.
+    #[error(transparent)]
+    Session(#[from] session::SessionError),
 }
 
 /// Whether the plan read from `plan_path` may run under `policy` in `ws`: the one decision `run`
@@ -298,13 +277,11 @@ pub fn authorization_for(
 
 /// A plan that is loaded, valid, authorized and ready to run in its workspace.
 pub struct PlanRunner {
-    workspace: Workspace,
-    db: PathBuf,
+    session: Session,
     policy: Policy,
     registry: ToolRegistry,
     approved: ApprovedPlan,
     sandbox: OsSandbox,
-    redactor: Arc<Redactor>,
     confirm: Arc<dyn ConfirmationCallback>,
     progress: Arc<dyn ProgressCallback>,
     cancel: Arc<AtomicBool>,
@@ -342,34 +319,31 @@ impl PlanRunner {
         plan_path: &Path,
         options: RunOptions,
     ) -> Result<PlanRunner, RunnerError> {
-        let setup =
-            |what: &str, e: &dyn std::fmt::Display| RunnerError::Setup(format!("{what}: {e}"));
-        let mut ws = Workspace::new(workspace)
-            .map_err(|e| setup(&format!("workspace {}", workspace.display()), &e))?;
-        let db = match &options.db {
-            Some(p) => absolute(p),
-            None => ws.root().join(Store::DEFAULT_PATH),
-        };
-        protect_runner_files(&mut ws, &db, Some(plan_path));
+        let session = Session::open(
+            SessionOptions {
+                workspace: workspace.to_path_buf(),
+                db: options.db.clone(),
+                db_named_by: None,
+                policy: options.policy.clone(),
+                redactor: options.redactor.clone(),
+            },
+            Some(plan_path),
+        )?;
         // `.acode/` is created (checked without following links) only once the run is going to
         // use it: a plan refused before it starts leaves nothing behind (issue #34 item 9).
-        let policy = Policy::load(options.policy.as_deref(), ws.root())
-            .map_err(|e| RunnerError::Setup(e.to_string()))?;
+        let policy = session.policy()?;
         // MCP tools validate against any arguments until the approval's pins are known.
         let registry = crate::tools::mcp::registry(&policy, None).map_err(RunnerError::Setup)?;
         let plan = {
             let ctx = ValidationContext {
                 registry: &registry,
-                workspace: &ws,
+                workspace: session.workspace(),
                 policy: &policy,
             };
             plan::load(plan_path, &options.vars, &ctx)?
         };
-        let redactor = options
-            .redactor
-            .clone()
-            .unwrap_or_else(|| Arc::new(Redactor::from_env()));
-        learn_secrets(&plan, &ws, &redactor);
+        let redactor = session.redactor().clone();
+        learn_secrets(&plan, session.workspace(), &redactor);
         crate::policy::config_secrets::learn_passed_credentials(&policy.env_passthrough, &redactor);
         // The values a remote MCP server's headers take from the environment.
         redactor.add_values(policy.mcp.header_secrets());
@@ -382,24 +356,33 @@ impl PlanRunner {
             settings.sandbox = Some(SandboxMode::None);
         }
         if options.approve.is_some() || target != Target::New {
-            crate::workspace::state::prepare(ws.root())?;
-            let mut store = Store::open(&db)?;
-            store.set_redactor(redactor.clone());
+            session.prepare_state()?;
+            let mut store = session.store()?;
             if let Some(request) = &options.approve {
-                record_decision(&plan, plan_path, &ws, &policy, &mut store, request)?;
+                record_decision(
+                    &plan,
+                    plan_path,
+                    session.workspace(),
+                    &policy,
+                    &mut store,
+                    request,
+                )?;
             }
             let run_id = match &target {
                 Target::New => None,
                 Target::Run(id) => Some(store.run(id)?.run_id),
                 Target::Latest => Some(
                     store
-                        .find_resumable(&plan.sha256, &ws.root().display().to_string())?
+                        .find_resumable(
+                            &plan.sha256,
+                            &session.workspace().root().display().to_string(),
+                        )?
                         .ok_or_else(|| {
                             RunnerError::Setup(format!(
                                 "no interrupted run of {} (sha256 {}) to resume in {}",
                                 plan_path.display(),
                                 plan.sha256,
-                                db.display()
+                                session.db_path().display()
                             ))
                         })?,
                 ),
@@ -423,7 +406,13 @@ impl PlanRunner {
         } else {
             plan::auth::approval_key().map_err(|e| RunnerError::Setup(e.to_string()))?
         };
-        let (approved, registry) = authorize(plan_path, plan, &policy, &ws, key.as_deref())?;
+        let (approved, registry) = authorize(
+            plan_path,
+            plan,
+            &policy,
+            session.workspace(),
+            key.as_deref(),
+        )?;
 
         let requested = match settings.sandbox {
             Some(SandboxMode::None) if !explicit_none => {
@@ -438,11 +427,10 @@ impl PlanRunner {
                 given: requested,
             });
         }
-        crate::workspace::state::prepare(ws.root())?;
-        let sandbox = OsSandbox::resolve(requested, &ws, &policy.limits)
-            .and_then(|s| s.with_network(&policy.network, &ws))
-            .map_err(|e| RunnerError::Sandbox(e.to_string()))?
-            .with_read_paths(&policy.read_paths);
+        session.prepare_state()?;
+        let sandbox = session
+            .sandbox(&policy, requested)
+            .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
 
         // A replay answers from recorded turns, checked against the plan before anything runs,
         // and asks the way the recorded run asked (its tool protocol, ...) unless told otherwise.
@@ -450,8 +438,14 @@ impl PlanRunner {
             None => None,
             Some(what) => {
                 let lenient = settings.replay_lenient.unwrap_or(false);
-                let prepared =
-                    replay::prepare(&what, lenient, &db, ws.root(), approved.plan(), &redactor)?;
+                let prepared = replay::prepare(
+                    &what,
+                    lenient,
+                    session.db_path(),
+                    session.workspace().root(),
+                    approved.plan(),
+                    &redactor,
+                )?;
                 let recorded = &prepared.settings;
                 settings.tool_protocol = settings.tool_protocol.or(recorded.tool_protocol);
                 settings.max_calls_per_answer = settings
@@ -513,13 +507,11 @@ impl PlanRunner {
         settings.confirm = Some(confirm_mode);
         let cancel = Arc::new(AtomicBool::new(false));
         Ok(PlanRunner {
-            workspace: ws,
-            db,
+            session,
             policy,
             registry,
             approved,
             sandbox,
-            redactor,
             confirm: confirm_mode.callback(cancel.clone()),
             progress: Arc::new(NoopProgress),
             cancel,
@@ -541,19 +533,22 @@ impl PlanRunner {
         run_id: &str,
         mut options: RunOptions,
     ) -> Result<PlanRunner, RunnerError> {
-        let ws = Workspace::new(workspace)
-            .map_err(|e| RunnerError::Setup(format!("workspace {}: {e}", workspace.display())))?;
-        let db = match &options.db {
-            Some(p) => absolute(p),
-            None => ws.root().join(Store::DEFAULT_PATH),
-        };
+        let session = Session::open(
+            SessionOptions {
+                workspace: workspace.to_path_buf(),
+                db: options.db.clone(),
+                ..SessionOptions::default()
+            },
+            None,
+        )?;
+        let db = session.db_path().to_path_buf();
         if !db.exists() {
             return Err(RunnerError::Setup(format!(
                 "no execution database at {}, so no run {run_id} to resume",
                 db.display()
             )));
         }
-        let run = Store::open(&db)?.run(run_id)?;
+        let run = session.existing_store()?.run(run_id)?;
         let plan_path = run.plan_path.ok_or_else(|| {
             RunnerError::Setup(format!(
                 "run {} has no plan file recorded; use `acode-run run PLAN --resume`",
@@ -603,7 +598,7 @@ impl PlanRunner {
 
     /// The execution database the run will be recorded in.
     pub fn db_path(&self) -> &Path {
-        &self.db
+        self.session.db_path()
     }
 
     /// The options the run is carried out with (what is recorded on it).
@@ -631,19 +626,18 @@ impl PlanRunner {
     /// The executor with everything prepared (for callers that drive it themselves), and the
     /// approved plan to give it.
     pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
-        let mut store = Store::open(&self.db)?;
-        store.set_redactor(self.redactor.clone());
+        let mut store = self.session.store()?;
         store.checkpoint_in_background();
         let (jobs, jobs_from) = self.jobs();
-        let mut executor = Executor::new(self.workspace, store)
+        let mut executor = self
+            .session
+            .executor(store, self.policy)
             .with_jobs_from(jobs, jobs_from)
             .with_registry(self.registry)
-            .with_policy(self.policy)
             .with_confirmation(self.confirm)
             .with_progress(self.progress)
             .with_cancel_flag(self.cancel)
             .with_sandbox(self.sandbox)
-            .with_redactor(self.redactor)
             .with_agent_settings(self.agent)
             .with_step_results(!self.drop_step_results)
             .with_settings_record(self.settings.to_json())
@@ -670,19 +664,6 @@ impl PlanRunner {
             Target::New | Target::Latest => executor.execute(&approved)?,
         };
         Ok((result, executor))
-    }
-}
-
-/// Protects the runner's own files in `ws` from every tool and command write, beyond what a
-/// workspace always protects (`.git`, the policy file): the database `db` (and its journals),
-/// `.acode/`, and the plan file when it lies in the workspace (relative to the caller's
-/// directory, like the plan argument). Every command that opens a workspace asks this one
-/// function.
-pub(crate) fn protect_runner_files(ws: &mut Workspace, db: &Path, plan: Option<&Path>) {
-    ws.protect(db);
-    ws.protect(Path::new(crate::workspace::state::STATE_DIR));
-    if let Some(plan) = plan {
-        ws.protect(&absolute(plan));
     }
 }
 
@@ -784,10 +765,8 @@ pub fn record_decision(
         // Each MCP server the policy declares is started under the policy's sandbox and its
         // allowed tools pinned (docs/mcp.md); a server that cannot be pinned blocks the approval.
         if !policy.mcp.is_empty() {
-            let sandbox = OsSandbox::resolve(policy.sandbox, workspace, &policy.limits)
-                .and_then(|s| s.with_network(&policy.network, workspace))
-                .map_err(|e| RunnerError::Sandbox(e.to_string()))?
-                .with_read_paths(&policy.read_paths);
+            let sandbox = session::sandbox_for(workspace, policy, policy.sandbox)
+                .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
             auth.mcp = crate::tools::mcp::pin_servers(policy, workspace, &sandbox)
                 .map_err(|e| RunnerError::Setup(format!("cannot pin the MCP servers: {e}")))?;
             // Each MCP step's arguments against the schema just pinned (until now any object

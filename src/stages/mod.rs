@@ -15,7 +15,6 @@ pub mod review;
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use crate::error::exit;
 use crate::executor::{ExecutionError, Executor, StepStatus};
 use crate::plan::{ApprovedPlan, AuthStatus, PlanAuthorization};
 
@@ -90,17 +89,6 @@ pub enum StageError {
     /// The executor could not run the stage's conversation.
     #[error(transparent)]
     Execution(#[from] ExecutionError),
-}
-
-impl StageError {
-    /// The process exit code for this error (SPEC §10).
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            StageError::Exhausted { .. } | StageError::Input(_) => exit::USAGE,
-            StageError::Conversation { exit_code, .. } => *exit_code,
-            StageError::Execution(e) => e.exit_code(),
-        }
-    }
 }
 
 /// One finished conversation: the recorded run and the model's final answer.

@@ -1,0 +1,97 @@
+//! Which library error ends the process with which exit code (SPEC §10), in one file. The
+//! library returns typed errors and never decides a process exit code; the binary asks here.
+//! What each number means is [`crate::ExitCode`]'s vocabulary (`src/error.rs`), shared with the record:
+//! a run's own outcome — its first fatal failure's [`crate::ErrorKind`] — is stored with the run
+//! (SPEC §9), so that mapping stays beside the kinds.
+
+use crate::error::exit;
+use crate::executor::ExecutionError;
+use crate::plan::{PlanError, ProblemKind};
+use crate::runner::RunnerError;
+use crate::runner::session::SessionError;
+use crate::stages::StageError;
+use crate::workspace::state::StateDirError;
+
+/// Whether every problem of an invalid plan is a sandbox violation caught before anything ran
+/// (exit 32 instead of 2).
+fn all_sandbox(problems: &[crate::plan::Problem]) -> bool {
+    !problems.is_empty() && problems.iter().all(|p| p.kind == ProblemKind::Sandbox)
+}
+
+impl PlanError {
+    /// 32 when every problem is a sandbox violation (caught early), else 2.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PlanError::Invalid { problems, .. } if all_sandbox(problems) => exit::SANDBOX,
+            _ => exit::USAGE,
+        }
+    }
+}
+
+impl ExecutionError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExecutionError::Unauthorized(_) => exit::UNAUTHORIZED,
+            ExecutionError::InvalidPlan(problems) if all_sandbox(problems) => exit::SANDBOX,
+            ExecutionError::InvalidPlan(_) | ExecutionError::CannotResume(_) => exit::USAGE,
+            ExecutionError::RerunNeeded { .. } => exit::RERUN_NEEDED,
+            ExecutionError::Store(_) => exit::INTERNAL,
+        }
+    }
+}
+
+impl SessionError {
+    /// The process exit code for this error: the caller's mistake (2) unless the database or the
+    /// file system failed (1).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SessionError::NotADirectory(_)
+            | SessionError::Workspace { .. }
+            | SessionError::DatabaseDirectory { .. }
+            | SessionError::NoDatabase(_)
+            | SessionError::Policy(_)
+            | SessionError::Sandbox(_)
+            | SessionError::State(StateDirError::Refused { .. }) => exit::USAGE,
+            SessionError::State(StateDirError::Io { .. }) | SessionError::Store(_) => {
+                exit::INTERNAL
+            }
+        }
+    }
+}
+
+impl RunnerError {
+    /// The process exit code for this error (SPEC §10).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunnerError::Setup(_)
+            | RunnerError::ResumeSettings { .. }
+            | RunnerError::ApprovalInput(_)
+            | RunnerError::Sandbox(_)
+            | RunnerError::Replay { .. }
+            | RunnerError::WeakeningNotExplicit => exit::USAGE,
+            RunnerError::State(StateDirError::Refused { .. }) => exit::USAGE,
+            RunnerError::State(_) => exit::INTERNAL,
+            RunnerError::Plan(e) => e.exit_code(),
+            RunnerError::Unauthorized { .. }
+            | RunnerError::Rejected { .. }
+            | RunnerError::SandboxWeakened { .. } => exit::UNAUTHORIZED,
+            RunnerError::ApprovalWrite { .. } => exit::INTERNAL,
+            RunnerError::Store(_) => exit::INTERNAL,
+            RunnerError::Execution(e) => e.exit_code(),
+            RunnerError::Session(e) => e.exit_code(),
+        }
+    }
+}
+
+impl StageError {
+    /// The process exit code for this error (SPEC §10): a conversation that ran ends with its
+    /// run's own code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StageError::Exhausted { .. } | StageError::Input(_) => exit::USAGE,
+            StageError::Conversation { exit_code, .. } => *exit_code,
+            StageError::Execution(e) => e.exit_code(),
+        }
+    }
+}

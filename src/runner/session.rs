@@ -1,0 +1,247 @@
+//! One session, one place (issue 35): everything a command needs from the workspace it works
+//! in, set up by one type. A [`Session`] is the workspace (with the runner's own files protected
+//! from every tool and command write), the execution database's path, the policy file and the
+//! redactor; it loads the policy, prepares `.acode/` (never through a link), opens the store,
+//! resolves the OS sandbox and builds the [`Executor`]. `PlanRunner` and every CLI command
+//! (`run`, `resume`, `approve`/`reject`, `validate`, `preview`, `tools`, `draft`, `review`, `do`,
+//! `mcp`, `runs`/`show`, …) open one and ask it, so none of them sets these up its own way.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::executor::Executor;
+use crate::policy::{Policy, PolicyError, SandboxMode};
+use crate::redact::Redactor;
+use crate::sandbox::OsSandbox;
+use crate::store::{Store, StoreError};
+use crate::workspace::state::{STATE_DIR, StateDirError};
+use crate::workspace::{Workspace, absolute};
+
+/// Where a session works: the workspace directory and, when given, the database and the policy
+/// file. `SessionOptions::new(dir)` takes the defaults (`DIR/.acode/executions.db`,
+/// `DIR/acode-policy.json` when present, a redactor from the environment).
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// The workspace directory.
+    pub workspace: PathBuf,
+    /// The execution database; `None` for the workspace's default.
+    pub db: Option<PathBuf>,
+    /// What named the database (`--db`, `ACODE_DB`): a database named on the command line must
+    /// lie in an existing directory, and the refusal says what named it.
+    pub db_named_by: Option<String>,
+    /// The policy file (default: the workspace's `acode-policy.json` when present).
+    pub policy: Option<PathBuf>,
+    /// The redactor every record and output goes through (default: one from the environment).
+    pub redactor: Option<Arc<Redactor>>,
+}
+
+impl SessionOptions {
+    /// The defaults for the workspace `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> SessionOptions {
+        SessionOptions {
+            workspace: dir.into(),
+            ..SessionOptions::default()
+        }
+    }
+}
+
+/// Why a session could not be set up, or one of its parts could not be had.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// The workspace is a file, not a directory (the caller's mistake).
+    #[error("workspace {0}: not a directory")]
+    NotADirectory(PathBuf),
+    /// The workspace could not be opened.
+    #[error("workspace {path}: {message}")]
+    Workspace {
+        /// The directory given.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A database named explicitly lies in a directory that does not exist: a mistyped path is
+    /// not a tree of directories created on the way (only the default `.acode/` is created).
+    #[error("{from} {}: the directory {} does not exist (create it first)", path.display(), dir.display())]
+    DatabaseDirectory {
+        /// What named the database (`--db`, `ACODE_DB`).
+        from: String,
+        /// The database path.
+        path: PathBuf,
+        /// Its missing directory.
+        dir: PathBuf,
+    },
+    /// A command that only reads the record found no database.
+    #[error("no execution database at {} (run a plan first, or pass --db)", .0.display())]
+    NoDatabase(PathBuf),
+    /// The policy file is unreadable or invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// `.acode/` or a runner file in it is a link, or could not be made.
+    #[error(transparent)]
+    State(#[from] StateDirError),
+    /// The database could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The OS sandbox the policy asks for cannot be set up here.
+    #[error("{0}")]
+    Sandbox(String),
+}
+
+/// One command's view of its workspace: see the module docs.
+pub struct Session {
+    workspace: Workspace,
+    db: PathBuf,
+    policy_file: Option<PathBuf>,
+    redactor: Arc<Redactor>,
+}
+
+impl Session {
+    /// Opens the workspace of `options`, decides the database path, and protects the runner's
+    /// files — the database (and its journals), `.acode/`, and `plan` when it lies in the
+    /// workspace — from every tool and command write. Nothing is created yet.
+    pub fn open(options: SessionOptions, plan: Option<&Path>) -> Result<Session, SessionError> {
+        let dir = &options.workspace;
+        if dir.exists() && !dir.is_dir() {
+            return Err(SessionError::NotADirectory(dir.clone()));
+        }
+        let workspace = Workspace::new(dir).map_err(|e| SessionError::Workspace {
+            path: dir.clone(),
+            message: e.to_string(),
+        })?;
+        let db = match &options.db {
+            None => workspace.root().join(Store::DEFAULT_PATH),
+            Some(path) => {
+                let path = absolute(path);
+                if let (Some(from), Some(parent)) = (&options.db_named_by, path.parent())
+                    && !parent.is_dir()
+                {
+                    return Err(SessionError::DatabaseDirectory {
+                        from: from.clone(),
+                        dir: parent.to_path_buf(),
+                        path,
+                    });
+                }
+                path
+            }
+        };
+        let mut session = Session {
+            workspace,
+            db,
+            policy_file: options.policy,
+            redactor: options
+                .redactor
+                .unwrap_or_else(|| Arc::new(Redactor::from_env())),
+        };
+        let db = session.db.clone();
+        session.workspace.protect(&db);
+        session.workspace.protect(Path::new(STATE_DIR));
+        if let Some(plan) = plan {
+            session.protect(plan);
+        }
+        Ok(session)
+    }
+
+    /// Protects one more runner file (a plan found later, relative to the caller's directory).
+    pub fn protect(&mut self, path: &Path) {
+        self.workspace.protect(&absolute(path));
+    }
+
+    /// The workspace, with the runner's files protected.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The execution database's path.
+    pub fn db_path(&self) -> &Path {
+        &self.db
+    }
+
+    /// Whether the database is the workspace's default one (in `.acode/`).
+    fn default_db(&self) -> bool {
+        self.db == self.workspace.root().join(Store::DEFAULT_PATH)
+    }
+
+    /// The redactor every record and output of the session goes through.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
+    }
+
+    /// The policy: the file given, else the workspace's `acode-policy.json`, else the defaults.
+    pub fn policy(&self) -> Result<Policy, SessionError> {
+        Ok(Policy::load(
+            self.policy_file.as_deref(),
+            self.workspace.root(),
+        )?)
+    }
+
+    /// Checks `.acode/` and the runner's files in it without following links, creating it (its
+    /// `tmp` and `.gitignore`) on first use.
+    pub fn prepare_state(&self) -> Result<(), SessionError> {
+        crate::workspace::state::prepare(self.workspace.root())?;
+        Ok(())
+    }
+
+    /// The store, for writing: `.acode/` prepared first when the database is the default one,
+    /// and the session's redactor on every record.
+    pub fn store(&self) -> Result<Store, SessionError> {
+        if self.default_db() {
+            self.prepare_state()?;
+        }
+        let mut store = Store::open(&self.db)?;
+        store.set_redactor(self.redactor.clone());
+        Ok(store)
+    }
+
+    /// The store, for reading what is recorded: a missing database is an error (nothing is
+    /// created), and an existing `.acode/` is checked first (opening creates WAL files beside
+    /// the database, never through a link).
+    pub fn existing_store(&self) -> Result<Store, SessionError> {
+        if self.default_db()
+            && std::fs::symlink_metadata(self.workspace.root().join(STATE_DIR)).is_ok()
+        {
+            self.prepare_state()?;
+        }
+        if !self.db.exists() {
+            return Err(SessionError::NoDatabase(self.db.clone()));
+        }
+        let mut store = Store::open(&self.db)?;
+        store.set_redactor(self.redactor.clone());
+        Ok(store)
+    }
+
+    /// The OS sandbox for `mode` with the policy's network and read paths ([`sandbox_for`]).
+    pub fn sandbox(&self, policy: &Policy, mode: SandboxMode) -> Result<OsSandbox, SessionError> {
+        sandbox_for(&self.workspace, policy, mode)
+    }
+
+    /// The sandbox a run would get here, resolved as a run resolves it (`auto` probes bwrap) but
+    /// without starting its network proxy: what `preview` reports.
+    pub fn resolve_sandbox(&self, policy: &Policy) -> Result<OsSandbox, SessionError> {
+        OsSandbox::resolve(policy.sandbox, &self.workspace, &policy.limits)
+            .map_err(|e| SessionError::Sandbox(e.to_string()))
+    }
+
+    /// An executor on this workspace and `store`, with `policy` and the session's redactor; the
+    /// caller adds the callbacks, the tools, the sandbox and the model.
+    pub fn executor(&self, store: Store, policy: Policy) -> Executor {
+        Executor::new(self.workspace.clone(), store)
+            .with_policy(policy)
+            .with_redactor(self.redactor.clone())
+    }
+}
+
+/// The OS sandbox for `mode` in `ws` (`auto` probes bwrap, else Landlock) with `policy`'s
+/// network and read paths: what a run, `approve` (pinning MCP servers) and the MCP servers
+/// started outside a run get. [`Session::sandbox`] for a session's workspace.
+pub fn sandbox_for(
+    ws: &Workspace,
+    policy: &Policy,
+    mode: SandboxMode,
+) -> Result<OsSandbox, SessionError> {
+    Ok(OsSandbox::resolve(mode, ws, &policy.limits)
+        .and_then(|s| s.with_network(&policy.network, ws))
+        .map_err(|e| SessionError::Sandbox(e.to_string()))?
+        .with_read_paths(&policy.read_paths))
+}
