@@ -103,6 +103,32 @@ impl ErrorKind {
     }
 }
 
+/// How a run ended, as far as its exit code goes: recorded with the run (SPEC §9), so the
+/// mapping lives here beside the kinds rather than in the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every step completed, or every failure was tolerated.
+    Completed,
+    /// The first fatal failure was of this kind.
+    Failed(ErrorKind),
+    /// "quit" at a prompt: a denial that ends the run for good.
+    Quit,
+    /// Stopped by a signal (or Ctrl-C).
+    Interrupted,
+}
+
+impl RunEnd {
+    /// The exit code a run that ended this way records and the binary exits with.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            RunEnd::Completed => exit::OK,
+            RunEnd::Failed(kind) => kind.exit_code(),
+            RunEnd::Quit => exit::DENIED,
+            RunEnd::Interrupted => exit::INTERRUPTED,
+        }
+    }
+}
+
 impl std::fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

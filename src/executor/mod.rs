@@ -31,7 +31,7 @@ pub use callbacks::{
     ConfirmationRequest, Decision, Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
 };
 
-use crate::error::{ErrorKind, exit, now_ms};
+use crate::error::{ErrorKind, RunEnd, now_ms};
 use crate::events::EventKind;
 use crate::llm::{LlmClient, Usage};
 use crate::plan::validate::{
@@ -897,16 +897,17 @@ impl Executor {
         let steps: Vec<StepResult> = results.into_iter().flatten().collect();
         let interrupted =
             stopped == Some(ErrorKind::Interrupted) && self.cancel.load(Ordering::SeqCst);
-        let (status, exit_code) = if interrupted {
-            (RunStatus::Interrupted, exit::INTERRUPTED)
+        let (status, end) = if interrupted {
+            (RunStatus::Interrupted, RunEnd::Interrupted)
         } else if quit_seen {
             // "quit" at a prompt: a denial that also ends the run for good.
-            (RunStatus::Cancelled, exit::DENIED)
+            (RunStatus::Cancelled, RunEnd::Quit)
         } else if let Some((kind, _)) = &first_failure {
-            (RunStatus::Failed, kind.exit_code())
+            (RunStatus::Failed, RunEnd::Failed(*kind))
         } else {
-            (RunStatus::Completed, exit::OK)
+            (RunStatus::Completed, RunEnd::Completed)
         };
+        let exit_code = end.exit_code();
         let count = |s: StepStatus| counts[s as usize];
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = tokens.get();
