@@ -52,7 +52,9 @@ impl SessionError {
             | SessionError::NoDatabase(_)
             | SessionError::Policy(_)
             | SessionError::Sandbox(_)
+            | SessionError::Mcp(_)
             | SessionError::State(StateDirError::Refused { .. }) => exit::USAGE,
+            SessionError::Plan(e) => e.exit_code(),
             SessionError::State(StateDirError::Io { .. }) | SessionError::Store(_) => {
                 exit::INTERNAL
             }

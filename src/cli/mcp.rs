@@ -18,15 +18,14 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{
-    Args, CliError, approval_report, mcp_registry, pretty, preview_of, problems_json,
-    workspace_session,
+    Args, CliError, approval_report, pretty, preview_of, problems_json, workspace_session,
 };
 use crate::error::exit;
 use crate::mcp::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
-use crate::plan::{self, PlanError, ValidationContext};
+use crate::plan::{self, PlanError};
 use crate::policy::Policy;
 use crate::redact::Redactor;
-use crate::runner::session::Session;
+use crate::runner::session::{Session, SessionError};
 
 /// Longest request line read (a bigger one is answered with an error and skipped).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
@@ -604,13 +603,11 @@ impl Server<'_> {
 
     /// Loads and validates the plan at `path`: the plan, or every problem with its location.
     fn load(&self, path: &Path, policy: &Policy) -> Result<Result<plan::Plan, PlanError>, Refusal> {
-        let registry = mcp_registry(policy).map_err(|e| Refusal::from(e.message))?;
-        let ctx = ValidationContext {
-            registry: &registry,
-            workspace: self.session.workspace(),
-            policy,
-        };
-        Ok(plan::load(path, &BTreeMap::new(), &ctx))
+        match self.session.load_plan(path, &BTreeMap::new(), policy) {
+            Ok(plan) => Ok(Ok(plan)),
+            Err(SessionError::Plan(e)) => Ok(Err(e)),
+            Err(other) => Err(Refusal::from(other.to_string())),
+        }
     }
 
     fn validate(&self, args: &Value) -> Result<Value, Refusal> {

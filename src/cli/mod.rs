@@ -59,7 +59,7 @@ use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
 use crate::events::{Event, EventKind, RefusalProblem};
 use crate::executor::{ConfirmMode, Fanout, ProgressCallback};
-use crate::plan::{self, AuthStatus, Plan, PlanAuthorization, ValidationContext};
+use crate::plan::{self, AuthStatus, Plan, PlanAuthorization};
 use crate::policy::Policy;
 use crate::redact::Redactor;
 use crate::runner::session::{Session, SessionError, SessionOptions};
@@ -110,7 +110,10 @@ impl CliError {
 
 impl From<SessionError> for CliError {
     fn from(e: SessionError) -> Self {
-        CliError::new(e.exit_code(), e.to_string())
+        match e {
+            SessionError::Plan(e) => CliError::plan(&e),
+            other => CliError::new(other.exit_code(), other.to_string()),
+        }
     }
 }
 
@@ -515,28 +518,6 @@ fn tools_registry(args: &Args) -> Result<ToolRegistry, CliError> {
     crate::tools::mcp::registry(&policy, Some(&pins)).map_err(|e| CliError::new(exit::USAGE, e))
 }
 
-/// The built-in tools and the policy's MCP tools (not yet pinned: any object as arguments), for
-/// validating a plan before it runs.
-pub(crate) fn mcp_registry(policy: &Policy) -> Result<ToolRegistry, CliError> {
-    crate::tools::mcp::registry(policy, None).map_err(|e| CliError::new(exit::USAGE, e))
-}
-
-/// Loads and validates the plan at `path` with the command line's `--var` values.
-fn load_plan(
-    args: &Args,
-    path: &Path,
-    ws: &Workspace,
-    policy: &Policy,
-    registry: &ToolRegistry,
-) -> Result<Plan, CliError> {
-    let ctx = ValidationContext {
-        registry,
-        workspace: ws,
-        policy,
-    };
-    plan::load(path, &args.vars, &ctx).map_err(|e| CliError::plan(&e))
-}
-
 /// `skills`: every skill in the workspace, in search order; broken ones with their error.
 fn cmd_skills(args: &Args) -> Result<i32, CliError> {
     let session = workspace_session(args, None)?;
@@ -601,20 +582,13 @@ fn resolved_skills(plan: &Plan, ws: &Workspace) -> Vec<(String, plan::skills::Re
         .collect()
 }
 
-fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
-    let session = session(args, Some(Path::new(&args.positionals[0])))?;
+fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+    let path = PathBuf::from(&args.positionals[0]);
+    let session = redacted_session(args, Some(&path), redactor)?;
     let ws = session.workspace();
     let policy = session.policy()?;
-    let registry = mcp_registry(&policy)?;
-    let path = PathBuf::from(&args.positionals[0]);
-    let ctx = ValidationContext {
-        registry: &registry,
-        workspace: ws,
-        policy: &policy,
-    };
-    match plan::load(&path, &args.vars, &ctx) {
+    match session.load_plan(&path, &args.vars, &policy) {
         Ok(plan) => {
-            crate::runner::learn_secrets(&plan, ws, redactor);
             let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
                 let skills: serde_json::Map<String, serde_json::Value> = resolved_skills(&plan, ws)
@@ -713,7 +687,7 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
             }
             Ok(exit::OK)
         }
-        Err(e) => {
+        Err(SessionError::Plan(e)) => {
             if args.json {
                 let doc =
                     serde_json::json!({"valid": false, "problems": problems_json(&e)}).to_string();
@@ -723,6 +697,7 @@ fn cmd_validate(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
                 Err(CliError::new(e.exit_code(), e.to_string()))
             }
         }
+        Err(other) => Err(other.into()),
     }
 }
 
@@ -810,20 +785,13 @@ fn record_decision(
     Ok(auth)
 }
 
-/// The database for recording decisions (the workspace's execution database; its `.acode/` is
-/// checked not to be a link first, as for a run).
-fn decision_store(args: &Args) -> Result<Store, CliError> {
-    Ok(session(args, None)?.store()?)
-}
-
 /// `preview`: the plan's effect, step by step, with nothing written.
-fn cmd_preview(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
+fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
-    let session = session(args, Some(&path))?;
+    let session = redacted_session(args, Some(&path), redactor)?;
     let ws = session.workspace();
     let policy = session.policy()?;
-    let plan = load_plan(args, &path, ws, &policy, &mcp_registry(&policy)?)?;
-    crate::runner::learn_secrets(&plan, ws, redactor);
+    let plan = session.load_plan(&path, &args.vars, &policy)?;
     let sandbox = session
         .resolve_sandbox(&policy)
         .map(|sb| crate::events::SandboxInfo::of(&sb))
@@ -1035,21 +1003,22 @@ fn show_preview(
 
 fn cmd_decide(
     args: &Args,
-    redactor: &Redactor,
+    redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
     status: AuthStatus,
 ) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
-    let session = session(args, Some(&path))?;
+    let session = redacted_session(args, Some(&path), redactor)?;
     let ws = session.workspace();
     let policy = session.policy()?;
     let plan = if status == AuthStatus::Approved {
         // Only a valid plan can be approved, and the approver sees its effect first.
-        load_plan(args, &path, ws, &policy, &mcp_registry(&policy)?)?
+        session.load_plan(&path, &args.vars, &policy)?
     } else {
-        plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?
+        let plan = plan::read(&path, &Default::default()).map_err(|e| CliError::plan(&e))?;
+        session.learn_secrets(&plan);
+        plan
     };
-    crate::runner::learn_secrets(&plan, ws, redactor);
     if status == AuthStatus::Approved && !args.quiet {
         // The approver sees the plan's effect, with the secrets it now knows redacted.
         show_preview(
@@ -1068,8 +1037,7 @@ fn cmd_decide(
         status,
         may_override: true,
     };
-    let mut store = decision_store(args)?;
-    store.set_redactor(Arc::new(redactor.clone()));
+    let mut store = session.store()?;
     record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     Ok(exit::OK)
 }

@@ -431,10 +431,10 @@ pub(super) fn cmd_do(
         }
     }
     drop(plan);
-    let session = super::session(args, Some(&path))?;
+    let session = super::redacted_session(args, Some(&path), redactor)?;
     let ws = session.workspace();
     let policy = session.policy()?;
-    let plan = super::load_plan(args, &path, ws, &policy, &super::mcp_registry(&policy)?)?;
+    let plan = session.load_plan(&path, &args.vars, &policy)?;
     let decision = Decision {
         plan: &plan,
         workspace: ws,
@@ -443,7 +443,7 @@ pub(super) fn cmd_do(
         // The person answered "y" to these bytes: an explicit approval.
         may_override: true,
     };
-    let mut store = super::decision_store(args)?;
+    let mut store = session.store()?;
     record_decision(args, redactor, secrets, &path, decision, &mut store)?;
     announce("executor", &format!("running {}", path.display()));
     // The run this command started, by its id: another run on the same database meanwhile

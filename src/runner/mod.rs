@@ -42,7 +42,7 @@ use crate::store::{DecisionRow, Store, StoreError};
 use crate::tools::ToolRegistry;
 use crate::workspace::Workspace;
 use crate::workspace::absolute;
-use session::{Session, SessionOptions};
+use session::{Session, SessionError, SessionOptions};
 
 /// What a run is prepared with. `RunOptions::default()` is the command line's defaults: the
 /// workspace's database, its `acode-policy.json`, the OS sandbox the policy names (`auto` by
@@ -332,18 +332,14 @@ impl PlanRunner {
         // `.acode/` is created (checked without following links) only once the run is going to
         // use it: a plan refused before it starts leaves nothing behind (issue #34 item 9).
         let policy = session.policy()?;
-        // MCP tools validate against any arguments until the approval's pins are known.
-        let registry = crate::tools::mcp::registry(&policy, None).map_err(RunnerError::Setup)?;
-        let plan = {
-            let ctx = ValidationContext {
-                registry: &registry,
-                workspace: session.workspace(),
-                policy: &policy,
-            };
-            plan::load(plan_path, &options.vars, &ctx)?
-        };
+        let plan = session
+            .load_plan(plan_path, &options.vars, &policy)
+            .map_err(|e| match e {
+                SessionError::Plan(e) => RunnerError::Plan(e),
+                SessionError::Mcp(e) => RunnerError::Setup(e),
+                other => RunnerError::Session(other),
+            })?;
         let redactor = session.redactor().clone();
-        learn_secrets(&plan, session.workspace(), &redactor);
         crate::policy::config_secrets::learn_passed_credentials(&policy.env_passthrough, &redactor);
         // The values a remote MCP server's headers take from the environment.
         redactor.add_values(policy.mcp.header_secrets());
@@ -665,18 +661,6 @@ impl PlanRunner {
         };
         Ok((result, executor))
     }
-}
-
-/// Teaches `redactor` the plan's secret variable values and the workspace's persisted git
-/// credentials before anything is recorded or printed: every command that reads a plan (run,
-/// validate, preview, approve) asks this one function.
-pub(crate) fn learn_secrets(plan: &Plan, ws: &Workspace, redactor: &Redactor) {
-    let vars = plan::variables::Variables::new(
-        &plan.variables,
-        &plan::validate::builtins(plan, ws, "validation"),
-    );
-    redactor.add_values(plan::variables::secret_values(plan, &vars));
-    crate::policy::config_secrets::learn_workspace_secrets(ws.root(), redactor);
 }
 
 /// A decision on a plan's exact bytes, as `acode-run approve`, `reject` and `run --approve`

@@ -6,12 +6,14 @@
 //! (`run`, `resume`, `approve`/`reject`, `validate`, `preview`, `tools`, `draft`, `review`, `do`,
 //! `mcp`, `runs`/`show`, …) open one and ask it, so none of them sets these up its own way.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::executor::Executor;
+use crate::plan::{self, Plan, PlanError, ValidationContext};
 use crate::policy::{Policy, PolicyError, SandboxMode};
 use crate::redact::Redactor;
 use crate::sandbox::OsSandbox;
@@ -87,6 +89,12 @@ pub enum SessionError {
     /// The OS sandbox the policy asks for cannot be set up here.
     #[error("{0}")]
     Sandbox(String),
+    /// The plan could not be read or is invalid.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The policy's MCP servers cannot give tools to validate against.
+    #[error("{0}")]
+    Mcp(String),
 }
 
 /// One command's view of its workspace: see the module docs.
@@ -166,6 +174,42 @@ impl Session {
     /// The redactor every record and output of the session goes through.
     pub fn redactor(&self) -> &Arc<Redactor> {
         &self.redactor
+    }
+
+    /// Reads and validates the plan at `path` with `vars` under `policy` — MCP tools accept any
+    /// arguments until the approval's pins are known — and teaches the redactor its secrets
+    /// ([`Session::learn_secrets`]) before anything about it is printed or recorded.
+    pub fn load_plan(
+        &self,
+        path: &Path,
+        vars: &BTreeMap<String, String>,
+        policy: &Policy,
+    ) -> Result<Plan, SessionError> {
+        let registry = crate::tools::mcp::registry(policy, None).map_err(SessionError::Mcp)?;
+        let ctx = ValidationContext {
+            registry: &registry,
+            workspace: &self.workspace,
+            policy,
+        };
+        let plan = plan::load(path, vars, &ctx)?;
+        self.learn_secrets(&plan);
+        Ok(plan)
+    }
+
+    /// Teaches the redactor the plan's secret variable values and the workspace's persisted git
+    /// credentials: every command that reads a plan (run, validate, preview, approve) asks this
+    /// before anything is recorded or printed.
+    pub fn learn_secrets(&self, plan: &Plan) {
+        let vars = plan::variables::Variables::new(
+            &plan.variables,
+            &plan::validate::builtins(plan, &self.workspace, "validation"),
+        );
+        self.redactor
+            .add_values(plan::variables::secret_values(plan, &vars));
+        crate::policy::config_secrets::learn_workspace_secrets(
+            self.workspace.root(),
+            &self.redactor,
+        );
     }
 
     /// The policy: the file given, else the workspace's `acode-policy.json`, else the defaults.
