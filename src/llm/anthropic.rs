@@ -21,6 +21,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::LlmConfig;
 use super::Provider;
 use super::http::{self, KeyHeader};
 use super::parse::{self, IdAllocator};
@@ -37,34 +38,24 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// The Anthropic Messages wire: `POST {base}/messages` (the base URL is expected to end in
 /// `/v1`), the key in `x-api-key`, the API version in `anthropic-version`.
-pub struct Anthropic;
-
-impl Wire for Anthropic {
-    const PROVIDER: Provider = Provider::Anthropic;
-    const KEY_HEADER: KeyHeader = KeyHeader::XApiKey;
-    const HEADERS: &'static [(&'static str, &'static str)] =
-        &[("anthropic-version", ANTHROPIC_VERSION)];
-
-    fn endpoint(base_url: &str) -> String {
-        http::join(base_url, "/messages")
-    }
-
-    fn request_json(request: &ChatRequest, model: &str) -> Value {
-        request_json(request, model)
-    }
-
-    fn parse_response(
-        body: &str,
-        url: &str,
-        request: &ChatRequest,
-        ids: &mut IdAllocator,
-    ) -> Result<ChatResponse, LlmError> {
-        parse_response(body, url, request, ids)
-    }
-}
+pub const WIRE: Wire = Wire {
+    provider: Provider::Anthropic,
+    key_header: KeyHeader::XApiKey,
+    headers: &[("anthropic-version", ANTHROPIC_VERSION)],
+    endpoint,
+    request_json,
+    parse_response,
+};
 
 /// A client for one server speaking the Anthropic Messages API.
-pub type AnthropicClient = HttpClient<Anthropic>;
+pub fn client(config: LlmConfig) -> HttpClient {
+    HttpClient::new(&WIRE, config)
+}
+
+/// The endpoint called, from the configured base URL.
+fn endpoint(base_url: &str) -> String {
+    http::join(base_url, "/messages")
+}
 
 /// The `/v1/messages` body for `request`.
 ///
@@ -328,14 +319,14 @@ mod tests {
 
     use crate::llm::test_support::request;
 
-    fn client_for(server: &ScriptedServer) -> AnthropicClient {
-        AnthropicClient::new(LlmConfig::new(server.url(), "test-model"))
+    fn client_for(server: &ScriptedServer) -> HttpClient {
+        client(LlmConfig::new(server.url(), "test-model"))
     }
 
-    fn with_key(server: &ScriptedServer, key: &str) -> AnthropicClient {
+    fn with_key(server: &ScriptedServer, key: &str) -> HttpClient {
         let mut config = LlmConfig::new(server.url(), "test-model");
         config.api_key = Some(key.to_string());
-        AnthropicClient::new(config)
+        client(config)
     }
 
     /// A Messages API answer with the given content blocks.
@@ -347,7 +338,7 @@ mod tests {
         })
     }
 
-    fn one(body: Value) -> (ScriptedServer, AnthropicClient) {
+    fn one(body: Value) -> (ScriptedServer, HttpClient) {
         let server = ScriptedServer::start(vec![ScriptedResponse::json(200, body)]);
         let client = client_for(&server);
         (server, client)
@@ -850,11 +841,11 @@ mod tests {
     #[test]
     fn https_and_missing_model_fail_before_connecting() {
         // https is built in now: this one gets as far as the (closed) port.
-        let err = AnthropicClient::new(LlmConfig::new("https://127.0.0.1:1/v1", "m"))
+        let err = client(LlmConfig::new("https://127.0.0.1:1/v1", "m"))
             .chat(&request())
             .unwrap_err();
         assert!(matches!(err, LlmError::ConnectionRefused { .. }), "{err:?}");
-        let err = AnthropicClient::new(LlmConfig::new("http://127.0.0.1:1/v1", ""))
+        let err = client(LlmConfig::new("http://127.0.0.1:1/v1", ""))
             .chat(&ChatRequest::new("", vec![Message::user("x")]))
             .unwrap_err();
         assert!(matches!(err, LlmError::Config(_)));
@@ -865,7 +856,7 @@ mod tests {
         let mut config = LlmConfig::new("http://127.0.0.1:9/v1/", "m");
         config.provider = Provider::Anthropic;
         assert_eq!(
-            AnthropicClient::new(config.clone()).endpoint(),
+            client(config.clone()).endpoint(),
             "http://127.0.0.1:9/v1/messages"
         );
         assert!(

@@ -787,9 +787,9 @@ impl LlmConfig {
 /// build a client before it knows whether any step is agentic.
 pub fn client(config: LlmConfig) -> Box<dyn LlmClient> {
     match config.provider {
-        Provider::OpenAi => Box::new(openai::OpenAiClient::new(config)),
-        Provider::Ollama => Box::new(ollama::OllamaClient::new(config)),
-        Provider::Anthropic => Box::new(anthropic::AnthropicClient::new(config)),
+        Provider::OpenAi => Box::new(openai::client(config)),
+        Provider::Ollama => Box::new(ollama::client(config)),
+        Provider::Anthropic => Box::new(anthropic::client(config)),
     }
 }
 

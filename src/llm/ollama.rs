@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::LlmConfig;
 use super::Provider;
 use super::http;
 use super::parse::{self, IdAllocator};
@@ -16,34 +17,26 @@ use super::{ChatRequest, ChatResponse, LlmError, Message, Usage};
 
 /// Ollama's native wire: `POST {root}/api/chat` (a trailing `/v1` of the base URL removed), the
 /// key as a bearer token.
-pub struct Ollama;
-
-impl Wire for Ollama {
-    const PROVIDER: Provider = Provider::Ollama;
-    const KEY_HEADER: http::KeyHeader = http::KeyHeader::Bearer;
-
-    fn endpoint(base_url: &str) -> String {
-        let base = base_url.trim().trim_end_matches('/');
-        let root = base.strip_suffix("/v1").unwrap_or(base);
-        http::join(root, "/api/chat")
-    }
-
-    fn request_json(request: &ChatRequest, model: &str) -> Value {
-        request_json(request, model)
-    }
-
-    fn parse_response(
-        body: &str,
-        url: &str,
-        request: &ChatRequest,
-        ids: &mut IdAllocator,
-    ) -> Result<ChatResponse, LlmError> {
-        parse_response(body, url, request, ids)
-    }
-}
+pub const WIRE: Wire = Wire {
+    provider: Provider::Ollama,
+    key_header: http::KeyHeader::Bearer,
+    headers: &[],
+    endpoint,
+    request_json,
+    parse_response,
+};
 
 /// A client for Ollama's native API.
-pub type OllamaClient = HttpClient<Ollama>;
+pub fn client(config: LlmConfig) -> HttpClient {
+    HttpClient::new(&WIRE, config)
+}
+
+/// The endpoint called, from the configured base URL.
+fn endpoint(base_url: &str) -> String {
+    let base = base_url.trim().trim_end_matches('/');
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    http::join(root, "/api/chat")
+}
 
 /// The `/api/chat` body for `request`.
 pub fn request_json(request: &ChatRequest, model: &str) -> Value {
@@ -237,7 +230,7 @@ mod tests {
                 "prompt_eval_count": 122, "eval_count": 33
             }),
         )]);
-        let client = OllamaClient::new(config(&server));
+        let client = client(config(&server));
         let resp = client.chat(&request()).unwrap();
         assert_eq!(resp.content, None);
         let calls: Vec<_> = resp
@@ -278,7 +271,7 @@ mod tests {
             200,
             json!({"message": {"role": "assistant", "content": "done"}, "done": true, "done_reason": "length"}),
         )]);
-        let client = OllamaClient::new(config(&server));
+        let client = client(config(&server));
         let req = ChatRequest::new(
             "other-model",
             vec![
@@ -323,7 +316,7 @@ mod tests {
                 json!({"message": {"role": "assistant", "content": ""}, "done": true}),
             ),
         ]);
-        let client = OllamaClient::new(config(&server));
+        let client = client(config(&server));
         let err = client.chat(&request()).unwrap_err();
         assert!(matches!(err, LlmError::ModelNotFound { .. }), "{err:?}");
         assert!(err.to_string().contains("llama3.2"));
@@ -337,14 +330,8 @@ mod tests {
     fn endpoint_strips_v1() {
         let mut c = LlmConfig::new("http://127.0.0.1:11434/v1/", "m");
         c.provider = Provider::Ollama;
-        assert_eq!(
-            OllamaClient::new(c).endpoint(),
-            "http://127.0.0.1:11434/api/chat"
-        );
+        assert_eq!(client(c).endpoint(), "http://127.0.0.1:11434/api/chat");
         let c = LlmConfig::new("http://127.0.0.1:11434", "m");
-        assert_eq!(
-            OllamaClient::new(c).endpoint(),
-            "http://127.0.0.1:11434/api/chat"
-        );
+        assert_eq!(client(c).endpoint(), "http://127.0.0.1:11434/api/chat");
     }
 }

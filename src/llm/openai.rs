@@ -15,6 +15,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::LlmConfig;
 use super::Provider;
 use super::http::{self, KeyHeader};
 use super::parse::{self, IdAllocator};
@@ -22,32 +23,24 @@ use super::provider::{HttpClient, Wire, float, replay_arguments};
 use super::{ChatRequest, ChatResponse, LlmError, Message, Usage};
 
 /// The OpenAI-compatible wire: `POST {base}/chat/completions`, the key as a bearer token.
-pub struct OpenAi;
-
-impl Wire for OpenAi {
-    const PROVIDER: Provider = Provider::OpenAi;
-    const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
-
-    fn endpoint(base_url: &str) -> String {
-        http::join(base_url, "/chat/completions")
-    }
-
-    fn request_json(request: &ChatRequest, model: &str) -> Value {
-        request_json(request, model)
-    }
-
-    fn parse_response(
-        body: &str,
-        url: &str,
-        request: &ChatRequest,
-        ids: &mut IdAllocator,
-    ) -> Result<ChatResponse, LlmError> {
-        parse_response(body, url, request, ids)
-    }
-}
+pub const WIRE: Wire = Wire {
+    provider: Provider::OpenAi,
+    key_header: KeyHeader::Bearer,
+    headers: &[],
+    endpoint,
+    request_json,
+    parse_response,
+};
 
 /// A client for one OpenAI-compatible server.
-pub type OpenAiClient = HttpClient<OpenAi>;
+pub fn client(config: LlmConfig) -> HttpClient {
+    HttpClient::new(&WIRE, config)
+}
+
+/// The endpoint called, from the configured base URL.
+fn endpoint(base_url: &str) -> String {
+    http::join(base_url, "/chat/completions")
+}
 
 /// The `/chat/completions` body for `request`.
 pub fn request_json(request: &ChatRequest, model: &str) -> Value {
@@ -222,14 +215,14 @@ mod tests {
 
     use crate::llm::test_support::request;
 
-    fn client_for(server: &ScriptedServer) -> OpenAiClient {
-        OpenAiClient::new(LlmConfig::new(server.url(), "test-model"))
+    fn client_for(server: &ScriptedServer) -> HttpClient {
+        client(LlmConfig::new(server.url(), "test-model"))
     }
 
-    fn with_key(server: &ScriptedServer, key: &str) -> OpenAiClient {
+    fn with_key(server: &ScriptedServer, key: &str) -> HttpClient {
         let mut config = LlmConfig::new(server.url(), "test-model");
         config.api_key = Some(key.to_string());
-        OpenAiClient::new(config)
+        client(config)
     }
 
     fn chat_body(message: Value, finish: &str) -> Value {
@@ -240,7 +233,7 @@ mod tests {
         })
     }
 
-    fn one(body: Value) -> (ScriptedServer, OpenAiClient) {
+    fn one(body: Value) -> (ScriptedServer, HttpClient) {
         let server = ScriptedServer::start(vec![ScriptedResponse::json(200, body)]);
         let client = client_for(&server);
         (server, client)
@@ -565,7 +558,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
-        let client = OpenAiClient::new(LlmConfig::new(format!("http://127.0.0.1:{port}/v1"), "m"));
+        let client = client(LlmConfig::new(format!("http://127.0.0.1:{port}/v1"), "m"));
         let err = client.chat(&request()).unwrap_err();
         assert!(matches!(err, LlmError::ConnectionRefused { .. }), "{err:?}");
         assert!(err.is_retryable());
@@ -587,7 +580,7 @@ mod tests {
         ]);
         let mut config = LlmConfig::new(server.url(), "m");
         config.timeout = Duration::from_millis(200);
-        let err = OpenAiClient::new(config).chat(&request()).unwrap_err();
+        let err = client(config).chat(&request()).unwrap_err();
         assert!(matches!(err, LlmError::Timeout { .. }), "{err:?}");
         assert!(err.is_retryable());
     }
@@ -648,7 +641,7 @@ mod tests {
         )]);
         let mut config = LlmConfig::new(server.url(), "m");
         config.max_response_bytes = 16 * 1024;
-        let err = OpenAiClient::new(config).chat(&request()).unwrap_err();
+        let err = client(config).chat(&request()).unwrap_err();
         assert!(
             matches!(err, LlmError::TooLarge { limit: 16384, .. }),
             "{err:?}"
@@ -659,11 +652,11 @@ mod tests {
     #[test]
     fn https_and_missing_model_fail_before_connecting() {
         // https is built in now: this one gets as far as the (closed) port.
-        let err = OpenAiClient::new(LlmConfig::new("https://127.0.0.1:1/v1", "m"))
+        let err = client(LlmConfig::new("https://127.0.0.1:1/v1", "m"))
             .chat(&request())
             .unwrap_err();
         assert!(matches!(err, LlmError::ConnectionRefused { .. }), "{err:?}");
-        let err = OpenAiClient::new(LlmConfig::new("http://127.0.0.1:1/v1", ""))
+        let err = client(LlmConfig::new("http://127.0.0.1:1/v1", ""))
             .chat(&ChatRequest::new("", vec![Message::user("x")]))
             .unwrap_err();
         assert!(matches!(err, LlmError::Config(_)));

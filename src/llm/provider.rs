@@ -3,7 +3,6 @@
 //! [`LlmClient`] methods. A provider differs only in its wire mapping ([`Wire`]): where it posts,
 //! how it sends the key, the request body it builds and how it reads the answer.
 
-use std::marker::PhantomData;
 use std::sync::atomic::AtomicU64;
 
 use serde_json::{Map, Value};
@@ -12,62 +11,56 @@ use super::http::{self, KeyHeader};
 use super::parse::IdAllocator;
 use super::{ChatRequest, ChatResponse, LlmClient, LlmConfig, LlmError, LlmToolCall, Provider};
 
-/// One provider's wire mapping: everything in which the providers differ.
-pub trait Wire {
+/// One provider's wire mapping: everything in which the providers differ. Each provider
+/// module defines one as a constant (`openai::WIRE`, …).
+pub struct Wire {
     /// The provider, as `describe` names it.
-    const PROVIDER: Provider;
+    pub provider: Provider,
     /// How the API key is sent.
-    const KEY_HEADER: KeyHeader;
+    pub key_header: KeyHeader,
     /// Fixed headers sent with every request (Anthropic's API version).
-    const HEADERS: &'static [(&'static str, &'static str)] = &[];
-
+    pub headers: &'static [(&'static str, &'static str)],
     /// The endpoint called, from the configured base URL.
-    fn endpoint(base_url: &str) -> String;
-
-    /// The body posted for `request` with `model`.
-    fn request_json(request: &ChatRequest, model: &str) -> Value;
-
-    /// The answer read from a 2xx `body` (hostile input), ids invented from `ids`.
-    fn parse_response(
-        body: &str,
-        url: &str,
-        request: &ChatRequest,
-        ids: &mut IdAllocator,
-    ) -> Result<ChatResponse, LlmError>;
+    pub endpoint: fn(&str) -> String,
+    /// The body posted for a request with a model.
+    pub request_json: fn(&ChatRequest, &str) -> Value,
+    /// The answer read from a 2xx body (hostile input): body, URL, request, id source.
+    pub parse_response:
+        fn(&str, &str, &ChatRequest, &mut IdAllocator) -> Result<ChatResponse, LlmError>,
 }
 
-/// A client for one server speaking wire `W`. Cheap to share: holds a connection pool.
-pub struct HttpClient<W> {
+/// A client for one server speaking one [`Wire`]. Cheap to share: holds a connection pool.
+pub struct HttpClient {
+    wire: &'static Wire,
     config: LlmConfig,
     agent: ureq::Agent,
     /// Source of invented tool-call ids, so they stay unique across the turns of a conversation.
     next_id: AtomicU64,
-    wire: PhantomData<fn() -> W>,
 }
 
-impl<W: Wire> HttpClient<W> {
-    /// A client for `config` (the provider field is not consulted).
-    pub fn new(config: LlmConfig) -> Self {
+impl HttpClient {
+    /// A client speaking `wire` for `config` (the provider field is not consulted).
+    pub fn new(wire: &'static Wire, config: LlmConfig) -> Self {
         let agent = http::agent(&config);
         HttpClient {
+            wire,
             config,
             agent,
             next_id: AtomicU64::new(0),
-            wire: PhantomData,
         }
     }
 
     /// The endpoint called.
     pub fn endpoint(&self) -> String {
-        W::endpoint(&self.config.base_url)
+        (self.wire.endpoint)(&self.config.base_url)
     }
 }
 
-impl<W: Wire> LlmClient for HttpClient<W> {
+impl LlmClient for HttpClient {
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let model = effective_model(request, &self.config)?;
         let url = self.endpoint();
-        let request_body = W::request_json(request, &model).to_string();
+        let request_body = (self.wire.request_json)(request, &model).to_string();
         let mut ids = IdAllocator::new(&self.next_id);
         http::exchange(
             &self.agent,
@@ -75,19 +68,19 @@ impl<W: Wire> LlmClient for HttpClient<W> {
             &url,
             &model,
             request_body,
-            W::KEY_HEADER,
-            W::HEADERS,
-            |body| W::parse_response(body, &url, request, &mut ids),
+            self.wire.key_header,
+            self.wire.headers,
+            |body| (self.wire.parse_response)(body, &url, request, &mut ids),
         )
     }
 
     fn describe(&self) -> String {
-        self.config.describe_as(W::PROVIDER)
+        self.config.describe_as(self.wire.provider)
     }
 
     fn request_body(&self, request: &ChatRequest) -> String {
         let model = self.config.with_model(&request.model).model;
-        W::request_json(request, &model).to_string()
+        (self.wire.request_json)(request, &model).to_string()
     }
 }
 
