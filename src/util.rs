@@ -29,9 +29,25 @@ pub fn cut_at_char_boundary(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// `s` cut to its first `max` characters with `…` marking the cut (unchanged when it fits): how a
+/// long value is shown inside a message or a listing.
+pub fn ellipsize(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((i, _)) => format!("{}…", &s[..i]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ellipsize_marks_a_cut_by_characters() {
+        assert_eq!(ellipsize("héllo", 2), "hé…");
+        assert_eq!(ellipsize("héllo", 5), "héllo");
+        assert_eq!(ellipsize("", 0), "");
+    }
 
     #[test]
     fn cuts_never_split_a_character() {

@@ -101,7 +101,7 @@ pub fn repeat_note(tool: &str, args: &Value, n: u32) -> String {
         "\n\n[acode-run: you already called {tool} with these same arguments {} and got the same \
          result ({n} identical calls in a row); calling it again will not change anything. Do \
          something else or answer. After {STUCK_AFTER} identical calls in a row the step fails.]",
-        short(&canonical_json(args)),
+        crate::util::ellipsize(&canonical_json(args), 200),
     )
 }
 
@@ -110,17 +110,8 @@ pub fn stuck_message(tool: &str, args: &Value, n: u32, repeated_total: u32) -> S
     format!(
         "agent is stuck: it called {tool} {} {n} times in a row with the same result \
          ({repeated_total} repeated call(s) in this step); the transcript is recorded (acode-run show)",
-        short(&canonical_json(args)),
+        crate::util::ellipsize(&canonical_json(args), 200),
     )
-}
-
-fn short(s: &str) -> String {
-    const MAX: usize = 200;
-    let cut = crate::util::cut_at_char_boundary(s, MAX);
-    if cut.len() == s.len() {
-        return s.to_string();
-    }
-    format!("{cut}…")
 }
 
 #[cfg(test)]

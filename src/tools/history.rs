@@ -187,14 +187,6 @@ impl HistoryArgs {
     }
 }
 
-/// Cuts `s` to [`MAX_FIELD_CHARS`] characters, marking the cut.
-fn bounded(s: &str) -> String {
-    match s.char_indices().nth(MAX_FIELD_CHARS) {
-        None => s.to_string(),
-        Some((i, _)) => format!("{}…", &s[..i]),
-    }
-}
-
 /// `history`: see the module docs.
 pub struct History;
 
@@ -240,8 +232,10 @@ impl Tool for History {
             .entries
             .into_iter()
             .map(|mut e| {
-                e.arguments = bounded(&source.redact(&e.arguments));
-                e.error_message = e.error_message.map(|m| bounded(&source.redact(&m)));
+                e.arguments = crate::util::ellipsize(&source.redact(&e.arguments), MAX_FIELD_CHARS);
+                e.error_message = e
+                    .error_message
+                    .map(|m| crate::util::ellipsize(&source.redact(&m), MAX_FIELD_CHARS));
                 e.step_id = source.redact(&e.step_id);
                 e.plan_id = source.redact(&e.plan_id);
                 e
@@ -300,7 +294,9 @@ mod tests {
         let e = a.query("history", 0).unwrap_err();
         assert!(e.to_string().contains("'status' \"maybe\""), "{e}");
         assert_eq!(
-            bounded(&"x".repeat(400)).chars().count(),
+            crate::util::ellipsize(&"x".repeat(400), MAX_FIELD_CHARS)
+                .chars()
+                .count(),
             MAX_FIELD_CHARS + 1
         );
     }
