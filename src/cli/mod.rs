@@ -733,7 +733,7 @@ fn mcp_programs(policy: &Policy, ws: &Workspace) -> Vec<(String, String)> {
 /// What `record_decision` binds a decision to.
 struct Decision<'a> {
     plan: &'a Plan,
-    workspace: &'a Workspace,
+    session: &'a Session,
     policy: &'a Policy,
     status: AuthStatus,
     /// An explicit `approve` may override a standing rejection; `run --approve` may not.
@@ -748,7 +748,6 @@ fn record_decision(
     secrets: &RunnerSecrets,
     path: &Path,
     d: Decision,
-    store: &mut Store,
 ) -> Result<PlanAuthorization, CliError> {
     let request = crate::runner::DecisionRequest {
         status: d.status,
@@ -757,11 +756,10 @@ fn record_decision(
         may_override: d.may_override,
         key: secrets.approval_key.clone(),
     };
-    let decided =
-        crate::runner::record_decision(d.plan, path, d.workspace, d.policy, store, &request)
-            .map_err(|e| {
-                CliError::new(e.exit_code(), redactor.redact(&e.to_string()).into_owned())
-            })?;
+    let decided = d
+        .session
+        .decide(d.plan, path, d.policy, &request)
+        .map_err(|e| CliError::new(e.exit_code(), redactor.redact(&e.to_string()).into_owned()))?;
     let auth = decided.authorization;
     errln!(
         "{} plan {} (sha256 {}) by {}{} → {}",
@@ -1032,13 +1030,12 @@ fn cmd_decide(
     }
     let decision = Decision {
         plan: &plan,
-        workspace: ws,
+        session: &session,
         policy: &policy,
         status,
         may_override: true,
     };
-    let mut store = session.store()?;
-    record_decision(args, redactor, secrets, &path, decision, &mut store)?;
+    record_decision(args, redactor, secrets, &path, decision)?;
     Ok(exit::OK)
 }
 

@@ -432,19 +432,17 @@ pub(super) fn cmd_do(
     }
     drop(plan);
     let session = super::redacted_session(args, Some(&path), redactor)?;
-    let ws = session.workspace();
     let policy = session.policy()?;
     let plan = session.load_plan(&path, &args.vars, &policy)?;
     let decision = Decision {
         plan: &plan,
-        workspace: ws,
+        session: &session,
         policy: &policy,
         status: AuthStatus::Approved,
         // The person answered "y" to these bytes: an explicit approval.
         may_override: true,
     };
-    let mut store = session.store()?;
-    record_decision(args, redactor, secrets, &path, decision, &mut store)?;
+    record_decision(args, redactor, secrets, &path, decision)?;
     announce("executor", &format!("running {}", path.display()));
     // The run this command started, by its id: another run on the same database meanwhile
     // is not the one reviewed.

@@ -212,6 +212,20 @@ impl Session {
         );
     }
 
+    /// Records a decision on `plan` (read from `path`) under `policy` in the session's database,
+    /// with the library's rules ([`super::record_decision`]: a standing rejection is overridden
+    /// only when the request may override it): what was decided and where it was written.
+    pub fn decide(
+        &self,
+        plan: &Plan,
+        path: &Path,
+        policy: &Policy,
+        request: &super::DecisionRequest,
+    ) -> Result<super::Decided, super::RunnerError> {
+        let mut store = self.store()?;
+        super::record_decision(plan, path, &self.workspace, policy, &mut store, request)
+    }
+
     /// The policy: the file given, else the workspace's `acode-policy.json`, else the defaults.
     pub fn policy(&self) -> Result<Policy, SessionError> {
         Ok(Policy::load(
