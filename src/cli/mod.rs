@@ -62,7 +62,7 @@ use crate::executor::{ConfirmMode, Fanout, ProgressCallback};
 use crate::plan::{self, AuthStatus, Plan, PlanAuthorization};
 use crate::policy::Policy;
 use crate::redact::Redactor;
-use crate::runner::session::{Session, SessionError, SessionOptions};
+use crate::runner::session::{Session, SessionError, SessionOptions, Validated};
 use crate::runner::{PlanRunner, RunOptions, RunSettings, RunnerError, Target};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
@@ -565,50 +565,37 @@ fn cmd_skills(args: &Args) -> Result<i32, CliError> {
     Ok(exit::OK)
 }
 
-/// The resolved skills of a valid plan's agent steps, for `validate` to show.
-fn resolved_skills(plan: &Plan, ws: &Workspace) -> Vec<(String, plan::skills::ResolvedSkill)> {
-    let vars = plan::variables::Variables::new(
-        &plan.variables,
-        &crate::plan::validate::builtins(plan, ws, "validation"),
-    );
-    plan.steps
-        .iter()
-        .filter(|s| s.tool == crate::tools::agent::NAME)
-        .filter_map(|s| {
-            let args = crate::plan::validate::substitute_arguments(s, &vars).ok()?;
-            let r = plan::skills::resolve_step(ws, &args).ok()??;
-            Some((s.step_id.clone(), r))
-        })
-        .collect()
-}
-
 fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
     let path = PathBuf::from(&args.positionals[0]);
     let session = redacted_session(args, Some(&path), redactor)?;
-    let ws = session.workspace();
-    let policy = session.policy()?;
-    match session.load_plan(&path, &args.vars, &policy) {
-        Ok(plan) => {
+    match session.validate(&path, &args.vars) {
+        Ok(Validated {
+            plan,
+            confirmations,
+            confirmations_complete,
+            skills,
+            mcp_programs,
+            ..
+        }) => {
             let plan_id = redactor.redact(&plan.plan_id);
             if args.json {
-                let skills: serde_json::Map<String, serde_json::Value> = resolved_skills(&plan, ws)
+                let skills: serde_json::Map<String, serde_json::Value> = skills
                     .into_iter()
                     .map(|(id, r)| (id, serde_json::to_value(r).unwrap_or_default()))
                     .collect();
                 let mut out = serde_json::json!({"valid": true, "plan_id": plan_id, "steps": plan.steps.len(), "plan_sha256": plan.sha256});
-                let mut asking = Vec::new();
-                if crate::preview::each_confirmation(&plan, ws, &policy, |i, why| {
-                    asking.push(serde_json::json!({"step_id": redactor.redact(&plan.steps[i].step_id), "reason": why}));
-                })
-                .is_ok()
-                {
+                if confirmations_complete {
+                    let asking: Vec<serde_json::Value> = confirmations
+                        .iter()
+                        .map(|(i, why)| serde_json::json!({"step_id": redactor.redact(&plan.steps[*i].step_id), "reason": why}))
+                        .collect();
                     out["confirmations"] = serde_json::Value::Array(asking);
                     out["confirm_mode"] = confirm_mode(args).as_str().into();
                 }
                 if !skills.is_empty() {
                     out["skills"] = serde_json::Value::Object(skills);
                 }
-                let servers = mcp_programs(&policy, ws);
+                let servers = mcp_programs;
                 if !servers.is_empty() {
                     out["mcp_servers"] = serde_json::json!(
                         servers
@@ -626,29 +613,27 @@ fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> 
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
                 );
-                for (name, program) in mcp_programs(&policy, ws) {
+                for (name, program) in &mcp_programs {
                     errln!(
                         "  mcp server {}: starts {}",
-                        crate::terminal::line(&name),
-                        crate::terminal::line(&program)
+                        crate::terminal::line(name),
+                        crate::terminal::line(program)
                     );
                 }
                 let mut asking = Vec::new();
-                let walked = crate::preview::each_confirmation(&plan, ws, &policy, |i, why| {
-                    let id = &plan.steps[i].step_id;
+                for (i, why) in &confirmations {
+                    let id = &plan.steps[*i].step_id;
                     errln!(
                         "  step {} asks for confirmation: {}",
                         crate::terminal::line(&redactor.redact(id)),
-                        redactor.redact(&why)
+                        redactor.redact(why)
                     );
                     asking.push(id.clone());
-                });
-                if walked.is_ok()
-                    && let Some(line) = confirmation_outlook(args, &asking)
-                {
+                }
+                if confirmations_complete && let Some(line) = confirmation_outlook(args, &asking) {
                     errln!("{}", redactor.redact(&line));
                 }
-                for (step_id, r) in resolved_skills(&plan, ws) {
+                for (step_id, r) in skills {
                     errln!(
                         "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
                         crate::terminal::line(&step_id),
@@ -713,21 +698,6 @@ fn problems_json(e: &plan::PlanError) -> serde_json::Value {
             serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
         }
     }
-}
-
-/// Each MCP server the policy declares and the program it starts, resolved as a command's (a
-/// valid plan's servers all resolve: `validate` refuses one that does not).
-fn mcp_programs(policy: &Policy, ws: &Workspace) -> Vec<(String, String)> {
-    policy
-        .mcp
-        .servers
-        .iter()
-        .filter_map(|(name, server)| {
-            crate::tools::mcp::server_program(server, ws)
-                .and_then(Result::ok)
-                .map(|p| (name.clone(), p.exec.display().to_string()))
-        })
-        .collect()
 }
 
 /// What `record_decision` binds a decision to.

@@ -97,6 +97,24 @@ pub enum SessionError {
     Mcp(String),
 }
 
+/// What `validate` learns about a valid plan ([`Session::validate`]), for the CLI to print.
+pub struct Validated {
+    /// The plan, validated (its secrets taught to the redactor).
+    pub plan: Plan,
+    /// The policy it validated under.
+    pub policy: Policy,
+    /// The steps that will ask for confirmation (index into the plan's steps) and why, in plan
+    /// order; complete unless [`Validated::confirmations_complete`] says otherwise (a step whose
+    /// arguments cannot be worked out without running the plan ends the walk).
+    pub confirmations: Vec<(usize, String)>,
+    /// Whether every step was looked at for confirmations.
+    pub confirmations_complete: bool,
+    /// The skill each agent step resolves to, by step id.
+    pub skills: Vec<(String, plan::skills::ResolvedSkill)>,
+    /// Each MCP server the policy declares and the program it starts.
+    pub mcp_programs: Vec<(String, String)>,
+}
+
 /// One command's view of its workspace: see the module docs.
 pub struct Session {
     workspace: Workspace,
@@ -210,6 +228,59 @@ impl Session {
             self.workspace.root(),
             &self.redactor,
         );
+    }
+
+    /// `validate`: the plan at `path` with `vars`, under the session's policy, and what running it
+    /// will involve ([`Validated`]); a plan that is not valid is [`SessionError::Plan`] with every
+    /// problem.
+    pub fn validate(
+        &self,
+        path: &Path,
+        vars: &BTreeMap<String, String>,
+    ) -> Result<Validated, SessionError> {
+        let policy = self.policy()?;
+        let plan = self.load_plan(path, vars, &policy)?;
+        let mut confirmations = Vec::new();
+        let walked =
+            crate::preview::each_confirmation(&plan, &self.workspace, &policy, |i, why| {
+                confirmations.push((i, why));
+            });
+        let skills = self.resolved_skills(&plan);
+        let mcp_programs = policy
+            .mcp
+            .servers
+            .iter()
+            .filter_map(|(name, server)| {
+                crate::tools::mcp::server_program(server, &self.workspace)
+                    .and_then(Result::ok)
+                    .map(|p| (name.clone(), p.exec.display().to_string()))
+            })
+            .collect();
+        Ok(Validated {
+            plan,
+            policy,
+            confirmations,
+            confirmations_complete: walked.is_ok(),
+            skills,
+            mcp_programs,
+        })
+    }
+
+    /// The resolved skills of a valid plan's agent steps, by step id.
+    fn resolved_skills(&self, plan: &Plan) -> Vec<(String, plan::skills::ResolvedSkill)> {
+        let vars = plan::variables::Variables::new(
+            &plan.variables,
+            &plan::validate::builtins(plan, &self.workspace, "validation"),
+        );
+        plan.steps
+            .iter()
+            .filter(|s| s.tool == crate::tools::agent::NAME)
+            .filter_map(|s| {
+                let args = plan::validate::substitute_arguments(s, &vars).ok()?;
+                let r = plan::skills::resolve_step(&self.workspace, &args).ok()??;
+                Some((s.step_id.clone(), r))
+            })
+            .collect()
     }
 
     /// Records a decision on `plan` (read from `path`) under `policy` in the session's database,
