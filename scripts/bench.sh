@@ -4,7 +4,7 @@
 #   scripts/bench.sh [--no-build] [--quick]
 #   scripts/bench.sh schema [CASES]
 #
-#   schema       the schema/validate property test (tests/cli/schema_property.rs) over CASES
+#   schema       the schema/validate property test (tests/cli/project/schema_property.rs) over CASES
 #                generated plans (default 50 000; the ordinary suite runs 2 000), release build,
 #                seed ACODE_PROPERTY_SEED (default: the suite's); nothing else is run.
 #   --no-build   use the existing target/release/acode-run instead of running `cargo build --release`

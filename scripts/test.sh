@@ -16,12 +16,12 @@ declare -A provides=(
   [setpriv]=util-linux
   [strace]=strace
 )
-# chromium renders the HTML report in tests/cli/report.rs.
+# chromium renders the HTML report in tests/cli/output/report.rs.
 provides[chromium]=chromium
 if [ "${ACODE_E2E_NET:-}" = 1 ]; then
   provides[npm]=npm
 fi
-# The containment suite in real containers (tests/cli/container.rs) is opt-in.
+# The containment suite in real containers (tests/cli/sandbox/container.rs) is opt-in.
 if [ "${ACODE_E2E_CONTAINER:-}" = 1 ]; then
   provides[podman]=podman
   provides[runc]=runc

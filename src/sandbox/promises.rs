@@ -7,7 +7,7 @@
 //! and its own program's installation; it never sees a home directory, a credential file or another
 //! command's environment, and never writes a repository's `.git`. bwrap holds it; this list is
 //! what the other modes still lack. Keep it true: when a mode comes to hold one of these, its line
-//! goes (tests/cli/container.rs and tests/cli/landlock.rs attack each of them).
+//! goes (tests/cli/sandbox/container.rs and tests/cli/sandbox/landlock.rs attack each of them).
 
 use crate::policy::SandboxMode;
 use crate::sandbox::landlock;

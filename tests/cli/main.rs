@@ -1,58 +1,17 @@
 //! Integration tests: the real `acode-run` binary, real files, a real SQLite database.
+//!
+//! One folder per feature; `harness` holds the helpers they share (`use crate::harness::*;`).
 
 mod harness;
-mod imports;
-
-mod agent;
-mod approval_agreement;
-mod auth;
-mod bwrap_attacks;
-mod commands;
-mod container;
-mod credentials;
-mod database;
-mod decisions;
-mod docs;
-mod edges;
-mod escape;
-mod fallback;
-mod first_hour;
-mod git_attacks;
-mod git_credentials;
-mod history;
-mod intent;
-mod landlock;
-mod library;
-mod line_edit;
-mod mcp;
-mod mcp_conformance;
-mod mcp_http;
 #[path = "../support/mcp_http.rs"]
 mod mcp_http_server;
-mod mcp_sdk;
-mod mirrors;
-mod network;
-mod odincode;
-mod parallel;
-mod preconditions;
-mod preview;
-mod programs;
-mod race;
-mod real_projects;
-mod refusals;
-mod replay;
-mod report;
-mod reports;
-mod resume;
+
+mod agent;
+mod approval;
+mod import;
+mod mcp;
+mod output;
+mod plan;
+mod project;
 mod run;
-mod schema_property;
-mod secrets;
-mod signing;
-mod skills;
-mod skips;
-mod stages;
-mod stuck;
-mod supervisor;
-mod terminal;
-mod tls;
-mod validate;
+mod sandbox;

@@ -1,5 +1,5 @@
 //! A scripted MCP server over Streamable HTTP on 127.0.0.1, for the remote-server tests
-//! (tests/cli/mcp_http.rs): it speaks either protocol era, checks the headers a client must send
+//! (tests/cli/mcp/http.rs): it speaks either protocol era, checks the headers a client must send
 //! (the session id echoed, `MCP-Protocol-Version`, `Mcp-Method`/`Mcp-Name`), records every request
 //! it gets, and misbehaves on request ([`Fault`]).
 

@@ -1,6 +1,6 @@
 """Drives `acode-run mcp` over stdio with the official Python SDK's `Client` in one negotiation
 mode (`legacy`, `auto` or a pinned revision) and prints one JSON report for the Rust test
-(tests/cli/mcp_sdk.rs) to check: the negotiated version, the tools listed, every tool called
+(tests/cli/mcp/sdk.rs) to check: the negotiated version, the tools listed, every tool called
 (successes and refusals), and the protocol errors.
 
 Usage: python_client.py ACODE_RUN WORKSPACE MODE RUN_ID

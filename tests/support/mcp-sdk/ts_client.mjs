@@ -1,5 +1,5 @@
 // Drives `acode-run mcp` over stdio with an official TypeScript SDK client and prints one JSON
-// report for the Rust test (tests/cli/mcp_sdk.rs): the negotiated version, the tools listed,
+// report for the Rust test (tests/cli/mcp/sdk.rs): the negotiated version, the tools listed,
 // every tool called (successes and refusals), and the protocol errors.
 //
 // Usage: node ts_client.mjs PACKAGE_DIR FLAVOUR MODE ACODE_RUN WORKSPACE RUN_ID

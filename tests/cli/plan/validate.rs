@@ -263,7 +263,7 @@ fn cycles_and_unknown_dependencies_are_reported_together() {
 /// The tour's plan in README.md is valid as written (it once used an undeclared `${who}`).
 #[test]
 fn the_readme_tour_plan_validates() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../../README.md");
     let tour = &readme[readme.find("## A short tour").expect("tour section")..];
     let start = tour.find("```json\n").expect("a JSON plan") + "```json\n".len();
     let plan_text = &tour[start..start + tour[start..].find("```").unwrap()];

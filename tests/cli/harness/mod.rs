@@ -5,6 +5,8 @@ use std::process::{Command, Output, Stdio};
 
 use rusqlite::Connection;
 
+pub mod mcp;
+
 /// A test's private directory: `ws/` is the workspace, `outside/` a sibling that must stay untouched.
 pub struct TestDir {
     pub root: PathBuf,
@@ -289,4 +291,24 @@ pub fn need_bwrap() {
         "bubblewrap (bwrap)",
         acode_run::sandbox::bwrap::resolve(acode_run::policy::SandboxMode::Bwrap).map(|_| ()),
     );
+}
+
+/// The repository's root (the crate's manifest directory): its plans, fixtures, docs and sources.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether the tests that install from the package registries run: `ACODE_E2E_NET=1` (as
+/// `.ci/run` sets).
+pub fn net_enabled() -> bool {
+    std::env::var("ACODE_E2E_NET").is_ok_and(|v| v == "1")
+}
+
+/// `PATH` with `dir` first.
+pub fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::mcp::path_with_fixture;
-use super::mcp_conformance::Served;
+use crate::harness::mcp::{Served, path_with_fixture};
 use crate::harness::*;
 
 const KEY: &str = "k3y-for-the-agreement-tests-0123456789";

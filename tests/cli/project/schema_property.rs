@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::docs::{SchemaValidator, all_blocks, repo, repo_plan_files};
+use super::docs::{SchemaValidator, all_blocks, repo_plan_files};
 use crate::harness::*;
 
 /// splitmix64: a small, seedable generator (no dependency for a test).

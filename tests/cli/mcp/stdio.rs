@@ -2,58 +2,12 @@
 //! `acode-mcp-fixture` (tests/support/mcp_fixture.rs) started as a policy's MCP server.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
 use serde_json::{Value, json};
 
+use crate::harness::mcp::*;
 use crate::harness::*;
-
-/// `PATH` with the fixture's directory first, so the policy names it as a bare program.
-pub(crate) fn path_with_fixture() -> String {
-    let dir = Path::new(env!("CARGO_BIN_EXE_acode-mcp-fixture"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
-
-/// Writes a policy declaring server `fx` run as `acode-mcp-fixture ARGS...` with `tools`, and
-/// `extra` merged into the server entry.
-pub(crate) fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
-    let mut command = vec!["acode-mcp-fixture".to_string()];
-    command.extend(args.iter().map(|s| s.to_string()));
-    let mut server = json!({"command": command, "tools": tools, "confirm": false});
-    for (k, v) in extra.as_object().unwrap() {
-        server[k] = v.clone();
-    }
-    t.file(
-        "acode-policy.json",
-        &json!({"mcp": {"servers": {"fx": server}}}).to_string(),
-    );
-}
-
-pub(crate) fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut c = t.cmd();
-    c.env("PATH", path_with_fixture());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.args(args).output().unwrap()
-}
-
-pub(crate) fn approve(t: &TestDir, plan: &Path) {
-    let out = run(
-        t,
-        &["approve", plan.to_str().unwrap(), "--by", "tester"],
-        &[],
-    );
-    assert_eq!(code(&out), 0, "approve failed: {}", stderr(&out));
-}
 
 fn direct_plan(t: &TestDir, tool: &str, args: Value) -> PathBuf {
     t.plan(

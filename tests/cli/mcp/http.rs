@@ -410,7 +410,7 @@ fn remote_server_entries_are_checked_when_the_policy_is_loaded() {
 /// Whether the registry tests run: `ACODE_E2E_NET=1` (as `.ci/run` sets). Under `CI` without it
 /// the test fails rather than pass without having run.
 fn e2e_net(test: &str) -> bool {
-    if crate::real_projects::net_enabled() {
+    if net_enabled() {
         return true;
     }
     assert!(
@@ -549,7 +549,7 @@ fn servers_written_with_the_official_sdks_are_pinned_and_called_over_http() {
     }
     let ts = deps.join("ts");
     std::fs::create_dir_all(&ts).unwrap();
-    let versions = crate::mcp_sdk::npm_install(&ts, &["@modelcontextprotocol/sdk@1", "zod"]);
+    let versions = super::sdk::npm_install(&ts, &["@modelcontextprotocol/sdk@1", "zod"]);
     eprintln!("installed {versions:?}");
     std::fs::copy(support.join("echo_server.mjs"), ts.join("echo_server.mjs")).unwrap();
     let desc = deps.join("desc.txt");
@@ -732,7 +732,7 @@ fn the_official_conformance_suite_passes_its_client_scenarios() {
     let dir = t.ws.join(".conformance");
     std::fs::create_dir_all(&dir).unwrap();
     let versions =
-        crate::mcp_sdk::npm_install(&dir, &["node@22", "@modelcontextprotocol/conformance@0"]);
+        super::sdk::npm_install(&dir, &["node@22", "@modelcontextprotocol/conformance@0"]);
     eprintln!("installed {versions:?}");
     let bin = dir.join("node_modules/.bin");
     let path = format!(

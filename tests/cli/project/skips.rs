@@ -19,10 +19,15 @@ fn probe_child() {
 /// This test binary, started on `probe_child` alone with `probe` and `CI` as given.
 fn child(probe: &str, ci: Option<&str>, log: &std::path::Path) -> std::process::Output {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--ignored", "--exact", "skips::probe_child", "--nocapture"])
-        .env("ACODE_TEST_PROBE", probe)
-        .env(acode_run::testing::SKIP_LOG_ENV, log)
-        .env_remove("CI");
+    c.args([
+        "--ignored",
+        "--exact",
+        "project::skips::probe_child",
+        "--nocapture",
+    ])
+    .env("ACODE_TEST_PROBE", probe)
+    .env(acode_run::testing::SKIP_LOG_ENV, log)
+    .env_remove("CI");
     if let Some(ci) = ci {
         c.env("CI", ci);
     }
@@ -37,12 +42,14 @@ fn a_skip_is_named_and_counted_locally_and_a_failure_under_ci() {
     assert!(out.status.success(), "{}", stdout(&out));
     let text = stdout(&out) + &stderr(&out);
     assert!(
-        text.contains("skipped skips::probe_child: frobnicator-7 is missing (the probe needs it)"),
+        text.contains(
+            "skipped project::skips::probe_child: frobnicator-7 is missing (the probe needs it)"
+        ),
         "{text}"
     );
     assert_eq!(
         std::fs::read_to_string(&log).unwrap(),
-        "skips::probe_child: frobnicator-7 (the probe needs it)\n"
+        "project::skips::probe_child: frobnicator-7 (the probe needs it)\n"
     );
     // `CI=false` is not CI.
     let out = child("skip", Some("false"), &log);
@@ -65,16 +72,23 @@ fn a_test_that_needs_bwrap_fails_naming_it_where_bwrap_is_missing() {
     std::fs::create_dir_all(&empty).unwrap();
     let log = t.root.join("skips.log");
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--ignored", "--exact", "skips::probe_child", "--nocapture"])
-        .env("ACODE_TEST_PROBE", "need_bwrap")
-        .env(acode_run::testing::SKIP_LOG_ENV, &log)
-        .env("PATH", &empty)
-        .env_remove("CI");
+    c.args([
+        "--ignored",
+        "--exact",
+        "project::skips::probe_child",
+        "--nocapture",
+    ])
+    .env("ACODE_TEST_PROBE", "need_bwrap")
+    .env(acode_run::testing::SKIP_LOG_ENV, &log)
+    .env("PATH", &empty)
+    .env_remove("CI");
     let out = c.output().unwrap();
     assert!(!out.status.success(), "{}", stdout(&out));
     let text = stdout(&out) + &stderr(&out);
     assert!(
-        text.contains("skips::probe_child needs bubblewrap (bwrap), which this machine lacks"),
+        text.contains(
+            "project::skips::probe_child needs bubblewrap (bwrap), which this machine lacks"
+        ),
         "{text}"
     );
     assert!(text.contains("no `bwrap` on PATH"), "{text}");

@@ -6,12 +6,11 @@
 //! request definition — and each tool's structured content against the `outputSchema` it declares.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::io::{BufRead, Write};
 
 use serde_json::{Value, json};
 
-use super::mcp::{approve, policy, run};
+use crate::harness::mcp::{Served, approve, policy, run};
 use crate::harness::*;
 
 /// The revisions acode-run speaks: three of the handshake era, and the stateless one.
@@ -128,68 +127,6 @@ fn check_output(schema: &Value, value: &Value, what: &str) {
         .unwrap_or_else(|e| panic!("{what}: the outputSchema does not compile: {e:#}"));
     if let Err(e) = schemas.validate(value, index) {
         panic!("{what}: structuredContent does not match its outputSchema: {e:#}\n{value:#}");
-    }
-}
-
-/// `acode-run mcp` on pipes, one JSON-RPC message per line.
-pub(crate) struct Served {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Served {
-    pub(crate) fn start(t: &TestDir) -> Served {
-        Served::start_cmd(t.cmd())
-    }
-
-    /// `cmd` (an `acode-run` command) with `mcp` added, on pipes.
-    pub(crate) fn start_cmd(mut cmd: std::process::Command) -> Served {
-        let mut child = cmd
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Served {
-            child,
-            stdin,
-            stdout,
-            next_id: 0,
-        }
-    }
-
-    /// The result of `tools/call` of `tool` with `arguments` (handshake era, no `initialize`
-    /// needed: the server answers each request on its own).
-    pub(crate) fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.request("tools/call", json!({"name": tool, "arguments": arguments}))["result"].clone()
-    }
-
-    fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Sends a request with `params` and returns the reply.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
-        );
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{method}: {e}: {line:?}"))
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -16,8 +16,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::mcp_conformance::workspace_with_plans;
-use super::real_projects::net_enabled;
+use super::conformance::workspace_with_plans;
 use crate::harness::*;
 
 fn driver(name: &str) -> String {

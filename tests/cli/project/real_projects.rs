@@ -39,10 +39,6 @@ fn setup(name: &str) -> (TestDir, PathBuf) {
     (t, plan)
 }
 
-pub(crate) fn net_enabled() -> bool {
-    std::env::var("ACODE_E2E_NET").is_ok_and(|v| v == "1")
-}
-
 /// The plans validate over their fixtures, and the committed approvals cover today's plan bytes
 /// and today's fixture policy (an edit to either without re-approving fails here, not in CI's
 /// network run).

@@ -3,7 +3,7 @@
 //! exit code 1 (bwrap's `die_with_error`) — since these machines do not let a test turn AppArmor's
 //! restriction on or mask `/proc`. `auto` must choose Landlock, and the run header, `preview`, the
 //! JUnit properties, the job summary and `run_started` must name the cause and its narrow fix; on
-//! such a host the containment suite of tests/cli/container.rs must hold.
+//! such a host the containment suite of tests/cli/sandbox/container.rs must hold.
 
 use std::io::ErrorKind;
 use std::net::TcpListener;
@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::container::Suite;
+use super::container::Suite;
+use super::landlock::landlock_usable;
 use crate::harness::*;
-use crate::landlock::landlock_usable;
 
 /// What bwrap prints under AppArmor's restriction on unprivileged user namespaces (Ubuntu 24.04).
 const APPARMOR: &str = "bwrap: setting up uid map: Permission denied";
@@ -33,15 +33,6 @@ fn refusing_bwrap(dir: &Path, said: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     bin
-}
-
-/// `PATH` with `bin` first.
-fn path_with(bin: &Path) -> String {
-    format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
 }
 
 /// Everything a one-step run says of its sandbox when bwrap says `said`: the header (stderr),

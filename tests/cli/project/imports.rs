@@ -447,7 +447,7 @@ fn every_top_level_module_is_in_one_layer() {
         }
         assert!(
             layer_of(top).is_some(),
-            "src/{name} is in no layer: add it to LAYERS in tests/cli/imports.rs and to docs/architecture.md"
+            "src/{name} is in no layer: add it to LAYERS in tests/cli/project/imports.rs and to docs/architecture.md"
         );
     }
 }
@@ -461,7 +461,7 @@ fn imports_point_down_the_layers() {
         .collect();
     assert!(
         new.is_empty(),
-        "imports against the layers (LAYERS in tests/cli/imports.rs):\n{}",
+        "imports against the layers (LAYERS in tests/cli/project/imports.rs):\n{}",
         new.iter()
             .map(|(f, t, at)| format!("  {f} -> {t}: {at}"))
             .collect::<Vec<_>>()
@@ -470,7 +470,7 @@ fn imports_point_down_the_layers() {
     for (from, to) in NOT_YET {
         assert!(
             found.iter().any(|(f, t, _)| f == from && t == to),
-            "{from} -> {to} no longer happens: remove it from NOT_YET (tests/cli/imports.rs) and \
+            "{from} -> {to} no longer happens: remove it from NOT_YET (tests/cli/project/imports.rs) and \
              from docs/architecture.md"
         );
     }

@@ -15,7 +15,7 @@
 //! "outside address" is a listener on the container's loopback, outside every command's sandbox,
 //! so nothing leaves the machine even if the defence regresses.
 //!
-//! The suite itself ([`Suite`]) is also run on the host by tests/cli/fallback.rs, where a fake
+//! The suite itself ([`Suite`]) is also run on the host by tests/cli/sandbox/fallback.rs, where a fake
 //! `bwrap` fails as AppArmor makes it fail on Ubuntu 24.04.
 
 use std::path::{Path, PathBuf};

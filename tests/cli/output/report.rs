@@ -122,7 +122,7 @@ const VAR_SECRET: &str = "Var5ecret-rpt-9f3k2m";
 const OUTPUT_TOKEN: &str = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
 const MODEL_TOKEN: &str = "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
 
-/// The client of tests/cli/network.rs, trimmed: one CONNECT through the run's proxy.
+/// The client of tests/cli/sandbox/network.rs, trimmed: one CONNECT through the run's proxy.
 const CLIENT: &str = r#"
 import base64, os, socket, sys, urllib.parse
 u = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])

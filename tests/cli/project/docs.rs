@@ -18,10 +18,6 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-pub(crate) fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// A fenced code block of a markdown file.
 pub(crate) struct Block {
     /// `README.md:22`: file and the line of the opening fence.
@@ -512,8 +508,8 @@ fn parse_only_reason(words: &[String]) -> &'static str {
         _ if has("--llm-url") || has("--model") || has("--llm-provider") => {
             "agent plan: needs a real model (LLM endpoint)"
         }
-        Some("resume") => "needs an interrupted run (covered in resume.rs)",
-        _ if has("--resume") => "needs an interrupted run (covered in resume.rs)",
+        Some("resume") => "needs an interrupted run (covered in run/resume.rs)",
+        _ if has("--resume") => "needs an interrupted run (covered in run/resume.rs)",
         _ if words.iter().any(|w| w.contains("plans/change.json")) => {
             "CI recipe for the user's own plan (docs/ci.md)"
         }

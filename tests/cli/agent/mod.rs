@@ -1,0 +1,9 @@
+//! Agent steps against a scripted model: the agent loop, the planner and reviewer stages, stuck
+//! detection, replay, skills and TLS to the model's endpoint.
+
+mod replay;
+mod skills;
+mod stages;
+mod steps;
+mod stuck;
+mod tls;

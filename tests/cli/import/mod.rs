@@ -1,0 +1,3 @@
+//! Importing plans from other tools (`acode-run import`).
+
+mod odincode;

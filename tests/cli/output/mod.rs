@@ -1,0 +1,8 @@
+//! What a run tells: the HTML report, CI reports, machine-readable refusals, the terminal, and
+//! secrets kept out of all of it.
+
+mod refusals;
+mod report;
+mod reports;
+mod secrets;
+mod terminal;

@@ -1,0 +1,17 @@
+//! The sandbox holds: path escapes, the OS sandboxes (bubblewrap, Landlock, the supervisor)
+//! attacked for real, programs and git that stay themselves, credentials that stay hidden, the
+//! network by name and registry mirrors, and the containment suite in a real container.
+
+mod bwrap_attacks;
+mod container;
+mod credentials;
+mod escape;
+mod fallback;
+mod git_attacks;
+mod git_credentials;
+mod landlock;
+mod mirrors;
+mod network;
+mod programs;
+mod race;
+mod supervisor;
