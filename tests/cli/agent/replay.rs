@@ -577,7 +577,7 @@ fn resuming_an_interrupted_replay_keeps_replaying() {
 /// recorded and exported again first (after a deliberate change to what the agent is asked).
 #[test]
 fn the_committed_agent_demo_fixture_replays_without_a_model() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = repo();
     let plan = repo.join("plans/agent-demo.json");
     let fixture = repo.join("plans/agent-demo.replay.jsonl");
     let demo = |t: &TestDir| {

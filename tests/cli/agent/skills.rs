@@ -1,8 +1,6 @@
 //! Skills (SPEC §7, issue 10) through the real binary: found in the workspace, expanded into the
 //! exact prompt the scripted LLM server receives, bound to the approval.
 
-use std::process::Command;
-
 use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
 use serde_json::json;
 
@@ -22,23 +20,6 @@ Last commit:
 !`git log --oneline -1`
 Cost: $5.
 ";
-
-fn git(t: &TestDir, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(&t.ws)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", &t.root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn skill_plan(t: &TestDir, skill: &str, extra: serde_json::Value) -> std::path::PathBuf {
     let mut args = json!({
@@ -286,16 +267,14 @@ fn claude_skills_are_found_and_listed() {
 #[test]
 fn the_shipped_skill_demo_plan_runs_against_the_scripted_model() {
     let t = TestDir::new();
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/skill-demo");
+    let src = repo().join("fixtures/skill-demo");
     for rel in ["Cargo.toml", "src/lib.rs", ".acode/skills/fix-bug/SKILL.md"] {
         t.file(rel, &std::fs::read_to_string(src.join(rel)).unwrap());
     }
-    let script = ScriptedResponse::from_fixture(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/llm/read_then_edit.json"),
-    )
-    .unwrap();
+    let script =
+        ScriptedResponse::from_fixture(repo().join("fixtures/llm/read_then_edit.json")).unwrap();
     let server = ScriptedServer::start(script);
-    let plan = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/skill-demo.json");
+    let plan = repo().join("plans/skill-demo.json");
     // The committed approval (skill hash included) must still match the committed files.
     let out = t.run(&[
         "run",

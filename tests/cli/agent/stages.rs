@@ -20,12 +20,9 @@ fn run_with(t: &TestDir, args: &[&str], server: &ScriptedServer) -> std::process
     t.cmd().args(&all).output().unwrap()
 }
 
-/// A plan as the model would answer it, in a fenced block.
-fn fenced(plan: serde_json::Value) -> String {
-    format!(
-        "Here is the plan:\n```json\n{}\n```",
-        serde_json::to_string_pretty(&plan).unwrap()
-    )
+/// A plan as the model would answer it, in a fenced block after a line of prose.
+fn answer(plan: serde_json::Value) -> String {
+    format!("Here is the plan:\n{}", fenced(&plan))
 }
 
 fn good_plan() -> serde_json::Value {
@@ -44,9 +41,9 @@ fn a_bad_first_answer_is_repaired_and_the_draft_is_written_unapproved() {
     let server = ScriptedServer::start(vec![
         // Attempt 1: the model looks around, then answers a plan with an unknown tool and a cycle.
         ScriptedResponse::chat_tool_calls(&[("list_directory", json!({"path": "."}))]),
-        ScriptedResponse::chat_text(&fenced(bad)),
+        ScriptedResponse::chat_text(&answer(bad)),
         // Attempt 2: the repaired plan.
-        ScriptedResponse::chat_text(&fenced(good_plan())),
+        ScriptedResponse::chat_text(&answer(good_plan())),
     ]);
     let out_path = t.root.join("drafted.json");
     let out = run_with(
@@ -115,7 +112,7 @@ fn exhausted_attempts_exit_2_with_the_last_problems() {
     let bad =
         json!({"plan_id": "x", "steps": [{"step_id": "a", "tool": "teleport", "arguments": {}}]});
     let server = ScriptedServer::start(vec![
-        ScriptedResponse::chat_text(&fenced(bad.clone())),
+        ScriptedResponse::chat_text(&answer(bad.clone())),
         ScriptedResponse::chat_text("I cannot do that."),
     ]);
     let out_path = t.root.join("never.json");
@@ -143,7 +140,7 @@ fn a_draft_cannot_write_files() {
             "file_write",
             json!({"path": "pwned.txt", "contents": "x"}),
         )]),
-        ScriptedResponse::chat_text(&fenced(good_plan())),
+        ScriptedResponse::chat_text(&answer(good_plan())),
     ]);
     let out_path = t.root.join("p.json");
     let out = run_with(
@@ -178,7 +175,7 @@ fn a_rejection_reason_drives_the_revision() {
     let mut v2 = good_plan();
     v2["steps"].as_array_mut().unwrap().push(json!(
         {"step_id": "french", "tool": "file_write", "arguments": {"path": "bonjour.txt", "contents": "salut\n"}}));
-    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(v2))]);
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&answer(v2))]);
     let out = run_with(&t, &["draft", "--revise", v1.to_str().unwrap()], &server);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let first = server.requests()[0].body["messages"][1]["content"]
@@ -234,7 +231,7 @@ fn review_requesting_changes_exits_35_and_feeds_the_planner() {
     );
 
     // The findings become the next draft's feedback.
-    let server2 = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(good_plan()))]);
+    let server2 = ScriptedServer::start(vec![ScriptedResponse::chat_text(&answer(good_plan()))]);
     let out2 = run_with(
         &t,
         &[
@@ -257,7 +254,7 @@ fn review_requesting_changes_exits_35_and_feeds_the_planner() {
 #[test]
 fn do_without_a_terminal_stops_after_the_draft() {
     let t = TestDir::new();
-    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(good_plan()))]);
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&answer(good_plan()))]);
     let out_path = t.root.join("do.json");
     let out = run_with(
         &t,
@@ -311,7 +308,7 @@ fn drafting_works_with_the_react_protocol() {
 #[test]
 fn jsonl_frames_a_draft_with_stage_events() {
     let t = TestDir::new();
-    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&fenced(good_plan()))]);
+    let server = ScriptedServer::start(vec![ScriptedResponse::chat_text(&answer(good_plan()))]);
     let out_path = t.root.join("j.json");
     let out = run_with(
         &t,
@@ -352,7 +349,7 @@ fn e2e_draft_for_the_agent_demo_against_a_real_model_server() {
         .or_else(|_| std::env::var("ACODE_MODEL"))
         .expect("ACODE_E2E_MODEL or ACODE_MODEL must name the model");
     let t = TestDir::new();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agent-demo");
+    let fixture = repo().join("fixtures/agent-demo");
     for entry in walkdir::WalkDir::new(&fixture) {
         let entry = entry.unwrap();
         let rel = entry.path().strip_prefix(&fixture).unwrap();
@@ -392,11 +389,11 @@ fn do_on_a_terminal_drafts_asks_runs_and_reviews() {
     let t = TestDir::new();
     let verdict = json!({"verdict": "approve", "summary": "the greeting is there", "findings": []});
     let server = ScriptedServer::start(vec![
-        ScriptedResponse::chat_text(&fenced(good_plan())),
+        ScriptedResponse::chat_text(&answer(good_plan())),
         ScriptedResponse::chat_text(&verdict.to_string()),
     ]);
     let out_path = t.root.join("do-tty.json");
-    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tty/drive.py");
+    let driver = repo().join("fixtures/tty/drive.py");
     let mut c = std::process::Command::new("python3");
     clean_env(&mut c);
     let url = server.url();

@@ -1,8 +1,6 @@
 //! Agent steps through the real binary, against a scripted LLM server on 127.0.0.1 driven by the real
 //! HTTP client (SPEC §7).
 
-use std::path::Path;
-
 use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
 use serde_json::json;
 
@@ -11,9 +9,7 @@ use crate::harness::*;
 const LIB: &str = "pub fn add(a: i32, b: i32) -> i32 { a - b }\n";
 
 fn fixture(name: &str) -> Vec<ScriptedResponse> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/llm")
-        .join(name);
+    let path = repo().join("fixtures/llm").join(name);
     ScriptedResponse::from_fixture(&path).unwrap()
 }
 
@@ -495,7 +491,7 @@ fn verify_still_failing_after_the_last_cycle_fails_the_step() {
 
 /// Copies fixtures/agent-demo into the test workspace.
 fn agent_demo_workspace(t: &TestDir) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agent-demo");
+    let src = repo().join("fixtures/agent-demo");
     t.file(
         "Cargo.toml",
         &std::fs::read_to_string(src.join("Cargo.toml")).unwrap(),
@@ -511,7 +507,7 @@ fn the_shipped_agent_demo_plan_runs_against_the_scripted_model() {
     let t = TestDir::new();
     agent_demo_workspace(&t);
     let server = ScriptedServer::start(fixture("read_then_edit.json"));
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/agent-demo.json");
+    let plan = repo().join("plans/agent-demo.json");
     // The committed approval must still match the committed plan.
     let out = t.run(&[
         "run",
@@ -540,7 +536,7 @@ fn e2e_agent_demo_against_a_real_model_server() {
         .expect("ACODE_E2E_MODEL or ACODE_MODEL must name the model");
     let t = TestDir::new();
     agent_demo_workspace(&t);
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/agent-demo.json");
+    let plan = repo().join("plans/agent-demo.json");
     let out = t.run(&[
         "run",
         plan.to_str().unwrap(),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::harness::mcp::{Served, path_with_fixture};
+use crate::harness::mcp::{Served, cmd};
 use crate::harness::*;
 
 const KEY: &str = "k3y-for-the-agreement-tests-0123456789";
@@ -21,16 +21,6 @@ fn workspace_plan() -> (TestDir, PathBuf) {
         .unwrap(),
     );
     (t, plan)
-}
-
-/// An `acode-run` command in the workspace with the fixture MCP server on `PATH` and `envs`.
-fn cmd(t: &TestDir, envs: &[(&str, &str)]) -> std::process::Command {
-    let mut c = t.cmd();
-    c.env("PATH", path_with_fixture());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c
 }
 
 fn approve(t: &TestDir, plan: &std::path::Path, envs: &[(&str, &str)]) {

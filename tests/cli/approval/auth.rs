@@ -4,7 +4,7 @@ use serde_json::json;
 
 use crate::harness::*;
 
-fn simple_plan() -> serde_json::Value {
+fn read_plan() -> serde_json::Value {
     json!({"plan_id": "auth-test", "steps": [
         {"step_id": "read", "tool": "file_read", "arguments": {"path": "a.txt"}}
     ]})
@@ -14,7 +14,7 @@ fn simple_plan() -> serde_json::Value {
 fn pending_plan_is_refused_with_exit_3_and_how_to_approve() {
     let t = TestDir::new();
     t.file("a.txt", "hi");
-    let plan = t.plan("p.json", &simple_plan());
+    let plan = t.plan("p.json", &read_plan());
     let out = t.run(&[plan.to_str().unwrap()]);
     assert_exit_with(&out, 3, "not approved");
     assert!(
@@ -32,7 +32,7 @@ fn pending_plan_is_refused_with_exit_3_and_how_to_approve() {
 fn rejected_plan_is_refused() {
     let t = TestDir::new();
     t.file("a.txt", "hi");
-    let plan = t.plan("p.json", &simple_plan());
+    let plan = t.plan("p.json", &read_plan());
     let out = t.run(&["reject", plan.to_str().unwrap(), "--by", "alice"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = t.run(&[plan.to_str().unwrap()]);
@@ -48,7 +48,7 @@ fn rejected_plan_is_refused() {
 fn plan_edited_after_approval_is_refused() {
     let t = TestDir::new();
     t.file("a.txt", "hi");
-    let plan = t.plan("p.json", &simple_plan());
+    let plan = t.plan("p.json", &read_plan());
     t.approve(&plan);
     // Approved as-is runs.
     assert_eq!(code(&t.run(&[plan.to_str().unwrap()])), 0);
@@ -69,7 +69,7 @@ fn plan_edited_after_approval_is_refused() {
 fn approval_for_another_plan_id_is_refused() {
     let t = TestDir::new();
     t.file("a.txt", "hi");
-    let plan = t.plan("p.json", &simple_plan());
+    let plan = t.plan("p.json", &read_plan());
     t.approve(&plan);
     let approval = t.root.join("p.json.approval");
     let mut a: serde_json::Value =
@@ -84,7 +84,7 @@ fn approval_for_another_plan_id_is_refused() {
 #[test]
 fn approval_file_records_hash_and_reviewer() {
     let t = TestDir::new();
-    let plan = t.plan("p.json", &simple_plan());
+    let plan = t.plan("p.json", &read_plan());
     t.approve(&plan);
     let a: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(t.root.join("p.json.approval")).unwrap())
@@ -105,7 +105,7 @@ fn approval_file_records_hash_and_reviewer() {
 fn run_with_approve_records_the_approval_and_runs() {
     let t = TestDir::new();
     t.file("a.txt", "hi");
-    let plan = t.plan("p.json", &simple_plan());
+    let plan = t.plan("p.json", &read_plan());
     let out = t.run(&["run", "--approve", "--by", "bob", plan.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(t.root.join("p.json.approval").exists());
@@ -117,7 +117,7 @@ fn run_with_approve_records_the_approval_and_runs() {
 fn with_an_approval_key_only_signed_approvals_run() {
     let t = TestDir::new();
     t.file("a.txt", "hi");
-    let plan = t.plan("p.json", &simple_plan());
+    let plan = t.plan("p.json", &read_plan());
     let key = "approval-signing-key-0123456789";
     let approve = |key: Option<&str>| {
         let mut c = t.cmd();

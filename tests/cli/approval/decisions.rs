@@ -1,22 +1,12 @@
 //! Decisions are kept, not overwritten (SPEC §3): every approve and reject is appended to the
 //! database; a rejection stands against `run --approve`; only an explicit `approve` overrides it.
 
-use serde_json::json;
-
 use crate::harness::*;
-
-fn plan(t: &TestDir) -> std::path::PathBuf {
-    t.plan(
-        "p.json",
-        &json!({"plan_id": "p", "steps": [
-        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
-    )
-}
 
 #[test]
 fn a_rejection_stands_until_an_explicit_approve_overrides_it() {
     let t = TestDir::new();
-    let plan = plan(&t);
+    let plan = simple_plan(&t);
     let p = plan.to_str().unwrap();
     let out = t.run(&[
         "reject",
@@ -116,7 +106,7 @@ fn a_rejection_stands_until_an_explicit_approve_overrides_it() {
 #[test]
 fn decided_by_comes_from_the_environment_never_unknown() {
     let t = TestDir::new();
-    let plan = plan(&t);
+    let plan = simple_plan(&t);
     let p = plan.to_str().unwrap();
     let who = |envs: &[(&str, &str)]| -> String {
         let mut c = t.cmd();
@@ -172,7 +162,7 @@ fn decided_by_falls_back_to_the_uid() {
     }
     let uid = 54321u32;
     let t = TestDir::new();
-    let plan = plan(&t);
+    let plan = simple_plan(&t);
     for dir in [&t.root, &t.ws] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
@@ -206,7 +196,7 @@ fn decided_by_falls_back_to_the_uid() {
 #[test]
 fn a_decision_is_not_recorded_through_a_linked_state_directory() {
     let t = TestDir::new();
-    let plan = plan(&t);
+    let plan = simple_plan(&t);
     std::os::unix::fs::symlink(&t.outside, t.ws.join(".acode")).unwrap();
     for cmd in ["approve", "reject"] {
         let out = t.run(&[cmd, plan.to_str().unwrap()]);

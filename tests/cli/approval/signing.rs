@@ -14,17 +14,13 @@ fn plan(t: &TestDir) -> std::path::PathBuf {
     )
 }
 
-fn approval(t: &TestDir) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(t.root.join("p.json.approval")).unwrap()).unwrap()
-}
-
 #[test]
 fn a_run_under_another_policy_is_refused_until_re_approved() {
     let t = TestDir::new();
     let p = plan(&t);
     let ps = p.to_str().unwrap();
     t.approve(&p);
-    assert_eq!(approval(&t)["policy_sha256"], "none");
+    assert_eq!(approval_of(&t.root.join("p.json"))["policy_sha256"], "none");
     assert_eq!(code(&t.run(&[ps])), 0);
 
     // A policy file appears (as a command could write one): the approval no longer holds.
@@ -33,7 +29,7 @@ fn a_run_under_another_policy_is_refused_until_re_approved() {
     assert_exit_with(&out, 3, "policy changed since approval: re-approve");
     // Re-approved under it, the plan runs; the approval records the policy's hash.
     t.approve(&p);
-    let a = approval(&t);
+    let a = approval_of(&t.root.join("p.json"));
     assert_eq!(a["policy_sha256"].as_str().unwrap().len(), 64, "{a}");
     assert_eq!(code(&t.run(&[ps])), 0);
     // Whitespace and key order do not change the policy; a setting does.
@@ -63,7 +59,7 @@ fn approvals_without_a_policy_or_with_an_old_signature_ask_for_re_approval() {
     let key = "approval-signing-key-0123456789";
     t.approve(&p);
     // As written by an older acode-run: no policy recorded.
-    let mut a = approval(&t);
+    let mut a = approval_of(&t.root.join("p.json"));
     a.as_object_mut().unwrap().remove("policy_sha256");
     std::fs::write(t.root.join("p.json.approval"), a.to_string()).unwrap();
     let out = t.run(&[ps]);
@@ -75,7 +71,7 @@ fn approvals_without_a_policy_or_with_an_old_signature_ask_for_re_approval() {
     c.args(["approve", ps, "--by", "alice"])
         .env("ACODE_APPROVAL_KEY", key);
     assert_eq!(code(&c.output().unwrap()), 0);
-    let mut a = approval(&t);
+    let mut a = approval_of(&t.root.join("p.json"));
     let sig = a["signature"].as_str().unwrap().to_string();
     a["signature"] = json!(sig.trim_start_matches("hmac-sha256-v2:"));
     std::fs::write(t.root.join("p.json.approval"), a.to_string()).unwrap();
@@ -106,7 +102,7 @@ fn the_approval_key_can_come_from_a_file() {
     };
     let out = with_file(&["approve", ps, "--by", "alice"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(approval(&t)["signature"].is_string());
+    assert!(approval_of(&t.root.join("p.json"))["signature"].is_string());
     assert_eq!(code(&with_file(&[ps])), 0);
     // The same key given directly verifies it (the trailing newline was not part of the key)...
     let out = t

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Output, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -33,15 +33,22 @@ pub fn policy(t: &TestDir, args: &[&str], tools: &[&str], extra: Value) {
     );
 }
 
-pub fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
+/// An `acode-run` command in the workspace with the fixture on `PATH`, and `envs`.
+pub fn cmd(t: &TestDir, envs: &[(&str, &str)]) -> Command {
     let mut c = t.cmd();
     c.env("PATH", path_with_fixture());
     for (k, v) in envs {
         c.env(k, v);
     }
-    c.args(args).output().unwrap()
+    c
 }
 
+/// Runs the binary with `args` with the fixture on `PATH`, and `envs`.
+pub fn run(t: &TestDir, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    cmd(t, envs).args(args).output().unwrap()
+}
+
+/// Approves `plan` (by `tester`) with the fixture on `PATH`, asserting success.
 pub fn approve(t: &TestDir, plan: &Path) {
     let out = run(
         t,

@@ -2,10 +2,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+pub mod git;
 pub mod mcp;
+pub mod net;
+
+pub use self::git::{git, raw_git, repo_with_commit};
+pub use self::net::{e2e_net, free_port, net_enabled};
 
 /// A test's private directory: `ws/` is the workspace, `outside/` a sibling that must stay untouched.
 pub struct TestDir {
@@ -66,15 +72,55 @@ impl TestDir {
         c
     }
 
+    /// [`TestDir::cmd`] with `envs` added to its environment.
+    pub fn cmd_with(&self, envs: &[(&str, &str)]) -> Command {
+        let mut c = self.cmd();
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        c
+    }
+
     /// Runs the binary with `args` and returns its output.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().unwrap()
+        self.run_with(args, &[])
+    }
+
+    /// Runs the binary with `args` and `envs` added to its environment.
+    pub fn run_with(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        self.cmd_with(envs).args(args).output().unwrap()
     }
 
     /// Approves a plan with the binary, asserting success.
     pub fn approve(&self, plan: &Path) {
-        let out = self.run(&["approve", plan.to_str().unwrap(), "--by", "tester"]);
+        self.approve_with(plan, &[]);
+    }
+
+    /// Approves a plan with the binary with `envs` added to its environment, asserting success.
+    pub fn approve_with(&self, plan: &Path, envs: &[(&str, &str)]) {
+        let out = self.run_with(&["approve", plan.to_str().unwrap(), "--by", "tester"], envs);
         assert_eq!(code(&out), 0, "approve failed: {}", stderr(&out));
+    }
+
+    /// Runs the binary and insists it ends within `limit` (a read of an endless input never would).
+    pub fn run_within(&self, args: &[&str], limit: Duration) -> Output {
+        let mut child = self
+            .cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("acode-run {args:?} still running after {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.wait_with_output().unwrap()
     }
 
     /// Approves then runs a plan with extra args.
@@ -105,7 +151,6 @@ impl TestDir {
         self.approve_and_run(plan, &args)
     }
 
-    /// Opens the run database.
     /// Every artifact of type `kind` (`stdout`, `stderr`, ...) in the run database, in no
     /// particular order: what the runs recorded, to look for a value that must not be there.
     pub fn artifacts(&self, kind: &str) -> Vec<String> {
@@ -119,6 +164,7 @@ impl TestDir {
             .collect()
     }
 
+    /// Opens the run database.
     pub fn db(&self) -> Connection {
         Connection::open(self.ws.join(".acode/executions.db")).unwrap()
     }
@@ -298,12 +344,6 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Whether the tests that install from the package registries run: `ACODE_E2E_NET=1` (as
-/// `.ci/run` sets).
-pub fn net_enabled() -> bool {
-    std::env::var("ACODE_E2E_NET").is_ok_and(|v| v == "1")
-}
-
 /// `PATH` with `dir` first.
 pub fn path_with(dir: &Path) -> String {
     format!(
@@ -311,4 +351,120 @@ pub fn path_with(dir: &Path) -> String {
         dir.display(),
         std::env::var("PATH").unwrap_or_default()
     )
+}
+
+/// A one-step plan `p.json` (plan `p`, step `w`) that writes `a.txt`.
+pub fn simple_plan(t: &TestDir) -> PathBuf {
+    t.plan(
+        "p.json",
+        &serde_json::json!({"plan_id": "p", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
+    )
+}
+
+/// A plan as the model writes it: pretty JSON in a fenced `json` block.
+pub fn fenced(plan: &serde_json::Value) -> String {
+    format!(
+        "```json\n{}\n```",
+        serde_json::to_string_pretty(plan).unwrap()
+    )
+}
+
+/// The approval file beside `plan`, as JSON.
+pub fn approval_of(plan: &Path) -> serde_json::Value {
+    let mut p = plan.as_os_str().to_owned();
+    p.push(".approval");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Writes an executable file (creating parents).
+pub fn exe(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Whether `haystack` holds the bytes of `needle`.
+pub fn contains(haystack: &[u8], needle: impl AsRef<[u8]>) -> bool {
+    let needle = needle.as_ref();
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The recorded stdout of a step's execution (empty when it recorded none).
+pub fn stdout_of(t: &TestDir, step: &str) -> String {
+    t.db()
+        .query_row(
+            "SELECT a.content FROM artifacts a JOIN executions e ON e.execution_id = a.execution_id
+             WHERE e.step_id = ?1 AND a.artifact_type = 'stdout'",
+            [step],
+            |r| r.get(0),
+        )
+        .unwrap_or_default()
+}
+
+/// Artifact `kind` of a step's (only) execution, as `acode-run artifact` prints it.
+pub fn artifact_of(t: &TestDir, step: &str, kind: &str) -> String {
+    let id: String = q(
+        &t.db(),
+        &format!("SELECT execution_id FROM executions WHERE step_id='{step}'"),
+    );
+    stdout(&t.run(&["artifact", &id, kind]))
+}
+
+/// Everything the database holds, byte for byte (the file and its journals): to look for a
+/// secret that must not be there.
+pub fn database_bytes(t: &TestDir) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for name in [
+        "executions.db",
+        "executions.db-wal",
+        "executions.db-journal",
+    ] {
+        raw.extend(std::fs::read(t.ws.join(".acode").join(name)).unwrap_or_default());
+    }
+    raw
+}
+
+/// Everything the database holds as text, table by table, for "the secret is nowhere" checks.
+pub fn database_text(t: &TestDir) -> String {
+    let db = t.db();
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut all = String::new();
+    for table in tables {
+        let mut st = db.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+        let n = st.column_count();
+        let rows = st
+            .query_map([], |r| {
+                let mut line = String::new();
+                for i in 0..n {
+                    if let Ok(s) = r.get::<_, String>(i) {
+                        line.push_str(&s);
+                        line.push('\t');
+                    }
+                }
+                Ok(line)
+            })
+            .unwrap();
+        for row in rows {
+            all.push_str(&row.unwrap());
+            all.push('\n');
+        }
+    }
+    all
+}
+
+/// Writes a policy allowing `commands` and running them without confirmation.
+pub fn allow_commands(t: &TestDir, commands: &[&str]) {
+    t.file(
+        "acode-policy.json",
+        &serde_json::json!({"allow_commands": commands, "auto_approve_commands": commands})
+            .to_string(),
+    );
 }

@@ -3,15 +3,11 @@
 //! numbers) is converted and judged; what is written validates; lossless imports run on a copy of
 //! fixtures/odincode/workspace and leave the files odincode's tools would.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::harness::{TestDir, code, copy_tree, stderr, stdout};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::harness::{TestDir, code, copy_tree, git, repo, stderr, stdout};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join(format!("fixtures/odincode/plans/{name}.json"))
@@ -47,18 +43,6 @@ fn statuses(v: &Value) -> Vec<String> {
         .iter()
         .map(|s| s["status"].as_str().unwrap().to_string())
         .collect()
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 /// Every fixture: its exit code, each step's status, and for refusals a word of the reason.
@@ -303,9 +287,9 @@ fn lossless_imports_run_and_leave_the_files_odincodes_tools_would() {
         "display_text",
     ] {
         let t = workspace();
-        git(&t.ws, &["init", "-q"]);
-        git(&t.ws, &["add", "-A"]);
-        git(&t.ws, &["commit", "-qm", "fixture"]);
+        git(&t, &["init", "-q"]);
+        git(&t, &["add", "-A"]);
+        git(&t, &["commit", "-qm", "fixture"]);
         let (_, _, plan) = import(&t, name);
         let out = t.approve_and_run(&plan, &["--confirm", "auto-deny"]);
         assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));

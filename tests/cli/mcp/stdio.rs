@@ -17,12 +17,6 @@ fn direct_plan(t: &TestDir, tool: &str, args: Value) -> PathBuf {
     )
 }
 
-fn approval(plan: &Path) -> Value {
-    let mut p = plan.as_os_str().to_owned();
-    p.push(".approval");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
 #[test]
 fn a_pinned_tool_runs_as_a_direct_step_in_both_protocol_eras() {
     for (era, server_name) in [
@@ -33,7 +27,7 @@ fn a_pinned_tool_runs_as_a_direct_step_in_both_protocol_eras() {
         policy(&t, &[era], &["echo"], json!({}));
         let plan = direct_plan(&t, "echo", json!({"text": "hello from mcp"}));
         approve(&t, &plan);
-        let pin = &approval(&plan)["mcp"]["fx"];
+        let pin = &approval_of(&plan)["mcp"]["fx"];
         assert_eq!(pin["server_name"], server_name, "{era}");
         let version = if era == "stateless" {
             "2026-07-28"
@@ -431,7 +425,7 @@ fn a_plan_whose_servers_are_not_pinned_cannot_run() {
     policy(&t, &["handshake"], &["echo"], json!({}));
     let plan = direct_plan(&t, "echo", json!({"text": "x"}));
     approve(&t, &plan);
-    let mut a = approval(&plan);
+    let mut a = approval_of(&plan);
     a.as_object_mut().unwrap().remove("mcp");
     let mut p = plan.as_os_str().to_owned();
     p.push(".approval");
@@ -914,7 +908,7 @@ fn list_changed_during_an_agent_call_stops_the_agent_step_with_exit_36() {
 /// installed into the workspace, pinned by `approve` and called under bwrap.
 #[test]
 fn real_registry_servers_are_pinned_and_called_when_asked() {
-    if std::env::var("ACODE_E2E_NET").as_deref() != Ok("1") {
+    if !net_enabled() {
         eprintln!("skipped: set ACODE_E2E_NET=1 to install and run real MCP servers");
         return;
     }
@@ -974,7 +968,7 @@ fn real_registry_servers_are_pinned_and_called_when_asked() {
     assert!(!t.root.join("guessed.json.approval").exists());
     let out = run(&t, &["approve", plan.to_str().unwrap(), "--by", "ci"], &env);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let pins = approval(&plan)["mcp"].clone();
+    let pins = approval_of(&plan)["mcp"].clone();
     assert!(
         pins["everything"]["tools"]["echo"]["sha256"].is_string(),
         "{pins}"

@@ -76,19 +76,6 @@ fn browse_at(browser: &Path, page: &Path, fragment: &str, extra: &[&str]) -> Out
     out
 }
 
-/// `PATH` with the MCP fixture's directory first.
-fn path_with_fixture() -> String {
-    let dir = Path::new(env!("CARGO_BIN_EXE_acode-mcp-fixture"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
-
 /// A listener on 127.0.0.1 that counts every connection made to it: the page names it in
 /// hostile `<img>`, `<link>` and `<meta refresh>` tags, which must stay text.
 fn counting_listener() -> (u16, Arc<AtomicUsize>) {
@@ -183,11 +170,7 @@ fn hostile_run() -> (TestDir, PathBuf, PathBuf, Arc<AtomicUsize>, Output) {
                 "argv": ["sh", "-c", "sleep 0.3; echo failing >&2; exit 4"], "retryable": true}}
         ]}),
     );
-    let run = |args: &[&str]| {
-        let mut c = t.cmd();
-        c.env("PATH", path_with_fixture());
-        c.args(args).output().unwrap()
-    };
+    let run = |args: &[&str]| mcp::run(&t, args, &[]);
     let approved = run(&["approve", plan.to_str().unwrap(), "--by", "reviewer"]);
     assert_eq!(code(&approved), 0, "{}", stderr(&approved));
     let first = t.root.join("run-report.html");
@@ -415,7 +398,7 @@ fn report_of_an_unknown_run_writes_nothing_and_dash_is_stdout() {
 fn the_agent_demo_report_is_the_readme_screenshot() {
     let Some(browser) = chromium() else { return };
     let t = TestDir::new();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo();
     for f in ["Cargo.toml", "src/lib.rs"] {
         t.file(
             f,

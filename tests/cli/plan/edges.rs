@@ -7,35 +7,6 @@ use serde_json::json;
 
 use crate::harness::*;
 
-fn simple_plan(t: &TestDir) -> std::path::PathBuf {
-    t.plan(
-        "p.json",
-        &json!({"plan_id": "p", "steps": [
-            {"step_id": "a", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "x"}}]}),
-    )
-}
-
-/// Runs the binary and insists it ends within `limit` (a read of an endless input never would).
-fn run_within(t: &TestDir, args: &[&str], limit: Duration) -> std::process::Output {
-    let mut child = t
-        .cmd()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("acode-run {args:?} still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
 fn mkfifo(path: &std::path::Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(status.success());
@@ -49,7 +20,7 @@ fn an_endless_device_as_the_plan_is_refused_unread() {
         &["validate", "/dev/zero"],
         &["approve", "/dev/zero"],
     ] {
-        let out = run_within(&t, args, Duration::from_secs(10));
+        let out = t.run_within(args, Duration::from_secs(10));
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("is a character device, not a regular file; refused unread"),
@@ -70,11 +41,7 @@ fn a_fifo_with_a_writer_that_never_stops_is_refused_unread() {
         .arg(format!("exec yes > '{}'", fifo.display()))
         .spawn()
         .unwrap();
-    let out = run_within(
-        &t,
-        &["run", fifo.to_str().unwrap()],
-        Duration::from_secs(10),
-    );
+    let out = t.run_within(&["run", fifo.to_str().unwrap()], Duration::from_secs(10));
     let _ = writer.kill();
     let _ = writer.wait();
     assert_exit_with(&out, 2, "is a FIFO");
@@ -94,8 +61,7 @@ fn an_oversized_plan_is_refused_unread() {
     let plan = t.root.join("big.json");
     let f = std::fs::File::create(&plan).unwrap();
     f.set_len(64 * 1024 * 1024 + 1).unwrap();
-    let out = run_within(
-        &t,
+    let out = t.run_within(
         &["validate", plan.to_str().unwrap()],
         Duration::from_secs(10),
     );
@@ -112,11 +78,7 @@ fn approval_and_policy_files_are_refused_unread_when_not_regular_or_too_large() 
     let plan = simple_plan(&t);
     let approval = t.root.join("p.json.approval");
     mkfifo(&approval);
-    let out = run_within(
-        &t,
-        &["run", plan.to_str().unwrap()],
-        Duration::from_secs(10),
-    );
+    let out = t.run_within(&["run", plan.to_str().unwrap()], Duration::from_secs(10));
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("cannot read approval file") && stderr(&out).contains("is a FIFO"),
@@ -142,8 +104,7 @@ fn approval_and_policy_files_are_refused_unread_when_not_regular_or_too_large() 
         stderr(&out)
     );
     std::fs::remove_dir(t.ws.join("acode-policy.json")).unwrap();
-    let out = run_within(
-        &t,
+    let out = t.run_within(
         &["validate", "--policy", "/dev/zero", plan.to_str().unwrap()],
         Duration::from_secs(10),
     );
@@ -453,8 +414,7 @@ fn a_silent_model_runs_out_the_agent_steps_own_deadline_with_exit_34() {
     t.approve(&plan);
     let url = server.url();
     let started = Instant::now();
-    let out = run_within(
-        &t,
+    let out = t.run_within(
         &[
             "run",
             plan.to_str().unwrap(),

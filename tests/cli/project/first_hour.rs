@@ -1,14 +1,12 @@
 //! A new user's first hour (issue 22): what the help, the README and the docs promise, the
 //! binary does; mistakes get the exit code and the hint a newcomer needs.
 
-use std::path::Path;
-
 use serde_json::json;
 
 use crate::harness::*;
 
 fn repo_file(rel: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
+    std::fs::read_to_string(repo().join(rel)).unwrap()
 }
 
 /// One table, generated from `ExitCode::ALL`: `--help` prints it, and README.md and docs/ci.md
@@ -295,13 +293,6 @@ fn agent_progress_names_the_tool_and_refused_calls_have_their_tool_call() {
         assert_eq!(before["tool"], e["tool"], "{e}");
     }
     assert_events_match_schema(&evs);
-}
-
-fn fenced(plan: &serde_json::Value) -> String {
-    format!(
-        "```json\n{}\n```",
-        serde_json::to_string_pretty(plan).unwrap()
-    )
 }
 
 /// `draft` says why each attempt was not accepted, and `--workspace` applies to the stages

@@ -177,10 +177,7 @@ fn the_embedding_example_runs_a_plan_through_the_front_door() {
 /// decision, and nothing lower: the first example a reader copies is the safe one.
 #[test]
 fn the_front_page_example_is_the_plan_runner() {
-    let lib = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"),
-    )
-    .unwrap();
+    let lib = std::fs::read_to_string(repo().join("src/lib.rs")).unwrap();
     let example: String = lib
         .lines()
         .skip_while(|l| !l.starts_with("//! ```"))

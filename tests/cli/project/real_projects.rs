@@ -20,10 +20,6 @@ const PROJECTS: [(&str, &str); 3] = [
     ("npm-pkg", "# pass 1"),
 ];
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// A fresh copy of the project's fixture as the workspace, and the plan with its committed
 /// approval beside it (as a reviewed plan is kept).
 fn setup(name: &str) -> (TestDir, PathBuf) {

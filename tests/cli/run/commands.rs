@@ -351,15 +351,6 @@ fn policy_allowlist_additions_need_confirmation() {
     assert_eq!(code(&t.run(&["validate", plan.to_str().unwrap()])), 32);
 }
 
-/// The recorded stderr of a step's (only) execution.
-fn stderr_of_step(t: &TestDir, step: &str) -> String {
-    let id: String = q(
-        &t.db(),
-        &format!("SELECT execution_id FROM executions WHERE step_id='{step}'"),
-    );
-    stdout(&t.run(&["artifact", &id, "stderr"]))
-}
-
 #[test]
 fn under_bwrap_writes_outside_fail_and_inside_succeed() {
     if !bwrap_ok() {
@@ -381,7 +372,7 @@ fn under_bwrap_writes_outside_fail_and_inside_succeed() {
     assert_eq!(t.read("inside.txt"), "ok");
     assert!(!escaped.exists(), "the write escaped the sandbox");
     // /var/tmp is not even visible inside the sandbox (only system directories are).
-    let why = stderr_of_step(&t, "outside");
+    let why = artifact_of(&t, "outside", "stderr");
     assert!(
         why.contains("Read-only file system") || why.contains("No such file"),
         "{why}"

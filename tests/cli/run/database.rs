@@ -16,11 +16,7 @@ fn snapshot(db: &std::path::Path) -> (Vec<u8>, Option<Vec<u8>>, bool) {
 }
 
 fn assert_refused(t: &TestDir, db: &std::path::Path) {
-    let plan = t.plan(
-        "p.json",
-        &json!({"plan_id": "p", "steps": [
-        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
-    );
+    let plan = simple_plan(t);
     t.approve(&plan);
     let before = snapshot(db);
     let db_arg = db.to_str().unwrap();

@@ -386,7 +386,7 @@ fn four_concurrent_runs_share_one_database() {
 
 /// Runs the binary on a real pseudo-terminal (via fixtures/tty/drive.py), answering prompts.
 fn on_tty(t: &TestDir, answers: &str, args: &[&str]) -> (i32, String) {
-    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tty/drive.py");
+    let driver = repo().join("fixtures/tty/drive.py");
     let mut c = std::process::Command::new("python3");
     clean_env(&mut c);
     let out = c
@@ -467,7 +467,7 @@ fn jsonl_covers_confirmations_failures_and_blocked_steps() {
 #[test]
 fn the_readme_hello_plan_runs_with_its_committed_approval() {
     let t = TestDir::new();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo();
     copy_tree(&root.join("fixtures/hello"), &t.ws);
     let plan = root.join("plans/hello.json");
     let out = t.run(&[plan.to_str().unwrap(), "--json"]);

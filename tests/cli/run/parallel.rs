@@ -11,15 +11,6 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-/// A policy allowing the commands these tests run, without confirmation.
-fn policy(t: &TestDir) {
-    t.file(
-        "acode-policy.json",
-        &json!({"allow_commands": ["sleep", "sh"], "auto_approve_commands": ["sleep", "sh"]})
-            .to_string(),
-    );
-}
-
 /// (started_at, finished_at) of each step, in ms, from the database.
 fn intervals(t: &TestDir, ids: &[&str]) -> Vec<(i64, i64)> {
     ids.iter()
@@ -52,7 +43,7 @@ fn disjoint(iv: &[(i64, i64)]) -> bool {
 #[test]
 fn four_independent_sleeps_overlap_with_jobs_4_and_not_with_jobs_1() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let steps: Vec<Value> = (0..4)
         .map(|i| {
             json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
@@ -95,7 +86,7 @@ fn four_independent_sleeps_overlap_with_jobs_4_and_not_with_jobs_1() {
 #[test]
 fn a_fatal_failure_cancels_the_running_sibling_and_leaves_no_process() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     // A marker no other process on the machine has in its command line.
     let marker = format!("30.{}", std::process::id());
     let plan = t.plan(
@@ -173,7 +164,7 @@ fn a_fatal_failure_cancels_the_running_sibling_and_leaves_no_process() {
 #[test]
 fn writers_of_one_path_and_commands_never_overlap() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     // Two commands (they may write anywhere), and two writes of one file, all independent.
     let plan = t.plan("p.json", &json!({"plan_id": "writers", "steps": [
         {"step_id": "c1", "tool": "run_command", "depends_on": [], "arguments": {"argv": ["sleep", "0.4"]}},
@@ -285,7 +276,7 @@ fn prompts_are_asked_one_at_a_time() {
 #[test]
 fn seq_is_strictly_increasing_under_16_parallel_steps() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let steps: Vec<Value> = (0..16)
         .map(|i| {
             json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
@@ -317,7 +308,7 @@ fn seq_is_strictly_increasing_under_16_parallel_steps() {
 fn kill_9_mid_parallel_run_then_resume_completes_each_step_once() {
     need_bwrap();
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let steps: Vec<Value> = (0..4)
         .map(|i| {
             json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
@@ -646,7 +637,7 @@ fn command_rows(t: &TestDir) -> Vec<CommandRow> {
 #[test]
 fn verify_commands_run_together_and_the_first_failure_cancels_the_rest() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let marker = format!("31.{}", std::process::id());
     let slow = format!("sleep {marker}");
     let failing = "sh -c 'sleep 0.3; exit 3'";
@@ -710,7 +701,7 @@ fn verify_commands_run_together_and_the_first_failure_cancels_the_rest() {
 #[test]
 fn verify_commands_that_pass_overlap_and_a_single_command_works_as_before() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let plan = t.plan(
         "p.json",
         &json!({"plan_id": "verify", "steps": [
@@ -740,7 +731,7 @@ fn verify_commands_that_pass_overlap_and_a_single_command_works_as_before() {
 #[test]
 fn an_agents_feedback_names_the_verify_command_that_failed() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     t.file(
         "src/lib.rs",
         "pub fn add(a: i32, b: i32) -> i32 { a - b }\n",
@@ -778,7 +769,7 @@ fn an_agents_feedback_names_the_verify_command_that_failed() {
 #[test]
 fn verify_command_and_commands_are_checked_and_shown() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let refused_with = |verify: Value, exit: i32, needle: &str| {
         let plan = t.plan(
             "bad.json",
@@ -838,7 +829,7 @@ fn verify_command_and_commands_are_checked_and_shown() {
 #[test]
 fn quit_at_a_prompt_cancels_the_running_siblings() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     t.file("f.txt", "keep\n");
     let marker = format!("32.{}", std::process::id());
     let plan = t.plan(
@@ -943,7 +934,7 @@ fn latest_intervals(t: &TestDir, ids: &[&str]) -> Vec<(i64, i64)> {
 #[test]
 fn a_plans_defaults_jobs_is_used_capped_by_the_policy_and_overridden_by_the_flag() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let steps: Vec<Value> = (0..4)
         .map(|i| {
             json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
@@ -993,7 +984,7 @@ fn a_plans_defaults_jobs_is_used_capped_by_the_policy_and_overridden_by_the_flag
 #[test]
 fn jobs_that_change_nothing_say_so_in_the_header_run_started_and_preview() {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["sleep", "sh"]);
     let steps = |safe: bool| -> Vec<Value> {
         (0..6)
             .map(|i| {

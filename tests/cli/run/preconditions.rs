@@ -1,32 +1,11 @@
 //! Preconditions read files through the tools' resolver: regular files only, bounded reads, and
 //! the kernel-checked resolution (issue 13, item 10).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::harness::*;
-
-/// Runs the binary, killing it (and failing) if it has not finished within `limit`.
-fn run_within(t: &TestDir, args: &[&str], limit: Duration) -> std::process::Output {
-    let mut child = t
-        .cmd()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("acode-run blocked for more than {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
 
 #[test]
 fn a_fifo_named_by_file_contains_does_not_block_the_run() {
@@ -41,11 +20,7 @@ fn a_fifo_named_by_file_contains_does_not_block_the_run() {
          "precondition": {"file_contains": {"path": "pipe", "pattern": "anything"}}}]}),
     );
     t.approve(&plan);
-    let out = run_within(
-        &t,
-        &["run", plan.to_str().unwrap()],
-        Duration::from_secs(60),
-    );
+    let out = t.run_within(&["run", plan.to_str().unwrap()], Duration::from_secs(60));
     assert_eq!(code(&out), 30, "{}", stderr(&out));
     assert!(!t.ws.join("out.txt").exists());
     let db = t.db();

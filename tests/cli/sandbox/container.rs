@@ -259,11 +259,6 @@ impl Suite {
     }
 }
 
-/// Whether `hay` holds `needle`.
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 /// Whether the container tests are switched on; prints why not when they are not.
 fn enabled() -> bool {
     let on = std::env::var("ACODE_E2E_CONTAINER").is_ok_and(|v| v == "1");

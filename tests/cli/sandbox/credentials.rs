@@ -5,7 +5,7 @@
 //! in no output and nowhere in the raw bytes of the execution database, while programs installed
 //! in that `HOME` (a pyenv version, cargo's `bin/`) still run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::json;
 
@@ -29,13 +29,6 @@ fn modes() -> Vec<&'static str> {
         out.push("bwrap");
     }
     out
-}
-
-fn exe(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 #[test]

@@ -5,33 +5,10 @@
 //! `preview` warn; in every mode neither the token, its Base64 form nor the decoded pair is in the
 //! raw bytes of the database or in anything printed.
 
-use std::process::Command;
-
 use base64::Engine;
 use serde_json::json;
 
 use crate::harness::*;
-
-/// Plain git in `ws` with no system or global configuration.
-fn git(t: &TestDir, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(&t.ws)
-        .env("HOME", &t.root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The secrets one workspace holds: a header token, a URL token, and the forms they take.
 struct Planted {
@@ -109,36 +86,6 @@ fn steps() -> serde_json::Value {
         step("log", &["git", "log", "--oneline"]),
         step("decode", &["python3", "-c", DECODE]),
     ])
-}
-
-/// Everything the database holds, byte for byte (the file and its journals).
-fn raw_database(t: &TestDir) -> Vec<u8> {
-    let mut raw = Vec::new();
-    for name in [
-        "executions.db",
-        "executions.db-wal",
-        "executions.db-journal",
-    ] {
-        raw.extend(std::fs::read(t.ws.join(".acode").join(name)).unwrap_or_default());
-    }
-    raw
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|w| w == needle.as_bytes())
-}
-
-fn stdout_of(t: &TestDir, step: &str) -> String {
-    t.db()
-        .query_row(
-            "SELECT a.content FROM artifacts a JOIN executions e ON e.execution_id = a.execution_id
-             WHERE e.step_id = ?1 AND a.artifact_type = 'stdout'",
-            [step],
-            |r| r.get(0),
-        )
-        .unwrap_or_default()
 }
 
 #[test]
@@ -240,7 +187,7 @@ fn a_persisted_checkout_credential_is_unreadable_under_bwrap_and_never_stored_or
             assert!(decode.contains("decoded: [REDACTED]"), "{mode}: {decode}");
         }
 
-        let raw = raw_database(&t);
+        let raw = database_bytes(&t);
         assert!(!raw.is_empty());
         for secret in planted.forms() {
             assert!(

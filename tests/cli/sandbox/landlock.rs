@@ -41,14 +41,6 @@ fn error_of(t: &TestDir, step: &str) -> String {
     )
 }
 
-fn artifact_of(t: &TestDir, step: &str, kind: &str) -> String {
-    let id: String = q(
-        &t.db(),
-        &format!("SELECT execution_id FROM executions WHERE step_id='{step}'"),
-    );
-    stdout(&t.run(&["artifact", &id, kind]))
-}
-
 #[test]
 fn under_landlock_an_interpreter_writes_only_inside_and_cannot_connect() {
     if !landlock_usable() {
@@ -364,7 +356,7 @@ fn the_hello_demo_runs_under_landlock_and_the_root_stays_closed_to_commands() {
         return;
     }
     let t = TestDir::new();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo();
     copy_tree(&root.join("fixtures/hello"), &t.ws);
     let out = t
         .cmd()
@@ -419,7 +411,7 @@ fn cargo_build_as_a_command_runs_under_landlock_in_a_fresh_root_crate() {
         return;
     }
     let t = TestDir::new();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo();
     copy_tree(&root.join("fixtures/hello"), &t.ws);
     let _ = std::fs::remove_dir_all(t.ws.join("target"));
     let _ = std::fs::remove_file(t.ws.join("Cargo.lock"));

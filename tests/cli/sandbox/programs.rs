@@ -18,23 +18,6 @@ fn sha256_hex(path: &Path) -> String {
         .collect()
 }
 
-fn exe(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn stdout_of(t: &TestDir, step: &str) -> String {
-    q(
-        &t.db(),
-        &format!(
-            "SELECT a.content FROM artifacts a JOIN executions e ON e.execution_id = a.execution_id
-             WHERE e.step_id = '{step}' AND a.artifact_type = 'stdout'"
-        ),
-    )
-}
-
 fn run_in(t: &TestDir, plan: &Path, mode: &str) -> std::process::Output {
     t.approve(plan);
     t.run(&[plan.to_str().unwrap(), "--sandbox", mode, "--jsonl"])

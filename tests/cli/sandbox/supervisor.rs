@@ -18,13 +18,6 @@ fn running_with(marker: &str) -> Vec<String> {
         .collect()
 }
 
-fn policy(t: &TestDir) {
-    t.file(
-        "acode-policy.json",
-        &json!({"allow_commands": ["python3"], "auto_approve_commands": ["python3"]}).to_string(),
-    );
-}
-
 /// The pid namespace of each of `n` commands run one after another in one plan (`--sandbox
 /// bwrap`, the policy already written).
 fn namespaces(t: &TestDir, n: usize, supervisor: bool) -> Vec<String> {
@@ -71,7 +64,7 @@ fn the_commands_of_a_run_share_one_sandbox_unless_the_supervisor_is_off() {
         return;
     }
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     let shared = namespaces(&t, 3, true);
     assert!(shared[0].starts_with("pid:["), "{shared:?}");
     assert!(
@@ -140,7 +133,7 @@ fn a_daemon_that_leaves_its_process_group_dies_with_its_step() {
         return;
     }
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     let marker = format!("acode-daemon-{}", uuid::Uuid::new_v4());
     let daemon = daemon_code("", &marker);
     let probe = daemon_probe("", "report.txt");
@@ -185,7 +178,7 @@ fn under_landlock_alone_a_command_can_signal_neither_the_supervisor_nor_a_comman
 /// its shim and the supervisor.
 fn signals_and_environ_stay_inside(mode: &str) {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     // Under Landlock a command cannot make top-level entries: what they write goes in `out/`.
     std::fs::create_dir_all(t.ws.join("out")).unwrap();
     // Runs until the prober is done (or 30 s), so the two overlap.
@@ -277,7 +270,7 @@ fn under_landlock_alone_a_git_directory_an_earlier_step_made_is_read_only_in_the
 /// `work/` (under Landlock a command cannot make entries at the workspace root).
 fn git_made_by_an_earlier_step_is_read_only(mode: &str, refusal: &str) {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     // Enough directories that the run follows the workspace with inotify rather than walking it
     // before each command (workspace::nested_git).
     for i in 0..=acode_run::workspace::nested_git::WATCH_FROM {
@@ -321,7 +314,7 @@ fn a_bounded_fork_bomb_that_leaves_its_group_is_gone_when_its_step_times_out() {
         return;
     }
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     let marker = format!("acode-bomb-{}", uuid::Uuid::new_v4());
     // A tree of 2^7 - 1 = 127 processes, every other one in a session of its own, all sleeping:
     // bounded, so a regression cannot hurt the machine, and out of reach of a group kill.
@@ -371,7 +364,7 @@ fn every_command_of_a_shared_sandbox_has_the_seccomp_filter() {
         return;
     }
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     // Creating a UDP socket is what the filter refuses (sending nothing: harmless either way).
     let udp = |i: usize| {
         format!(
@@ -400,7 +393,7 @@ fn each_command_has_a_tmpdir_of_its_own_that_is_gone_when_it_ends() {
         return;
     }
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     let leave = "import os\n\
                  d = os.environ['TMPDIR']\n\
                  open(os.path.join(d, 'left.bin'), 'wb').write(b'x' * 4096)\n\
@@ -492,7 +485,7 @@ fn under_landlock_alone_one_supervisor_starts_the_commands_unless_it_is_off() {
         return;
     }
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     // Under Landlock a command cannot make top-level entries: what it writes goes in `out/`.
     std::fs::create_dir_all(t.ws.join("out")).unwrap();
     // Each command writes its parent's and grandparent's command lines (reads only).
@@ -545,7 +538,7 @@ fn under_landlock_alone_a_supervised_command_keeps_its_filter_scopes_and_renames
         return;
     }
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     // Under Landlock a command cannot make top-level entries: what it writes goes in `out/`.
     std::fs::create_dir_all(t.ws.join("out")).unwrap();
     std::fs::create_dir_all(t.ws.join("a")).unwrap();
@@ -606,7 +599,7 @@ fn under_bwrap_the_supervisor_is_the_running_binary_even_when_its_file_was_repla
 /// command after it is still started by a shim of the running binary (`__supervise`).
 fn supervisor_is_the_running_binary(mode: &str) {
     let t = TestDir::new();
-    policy(&t);
+    allow_commands(&t, &["python3"]);
     std::fs::create_dir_all(t.ws.join("out")).unwrap();
     let copy = t.ws.join("tools/acode-run");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
