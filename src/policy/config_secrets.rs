@@ -202,30 +202,75 @@ fn header_secrets(value: &str) -> Vec<String> {
 /// The workspace's own `.git/config` (when `.git` is a directory) and the credentials it holds,
 /// or `None` when it holds none or cannot be read. Read at every call: cheap, and current.
 pub fn workspace_git_config(root: &Path) -> Option<(PathBuf, GitConfigCredentials)> {
-    use std::io::Read;
     let git = root.join(".git");
     if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
         return None;
     }
     let path = git.join("config");
-    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+    read_git_config(&path).map(|c| (path, c))
+}
+
+/// The credentials in the git configuration file `path` (a regular file, read up to
+/// [`MAX_CONFIG`] bytes without following a link), or `None`.
+fn read_git_config(path: &Path) -> Option<GitConfigCredentials> {
+    use std::io::Read;
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
         return None;
     }
     let mut text = String::new();
-    std::fs::File::open(&path)
+    std::fs::File::open(path)
         .ok()?
         .take(MAX_CONFIG)
         .read_to_string(&mut text)
         .ok()?;
-    scan_git_config(&text).map(|c| (path, c))
+    scan_git_config(&text)
 }
 
-/// Teaches `redactor` the credentials persisted in the workspace's `.git/config`, before anything
-/// a command prints is recorded: under Landlock a command can read the file, and none of it may
+/// How many other git configurations [`learn_workspace_secrets`] reads at most.
+const MAX_OTHER_CONFIGS: usize = 256;
+
+/// The workspace's other git configurations: each nested repository's `.git/config` (at any
+/// depth, found as [`crate::workspace::nested_git::walk`] finds `.git` entries) and each
+/// submodule's under `.git/modules/`, at most [`MAX_OTHER_CONFIGS`].
+fn other_git_configs(root: &Path) -> Vec<PathBuf> {
+    let own = root.join(".git");
+    let mut found: Vec<PathBuf> = crate::workspace::nested_git::walk(root)
+        .into_iter()
+        .filter(|git| *git != own && std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir()))
+        .map(|git| git.join("config"))
+        .collect();
+    // Submodules keep their configuration in the superproject: .git/modules/NAME[/modules/…].
+    let mut pending = vec![own.join("modules")];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if found.len() >= MAX_OTHER_CONFIGS {
+                return found;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                found.push(entry.path().join("config"));
+                pending.push(entry.path().join("modules"));
+            }
+        }
+    }
+    found.truncate(MAX_OTHER_CONFIGS);
+    found
+}
+
+/// Teaches `redactor` the credentials persisted in the workspace's git configurations — its own
+/// `.git/config`, nested repositories' and submodules' — before anything a command prints is
+/// recorded: a command can read them (under bwrap too, for the nested ones), and none of it may
 /// reach the database, the events or the terminal.
 pub fn learn_workspace_secrets(root: &Path, redactor: &Redactor) {
     if let Some((_, found)) = workspace_git_config(root) {
         redactor.add_values(found.secrets);
+    }
+    for path in other_git_configs(root) {
+        if let Some(found) = read_git_config(&path) {
+            redactor.add_values(found.secrets);
+        }
     }
 }
 
@@ -405,6 +450,29 @@ mod tests {
         std::fs::remove_dir_all(dir.join(".git")).unwrap();
         std::fs::write(dir.join(".git"), "gitdir: /elsewhere\n").unwrap();
         assert_eq!(workspace_git_config(&dir), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn nested_repositories_and_submodules_teach_their_credentials_too() {
+        let dir = std::env::temp_dir().join(format!("acode-cfgsec-{}", uuid::Uuid::new_v4()));
+        for d in ["vendor/lib/.git", ".git/modules/sub/modules/inner"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(
+            dir.join("vendor/lib/.git/config"),
+            "[http \"https://h.example.org/\"]\n\textraheader = AUTHORIZATION: bearer nestedTok42\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(".git/modules/sub/modules/inner/config"),
+            "[remote \"o\"]\n\turl = https://u:innerPw77@h.example.org/r\n",
+        )
+        .unwrap();
+        let red = Redactor::new();
+        learn_workspace_secrets(&dir, &red);
+        assert_eq!(red.redact("a nestedTok42 b"), "a [REDACTED] b");
+        assert_eq!(red.redact("a innerPw77 b"), "a [REDACTED] b");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -200,3 +200,107 @@ fn a_persisted_checkout_credential_is_unreadable_under_bwrap_and_never_stored_or
         assert_eq!(t.read(".git/config"), config_before, "{mode}");
     }
 }
+
+/// [`DECODE`] for the nested repository's and the submodule's configurations.
+const DECODE_BOTH: &str = "import base64, re\n\
+    for f in ['vendor/lib/.git/config', '.git/modules/sub/config']:\n\
+    \x20   m = re.search(r'basic (\\S+)', open(f).read())\n\
+    \x20   print('decoded:', base64.b64decode(m.group(1)).decode() if m else 'NO HEADER')\n";
+
+/// A nested repository's persisted credential (a vendored checkout, a submodule's configuration
+/// under `.git/modules/`): readable by commands in every mode (only the workspace's own
+/// `.git/config` is replaced under bwrap), so the runner learns it before the run and neither
+/// form of it reaches the database or anything printed.
+#[test]
+fn a_nested_repositorys_persisted_credential_is_never_stored_or_printed() {
+    let mut modes = vec!["landlock", "none"];
+    if bwrap_ok() {
+        modes.insert(0, "bwrap");
+    }
+    for mode in modes {
+        let t = TestDir::new();
+        git(&t, &["init", "-q"]);
+        git(&t, &["init", "-q", "vendor/lib"]);
+        // Basic tokens, as actions/checkout writes them: no built-in pattern matches these
+        // forms, only knowing them keeps them out.
+        let basic = |token: &str| {
+            base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"))
+        };
+        let (nested, module) = (
+            format!("nsttok{}", uuid::Uuid::new_v4().simple()),
+            format!("modtok{}", uuid::Uuid::new_v4().simple()),
+        );
+        let (header_token, module_token) = (basic(&nested), basic(&module));
+        git(
+            &t,
+            &[
+                "-C",
+                "vendor/lib",
+                "config",
+                "--local",
+                "http.https://git.example.org/.extraheader",
+                &format!("AUTHORIZATION: basic {header_token}"),
+            ],
+        );
+        std::fs::create_dir_all(t.ws.join(".git/modules/sub")).unwrap();
+        t.file(
+            ".git/modules/sub/config",
+            &format!(
+                "[http \"https://git.example.org/\"]\n\textraheader = AUTHORIZATION: basic {module_token}\n"
+            ),
+        );
+        t.file("acode-policy.json", &json!({"sandbox": mode}).to_string());
+        let step = |id: &str, argv: &[&str]| {
+            json!({"step_id": id, "tool": "run_command", "arguments": {"argv": argv},
+                   "on_failure": "continue", "depends_on": []})
+        };
+        let plan = t.plan(
+            "nested.json",
+            &json!({"plan_id": "nested", "steps": [
+                step("cat", &["cat", "vendor/lib/.git/config"]),
+                step("module", &["cat", ".git/modules/sub/config"]),
+                step("decode", &["python3", "-c", DECODE_BOTH]),
+            ]}),
+        );
+        let out = t
+            .cmd()
+            .args(["run", "--approve", plan.to_str().unwrap(), "--jsonl"])
+            .output()
+            .unwrap();
+        let printed = format!("{}{}", stdout(&out), stderr(&out));
+        assert_eq!(code(&out), 0, "{mode}: {printed}");
+        // The commands read the files (it is the record that must not keep the tokens).
+        assert!(
+            stdout_of(&t, "cat").contains("extraheader"),
+            "{mode}: {}",
+            stdout_of(&t, "cat")
+        );
+        assert!(
+            stdout_of(&t, "module").contains("extraheader = [REDACTED]"),
+            "{mode}: {}",
+            stdout_of(&t, "module")
+        );
+        // An attacker's script decoded both: the record has neither pair.
+        let decode = stdout_of(&t, "decode");
+        assert_eq!(
+            decode.matches("decoded: [REDACTED]").count(),
+            2,
+            "{mode}: {decode}"
+        );
+        let raw = database_bytes(&t);
+        let pairs = [
+            format!("x-access-token:{nested}"),
+            format!("x-access-token:{module}"),
+        ];
+        for secret in [&header_token, &module_token, &pairs[0], &pairs[1]] {
+            assert!(
+                !contains(&raw, secret),
+                "{mode}: {secret} is in the database"
+            );
+            assert!(
+                !printed.contains(secret.as_str()),
+                "{mode}: {secret} was printed"
+            );
+        }
+    }
+}
