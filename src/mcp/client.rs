@@ -988,14 +988,15 @@ fn read_stdout(stdout: std::fs::File, tx: std::sync::mpsc::Sender<Incoming>) {
             )));
             return;
         }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
+        let bytes = line.trim_ascii();
+        if bytes.is_empty() {
             continue;
         }
-        let incoming = match serde_json::from_str::<Value>(text) {
+        // JSON-RPC is UTF-8: a line that is not is not a message, however much of it would read
+        // as one once its bad bytes were replaced (`from_slice` checks; a lossy read would not).
+        let incoming = match serde_json::from_slice::<Value>(bytes) {
             Ok(v) => Incoming::Message(v),
-            Err(_) => Incoming::NotJson(sanitize_line(text, SHOWN)),
+            Err(_) => Incoming::NotJson(sanitize_line(&String::from_utf8_lossy(bytes), SHOWN)),
         };
         let stop = matches!(incoming, Incoming::NotJson(_));
         if tx.send(incoming).is_err() || stop {
@@ -1069,5 +1070,45 @@ fn read_stderr(mut stderr: std::fs::File, log: Arc<Mutex<Vec<u8>>>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `mcp_client` fuzz target (docs/fuzzing.md): a server line with bytes that are
+    /// not UTF-8 read, once replaced, as a request of the server's, which the client refused and
+    /// recorded as if the server had sent it. It is not JSON-RPC: the call fails as for any line
+    /// that is not, and nothing is recorded as refused.
+    #[test]
+    fn a_line_that_is_not_utf8_is_not_json_rpc() {
+        let dir = std::env::temp_dir().join(format!("acode-mcp-utf8-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("server.jsonl");
+        let mut lines = br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fix","version":"2"}}}"#.to_vec();
+        lines.extend_from_slice(b"\n{\"js\xff\xff\xff~c\":\"2.0\",\"id\":9,\"method\":\"sampling/createMessage\",\"params\":{}}\n");
+        std::fs::write(&file, &lines).unwrap();
+        // The lines, then a server that stays (so the client's writes reach it).
+        let mut spec = CommandSpec::new(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "cat \"$0\"; exec sleep 10".into(),
+                file.display().to_string(),
+            ],
+            dir.clone(),
+        );
+        spec.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+        spec.timeout = Duration::from_secs(20);
+        let cancel = AtomicBool::new(false);
+        let mut client = Client::start("t", &spec, Duration::from_secs(5), &cancel).unwrap();
+        let err = client
+            .list_tools(Duration::from_secs(5), &cancel)
+            .unwrap_err();
+        assert!(matches!(err, McpError::NotJson { .. }), "{err}");
+        assert!(client.take_refused().is_empty());
+        client.stop();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -505,17 +505,20 @@ fn read_capped(body: ureq::Body, cap: usize) -> (String, u64) {
 
 /// [`read_capped`], with the error that ended the body early, if one did.
 fn read_body(body: ureq::Body, cap: usize) -> (String, u64, Option<std::io::Error>) {
+    let (bytes, read, error) = read_bytes(body, cap);
+    (String::from_utf8_lossy(&bytes).into_owned(), read, error)
+}
+
+/// At most `cap` bytes of `body` as they came, how many were read, and the error that ended it
+/// early, if one did.
+fn read_bytes(body: ureq::Body, cap: usize) -> (Vec<u8>, u64, Option<std::io::Error>) {
     let mut reader = Counted {
         inner: body.into_reader().take(cap as u64),
         read: 0,
     };
     let mut bytes = Vec::new();
     let error = reader.read_to_end(&mut bytes).err();
-    (
-        String::from_utf8_lossy(&bytes).into_owned(),
-        reader.read,
-        error,
-    )
+    (bytes, reader.read, error)
 }
 
 /// Whether a read failed because the request's time ran out (ureq wraps its own timeout in an
@@ -701,7 +704,8 @@ fn answer(
             }
         };
     }
-    let (text, down, error) = read_body(response.into_body(), MAX_BODY + 1);
+    let (bytes, down, error) = read_bytes(response.into_body(), MAX_BODY + 1);
+    let text = String::from_utf8_lossy(&bytes);
     shared.record("POST", status, up, down, started);
     if let Some(e) = error {
         return Err(if is_timeout(&e) {
@@ -736,7 +740,8 @@ fn answer(
         ));
     }
     shared.answered(id);
-    match serde_json::from_str::<Value>(&text) {
+    // JSON-RPC is UTF-8: `from_slice` refuses a body that is not (a lossy read would not).
+    match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Array(batch)) => batch
             .into_iter()
             .for_each(|m| shared.send(Incoming::Message(m))),
@@ -806,7 +811,15 @@ fn read_sse(
                 ),
             ));
         }
-        let text = String::from_utf8_lossy(&line);
+        let Ok(text) = std::str::from_utf8(&line) else {
+            return Err(shared.failed(
+                method,
+                format!(
+                    "an SSE line that is not UTF-8: {}",
+                    shared.shown(&String::from_utf8_lossy(&line))
+                ),
+            ));
+        };
         let text = text.trim_end_matches(['\n', '\r']);
         if text.is_empty() {
             // The end of an event.
