@@ -156,34 +156,42 @@ pub fn offered() -> &'static (
     })
 }
 
-/// What the agent loop does with one call the model asked for, by the same public steps in the
-/// same order as `executor::agent` and `executor::call`'s admission: a call with a parse error is
-/// refused with its feedback; a tool not offered or not registered is refused; arguments the
-/// tool's schema (`tools::schema::validate`) rejects are refused; what passes goes to the tool's
-/// own `check`. Returns whether the call would reach the tool.
+/// The names the agent step offers in the LLM targets (every built-in tool), as the loop's
+/// `allowed` list.
+pub fn allowed() -> &'static [String] {
+    static ALLOWED: OnceLock<Vec<String>> = OnceLock::new();
+    ALLOWED.get_or_init(|| offered().1.iter().map(|s| s.name.clone()).collect())
+}
+
+/// What the agent loop does with one call the model asked for, by the production functions in
+/// the loop's order: a call with a parse error is refused with `parse_error_feedback` (passed in
+/// as `parse_error`); a tool the step does not offer is refused (`executor::agent::not_offered`);
+/// then the call's admission without a run (`executor::call::screen`, what `StepContext::admit`
+/// calls before the confirmation gate): unknown tool, schema, the tool's own `check`. Returns
+/// whether the call would reach the confirmation gate and run.
 ///
-/// Properties: the refusal text exists for every refused call; a call that reaches the tool names
-/// an offered, registered tool and has an object as arguments that its schema accepts; the tool's
-/// `check` on schema-valid arguments never panics, and a refusal there is a message, not a crash.
+/// Properties: every refusal has a message; a call admitted names a tool that is offered and
+/// registered, and has an object as arguments that its schema accepts; a call whose tool is not
+/// registered, or whose arguments the schema (`tools::schema::validate`, checked again here)
+/// rejects, is refused with `invalid_arguments`.
 pub fn admit(name: &str, arguments: &serde_json::Value, parse_error: Option<String>) -> bool {
-    let (registry, specs) = offered();
+    use acode_run::error::ErrorKind;
+    let (registry, _) = offered();
     if let Some(feedback) = parse_error {
         assert!(!feedback.is_empty());
         return false;
     }
-    if !specs.iter().any(|s| s.name == name) {
+    if let Some(refusal) = acode_run::executor::agent::not_offered(allowed(), name) {
+        assert!(
+            refusal.contains(name),
+            "the refusal does not name {name:?}: {refusal}"
+        );
+        assert!(
+            registry.lookup(name).is_none(),
+            "the offered tool {name} was refused as not offered"
+        );
         return false;
     }
-    let Some((tool, schema)) = registry.lookup(name) else {
-        return false;
-    };
-    if !acode_run::tools::schema::validate(schema, arguments, "arguments").is_empty() {
-        return false;
-    }
-    assert!(
-        arguments.is_object(),
-        "the schema of {name} accepted arguments that are not an object: {arguments}"
-    );
     let ws = workspace();
     let policy = acode_run::policy::Policy::default();
     let ctx = acode_run::plan::ValidationContext {
@@ -191,10 +199,39 @@ pub fn admit(name: &str, arguments: &serde_json::Value, parse_error: Option<Stri
         workspace: ws,
         policy: &policy,
     };
-    if let Err(e) = ctx.with_tool_context(|c| tool.check(arguments, c)) {
-        assert!(!e.to_string().is_empty());
+    let schema_errors = registry
+        .lookup(name)
+        .map(|(_, schema)| acode_run::tools::schema::validate(schema, arguments, "arguments"));
+    match ctx.with_tool_context(|c| acode_run::executor::call::screen(registry, name, arguments, c))
+    {
+        Ok(_) => {
+            assert!(
+                allowed().iter().any(|a| a == name),
+                "{name} was admitted but is not offered"
+            );
+            assert_eq!(
+                schema_errors.as_deref(),
+                Some(&[][..]),
+                "{name} was admitted with arguments its schema rejects: {arguments}"
+            );
+            assert!(
+                arguments.is_object(),
+                "the schema of {name} accepted arguments that are not an object: {arguments}"
+            );
+            true
+        }
+        Err((kind, message)) => {
+            assert!(!message.is_empty(), "a refusal of {name} without a message");
+            if schema_errors.as_ref().is_none_or(|e| !e.is_empty()) {
+                assert_eq!(
+                    kind,
+                    ErrorKind::InvalidArguments,
+                    "{name} with arguments its schema rejects was refused as {kind}: {message}"
+                );
+            }
+            false
+        }
     }
-    true
 }
 
 /// An empty workspace for tools' checks.

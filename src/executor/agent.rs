@@ -339,6 +339,21 @@ const FATAL_STRICT: [ErrorKind; 4] = [
     ErrorKind::SandboxViolation,
 ];
 
+/// Why the agent loop refuses a call the model asked for whose arguments parsed (one that did
+/// not gets `LlmToolCall::parse_error_feedback`) before its admission
+/// ([`crate::executor::call::screen`]): the step does not offer the tool. The text is what the
+/// model is told. Public (hidden) so the LLM fuzz targets take the loop's own path.
+#[doc(hidden)]
+pub fn not_offered(allowed: &[String], name: &str) -> Option<String> {
+    if allowed.iter().any(|a| a == name) {
+        return None;
+    }
+    Some(format!(
+        "error: tool '{name}' is not available in this step; you may call only: {}",
+        allowed.join(", ")
+    ))
+}
+
 /// What one model-requested call came to: text for the model, or a reason to end the step.
 enum CallFate {
     Reply(String),
@@ -564,11 +579,7 @@ impl Session<'_> {
         turn_id: &str,
     ) -> Result<CallFate, ExecutionError> {
         let call = self.tool_call(ctx, id, name, args, turn);
-        if !self.allowed.iter().any(|a| a == name) {
-            let msg = format!(
-                "error: tool '{name}' is not available in this step; you may call only: {}",
-                self.allowed.join(", ")
-            );
+        if let Some(msg) = not_offered(self.allowed, name) {
             ctx.attempts += 1;
             ctx.refuse(
                 &call,

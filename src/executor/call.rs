@@ -508,31 +508,6 @@ impl<'s, 'r> StepContext<'s, 'r> {
                 .add_values(crate::plan::variables::secret_env_values(&call.arguments));
         }
         let registry: &'r ToolRegistry = self.run.registry;
-        let Some((tool, schema)) = registry.lookup(&call.tool) else {
-            self.attempts += 1;
-            let known: Vec<&str> = registry.names().collect();
-            let msg = format!(
-                "unknown tool {:?}{} (available: {})",
-                call.tool,
-                crate::suggest::did_you_mean(&call.tool, known.iter().copied()),
-                known.join(", ")
-            );
-            return self
-                .refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg)
-                .map(Err);
-        };
-        let schema_errors = crate::tools::schema::validate(schema, &call.arguments, "arguments");
-        if !schema_errors.is_empty() {
-            self.attempts += 1;
-            let msg = format!(
-                "invalid arguments for {}: {}",
-                call.tool,
-                schema_errors.join("; ")
-            );
-            return self
-                .refuse(&call, 1, parent, ErrorKind::InvalidArguments, msg)
-                .map(Err);
-        }
         let timeout = opts
             .timeout
             .unwrap_or(Duration::from_secs(self.run.policy.limits.timeout_s));
@@ -546,12 +521,13 @@ impl<'s, 'r> StepContext<'s, 'r> {
             creates: &self.step.creates,
             history: None,
         };
-        if let Err(e) = tool.check(&call.arguments, &ctx) {
-            self.attempts += 1;
-            return self
-                .refuse(&call, 1, parent, e.kind(), e.to_string())
-                .map(Err);
-        }
+        let tool = match screen(registry, &call.tool, &call.arguments, &ctx) {
+            Ok(tool) => tool,
+            Err((kind, msg)) => {
+                self.attempts += 1;
+                return self.refuse(&call, 1, parent, kind, msg).map(Err);
+            }
+        };
 
         // Confirmation, once per call.
         let reason = if opts.force_confirmation {
@@ -578,7 +554,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         }
         Ok(Ok(Admitted {
             call,
-            tool: &**tool,
+            tool,
             timeout,
         }))
     }
@@ -811,6 +787,37 @@ fn announce(emitter: &Emitter, call: &ToolCall, attempt: u32) {
         server: crate::policy::mcp_server_of(&call.tool).map(str::to_string),
     });
     emitter.progress().on_tool_call(call);
+}
+
+/// The checks of a call's admission that need no run, in the order it makes them: the tool is
+/// registered, its schema accepts the arguments, and the tool's own `check` (sandbox, policy)
+/// passes. `Err` is the error kind and message the refused call is recorded with. Public (hidden)
+/// so the LLM fuzz targets check admission on this path rather than on a copy of it.
+#[doc(hidden)]
+pub fn screen<'r>(
+    registry: &'r ToolRegistry,
+    name: &str,
+    arguments: &Value,
+    ctx: &ToolContext,
+) -> Result<&'r dyn crate::tools::Tool, (ErrorKind, String)> {
+    let Some((tool, schema)) = registry.lookup(name) else {
+        let known: Vec<&str> = registry.names().collect();
+        let msg = format!(
+            "unknown tool {:?}{} (available: {})",
+            name,
+            crate::suggest::did_you_mean(name, known.iter().copied()),
+            known.join(", ")
+        );
+        return Err((ErrorKind::InvalidArguments, msg));
+    };
+    let schema_errors = crate::tools::schema::validate(schema, arguments, "arguments");
+    if !schema_errors.is_empty() {
+        let msg = format!("invalid arguments for {name}: {}", schema_errors.join("; "));
+        return Err((ErrorKind::InvalidArguments, msg));
+    }
+    tool.check(arguments, ctx)
+        .map_err(|e| (e.kind(), e.to_string()))?;
+    Ok(&**tool)
 }
 
 /// One attempt of an admitted call, stopped by `cancel`; heartbeats name the call.
