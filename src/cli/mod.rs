@@ -1306,13 +1306,16 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             .unwrap_or_else(|| "-".into()),
         format_ms(r.started_at),
         r.finished_at
-            .map(|f| format!(", took {:.1} s", (f - r.started_at) as f64 / 1000.0))
+            .map(|f| format!(
+                ", took {:.1} s",
+                f.saturating_sub(r.started_at) as f64 / 1000.0
+            ))
             .unwrap_or_default()
     );
     if let Some(of) = &replay_of {
         humanln!("replay of {of} (its recorded model answers; docs/replay.md)");
     }
-    if r.prompt_tokens + r.completion_tokens > 0 {
+    if r.prompt_tokens.saturating_add(r.completion_tokens) > 0 {
         humanln!(
             "tokens    {} prompt + {} completion",
             r.prompt_tokens,
@@ -1343,7 +1346,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     for s in &detail.steps {
         humanln!(
             "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
-            s.position + 1,
+            s.position.saturating_add(1),
             crate::terminal::line(&s.step_id),
             crate::terminal::line(&s.tool),
             s.status,

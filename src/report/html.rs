@@ -327,7 +327,7 @@ impl Page<'_> {
         row("workspace", "workspace", e(&run.workspace));
         let duration = run
             .finished_at
-            .map(|f| format!(", {}", secs(f - run.started_at)))
+            .map(|f| format!(", {}", secs(f.saturating_sub(run.started_at))))
             .unwrap_or_default();
         row(
             "started",
@@ -442,7 +442,7 @@ impl Page<'_> {
                 .collect::<Vec<_>>()
                 .join(", "),
         );
-        if run.prompt_tokens + run.completion_tokens > 0 {
+        if run.prompt_tokens.saturating_add(run.completion_tokens) > 0 {
             row(
                 "model tokens",
                 "tokens",
@@ -538,8 +538,10 @@ impl Page<'_> {
             .max()
             .unwrap_or(run_start);
         let end = run_end.unwrap_or(latest).max(latest);
-        let span = (end - run_start).max(1) as f64;
-        let pct = |t: i64| ((t - run_start) as f64 / span * 100.0).clamp(0.0, 100.0);
+        // Saturating: the times are the record's, and a tampered record may hold any i64.
+        let total = end.saturating_sub(run_start);
+        let span = total.max(1) as f64;
+        let pct = |t: i64| (t.saturating_sub(run_start) as f64 / span * 100.0).clamp(0.0, 100.0);
         // Greedy lanes: each started step goes to the first lane free at its start.
         let mut order: Vec<(usize, i64, i64)> = steps
             .iter()
@@ -583,7 +585,7 @@ impl Page<'_> {
             let _ = write!(
                 s,
                 "<span style=\"{place}\">{}</span>",
-                secs((end - run_start) * q / 4)
+                secs((total as f64 * q as f64 / 4.0) as i64)
             );
         }
         s.push_str("</div>\n");
@@ -628,13 +630,13 @@ impl Page<'_> {
                         self.esc(&st.step_id),
                         self.esc(&steps[lane[last].0].step_id),
                         class,
-                        secs(f - b)
+                        secs(f.saturating_sub(b))
                     )
                 } else {
                     format!(
                         "{} · {class} · {}{}",
                         self.esc(&st.step_id),
-                        secs(f - b),
+                        secs(f.saturating_sub(b)),
                         if tries > 1 {
                             format!(" · {tries} attempts")
                         } else {
@@ -653,7 +655,9 @@ impl Page<'_> {
                     for e in execs {
                         let r = &e.record;
                         if r.attempt > 1 && r.tool_name != "llm" && seen.insert(r.attempt) {
-                            let at = ((r.started_at - b) as f64 / (f - b).max(1) as f64 * 100.0)
+                            let at = (r.started_at.saturating_sub(b) as f64
+                                / f.saturating_sub(b).max(1) as f64
+                                * 100.0)
                                 .clamp(0.0, 100.0);
                             let _ = write!(s, "<i class=\"retry\" style=\"left:{at:.2}%\"></i>");
                         }
@@ -684,7 +688,7 @@ impl Page<'_> {
             st.status.as_str()
         };
         let duration = match (st.started_at, st.finished_at) {
-            (Some(b), Some(f)) => secs(f - b),
+            (Some(b), Some(f)) => secs(f.saturating_sub(b)),
             _ => "—".into(),
         };
         let mut summary = format!(

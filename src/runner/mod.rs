@@ -384,7 +384,13 @@ impl PlanRunner {
                 ),
             };
             if let Some(run_id) = run_id {
-                let recorded = RunSettings::from_json(store.run_settings(&run_id)?.as_deref());
+                let recorded = RunSettings::from_json(store.run_settings(&run_id)?.as_deref())
+                    .map_err(|e| {
+                        RunnerError::Setup(format!(
+                            "the settings recorded on run {run_id} cannot be read ({e}); it is not \
+                             resumed with settings it was not started with"
+                        ))
+                    })?;
                 // The run's own `--sandbox none` was explicit when it was given.
                 explicit_none |= recorded.sandbox == Some(SandboxMode::None);
                 settings = RunSettings::for_resume(&recorded, &settings).map_err(|conflicts| {

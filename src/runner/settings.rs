@@ -113,10 +113,15 @@ impl RunSettings {
         serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
     }
 
-    /// Reads a record; a run recorded before settings were (or an unreadable record) has none.
-    pub fn from_json(text: Option<&str>) -> RunSettings {
-        text.and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or_default()
+    /// Reads a record: a run recorded before settings were kept (`None`) has none. A record
+    /// that cannot be read (not JSON, a value of the wrong type, an unknown mode) is an error
+    /// naming what is wrong, never "no settings": `resume` would otherwise continue the run
+    /// without its recorded sandbox, budget or replay source, with whatever the command line says.
+    pub fn from_json(text: Option<&str>) -> Result<RunSettings, serde_json::Error> {
+        match text {
+            None => Ok(RunSettings::default()),
+            Some(t) => serde_json::from_str(t),
+        }
     }
 
     /// The settings a resumed run continues with: `recorded`, with every setting `given` checked
@@ -253,7 +258,7 @@ mod tests {
     }
 
     #[test]
-    fn the_record_round_trips_and_tolerates_an_old_or_broken_one() {
+    fn the_record_round_trips_and_an_old_one_has_none() {
         let s = RunSettings {
             confirm: Some(ConfirmMode::Prompt),
             llm_provider: Some(Provider::Anthropic),
@@ -261,12 +266,30 @@ mod tests {
             strict: Some(true),
             ..Default::default()
         };
-        assert_eq!(RunSettings::from_json(Some(&s.to_json())), s);
-        assert_eq!(RunSettings::from_json(None), RunSettings::default());
+        assert_eq!(RunSettings::from_json(Some(&s.to_json())).unwrap(), s);
         assert_eq!(
-            RunSettings::from_json(Some("not json")),
+            RunSettings::from_json(None).unwrap(),
             RunSettings::default()
         );
+    }
+
+    /// Found by the `store_rows` fuzz target's property "every failure is an error naming what
+    /// is wrong": a record that could not be read was taken as "no settings", so `resume`
+    /// continued a run without its recorded sandbox, budget or replay source.
+    #[test]
+    fn an_unreadable_record_is_an_error_naming_what_is_wrong() {
+        for (record, says) in [
+            ("not json", "expected"),
+            (r#"{"sandbox":"nothing"}"#, "nothing"),
+            (r#"{"token_budget":"lots"}"#, "lots"),
+            (r#"{"replay":7}"#, "invalid type"),
+            (r#"{"strict":"yes"}"#, "invalid type"),
+        ] {
+            let e = RunSettings::from_json(Some(record))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{record}: {e}");
+        }
     }
 
     #[test]

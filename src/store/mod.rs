@@ -510,7 +510,10 @@ impl Store {
         steps: &[(&str, usize, &str)],
     ) -> Result<(), StoreError> {
         let variables_json = self.scrub(variables_json).into_owned();
-        let settings_json = self.scrub(settings_json).into_owned();
+        // Value by value (as arguments are): a known value that is also a number in the record
+        // (a token budget) must not turn it into text that is no longer JSON, which `resume`
+        // refuses to read.
+        let settings_json = self.redactor.redact_json_text(settings_json);
         let plan_id = self.scrub(&run.plan_id).into_owned();
         let steps: Vec<(String, usize, &str)> = steps
             .iter()
@@ -1185,4 +1188,49 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         kind: r.get(15)?,
         subject: r.get(16)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A known value equal to a number in the run's settings used to be replaced in the record's
+    /// text, leaving `"token_budget":[REDACTED]`, which is not JSON: `resume` refuses such a
+    /// record (see `RunSettings::from_json`). Strings are still redacted.
+    #[test]
+    fn settings_stay_json_when_a_secret_equals_a_number_in_them() {
+        let mut store = Store::open_in_memory().unwrap();
+        let redactor = Redactor::new();
+        redactor.add_values(["100000"]);
+        store.set_redactor(Arc::new(redactor));
+        let run = RunRow {
+            run_id: "r1".into(),
+            plan_id: "p".into(),
+            plan_sha256: "00".into(),
+            plan_path: None,
+            workspace: "/ws".into(),
+            started_at: 1,
+            finished_at: None,
+            status: RunStatus::Running,
+            exit_code: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            sandbox: None,
+            landlock_abi: None,
+            kind: "run".into(),
+            subject: None,
+        };
+        store
+            .begin_run(
+                &run,
+                "{}",
+                r#"{"token_budget":100000,"model":"m-100000"}"#,
+                &[],
+            )
+            .unwrap();
+        let text = store.run_settings("r1").unwrap().unwrap();
+        let settings = crate::runner::RunSettings::from_json(Some(&text)).unwrap();
+        assert_eq!(settings.token_budget, Some(100000));
+        assert_eq!(settings.model.as_deref(), Some("m-[REDACTED]"));
+    }
 }

@@ -159,3 +159,71 @@ fn a_fresh_database_costs_three_fsyncs_before_the_first_step() {
     assert_eq!(q::<i64>(&db, "SELECT count(*) FROM executions"), 1);
     assert_eq!(q::<String>(&db, "PRAGMA integrity_check"), "ok");
 }
+
+/// A run recorded and finished, for the tests below that then change its rows as a tampered or
+/// damaged database could hold them. Returns the run id.
+fn one_finished_run(t: &TestDir) -> String {
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
+    );
+    t.approve(&plan);
+    let out = t.run(&[plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    q(&t.db(), "SELECT run_id FROM runs")
+}
+
+/// Found by the `store_rows` fuzz target (docs/fuzzing.md): times and counts at the ends of
+/// `i64` in the record made `show` and `report` panic on an arithmetic overflow (a run's
+/// duration, its token total, a step's number and duration, the timeline's scale). They are
+/// shown, saturated, instead.
+#[test]
+fn extreme_numbers_in_the_record_are_shown_not_panicked_on() {
+    let t = TestDir::new();
+    let run_id = one_finished_run(&t);
+    t.db()
+        .execute_batch(&format!(
+            "UPDATE runs SET started_at = {min}, finished_at = {max}, prompt_tokens = {max},
+                 completion_tokens = {max};
+             UPDATE steps SET position = {max}, started_at = {min}, finished_at = {max};
+             UPDATE executions SET started_at = {max}, attempt = 2;",
+            min = i64::MIN,
+            max = i64::MAX
+        ))
+        .unwrap();
+    for args in [
+        vec!["show", run_id.as_str()],
+        vec!["show", run_id.as_str(), "--json"],
+        vec!["runs"],
+        vec!["report", run_id.as_str(), "--html", "-"],
+    ] {
+        let out = t.run(&args);
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// Found by the `store_rows` fuzz target's property "every failure is an error naming what is
+/// wrong": settings recorded on a run that could not be read were taken as "no settings", and
+/// `resume` continued the run with whatever its command line said (a recorded sandbox, token
+/// budget or replay source dropped without a word). Now it refuses, naming the run and why.
+#[test]
+fn resume_refuses_a_run_whose_recorded_settings_cannot_be_read() {
+    let t = TestDir::new();
+    let run_id = one_finished_run(&t);
+    t.db()
+        .execute(
+            "UPDATE runs SET status = 'interrupted', settings_json = '{\"sandbox\":\"nothing\"}'",
+            [],
+        )
+        .unwrap();
+    let out = t.run(&["resume", &run_id]);
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "the settings recorded on run {run_id} cannot be read"
+        )) && stderr(&out).contains("nothing"),
+        "{}",
+        stderr(&out)
+    );
+}
