@@ -38,6 +38,7 @@ dict_for() {
     mcp_server | mcp_client) echo dict/jsonrpc.dict ;;
     proxy) echo dict/http.dict ;;
     plan | policy | approval | odincode | skill) echo dict/plan.dict ;;
+    store_rows) echo dict/store.dict ;;
     *) echo "" ;;
   esac
 }

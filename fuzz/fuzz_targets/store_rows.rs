@@ -6,15 +6,16 @@
 //! columns with raw SQL through a second connection — as an older acode-run, a crash or a person
 //! with `sqlite3` could leave them: any SQLite type (text, integer, real, blob, null) in any
 //! column, and copies of rows. Then the production readers run: what `runs`, `show`, `show
-//! --json` (through `cli::main_with_args`, stdout to /dev/null), `artifact`, `report`
-//! (`report::html::render`), `resume` (`RunSettings::from_json` and `for_resume`, the store's
-//! resume queries), `run --replay` (`runner::replay::from_store`) and the history tool read.
+//! --json`, `artifact` and `report` read (`show` itself through `cli::main_with_args`, stdout to
+//! /dev/null; the page through `report::html::render`), what `resume` reads
+//! (`RunSettings::from_json` and `for_resume`, the store's resume queries), `run --replay`
+//! (`runner::replay::from_store`) and the history tool.
 //!
 //! Input: a sequence of operations, each `[column: 2 bytes LE][type][length][value…]`: `column`
 //! picks a (table, column, row) of the recorded rows (tables by name, columns in schema order,
-//! rows in rowid order); `type` the SQLite type written (0 text, 1 integer
-//! from up to 8 little-endian bytes, 2 real, 3 blob, 4 null, 5 a copy of the row with the value, as text, in that column);
-//! `length` bytes of value (255: the rest of the input).
+//! rows in rowid order); `type` the SQLite type written (0 text, 1 integer from up to 8
+//! little-endian bytes, 2 real, 3 blob, 4 null, 5 a copy of the row with the value, as text, in
+//! that column); `length` bytes of value (255: the rest of the input).
 //!
 //! Properties: never a panic (an overflow in arithmetic on recorded times or counts included);
 //! every failure is a `StoreError` naming what is wrong — the run not found, or a column whose
@@ -238,6 +239,10 @@ fn fixture() -> &'static Mutex<Fixture> {
         writer
             .pragma_update(None, "foreign_keys", "OFF")
             .expect("foreign_keys");
+        // No fsync per input: the file is scratch.
+        writer
+            .pragma_update(None, "synchronous", "OFF")
+            .expect("synchronous");
         let names: Vec<String> = writer
             .prepare(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
@@ -267,7 +272,7 @@ fn fixture() -> &'static Mutex<Fixture> {
             tables.push((name, cols, rows));
         }
         let mut page = Vec::new();
-        acode_run::report::html::render(&store, RUN, &Redactor::new(), &mut page)
+        acode_run::report::html::render(&store, RUN, redactor(), &mut page)
             .expect("the report of the run as recorded");
         let scripts = count_scripts(&page);
         Mutex::new(Fixture {
@@ -410,24 +415,26 @@ fn ok<T>(what: &str, r: Result<T, StoreError>) -> Option<T> {
     r.map_err(|e| check_error(what, &e)).ok()
 }
 
+/// The report's redactor: one per process (building one compiles its patterns).
+fn redactor() -> &'static Redactor {
+    static R: OnceLock<Redactor> = OnceLock::new();
+    R.get_or_init(Redactor::new)
+}
+
 fn read_back(f: &Fixture) {
     let store = &f.store;
-    let redactor = Redactor::new();
+    let redactor = redactor();
     let workspace = f.workspace.display().to_string();
     let db = f.path.display().to_string();
 
-    // `acode-run runs` and `show` as text (their `--json` forms serialise what the readers
-    // below return): the commands themselves, with their arithmetic on recorded numbers.
-    for argv in [&["runs"][..], &["show", "0c0f"][..]] {
-        let mut args: Vec<std::ffi::OsString> = argv.iter().map(|a| a.into()).collect();
-        args.extend([
-            "--workspace".into(),
-            workspace.clone().into(),
-            "--db".into(),
-            db.clone().into(),
-        ]);
-        acode_run::cli::main_with_args(args);
-    }
+    // `acode-run show` as text (`show --json` and `runs` serialise or print what the readers
+    // below return): the command itself, with its arithmetic on recorded numbers.
+    acode_run::cli::main_with_args(
+        ["show", "0c0f", "--workspace", &workspace, "--db", &db]
+            .iter()
+            .map(|a| a.into())
+            .collect(),
+    );
 
     let _ = ok("list_runs", store.list_runs(50));
     let _ = ok(
@@ -523,7 +530,7 @@ fn read_back(f: &Fixture) {
 
     // `acode-run report`.
     let mut page = Vec::new();
-    match acode_run::report::html::render(store, id, &redactor, &mut page) {
+    match acode_run::report::html::render(store, id, redactor, &mut page) {
         Err(acode_run::report::html::HtmlError::Store(e)) => check_error("report", &e),
         Err(e) => panic!("report: {e}"),
         Ok(()) => {
