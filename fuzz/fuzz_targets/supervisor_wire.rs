@@ -34,7 +34,11 @@ fn request(seed: &[u8], i: usize) -> Request {
         ],
         cwd: "/tmp".into(),
         rlimits: vec![(i as u8, seed.len() as u64, u64::MAX)],
-        seccomp: i % 3 == 0,
+        seccomp: match i % 3 {
+            0 => Some(acode_run::process::seccomp::Kind::Network),
+            1 => Some(acode_run::process::seccomp::Kind::Landlock),
+            _ => None,
+        },
     }
 }
 

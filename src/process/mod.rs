@@ -614,7 +614,7 @@ fn launch_in(sup: &Supervisor, spec: &CommandSpec) -> std::io::Result<(Child, Fi
             .iter()
             .map(|l| (l.resource.index(), l.soft, l.hard))
             .collect(),
-        seccomp: spec.setup.seccomp.is_some(),
+        seccomp: spec.setup.seccomp.map(|f| f.kind()),
     };
     let (out_r, out_w) = spawn::pipe()?;
     let (err_r, err_w) = spawn::pipe()?;

@@ -12,11 +12,46 @@
 //! process; `socket(AF_INET|AF_INET6, SOCK_DGRAM|SOCK_RAW, …)` and `socket(AF_PACKET, …)` fail with
 //! `EACCES`; `io_uring_setup` fails with `ENOSYS` (programs then fall back to ordinary calls);
 //! everything else is allowed.
+//!
+//! Under Landlock alone ([`Kind::Landlock`]) `socket(AF_UNIX, …)` fails with `EACCES` too: below
+//! Landlock ABI 9 nothing checks `connect` to a pathname socket by its path, so a command could
+//! reach the host's (the Docker daemon's, an ssh-agent's, D-Bus) where bwrap shows none of them.
+//! `socketpair` is not refused: a connected pair reaches nothing outside the command.
 
 use std::sync::OnceLock;
 
+/// Which filter a command gets: what its mode's other layers leave open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// UDP, raw and packet sockets and `io_uring` refused (bwrap: the mount namespace shows no
+    /// socket of the host's, and the network namespace has none).
+    Network,
+    /// [`Kind::Network`], and UNIX sockets refused too (Landlock alone; see the module docs).
+    Landlock,
+}
+
+impl Kind {
+    /// The kind's byte on the supervisor's wire.
+    pub fn code(self) -> u8 {
+        match self {
+            Kind::Network => 1,
+            Kind::Landlock => 2,
+        }
+    }
+
+    /// The kind of a wire byte (`0` is no filter).
+    pub fn from_code(code: u8) -> Option<Kind> {
+        match code {
+            1 => Some(Kind::Network),
+            2 => Some(Kind::Landlock),
+            _ => None,
+        }
+    }
+}
+
 /// The installed program, kept alive for the children that point at it.
 pub struct Filter {
+    kind: Kind,
     instructions: Vec<libc::sock_filter>,
     prog: libc::sock_fprog,
 }
@@ -76,11 +111,11 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The program (see the module docs).
-fn program() -> Vec<libc::sock_filter> {
+/// The program of `kind` (see the module docs).
+fn program(kind: Kind) -> Vec<libc::sock_filter> {
     let deny = RET_ERRNO | libc::EACCES as u32;
     let nosys = RET_ERRNO | libc::ENOSYS as u32;
-    vec![
+    let mut p = vec![
         // 0: the architecture must be ours.
         stmt(LD_W_ABS, OFF_ARCH),
         jump(JEQ_K, AUDIT_ARCH, 1, 0),
@@ -108,23 +143,44 @@ fn program() -> Vec<libc::sock_filter> {
         jump(JEQ_K, libc::SOCK_RAW as u32, 1, 0),
         stmt(RET_K, RET_ALLOW),
         stmt(RET_K, deny),
-    ]
+    ];
+    if kind == Kind::Landlock {
+        // After the domain is loaded (10): AF_UNIX → EACCES, before the other domains' checks.
+        p.splice(
+            11..11,
+            [jump(JEQ_K, libc::AF_UNIX as u32, 0, 1), stmt(RET_K, deny)],
+        );
+    }
+    p
 }
 
-/// The filter, built once per process.
-pub fn filter() -> &'static Filter {
-    static FILTER: OnceLock<Filter> = OnceLock::new();
-    FILTER.get_or_init(|| {
-        let instructions = program();
+/// The filter of `kind`, built once per process.
+pub fn filter(kind: Kind) -> &'static Filter {
+    static FILTERS: [OnceLock<Filter>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = match kind {
+        Kind::Network => &FILTERS[0],
+        Kind::Landlock => &FILTERS[1],
+    };
+    slot.get_or_init(|| {
+        let instructions = program(kind);
         let prog = libc::sock_fprog {
             len: instructions.len() as u16,
             filter: instructions.as_ptr() as *mut libc::sock_filter,
         };
-        Filter { instructions, prog }
+        Filter {
+            kind,
+            instructions,
+            prog,
+        }
     })
 }
 
 impl Filter {
+    /// Which filter this is (what the supervisor's shim is told to install).
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
     /// A pointer the child passes to the kernel.
     pub fn as_ptr(&self) -> *const libc::sock_fprog {
         &self.prog
@@ -155,14 +211,63 @@ mod tests {
 
     #[test]
     fn every_jump_lands_inside_the_program() {
-        let p = program();
-        for (i, ins) in p.iter().enumerate() {
-            if ins.code & libc::BPF_JMP as u16 != 0 && ins.code & 0x07 == libc::BPF_JMP as u16 {
-                assert!(i + 1 + (ins.jt as usize) < p.len(), "jt of {i}");
-                assert!(i + 1 + (ins.jf as usize) < p.len(), "jf of {i}");
+        for kind in [Kind::Network, Kind::Landlock] {
+            let p = program(kind);
+            for (i, ins) in p.iter().enumerate() {
+                if ins.code & libc::BPF_JMP as u16 != 0 && ins.code & 0x07 == libc::BPF_JMP as u16 {
+                    assert!(i + 1 + (ins.jt as usize) < p.len(), "jt of {i}");
+                    assert!(i + 1 + (ins.jf as usize) < p.len(), "jf of {i}");
+                }
             }
+            // The last instruction returns.
+            assert_eq!(p.last().unwrap().code, RET_K);
+            assert_eq!(Kind::from_code(kind.code()), Some(kind));
         }
-        // The last instruction returns.
-        assert_eq!(p.last().unwrap().code, RET_K);
+        assert_eq!(Kind::from_code(0), None);
+    }
+
+    /// Each filter installed in a real child: what it refuses and what it lets through.
+    #[test]
+    fn the_landlock_filter_refuses_unix_sockets_and_keeps_socketpairs() {
+        for (kind, unix_refused) in [(Kind::Network, false), (Kind::Landlock, true)] {
+            let prog = filter(kind).as_ptr();
+            // SAFETY: fork in a test; the child makes async-signal-safe calls only and exits.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0);
+            if pid == 0 {
+                // SAFETY: in the child: install, then try each socket; exit with a bit mask.
+                unsafe {
+                    if install(prog).is_err() {
+                        libc::_exit(100);
+                    }
+                    let unix = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) >= 0;
+                    let mut pair = [0; 2];
+                    let pair_ok =
+                        libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, pair.as_mut_ptr())
+                            == 0;
+                    let udp = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) >= 0;
+                    let tcp = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) >= 0;
+                    libc::_exit(
+                        i32::from(unix)
+                            | i32::from(pair_ok) << 1
+                            | i32::from(udp) << 2
+                            | i32::from(tcp) << 3,
+                    );
+                }
+            }
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            let bits = libc::WEXITSTATUS(status);
+            assert_ne!(bits, 100, "{kind:?}: the filter was not installed");
+            assert_eq!(
+                bits & 1 == 0,
+                unix_refused,
+                "{kind:?}: AF_UNIX socket ({bits:#b})"
+            );
+            assert_eq!(bits & 2, 2, "{kind:?}: socketpair ({bits:#b})");
+            assert_eq!(bits & 4, 0, "{kind:?}: UDP ({bits:#b})");
+            assert_eq!(bits & 8, 8, "{kind:?}: TCP ({bits:#b})");
+        }
     }
 }

@@ -15,8 +15,9 @@
 //!   executed: no home directory, no `~/.ssh`, no host `/tmp`, no disk device. (Landlock does not
 //!   restrict `stat`: a command can still learn that a path exists, not what it holds.)
 //! - **Writes** (every write-like filesystem right the ABI knows: create, remove, rename, write,
-//!   truncate (ABI 3), device ioctls (ABI 5), connecting to pathname UNIX sockets (ABI 9)) are
-//!   handled, so they are denied except beneath the granted hierarchies.
+//!   truncate (ABI 3), device ioctls (ABI 5)) are handled, so they are denied except beneath the
+//!   granted hierarchies. (UNIX sockets are refused by the seccomp filter instead:
+//!   [`crate::process::seccomp::Kind::Landlock`].)
 //! - **Protected paths** (`.git/`, `.acode/`, the policy file, the plan and the database — whatever
 //!   [`Workspace::protected`] lists — plus every `.git` at any depth and the approval files the
 //!   caller passes, as bwrap mounts them read-only): Landlock grants rights on whole hierarchies and cannot deny a
@@ -87,9 +88,9 @@ pub fn missing_restrictions(abi: u32) -> Vec<&'static str> {
             "signals and abstract UNIX sockets outside the command are not scoped (Landlock ABI < 6)",
         );
     }
-    if abi < 9 {
-        out.push("pathname UNIX sockets outside the workspace are reachable (Landlock ABI < 9)");
-    }
+    // Pathname UNIX sockets outside the workspace (Landlock ABI < 9 does not check `connect` by
+    // path) are held by the seccomp filter instead: commands under Landlock cannot create UNIX
+    // sockets at all (`process::seccomp::Kind::Landlock`).
     out
 }
 

@@ -799,7 +799,7 @@ impl OsSandbox {
                 // Where the Landlock domain starts under this bwrap, so does a filter (both need
                 // no_new_privs, which a setuid bwrap would not survive).
                 if self.bwrap_landlock.is_some() {
-                    spec.setup.seccomp = Some(seccomp::filter());
+                    spec.setup.seccomp = Some(seccomp::filter(seccomp::Kind::Network));
                 }
             }
             SandboxMode::Landlock => {
@@ -827,7 +827,9 @@ impl OsSandbox {
                     )?);
                 }
                 spec.setup.drop_caps = true;
-                spec.setup.seccomp = Some(seccomp::filter());
+                // UNIX sockets too: below Landlock ABI 9 nothing else keeps a command from the
+                // host's (docker, ssh-agent, D-Bus), which bwrap does not show.
+                spec.setup.seccomp = Some(seccomp::filter(seccomp::Kind::Landlock));
                 if supervise && let Some(domain) = &self.landlock_shim {
                     // One supervisor for the run: there are no mounts to tell sandboxes apart.
                     spec.supervisor = self.supervisor_for(Vec::new(), || {

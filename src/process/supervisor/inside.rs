@@ -206,9 +206,13 @@ fn one_command(
     drop(own);
     // The seccomp filter goes on the shim once, and every command it starts inherits it:
     // installing it compiles the program, which cost more per command than anything else here.
-    if req.seccomp && !entered.filter {
+    if let Some(kind) = req.seccomp
+        && !entered.filter
+    {
         // SAFETY: the filter is a static, valid program.
-        unsafe { crate::process::seccomp::install(crate::process::seccomp::filter().as_ptr())? };
+        unsafe {
+            crate::process::seccomp::install(crate::process::seccomp::filter(kind).as_ptr())?
+        };
         entered.filter = true;
     }
     let program = program_for(&req)?;

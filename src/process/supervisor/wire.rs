@@ -47,8 +47,8 @@ pub struct Request {
     pub cwd: String,
     /// `(resource index, soft, hard)` per limit; see [`crate::process::spawn::Resource`].
     pub rlimits: Vec<(u8, u64, u64)>,
-    /// Whether to install the run's seccomp filter.
-    pub seccomp: bool,
+    /// Which seccomp filter the shim installs, if any.
+    pub seccomp: Option<crate::process::seccomp::Kind>,
 }
 
 impl Request {
@@ -76,7 +76,7 @@ impl Request {
             body.extend_from_slice(&soft.to_le_bytes());
             body.extend_from_slice(&hard.to_le_bytes());
         }
-        body.push(u8::from(self.seccomp));
+        body.push(self.seccomp.map_or(0, |k| k.code()));
         let mut out = Vec::with_capacity(body.len() + 4);
         out.extend_from_slice(&(body.len() as u32).to_le_bytes());
         out.extend_from_slice(&body);
@@ -105,7 +105,13 @@ impl Request {
         let rlimits = (0..r.u8()?)
             .map(|_| Ok((r.u8()?, r.u64()?, r.u64()?)))
             .collect::<io::Result<_>>()?;
-        let seccomp = r.u8()? != 0;
+        let seccomp = match r.u8()? {
+            0 => None,
+            code => Some(
+                crate::process::seccomp::Kind::from_code(code)
+                    .ok_or_else(|| bad("an unknown seccomp filter"))?,
+            ),
+        };
         Ok(Request {
             program,
             argv,
@@ -278,7 +284,7 @@ mod tests {
             ],
             cwd: "/w".into(),
             rlimits: vec![(2, 5, 6)],
-            seccomp: true,
+            seccomp: Some(crate::process::seccomp::Kind::Landlock),
         };
         let bytes = req.encode();
         assert_eq!(Request::read(&mut &bytes[..]).unwrap(), req);

@@ -659,3 +659,43 @@ fn a_later_command_finds_its_temporary_directory_empty() {
     // The link was removed, not followed.
     assert!(std::path::Path::new("/etc/passwd").exists());
 }
+
+/// A UNIX socket of the host's (what the Docker daemon, an ssh-agent or D-Bus listen on) is out of
+/// reach under Landlock, as under bwrap, which does not show it: Landlock below ABI 9 does not
+/// check `connect` by path, so the seccomp filter refuses UNIX sockets to commands under Landlock
+/// (a connected `socketpair` still works: it reaches nothing outside).
+#[test]
+fn under_landlock_a_unix_socket_outside_cannot_be_reached() {
+    if !landlock_usable() {
+        return;
+    }
+    let t = TestDir::new();
+    let dir = t.outside.join("agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let plan = t.plan(
+        "u.json",
+        &json!({"plan_id": "unix", "steps": [
+            py(&t, "connect", &format!(
+                "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+                 s.settimeout(5)\ns.connect({:?})\ns.send(b'x')\nprint('connected')",
+                path.to_str().unwrap())),
+            py(&t, "pair", "import socket\na, b = socket.socketpair()\na.send(b'hi')\nprint(b.recv(2).decode())"),
+        ]}),
+    );
+    let out = t.approve_and_run(&plan, &["--sandbox", "landlock"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(status(&t, "connect"), "failed");
+    let err = artifact_of(&t, "connect", "stderr");
+    assert!(err.contains("PermissionError"), "{err}");
+    assert!(!artifact_of(&t, "connect", "stdout").contains("connected"));
+    assert!(listener.accept().is_err(), "nothing may have connected");
+    assert_eq!(status(&t, "pair"), "completed", "{}", error_of(&t, "pair"));
+    assert_eq!(artifact_of(&t, "pair", "stdout").trim(), "hi");
+    // Control: the socket accepts a connection from outside the sandbox.
+    std::os::unix::net::UnixStream::connect(&path).unwrap();
+    listener.set_nonblocking(false).unwrap();
+    assert!(listener.accept().is_ok());
+}
