@@ -43,6 +43,10 @@ dict_for() {
   esac
 }
 
+# The targets' scratch directories (acode_run_fuzz::scratch, under TMPDIR) go in a directory of
+# this smoke's own, removed at the end: a sweep of every `acode-fuzz-*` would pull the scratch
+# directory from under a long run going on beside it.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/acode-fuzz-smoke-scratch.XXXXXX")
 failed=()
 for t in "${targets[@]}"; do
   dict=$(dict_for "$t")
@@ -53,7 +57,7 @@ for t in "${targets[@]}"; do
   args=(-runs="$runs" -max_total_time=30 -timeout=30 -rss_limit_mb=2048 -print_final_stats=1)
   [ -n "$dict" ] && args+=(-dict="$dict")
   t0=$(date +%s)
-  if cargo +nightly fuzz run "${profile[@]}" -s "$sanitizer" "$t" "$work" -- "${args[@]}" >"$work.log" 2>&1; then
+  if TMPDIR="$scratch" cargo +nightly fuzz run "${profile[@]}" -s "$sanitizer" "$t" "$work" -- "${args[@]}" >"$work.log" 2>&1; then
     echo "fuzz-smoke: $t ok ($(($(date +%s) - t0)) s, $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work.log" | grep -o '[0-9]*$') runs)"
   else
     echo "fuzz-smoke: $t FAILED; the end of its log:"
@@ -62,8 +66,7 @@ for t in "${targets[@]}"; do
   fi
   rm -rf "$work" "$work.log"
 done
-# The targets' scratch directories (acode_run_fuzz::scratch).
-rm -rf "${TMPDIR:-/tmp}"/acode-fuzz-[0-9]*-*
+rm -rf "$scratch"
 echo "fuzz-smoke: $(($(date +%s) - start)) s in all"
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "fuzz-smoke: failed: ${failed[*]}"
