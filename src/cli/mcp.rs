@@ -17,9 +17,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{
-    Args, CliError, approval_report, pretty, preview_of, problems_json, workspace_session,
-};
+use super::{Args, CliError, pretty, preview_of, problems_json, workspace_session};
 use crate::error::exit;
 use crate::mcp::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
 use crate::plan::{self, PlanError};
@@ -633,7 +631,7 @@ impl Server<'_> {
             "plan_id": plan.plan_id,
             "plan_sha256": plan.sha256,
             "preview": crate::preview::render(&preview),
-            "approval": approval_report(&path, &plan, &policy, self.session.workspace()),
+            "approval": self.session.approval(&path, &plan, &policy),
         }))
     }
 
@@ -707,13 +705,13 @@ impl Server<'_> {
         }))
     }
 
-    /// The plan's status as `run` decides it ([`approval_report`]), and its recent runs.
+    /// The plan's status as `run` decides it ([`Session::approval`]), and its recent runs.
     fn status(&self, args: &Value) -> Result<Value, Refusal> {
         let path = self.plan_path(args)?;
         let policy = self.policy()?;
         let plan =
             plan::read(&path, &Default::default()).map_err(|e| Refusal::from(e.to_string()))?;
-        let approval = approval_report(&path, &plan, &policy, self.session.workspace());
+        let approval = self.session.approval(&path, &plan, &policy);
         let auth = plan::auth::load(&path, &plan).ok();
         let runs = self
             .store()
@@ -728,9 +726,9 @@ impl Server<'_> {
         Ok(json!({
             "plan_id": plan.plan_id,
             "plan_sha256": plan.sha256,
-            "status": approval["status"],
-            "may_run": approval["may_run"],
-            "reason": approval["reason"],
+            "status": approval.status,
+            "may_run": approval.may_run,
+            "reason": approval.reason,
             "decided_by": auth.as_ref().map(|a| a.decided_by.clone()).filter(|b| !b.is_empty()),
             "mcp_servers_pinned": auth.as_ref().map(|a| a.mcp.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
             "runs": runs,

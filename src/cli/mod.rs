@@ -62,7 +62,7 @@ use crate::executor::{ConfirmMode, Fanout, ProgressCallback};
 use crate::plan::{self, AuthStatus, Plan, PlanAuthorization};
 use crate::policy::Policy;
 use crate::redact::Redactor;
-use crate::runner::session::{Session, SessionError, SessionOptions, Validated};
+use crate::runner::session::{ApprovalOutlook, Session, SessionError, SessionOptions, Validated};
 use crate::runner::{PlanRunner, RunOptions, RunSettings, RunnerError, Target};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
@@ -764,7 +764,7 @@ fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         .resolve_sandbox(&policy)
         .map(|sb| crate::events::SandboxInfo::of(&sb))
         .map_err(|e| format!("a run would refuse to start: {e}"));
-    let approval = approval_report(&path, &plan, &policy, ws);
+    let approval = session.approval(&path, &plan, &policy);
     if args.json {
         // A closed stdout is ignored, as `outln!` does.
         let _ = reports::write_preview_json(
@@ -881,39 +881,10 @@ fn preview_of(
     crate::preview::preview(plan, ws, policy).map_err(|problems| cannot_preview(plan, &problems))
 }
 
-/// What `run` would decide about the plan at `path` right now ([`crate::runner::authorize`], the
-/// one decision), for `preview` and the MCP server's `plan_status`: `status` (`approved`,
-/// `pending`, `rejected` or `not runnable`), `may_run`, and `reason`, the words `run` prints when
-/// it refuses (redact before showing).
-fn approval_report(path: &Path, plan: &Plan, policy: &Policy, ws: &Workspace) -> serde_json::Value {
-    use crate::plan::AuthError;
-    let decided = plan::auth::approval_key()
-        .map_err(|e| RunnerError::Setup(e.to_string()))
-        .and_then(|key| crate::runner::authorization_for(path, plan, policy, ws, key.as_deref()));
-    let (status, reason) = match decided {
-        Ok(_) => ("approved", None),
-        Err(e) => (
-            match &e {
-                RunnerError::Unauthorized {
-                    source: AuthError::Pending,
-                    ..
-                } => "pending",
-                RunnerError::Unauthorized {
-                    source: AuthError::Rejected { .. },
-                    ..
-                } => "rejected",
-                _ => "not runnable",
-            },
-            Some(e.to_string()),
-        ),
-    };
-    serde_json::json!({"status": status, "may_run": reason.is_none(), "reason": reason})
-}
-
-/// `approval: …`, the last line of `preview`: what `run` would decide (see [`approval_report`]).
-fn approval_line(approval: &serde_json::Value) -> String {
-    let status = approval["status"].as_str().unwrap_or_default();
-    match approval["reason"].as_str() {
+/// `approval: …`, the last line of `preview`: what `run` would decide ([`Session::approval`]).
+fn approval_line(approval: &ApprovalOutlook) -> String {
+    let status = approval.status;
+    match approval.reason.as_deref() {
         None => format!("approval: {status} (run may start it)"),
         Some(reason) => format!(
             "approval: {status}; run would refuse it: {}",

@@ -269,8 +269,8 @@ pub(super) struct Outlook<'a> {
     pub confirm_mode: &'a str,
     /// The sandbox a run would get, or why it cannot.
     pub sandbox: &'a Result<crate::events::SandboxInfo, String>,
-    /// `approval_report`'s answer.
-    pub approval: &'a serde_json::Value,
+    /// What `run` would decide ([`crate::runner::session::Session::approval`]).
+    pub approval: &'a crate::runner::session::ApprovalOutlook,
 }
 
 /// `preview --json`: the bytes of `to_string_pretty` of the whole redacted [`Preview`]
@@ -348,8 +348,11 @@ pub(super) fn write_preview_json(
             top.insert("sandbox_error".into(), e.clone().into());
         }
     }
-    // What `run` would decide now (the same decision, `approval_report`).
-    top.insert("approval".into(), outlook.approval.clone());
+    // What `run` would decide now (the same decision, `Session::approval`).
+    top.insert(
+        "approval".into(),
+        serde_json::to_value(outlook.approval).unwrap_or_default(),
+    );
     let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),

@@ -115,6 +115,18 @@ pub struct Validated {
     pub mcp_programs: Vec<(String, String)>,
 }
 
+/// What `run` would decide about a plan now ([`Session::approval`]): `preview`'s last line, and
+/// the MCP server's `preview_plan` and `plan_status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ApprovalOutlook {
+    /// `approved`, `pending`, `rejected` or `not runnable`.
+    pub status: &'static str,
+    /// Whether `run` would start it.
+    pub may_run: bool,
+    /// Why not, in `run`'s words.
+    pub reason: Option<String>,
+}
+
 /// One command's view of its workspace: see the module docs.
 pub struct Session {
     workspace: Workspace,
@@ -281,6 +293,41 @@ impl Session {
                 Some((s.step_id.clone(), r))
             })
             .collect()
+    }
+
+    /// What `run` would decide about `plan` (read from `path`) under `policy` here: the same
+    /// checks ([`super::authorization_for`]: approval file, signature under the configured key,
+    /// policy binding, skills, MCP pins), as an outcome rather than an error.
+    pub fn approval(&self, path: &Path, plan: &Plan, policy: &Policy) -> ApprovalOutlook {
+        use super::RunnerError;
+        use crate::plan::AuthError;
+        let decided = plan::auth::approval_key()
+            .map_err(|e| RunnerError::Setup(e.to_string()))
+            .and_then(|key| {
+                super::authorization_for(path, plan, policy, &self.workspace, key.as_deref())
+            });
+        match decided {
+            Ok(_) => ApprovalOutlook {
+                status: "approved",
+                may_run: true,
+                reason: None,
+            },
+            Err(e) => ApprovalOutlook {
+                status: match &e {
+                    RunnerError::Unauthorized {
+                        source: AuthError::Pending,
+                        ..
+                    } => "pending",
+                    RunnerError::Unauthorized {
+                        source: AuthError::Rejected { .. },
+                        ..
+                    } => "rejected",
+                    _ => "not runnable",
+                },
+                may_run: false,
+                reason: Some(e.to_string()),
+            },
+        }
     }
 
     /// Records a decision on `plan` (read from `path`) under `policy` in the session's database,
