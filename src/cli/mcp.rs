@@ -216,7 +216,7 @@ fn problem_schema() -> Value {
       "required": ["kind", "location", "message"]})
 }
 
-/// What `run` would decide about a plan (`approval_report`).
+/// What `run` would decide about a plan (`Session::approval`).
 fn approval_schema() -> Value {
     json!({"type": "object", "properties": {
         "status": {"enum": ["approved", "pending", "rejected", "not runnable"]},
