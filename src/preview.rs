@@ -19,8 +19,7 @@ use serde_json::Value;
 use crate::plan::validate::{builtins, dependency_order, substitute_arguments};
 use crate::plan::variables::Variables;
 use crate::plan::{Plan, Problem};
-use crate::policy::Policy;
-use crate::policy::SandboxMode;
+use crate::policy::{Policy, SandboxMode};
 use crate::tools::agent::AgentArgs;
 use crate::tools::args::parse;
 use crate::tools::command::{CommandArgs, argv_of};
@@ -629,8 +628,7 @@ fn program_of(
     cwd: &str,
     a: &CommandArgs,
 ) -> Result<Option<String>, Effect> {
-    use crate::policy::program::ProgramError;
-    use crate::policy::program::resolve;
+    use crate::policy::program::{ProgramError, resolve};
     let cwd = sim.workspace.root().join(cwd);
     let env: Vec<(String, String)> = a.env.clone().unwrap_or_default().into_iter().collect();
     let path = crate::policy::env::child_env(sim.policy, &env)

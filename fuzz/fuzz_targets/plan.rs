@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 use acode_run::plan::{ValidationContext, parse, validate};
 use acode_run::policy::Policy;
-use acode_run::workspace::Workspace;
 use acode_run::tools::ToolRegistry;
+use acode_run::workspace::Workspace;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

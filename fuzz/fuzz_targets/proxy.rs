@@ -15,8 +15,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use acode_run::policy::network::HostRule;
 use acode_run::net::proxy::Proxy;
+use acode_run::policy::network::HostRule;
 use libfuzzer_sys::fuzz_target;
 
 struct World {

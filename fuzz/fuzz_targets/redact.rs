@@ -8,9 +8,7 @@
 //! escaped form); redaction is a fixed point (redacting the output again changes nothing).
 #![no_main]
 
-use acode_run::redact::Redactor;
-use acode_run::redact::MIN_SECRET_LEN;
-use acode_run::redact::REDACTED;
+use acode_run::redact::{MIN_SECRET_LEN, REDACTED, Redactor};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 

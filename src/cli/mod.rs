@@ -390,8 +390,7 @@ fn dispatch(
             outln!("{}", pretty(&registry.describe()));
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
-            use crate::policy::DEFAULT_ALLOWLIST;
-            use crate::policy::DEFAULT_CONFIRM_TOOLS;
+            use crate::policy::{DEFAULT_ALLOWLIST, DEFAULT_CONFIRM_TOOLS};
             errln!(
                 "run_command's built-in allowlist (allowed, and run without asking): {}
                  acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \

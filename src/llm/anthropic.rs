@@ -21,12 +21,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::LlmConfig;
-use super::Provider;
 use super::http::{self, KeyHeader};
 use super::parse::{self, IdAllocator};
 use super::provider::{HttpClient, Wire, float, replay_arguments};
-use super::{ChatRequest, ChatResponse, LlmError, LlmToolCall, Message, Usage};
+use super::{
+    ChatRequest, ChatResponse, LlmConfig, LlmError, LlmToolCall, Message, Provider, Usage,
+};
 
 /// The `anthropic-version` header value. The Messages API requires the header; `2023-06-01` is the
 /// version its documentation uses, and local servers accept (or ignore) it.

@@ -21,8 +21,7 @@ pub(crate) struct HttpReply {
 /// configured timeout and `config.ca_cert`'s certificates (a CA file that cannot be loaded leaves
 /// the agent trusting nothing at all, fail closed; [`LlmConfig::validate`] reports the file first).
 pub(crate) fn agent(config: &LlmConfig) -> ureq::Agent {
-    use crate::net::agent::Trust;
-    use crate::net::agent::agent;
+    use crate::net::agent::{Trust, agent};
     let trust = match &config.ca_cert {
         None => Trust::WebPki,
         Some(path) => Trust::Extra(

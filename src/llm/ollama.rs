@@ -8,12 +8,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::LlmConfig;
-use super::Provider;
-use super::http;
 use super::parse::{self, IdAllocator};
 use super::provider::{HttpClient, Wire, float, replay_arguments};
-use super::{ChatRequest, ChatResponse, LlmError, Message, Usage};
+use super::{ChatRequest, ChatResponse, LlmConfig, LlmError, Message, Provider, Usage, http};
 
 /// Ollama's native wire: `POST {root}/api/chat` (a trailing `/v1` of the base URL removed), the
 /// key as a bearer token.
@@ -196,8 +193,7 @@ pub fn parse_response(
 mod tests {
     use super::*;
     use crate::llm::scripted::{ScriptedResponse, ScriptedServer};
-    use crate::llm::{LlmClient, LlmConfig};
-    use crate::llm::{LlmToolCall, Provider, ToolSpec};
+    use crate::llm::{LlmClient, LlmConfig, LlmToolCall, Provider, ToolSpec};
 
     fn config(server: &ScriptedServer) -> LlmConfig {
         let mut c = LlmConfig::new(server.url(), "llama3.2");

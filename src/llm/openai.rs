@@ -15,12 +15,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::LlmConfig;
-use super::Provider;
 use super::http::{self, KeyHeader};
 use super::parse::{self, IdAllocator};
 use super::provider::{HttpClient, Wire, float, replay_arguments};
-use super::{ChatRequest, ChatResponse, LlmError, Message, Usage};
+use super::{ChatRequest, ChatResponse, LlmConfig, LlmError, Message, Provider, Usage};
 
 /// The OpenAI-compatible wire: `POST {base}/chat/completions`, the key as a bearer token.
 pub const WIRE: Wire = Wire {

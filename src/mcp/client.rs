@@ -23,8 +23,7 @@ use thiserror::Error;
 
 use super::{HANDSHAKE_VERSIONS, STATELESS_VERSION, sanitize_line};
 use crate::process;
-use crate::process::CommandSpec;
-use crate::process::Service;
+use crate::process::{CommandSpec, Service};
 
 /// Longest line read from a server's stdout (a bigger one fails the request).
 const MAX_LINE: usize = 16 * 1024 * 1024;

@@ -34,12 +34,8 @@ use serde_json::{Value, json};
 use super::client::{Client, Incoming, McpError, Transport};
 use super::{STATELESS_VERSION, sanitize_line};
 use crate::error::now_ms;
-use crate::net::agent::Trust;
-use crate::net::agent::agent;
-use crate::policy::network::Endpoint;
-use crate::policy::network::HostRule;
-use crate::policy::network::NetworkRequest;
-use crate::policy::network::decide;
+use crate::net::agent::{Trust, agent};
+use crate::policy::network::{Endpoint, HostRule, NetworkRequest, decide};
 
 /// Largest JSON answer, and largest SSE stream read for one request (bytes).
 pub const MAX_BODY: usize = 16 * 1024 * 1024;

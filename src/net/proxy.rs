@@ -32,12 +32,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::now_ms;
-use crate::policy::network::Host;
-use crate::policy::network::HostRule;
-use crate::policy::network::NetworkRequest;
-use crate::policy::network::canonical_host;
-use crate::policy::network::decide;
-use crate::policy::network::split_host_port;
+use crate::policy::network::{
+    Host, HostRule, NetworkRequest, canonical_host, decide, split_host_port,
+};
 
 /// Largest request head read (request line and headers).
 const MAX_HEAD: usize = 32 * 1024;

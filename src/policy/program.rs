@@ -31,8 +31,7 @@ use std::sync::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::process::on_path;
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
+use crate::workspace::{SandboxViolation, Workspace};
 
 /// A program resolved for one command.
 #[derive(Debug, Clone, PartialEq, Eq)]

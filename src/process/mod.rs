@@ -35,14 +35,10 @@ use std::time::{Duration, Instant};
 
 use std::os::unix::process::ExitStatusExt;
 
-pub use crate::process::spawn::ChildSetup;
-pub use crate::process::spawn::Resource;
-pub use crate::process::spawn::Rlimit;
 use crate::process::spawn::has_exited;
-use crate::process::supervisor::Ended;
-use crate::process::supervisor::Remote;
-use crate::process::supervisor::Supervisor;
+pub use crate::process::spawn::{ChildSetup, Resource, Rlimit};
 use crate::process::supervisor::wire::Request;
+use crate::process::supervisor::{Ended, Remote, Supervisor};
 
 /// How often the cancel flag is looked at while a child runs.
 const POLL: Duration = Duration::from_millis(20);

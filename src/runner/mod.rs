@@ -34,14 +34,12 @@ use crate::executor::{
 use crate::llm::LlmClient;
 use crate::plan::auth::{AuthStatus, PlanAuthorization};
 use crate::plan::{self, ApprovedPlan, AuthError, Plan, PlanError, ValidationContext};
-use crate::policy::Policy;
-use crate::policy::SandboxMode;
+use crate::policy::{Policy, SandboxMode};
 use crate::redact::Redactor;
 use crate::sandbox::OsSandbox;
 use crate::store::{DecisionRow, Store, StoreError};
 use crate::tools::ToolRegistry;
-use crate::workspace::Workspace;
-use crate::workspace::absolute;
+use crate::workspace::{Workspace, absolute};
 use session::{Session, SessionError, SessionOptions};
 
 /// What a run is prepared with. `RunOptions::default()` is the command line's defaults: the

@@ -20,8 +20,7 @@ use serde_json::{Map, Value};
 use crate::executor::AgentSettings;
 use crate::executor::callbacks::ConfirmMode;
 use crate::llm::{LlmConfig, Provider, ToolProtocol};
-use crate::policy::Policy;
-use crate::policy::SandboxMode;
+use crate::policy::{Policy, SandboxMode};
 
 /// Everything a run is started with that changes what it does (see the module docs). `None`
 /// means "not given": the default applies to a new run, the record to a resumed one.

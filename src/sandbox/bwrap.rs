@@ -34,9 +34,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::policy::SandboxMode;
-use crate::process::ArgvWrapper;
-use crate::process::CommandSpec;
-use crate::process::run;
+use crate::process::{ArgvWrapper, CommandSpec, run};
 use crate::workspace::Workspace;
 use crate::workspace::guard::ProtectedGuard;
 
@@ -266,10 +264,7 @@ impl BwrapSpec {
         for (copy, target) in &self.files {
             out.extend(["--ro-bind".into(), s(copy), s(target)]);
         }
-        use crate::net::forward::INSIDE_EXE;
-        use crate::net::forward::INSIDE_PORT;
-        use crate::net::forward::INSIDE_SOCKET;
-        use crate::net::forward::SUBCOMMAND;
+        use crate::net::forward::{INSIDE_EXE, INSIDE_PORT, INSIDE_SOCKET, SUBCOMMAND};
         let exe = self.forward.as_ref().map(|f| &f.exe);
         if let Some(exe) = exe.or(self.runner_exe.as_ref()) {
             out.extend([

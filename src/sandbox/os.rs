@@ -22,25 +22,15 @@ use thiserror::Error;
 
 use crate::net::forward;
 use crate::net::proxy::Proxy;
-use crate::policy::Limits;
-use crate::policy::SandboxMode;
-use crate::policy::config_secrets;
-use crate::policy::network::Entry;
-use crate::policy::network::NetworkPolicy;
-use crate::policy::network::NetworkRequest;
-use crate::process::CommandOutput;
-use crate::process::CommandSpec;
-use crate::process::PrivateTemp;
-use crate::process::Resource;
-use crate::process::Rlimit;
-use crate::process::seccomp;
+use crate::policy::network::{Entry, NetworkPolicy, NetworkRequest};
+use crate::policy::{Limits, SandboxMode, config_secrets};
 use crate::process::supervisor::Supervisor;
+use crate::process::{CommandOutput, CommandSpec, PrivateTemp, Resource, Rlimit, seccomp};
 use crate::sandbox::bwrap::{self, BwrapSpec, Forward};
 use crate::sandbox::landlock::{self, LandlockRules};
-use crate::workspace::Workspace;
 use crate::workspace::guard::ProtectedGuard;
-use crate::workspace::nested_git;
 use crate::workspace::nested_git::NestedGit;
+use crate::workspace::{Workspace, nested_git};
 
 /// A requested sandbox that cannot be set up (the run does not start).
 #[derive(Debug, Error)]

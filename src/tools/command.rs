@@ -26,21 +26,12 @@ use super::args::{parse as args_parse, schema_for};
 
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, root_entries};
 use crate::error::ErrorKind;
-use crate::policy::Policy;
-use crate::policy::commands::check_argv;
-use crate::policy::commands::check_command_line;
-use crate::policy::commands::needs_confirmation;
-use crate::policy::commands::split_command;
-use crate::policy::env::check_env_additions;
-use crate::policy::env::child_env;
-use crate::policy::env::harden_for_program;
-use crate::policy::program;
-use crate::policy::program::Program;
-use crate::policy::program::ProgramError;
+use crate::policy::commands::{check_argv, check_command_line, needs_confirmation, split_command};
+use crate::policy::env::{check_env_additions, child_env, harden_for_program};
+use crate::policy::program::{Program, ProgramError};
+use crate::policy::{Policy, program};
 use crate::process;
-use crate::process::Captured;
-use crate::process::CommandOutput;
-use crate::process::CommandSpec;
+use crate::process::{Captured, CommandOutput, CommandSpec};
 use crate::sandbox::CommandLimits;
 use crate::workspace::Workspace;
 

@@ -25,8 +25,7 @@ use crate::error::ErrorKind;
 use crate::policy::env::child_env;
 use crate::process;
 use crate::process::CommandSpec;
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
+use crate::workspace::{SandboxViolation, Workspace};
 
 /// The tool's registered name.
 pub const NAME: &str = "lsp_check";

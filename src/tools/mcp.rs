@@ -19,12 +19,8 @@ use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
 use crate::mcp::client::{Client, ListedTool, McpError};
 use crate::mcp::pins::{self, ServerPin};
-use crate::policy::McpServer;
-use crate::policy::Policy;
-use crate::policy::mcp_tool_name;
-use crate::policy::program;
-use crate::process::CommandSpec;
-use crate::process::spawn;
+use crate::policy::{McpServer, Policy, mcp_tool_name, program};
+use crate::process::{CommandSpec, spawn};
 use crate::sandbox::OsSandbox;
 use crate::workspace::Workspace;
 

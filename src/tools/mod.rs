@@ -31,8 +31,7 @@ use thiserror::Error;
 use crate::error::ErrorKind;
 use crate::policy::Policy;
 use crate::sandbox::OsSandbox;
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
+use crate::workspace::{SandboxViolation, Workspace};
 
 pub use registry::ToolRegistry;
 

@@ -16,10 +16,8 @@ use std::path::{Path, PathBuf};
 
 use super::{ToolContext, ToolError};
 use crate::policy::SandboxMode;
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
-use crate::workspace::fs::FsError;
-use crate::workspace::fs::parent_for_write;
+use crate::workspace::fs::{FsError, parent_for_write};
+use crate::workspace::{SandboxViolation, Workspace};
 
 /// One entry a command may create: where, and whether it is a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,11 +19,9 @@ use super::args::{parse, schema_for};
 use super::files::walk::{Flow, dir_root, json_result, skipped, truncation_note, under, walk};
 use super::files::{Pacer, resolve};
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
-use crate::policy::glob::Glob;
-use crate::policy::glob::GlobError;
-use crate::workspace::Access;
-use crate::workspace::fs as kfs;
+use crate::policy::glob::{Glob, GlobError};
 use crate::workspace::fs::EntryKind;
+use crate::workspace::{Access, fs as kfs};
 
 /// Default number of `file_search` matches.
 const DEFAULT_MAX_RESULTS: u64 = 100;

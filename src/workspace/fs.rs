@@ -30,8 +30,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
+use crate::workspace::{SandboxViolation, Workspace};
 
 /// Why a kernel-checked file operation failed.
 #[derive(Debug, thiserror::Error)]

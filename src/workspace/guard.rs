@@ -31,9 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
-use crate::workspace::fs;
+use crate::workspace::{SandboxViolation, Workspace, fs};
 
 /// File names ending like this are plan approvals (`<plan>.approval`), protected by name.
 pub const APPROVAL_SUFFIX: &str = ".approval";

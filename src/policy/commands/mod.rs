@@ -31,9 +31,7 @@
 use std::path::Path;
 
 use crate::policy::Policy;
-use crate::workspace::Access;
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
+use crate::workspace::{Access, SandboxViolation, Workspace};
 
 pub mod git;
 mod options;

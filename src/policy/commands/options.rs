@@ -4,9 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::workspace::Access;
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
+use crate::workspace::{Access, SandboxViolation, Workspace};
 
 /// Whether an option takes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

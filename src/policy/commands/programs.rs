@@ -1,8 +1,7 @@
 //! Per-program rules: one option table per program with options that run programs or write files
 //! (sort, cargo, rustc, make, npm, node, go, find, git), and the dispatch by program name.
 
-use crate::workspace::Access;
-use crate::workspace::SandboxViolation;
+use crate::workspace::{Access, SandboxViolation};
 
 use crate::policy::commands::git;
 use crate::policy::commands::options::*;

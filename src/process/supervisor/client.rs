@@ -11,14 +11,7 @@ use std::time::{Duration, Instant};
 use crate::process::spawn;
 use crate::process::spawn::ChildSetup;
 use crate::process::supervisor::wire;
-use crate::process::supervisor::wire::COMMAND;
-use crate::process::supervisor::wire::EXITED;
-use crate::process::supervisor::wire::FAILED;
-use crate::process::supervisor::wire::KILL;
-use crate::process::supervisor::wire::READY;
-use crate::process::supervisor::wire::Request;
-use crate::process::supervisor::wire::SLOT;
-use crate::process::supervisor::wire::TERM;
+use crate::process::supervisor::wire::{COMMAND, EXITED, FAILED, KILL, READY, Request, SLOT, TERM};
 
 /// How long a new supervisor may take to say it is ready (bwrap's start plus the runner binary's).
 const READY_WAIT: Duration = Duration::from_secs(20);

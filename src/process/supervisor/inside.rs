@@ -28,18 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::process::spawn;
-use crate::process::spawn::ChildSetup;
-use crate::process::spawn::Resource;
-use crate::process::spawn::Rlimit;
+use crate::process::spawn::{ChildSetup, Resource, Rlimit};
 use crate::process::supervisor::wire;
-use crate::process::supervisor::wire::COMMAND;
-use crate::process::supervisor::wire::EXITED;
-use crate::process::supervisor::wire::FAILED;
-use crate::process::supervisor::wire::KILL;
-use crate::process::supervisor::wire::READY;
-use crate::process::supervisor::wire::Request;
-use crate::process::supervisor::wire::SLOT;
-use crate::process::supervisor::wire::TERM;
+use crate::process::supervisor::wire::{COMMAND, EXITED, FAILED, KILL, READY, Request, SLOT, TERM};
 
 /// Runs the supervisor on the control socket `control` (its stdin) until the runner closes it.
 pub fn supervise(control: OwnedFd) -> i32 {

@@ -8,9 +8,8 @@ use super::walk::{Flow, dir_root, json_result, truncation_note, under, walk};
 use super::{Pacer, resolve};
 use crate::tools::args::{parse, schema_for};
 use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
-use crate::workspace::Access;
-use crate::workspace::fs as kfs;
 use crate::workspace::fs::EntryKind;
+use crate::workspace::{Access, fs as kfs};
 
 /// Default and largest `depth` of `list_directory`.
 const DEFAULT_DEPTH: u64 = 1;

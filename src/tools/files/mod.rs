@@ -41,12 +41,8 @@ use similar::{Algorithm, TextDiff};
 
 use super::{Artifact, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
-use crate::workspace::Access;
-use crate::workspace::SandboxViolation;
-use crate::workspace::Workspace;
-use crate::workspace::fs as kfs;
-use crate::workspace::fs::FsError;
-use crate::workspace::fs::Parent;
+use crate::workspace::fs::{FsError, Parent};
+use crate::workspace::{Access, SandboxViolation, Workspace, fs as kfs};
 
 pub use delete::{DeleteArgs, FileDelete};
 pub use edit::{Address, Applied, EditArgs, EditOp, FileEdit, LineAction, apply as apply_edit};

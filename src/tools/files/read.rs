@@ -9,8 +9,7 @@ use serde_json::{Value, json};
 use super::{Halt, Pacer, cut_at_char_boundary, fs_err, io_err, resolve};
 use crate::tools::args::{parse, schema_for};
 use crate::tools::{Artifact, Tool, ToolContext, ToolError, ToolOutput};
-use crate::workspace::Access;
-use crate::workspace::fs as kfs;
+use crate::workspace::{Access, fs as kfs};
 
 /// The arguments of `file_read`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -19,10 +19,8 @@ use serde_json::Value;
 
 use super::{Halt, fs_err, io_err, resolve};
 use crate::tools::{Artifact, ToolContext, ToolError, ToolOutput};
-use crate::workspace::Access;
-use crate::workspace::fs as kfs;
-use crate::workspace::fs::EntryKind;
-use crate::workspace::fs::FsError;
+use crate::workspace::fs::{EntryKind, FsError};
+use crate::workspace::{Access, fs as kfs};
 
 /// Directories `file_search` and `file_glob` never enter: version control and acode-run's own.
 const SKIPPED_DIRS: &[&str] = &[".git", ".acode"];
