@@ -365,9 +365,7 @@ impl Session {
         if self.default_db() {
             self.prepare_state()?;
         }
-        let mut store = Store::open(&self.db)?;
-        store.set_redactor(self.redactor.clone());
-        Ok(store)
+        self.open_store()
     }
 
     /// The store, for reading what is recorded: a missing database is an error (nothing is
@@ -382,6 +380,11 @@ impl Session {
         if !self.db.exists() {
             return Err(SessionError::NoDatabase(self.db.clone()));
         }
+        self.open_store()
+    }
+
+    /// The database opened, every record through the session's redactor.
+    fn open_store(&self) -> Result<Store, SessionError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
         Ok(store)
