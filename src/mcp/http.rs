@@ -57,6 +57,9 @@ pub const MAX_RESUMES: u32 = 3;
 pub const MAX_SSE_RETRY: Duration = Duration::from_secs(5);
 /// How long the standalone `GET` stream stays open before it is opened again.
 const LISTEN_BOUND: Duration = Duration::from_secs(3600);
+/// Longest wait, before the first request of a conversation, for the server's own stream to be
+/// open (its response headers in); a server that holds them longer is not waited for.
+const OPEN_BOUND: Duration = Duration::from_secs(2);
 /// Characters of a server's text shown in an error.
 const SHOWN: usize = 300;
 
@@ -367,14 +370,25 @@ impl Transport for Http {
         };
         // The server's own messages: the handshake era's standalone GET stream once there is a
         // session; the stateless revision's `subscriptions/listen` once that era is agreed.
-        if !self.listening && lock(&shared.session).is_some() && !shared.stateless() {
+        // The first request waits until that stream is open (at most [`OPEN_BOUND`]), so the
+        // server knows of it before anything it could send there: a notification sent between
+        // the request and a late stream is not lost, and an answer the server sends on the
+        // stream that is open has one place to go.
+        let stateful = lock(&shared.session).is_some() && !shared.stateless();
+        if !self.listening && (stateful || shared.stateless() && method != "server/discover") {
             self.listening = true;
             let listener = shared.clone();
-            std::thread::spawn(move || listen(&listener));
-        } else if !self.listening && shared.stateless() && method != "server/discover" {
-            self.listening = true;
-            let listener = shared.clone();
-            std::thread::spawn(move || subscribe(&listener));
+            let (opened, open) = std::sync::mpsc::channel::<()>();
+            std::thread::spawn(move || {
+                if stateful {
+                    listen(&listener, opened)
+                } else {
+                    subscribe(&listener, opened)
+                }
+            });
+            // Sent nothing: the sender is dropped once the stream is open or refused.
+            let _ = open
+                .recv_timeout(OPEN_BOUND.min(deadline.saturating_duration_since(Instant::now())));
         }
         let name = message
             .get("params")
@@ -1003,8 +1017,9 @@ const LISTEN_ID: &str = "acode-run-listen";
 
 /// The stateless revision's `subscriptions/listen` (tool list changes only), open until the
 /// transport stops: its `notifications/tools/list_changed` go to the client as the GET stream's
-/// do. A server that refuses it, or answers with JSON, simply has no such stream.
-fn subscribe(shared: &Shared) {
+/// do. A server that refuses it, or answers with JSON, simply has no such stream. `opened` is
+/// dropped once the server has answered (or could not be reached).
+fn subscribe(shared: &Shared, opened: std::sync::mpsc::Sender<()>) {
     let body = json!({"jsonrpc": "2.0", "id": LISTEN_ID, "method": "subscriptions/listen",
         "params": {"_meta": super::client::stateless_meta(),
                    "notifications": {"toolsListChanged": true}}})
@@ -1019,6 +1034,7 @@ fn subscribe(shared: &Shared) {
                 return;
             }
         };
+    drop(opened);
     let status = response.status().as_u16();
     let is_sse = header(&response, "content-type")
         .is_some_and(|k| k.to_ascii_lowercase().starts_with("text/event-stream"));
@@ -1039,13 +1055,17 @@ fn subscribe(shared: &Shared) {
 /// The handshake era's standalone `GET` stream, where a server sends what is not tied to a
 /// request (`notifications/tools/list_changed`, its own requests, refused by the client). A
 /// server without one (405) is fine. Reopened when it ends, with `Last-Event-ID`, at most
-/// [`MAX_RESUMES`] times in a row without a message; ends when the transport stops.
-fn listen(shared: &Shared) {
+/// [`MAX_RESUMES`] times in a row without a message; ends when the transport stops. `opened` is
+/// dropped once the first opening has its answer.
+fn listen(shared: &Shared, opened: std::sync::mpsc::Sender<()>) {
+    let mut opened = Some(opened);
     let mut last_id: Option<String> = None;
     let mut retry = None;
     let mut idle = 0;
     while !shared.stopped.load(Ordering::SeqCst) && idle <= MAX_RESUMES {
-        let Ok((response, started)) = open_stream(shared, last_id.as_deref(), LISTEN_BOUND) else {
+        let stream = open_stream(shared, last_id.as_deref(), LISTEN_BOUND);
+        drop(opened.take());
+        let Ok((response, started)) = stream else {
             return;
         };
         let status = response.status().as_u16();

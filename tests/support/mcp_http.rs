@@ -41,6 +41,10 @@ pub enum Fault {
     /// is cut, as the official conformance suite's `sse-retry` server does; the client's
     /// standalone `GET` (no `Last-Event-ID`) is held until then, so it is that one.
     AnswerOnAnyGet,
+    /// The standalone `GET` stream's response headers come 500 ms late (then keep-alive
+    /// comments): a client that sends its next request before the stream is open would have the
+    /// server send there what it could not yet.
+    SlowGet,
 }
 
 /// One request the server got.
@@ -52,6 +56,8 @@ pub struct Seen {
     pub headers: Vec<(String, String)>,
     /// Its body.
     pub body: String,
+    /// When its head had been read.
+    pub at: Instant,
 }
 
 impl Seen {
@@ -87,6 +93,8 @@ struct State {
     /// without `Last-Event-ID`.
     cut: AtomicBool,
     taken_by_standalone: AtomicBool,
+    /// [`Fault::SlowGet`]: when the last standalone stream's headers were sent.
+    get_opened: Mutex<Option<Instant>>,
 }
 
 /// The running server; stopped when dropped.
@@ -121,6 +129,7 @@ impl McpHttpServer {
             changed: AtomicBool::new(false),
             cut: AtomicBool::new(false),
             taken_by_standalone: AtomicBool::new(false),
+            get_opened: Mutex::new(None),
         });
         let shared = state.clone();
         std::thread::spawn(move || {
@@ -150,6 +159,11 @@ impl McpHttpServer {
     /// [`Fault::AnswerOnAnyGet`]: whether the standalone `GET` stream carried the answer.
     pub fn answered_on_the_standalone_stream(&self) -> bool {
         self.state.taken_by_standalone.load(Ordering::SeqCst)
+    }
+
+    /// [`Fault::SlowGet`]: when the last standalone stream's response headers were sent.
+    pub fn standalone_opened_at(&self) -> Option<Instant> {
+        *self.state.get_opened.lock().unwrap()
     }
 
     /// Changes the echo tool's description (as an update of the server would).
@@ -235,6 +249,7 @@ fn serve(state: &State, mut conn: TcpStream) {
         method: method.clone(),
         headers,
         body: String::from_utf8_lossy(&body).into_owned(),
+        at: Instant::now(),
     };
     state.seen.lock().unwrap().push(seen.clone());
     if state.fault == Fault::Unauthorized {
@@ -253,6 +268,7 @@ fn serve(state: &State, mut conn: TcpStream) {
     match method.as_str() {
         "DELETE" => respond(&mut conn, "200 OK", &[], ""),
         "GET" if state.fault == Fault::AnswerOnAnyGet => any_get(state, &mut conn, &seen),
+        "GET" if state.fault == Fault::SlowGet => slow_get(state, &mut conn),
         "GET" => {
             // Only the resuming GET takes the pending answer: the client's standalone stream (a
             // GET without Last-Event-ID) may arrive between the cut stream and the resumption.
@@ -295,6 +311,22 @@ fn any_get(state: &State, conn: &mut TcpStream, seen: &Seen) {
             .store(standalone, Ordering::SeqCst);
         let _ = write!(conn, "event: message\nid: e2\ndata: {answer}\n\n");
     }
+    while Instant::now() < until && !state.stop.load(Ordering::SeqCst) {
+        if conn.write_all(b": keep-alive\n\n").is_err() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// [`Fault::SlowGet`]'s `GET`: headers after 500 ms, then keep-alive comments until the client
+/// goes or the server stops (at most 10 s).
+fn slow_get(state: &State, conn: &mut TcpStream) {
+    std::thread::sleep(Duration::from_millis(500));
+    // Noted before they are sent, so a request the client sends after them comes later.
+    *state.get_opened.lock().unwrap() = Some(Instant::now());
+    sse_head(conn, &[("Mcp-Session-Id", SESSION.to_string())]);
+    let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until && !state.stop.load(Ordering::SeqCst) {
         if conn.write_all(b": keep-alive\n\n").is_err() {
             return;
@@ -399,7 +431,9 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
         return json_answer(conn, &session(SESSION), &answer);
     }
     match &state.fault {
-        Fault::None | Fault::Unauthorized => json_answer(conn, &session(SESSION), &answer),
+        Fault::None | Fault::Unauthorized | Fault::SlowGet => {
+            json_answer(conn, &session(SESSION), &answer)
+        }
         Fault::Sse => {
             sse_head(conn, &session(SESSION));
             let note = json!({"jsonrpc": "2.0", "method": "notifications/message",

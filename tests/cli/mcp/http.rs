@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::mcp_http_server::{Fault, McpHttpServer, SESSION};
+use crate::mcp_http_server::{Fault, McpHttpServer, SESSION, Seen};
 
 /// The token the policy's header takes from the environment.
 const TOKEN: &str = "tok-4f9a1c7e2b";
@@ -320,6 +320,30 @@ fn an_answer_sent_on_the_standalone_stream_instead_of_the_resumed_one_is_taken()
         )
         .unwrap();
     assert!(result.contains("echo: hello remote"), "{result}");
+}
+
+/// The standalone `GET` stream is open before the client's next request: whatever the server
+/// sends there about that request (a list change, or — as the conformance suite's `sse-retry`
+/// server does — the answer itself) has a stream to go to. Without the wait, `tools/list` and
+/// `tools/call` reach a server whose `GET` headers come 500 ms late before the stream is open.
+#[test]
+fn the_standalone_stream_is_open_before_the_next_request_is_sent() {
+    let (server, t, plan) = approved(false, Fault::SlowGet, json!({}));
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let opened = server
+        .standalone_opened_at()
+        .expect("the client opened the standalone stream");
+    let seen = server.seen();
+    // The last GET is the run's (`approve` opened one too); its headers were the last sent.
+    let get = seen.iter().rposition(|s| s.method == "GET").expect("a GET");
+    let posts: Vec<&Seen> = seen[get..].iter().filter(|s| s.method == "POST").collect();
+    let calls: Vec<String> = posts.iter().map(|s| s.rpc()).collect();
+    assert!(calls.contains(&"tools/call".to_string()), "{calls:?}");
+    assert!(
+        posts.iter().all(|s| s.at >= opened),
+        "a request came before the stream was open: {calls:?}"
+    );
 }
 
 #[test]
