@@ -207,6 +207,13 @@ impl<'w> Simulation<'w> {
     }
 }
 
+/// Why plan `plan_id` cannot be previewed, one problem a line: the words `preview` prints and the
+/// MCP server's `preview_plan` answers.
+pub fn cannot_preview(plan_id: &str, problems: &[Problem]) -> String {
+    let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+    format!("cannot preview {plan_id}:\n{}", list.join("\n"))
+}
+
 /// Builds the preview of `plan` over `workspace` (nothing is written), every step in memory: for
 /// callers that need the whole value (JSON, the MCP server's answer). A large plan is shown with
 /// [`preview_each`] and [`render_each`], which hold one step at a time.

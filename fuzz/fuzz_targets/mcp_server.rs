@@ -1,5 +1,5 @@
-//! acode-run as an MCP server: the `acode-run mcp` loop (`cli::mcp_serve_lines`, which the
-//! command runs over stdin/stdout/stderr) over the fuzzer's lines, one line at a time, in a
+//! acode-run as an MCP server: the `acode-run mcp` loop (`runner::mcp_server::serve_lines`, which
+//! the command runs over stdin/stdout/stderr) over the fuzzer's lines, one line at a time, in a
 //! scratch workspace.
 //!
 //! Properties, per inbound line: the loop ends (within a deadline); every line written to the
@@ -8,48 +8,39 @@
 //! number id carries that id.
 #![no_main]
 
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use acode_run::cli::flags::{self, Args, Parsed};
-use acode_run::redact::Redactor;
+use acode_run::runner::session::{Session, SessionOptions};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-fn args() -> &'static Args {
-    static ARGS: OnceLock<Args> = OnceLock::new();
-    ARGS.get_or_init(|| {
+fn workspace() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
         let dir = acode_run_fuzz::scratch("mcp-server-ws");
         std::fs::write(
             dir.join("plan.json"),
             r#"{"plan_id": "p", "steps": [{"step_id": "a", "tool": "file_read", "arguments": {"path": "plan.json"}}]}"#,
         )
         .unwrap();
-        match flags::parse(["--workspace".into(), dir.as_os_str().to_owned(), "mcp".into()]) {
-            Ok(Parsed::Run(a)) => *a,
-            other => panic!("{other:?}"),
-        }
+        dir.to_path_buf()
     })
 }
 
 fn one_line(line: Vec<u8>) {
     let inbound: Option<Value> = serde_json::from_slice(&line).ok();
-    let args = args().clone();
+    let dir = workspace().clone();
     let (output, log) =
         acode_run_fuzz::within(Duration::from_secs(10), "one MCP line", move || {
-            let redactor = Arc::new(Redactor::new());
+            // A session per line, as `acode-run mcp` opens one per server process.
+            let session = Session::open(SessionOptions::new(dir), None)
+                .expect("the server starts in its workspace");
             let mut input = std::io::Cursor::new(line);
             let mut output = Vec::new();
             let mut log = Vec::new();
-            let code = acode_run::cli::mcp_serve_lines(
-                &args,
-                &redactor,
-                &mut input,
-                &mut output,
-                &mut log,
-            )
-            .expect("the server starts in its workspace");
-            assert_eq!(code, 0);
+            acode_run::runner::mcp_server::serve_lines(&session, &mut input, &mut output, &mut log);
             (output, log)
         });
     let text = String::from_utf8(output).expect("the server wrote UTF-8");

@@ -40,10 +40,6 @@ mod hints;
 mod import;
 mod mcp;
 mod replay;
-/// The `acode-run mcp` server loop over any line source, for the fuzz target `mcp_server`
-/// (docs/fuzzing.md); not a stable API.
-#[doc(hidden)]
-pub use mcp::serve_lines as mcp_serve_lines;
 mod reports;
 mod stages;
 
@@ -673,8 +669,7 @@ fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> 
         }
         Err(SessionError::Plan(e)) => {
             if args.json {
-                let doc =
-                    serde_json::json!({"valid": false, "problems": problems_json(&e)}).to_string();
+                let doc = serde_json::json!({"valid": false, "problems": e.problems()}).to_string();
                 outln!("{}", redactor.redact_message(&doc));
                 Ok(e.exit_code())
             } else {
@@ -682,20 +677,6 @@ fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> 
             }
         }
         Err(other) => Err(other.into()),
-    }
-}
-
-/// A plan's problems as `validate --json` and the MCP server's tools report them: one
-/// `{kind, line, location, message}` object each (a plan that cannot be read: one problem at
-/// `plan`).
-fn problems_json(e: &plan::PlanError) -> serde_json::Value {
-    match e {
-        plan::PlanError::Invalid { problems, .. } => {
-            serde_json::to_value(problems).unwrap_or_default()
-        }
-        other => {
-            serde_json::json!([{"location": "plan", "message": other.to_string(), "kind": "invalid"}])
-        }
     }
 }
 
@@ -872,14 +853,6 @@ fn confirmation_outlook(args: &Args, asking: &[String]) -> Option<String> {
     ))
 }
 
-fn preview_of(
-    plan: &Plan,
-    ws: &Workspace,
-    policy: &Policy,
-) -> Result<crate::preview::Preview, CliError> {
-    crate::preview::preview(plan, ws, policy).map_err(|problems| cannot_preview(plan, &problems))
-}
-
 /// `approval: …`, the last line of `preview`: what `run` would decide ([`Session::approval`]).
 fn approval_line(approval: &ApprovalOutlook) -> String {
     let status = approval.status;
@@ -894,10 +867,9 @@ fn approval_line(approval: &ApprovalOutlook) -> String {
 
 /// The error of a plan that cannot be previewed (exit 2), with its problems.
 fn cannot_preview(plan: &Plan, problems: &[plan::Problem]) -> CliError {
-    let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
     CliError::new(
         exit::USAGE,
-        format!("cannot preview {}:\n{}", plan.plan_id, list.join("\n")),
+        crate::preview::cannot_preview(&plan.plan_id, problems),
     )
 }
 

@@ -213,6 +213,17 @@ pub enum PlanError {
     },
 }
 
+impl PlanError {
+    /// Every problem, as `validate --json` and the MCP server's tools report them: a plan that
+    /// could not be read is one problem at `plan`, so a caller always has a list to show.
+    pub fn problems(&self) -> Vec<Problem> {
+        match self {
+            PlanError::Invalid { problems, .. } => problems.clone(),
+            other => vec![Problem::invalid("plan", other.to_string())],
+        }
+    }
+}
+
 /// Reads and parses a plan file, applying `--var` overrides. Overrides may only set variables the
 /// plan declares, so the approved plan names everything a caller can vary.
 pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, PlanError> {

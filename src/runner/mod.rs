@@ -21,6 +21,8 @@ use std::sync::atomic::AtomicBool;
 
 use thiserror::Error;
 
+pub mod mcp_server;
+pub mod mcp_tools;
 pub mod replay;
 pub mod session;
 pub mod settings;

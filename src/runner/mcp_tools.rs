@@ -1,0 +1,157 @@
+//! `acode-run mcp tools` as an operation on a [`Session`]: start each MCP server the policy
+//! declares, list its tools, and compare them with the pins in a plan's approval. The caller
+//! prints the report; a difference from the pins is a result ([`McpToolsReport::differs`]), not an
+//! error, so a person sees every server before deciding.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::session::{Session, SessionError};
+use crate::mcp::pins;
+use crate::plan;
+
+/// What one tool of a server is, under the policy and the plan's pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ToolStatus {
+    /// The policy does not list it in the server's `tools`.
+    #[serde(rename = "not allowed by the policy")]
+    NotAllowed,
+    /// Allowed, and no plan was given to compare with.
+    #[serde(rename = "allowed")]
+    Allowed,
+    /// Allowed, but the plan's approval pins no such tool (or not this server).
+    #[serde(rename = "allowed, not pinned")]
+    NotPinned,
+    /// Allowed, and exactly as pinned.
+    #[serde(rename = "matches its pin")]
+    MatchesPin,
+    /// Allowed, and changed since it was pinned: the plan would be refused (exit 36).
+    #[serde(rename = "DIFFERS from its pin")]
+    DiffersFromPin,
+}
+
+impl std::fmt::Display for ToolStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        f.write_str(&text)
+    }
+}
+
+/// One tool a server offers.
+#[derive(Debug, Clone, Serialize)]
+pub struct OfferedTool {
+    /// Its name on the server.
+    pub name: String,
+    /// The name a plan or a model uses for it, when the policy allows it.
+    pub offered_as: Option<String>,
+    /// What it is under the policy and the pins.
+    pub status: ToolStatus,
+    /// Its description, as the server gave it (empty when it gave none).
+    pub description: String,
+    /// The SHA-256 of its pinned form (name, description, schemas).
+    pub sha256: String,
+}
+
+/// One server: who answered, what changed since the pins, and its tools.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerTools {
+    /// The server's name in the policy.
+    pub server: String,
+    /// The protocol revision agreed with it.
+    pub protocol_version: String,
+    /// The name it gave.
+    pub server_name: String,
+    /// The version it gave.
+    pub server_version: String,
+    /// Each difference from its pin, in words.
+    pub changes: Vec<String>,
+    /// Every tool it lists.
+    pub tools: Vec<OfferedTool>,
+}
+
+/// Every server's tools, and whether anything differs from the plan's pins.
+#[derive(Debug, Clone, Serialize)]
+pub struct McpToolsReport {
+    /// The servers, in the policy's order.
+    pub servers: Vec<ServerTools>,
+    /// A plan was given and something differs from its pins (or a server is not pinned at all).
+    #[serde(skip)]
+    pub differs: bool,
+}
+
+/// Starts each server of the session's policy (in the policy's sandbox), lists its tools, and
+/// compares them with the pins in `plan`'s approval when a plan is given.
+pub fn list_server_tools(
+    session: &Session,
+    plan: Option<&Path>,
+) -> Result<McpToolsReport, SessionError> {
+    let policy = session.policy()?;
+    if policy.mcp.is_empty() {
+        return Err(SessionError::Mcp(
+            "the policy declares no MCP servers (mcp.servers)".into(),
+        ));
+    }
+    let pins = match plan {
+        None => None,
+        Some(path) => {
+            let plan = plan::read(path, &Default::default())?;
+            let auth =
+                plan::auth::load(path, &plan).map_err(|e| SessionError::Mcp(e.to_string()))?;
+            Some(auth.mcp)
+        }
+    };
+    let sandbox = session.sandbox(&policy, policy.sandbox)?;
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut servers = Vec::new();
+    let mut differs = false;
+    for (name, server) in &policy.mcp.servers {
+        let (client, listed) =
+            crate::tools::mcp::start_and_list(name, server, session.workspace(), &sandbox, &cancel)
+                .map_err(|e| SessionError::Mcp(e.message))?;
+        let id = client.identity().clone();
+        drop(client);
+        let pin = pins.as_ref().map(|p| p.get(name));
+        let changes = match pin {
+            Some(Some(pin)) => pins::differences(pin, &id, &listed),
+            _ => Vec::new(),
+        };
+        differs |= !changes.is_empty() || matches!(pin, Some(None));
+        let tools = listed
+            .iter()
+            .map(|t| {
+                let allowed = server.tools.contains(&t.name);
+                let sha256 = pins::pin_tool(t).sha256;
+                let status = match (allowed, pin) {
+                    (false, _) => ToolStatus::NotAllowed,
+                    (true, None) => ToolStatus::Allowed,
+                    (true, Some(None)) => ToolStatus::NotPinned,
+                    (true, Some(Some(p))) => match p.tools.get(&t.name) {
+                        None => ToolStatus::NotPinned,
+                        Some(tp) if tp.sha256 == sha256 => ToolStatus::MatchesPin,
+                        Some(_) => ToolStatus::DiffersFromPin,
+                    },
+                };
+                OfferedTool {
+                    name: t.name.clone(),
+                    offered_as: allowed.then(|| crate::policy::mcp_tool_name(name, &t.name)),
+                    status,
+                    description: t.description.clone(),
+                    sha256,
+                }
+            })
+            .collect();
+        servers.push(ServerTools {
+            server: name.clone(),
+            protocol_version: id.protocol_version.clone(),
+            server_name: id.name.clone(),
+            server_version: id.version.clone(),
+            changes,
+            tools,
+        });
+    }
+    Ok(McpToolsReport { servers, differs })
+}
