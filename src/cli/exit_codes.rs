@@ -10,6 +10,7 @@ use crate::plan::{PlanError, ProblemKind};
 use crate::runner::RunnerError;
 use crate::runner::session::SessionError;
 use crate::stages::StageError;
+use crate::store::StoreError;
 use crate::workspace::state::StateDirError;
 
 /// Whether every problem of an invalid plan is a sandbox violation caught before anything ran
@@ -55,6 +56,8 @@ impl SessionError {
             | SessionError::Mcp(_)
             | SessionError::State(StateDirError::Refused { .. }) => exit::USAGE,
             SessionError::Plan(e) => e.exit_code(),
+            // A run or execution id that names nothing is the caller's mistake.
+            SessionError::Store(StoreError::NotFound(_)) => exit::USAGE,
             SessionError::State(StateDirError::Io { .. }) | SessionError::Store(_) => {
                 exit::INTERNAL
             }

@@ -1166,8 +1166,7 @@ fn not_found(e: crate::store::StoreError) -> CliError {
 }
 
 fn cmd_runs(args: &Args) -> Result<i32, CliError> {
-    let store = query_store(args)?;
-    let runs = store.list_runs(args.limit).map_err(not_found)?;
+    let runs = session(args, None)?.list_runs(args.limit)?;
     if args.json {
         outln!("{}", pretty(&runs));
         return Ok(exit::OK);
@@ -1197,18 +1196,13 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
 }
 
 fn cmd_show(args: &Args) -> Result<i32, CliError> {
-    let store = query_store(args)?;
-    let detail = store.run_detail(&args.positionals[0]).map_err(not_found)?;
-    let decisions = store
-        .decisions(&detail.run.plan_sha256)
-        .map_err(not_found)?;
-    let replay_of = store.replay_of(&detail.run.run_id).map_err(not_found)?;
+    let shown =
+        session(args, None)?.show_run(&args.positionals[0], crate::executor::STEP_OUTPUT_BYTES)?;
+    let (detail, decisions, replay_of) = (&shown.detail, &shown.decisions, &shown.replay_of);
     if args.json {
-        let mut value = serde_json::to_value(&detail).unwrap_or_default();
+        let mut value = serde_json::to_value(detail).unwrap_or_default();
         // Each step's result: the artifacts of its last execution, bounded.
-        let mut outputs = store
-            .step_outputs(&detail.run.run_id, crate::executor::STEP_OUTPUT_BYTES)
-            .map_err(not_found)?;
+        let mut outputs = shown.outputs.clone();
         if let Some(steps) = value.get_mut("steps").and_then(|s| s.as_array_mut()) {
             for step in steps {
                 let id = step["step_id"].as_str().unwrap_or_default().to_string();
@@ -1223,7 +1217,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
         if let Some(obj) = value.as_object_mut() {
             obj.insert(
                 "decisions".into(),
-                serde_json::to_value(&decisions).unwrap_or_default(),
+                serde_json::to_value(decisions).unwrap_or_default(),
             );
         }
         if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
@@ -1254,7 +1248,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             ))
             .unwrap_or_default()
     );
-    if let Some(of) = &replay_of {
+    if let Some(of) = replay_of {
         humanln!("replay of {of} (its recorded model answers; docs/replay.md)");
     }
     if r.prompt_tokens.saturating_add(r.completion_tokens) > 0 {
@@ -1266,7 +1260,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     }
     if !decisions.is_empty() {
         humanln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
-        for d in &decisions {
+        for d in decisions {
             humanln!(
                 "  {} {:<8} by {}{}{}",
                 format_ms(d.decided_at),

@@ -17,17 +17,17 @@ use super::{
     sandboxed_workspace,
 };
 use crate::error::exit;
-use crate::executor::{AutoDeny, Executor, Fanout};
+use crate::executor::{Executor, Fanout};
 use crate::plan::AuthStatus;
 use crate::redact::Redactor;
 use crate::stages::draft::{self, DraftRequest, Previous};
 use crate::stages::review::{self, Verdict};
-use crate::tools::ToolRegistry;
 
 /// Turns of one stage conversation (reading files takes a few).
 const STAGE_TURNS: u32 = 12;
 
-/// An executor for a stage: the run's workspace, policy and database, confirmations denied.
+/// An executor for a stage ([`crate::runner::session::Session::stage_executor`]) with the
+/// command line's model, progress outputs and Ctrl-C.
 fn stage_executor(
     args: &Args,
     redactor: &Arc<Redactor>,
@@ -40,20 +40,14 @@ fn stage_executor(
     config
         .validate()
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))?;
-    let outputs = super::progress_outputs(args, redactor);
-    let store = session.store()?;
+    let executor = session.stage_executor(policy, Arc::from(crate::llm::client(config)), agent)?;
     // Ctrl-C ends the conversation like a run (exit 130, recorded as the stage's run, interrupted)
     // instead of killing the process mid-write.
     let cancel = Arc::new(AtomicBool::new(false));
     super::install_signal_handlers(cancel.clone());
-    Ok(session
-        .executor(store, policy)
-        .with_registry(ToolRegistry::builtin())
-        .with_confirmation(Arc::new(AutoDeny))
-        .with_progress(Arc::new(Fanout(outputs)))
-        .with_cancel_flag(cancel)
-        .with_agent_settings(agent)
-        .with_llm(Arc::from(crate::llm::client(config))))
+    Ok(executor
+        .with_progress(Arc::new(Fanout(super::progress_outputs(args, redactor))))
+        .with_cancel_flag(cancel))
 }
 
 /// Writes a stage event on stdout with `--jsonl` (the run events of the stage's conversations

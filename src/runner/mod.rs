@@ -23,6 +23,7 @@ use thiserror::Error;
 
 pub mod mcp_server;
 pub mod mcp_tools;
+pub mod queries;
 pub mod replay;
 pub mod session;
 pub mod settings;

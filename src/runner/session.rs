@@ -409,6 +409,24 @@ impl Session {
             .with_policy(policy)
             .with_redactor(self.redactor.clone())
     }
+
+    /// An executor for the planner and reviewer stages (`draft`, `review`, `do`): this session's
+    /// workspace, `policy` and database, the built-in tools, every confirmation denied (the
+    /// stages' models only read: nothing a model wrote runs before a human approves it), and the
+    /// model `llm` with `agent`'s limits. The caller adds its progress outputs and cancel flag.
+    pub fn stage_executor(
+        &self,
+        policy: Policy,
+        llm: Arc<dyn crate::llm::LlmClient>,
+        agent: crate::executor::AgentSettings,
+    ) -> Result<Executor, SessionError> {
+        Ok(self
+            .executor(self.store()?, policy)
+            .with_registry(crate::tools::ToolRegistry::builtin())
+            .with_confirmation(Arc::new(crate::executor::AutoDeny))
+            .with_agent_settings(agent)
+            .with_llm(llm))
+    }
 }
 
 /// The OS sandbox for `mode` in `ws` (`auto` probes bwrap, else Landlock) with `policy`'s
