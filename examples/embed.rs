@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use acode_run::events::Event;
-use acode_run::executor::{ConfirmationCallback, ConfirmationRequest, Decision, ProgressCallback};
+use acode_run::executor::{
+    ConfirmationCallback, ConfirmationRequest, Decision, Driven, ProgressCallback,
+};
 use acode_run::plan::{self, AuthStatus};
 use acode_run::runner::{DecisionRequest, PlanRunner, RunOptions};
 

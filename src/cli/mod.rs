@@ -54,7 +54,7 @@ use crate::error::exit;
 use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
 use crate::events::{Event, EventKind, RefusalProblem};
-use crate::executor::{ConfirmMode, Fanout, ProgressCallback};
+use crate::executor::{ConfirmMode, Driven, Fanout, ProgressCallback};
 use crate::plan::{self, AuthStatus, Plan, PlanAuthorization};
 use crate::policy::Policy;
 use crate::redact::Redactor;

@@ -17,7 +17,7 @@ use super::{
     sandboxed_workspace,
 };
 use crate::error::exit;
-use crate::executor::{Executor, Fanout};
+use crate::executor::{Driven, Executor, Fanout};
 use crate::plan::AuthStatus;
 use crate::redact::Redactor;
 use crate::stages::draft::{self, DraftRequest, Previous};

@@ -15,6 +15,61 @@ use crate::events::Event;
 use crate::plan::Step;
 use crate::tools::ToolCall;
 
+/// How a run is driven from outside — who confirms, who watches, the flag that stops it — held
+/// the same way by an [`Executor`](super::Executor) and a
+/// [`PlanRunner`](crate::runner::PlanRunner), both set through [`Driven`]'s methods.
+#[derive(Clone)]
+pub struct Callbacks {
+    /// Who says yes to calls that need confirmation; `None`: the holder's default (an
+    /// executor denies; a plan runner answers as its settings' `confirm` mode says).
+    pub confirm: Option<Arc<dyn ConfirmationCallback>>,
+    /// Who observes the run.
+    pub progress: Arc<dyn ProgressCallback>,
+    /// Once set (from a signal handler, another thread), the run stops as Ctrl-C stops it; a
+    /// terminal prompt watches it too.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl Default for Callbacks {
+    fn default() -> Self {
+        Callbacks {
+            confirm: None,
+            progress: Arc::new(NoopProgress),
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// The builder methods of [`Callbacks`], written once for everything that holds them.
+pub trait Driven: Sized {
+    /// The callbacks held.
+    fn callbacks_mut(&mut self) -> &mut Callbacks;
+
+    /// Uses `confirm` as the confirmation gate instead of the default.
+    fn with_confirmation(mut self, confirm: Arc<dyn ConfirmationCallback>) -> Self {
+        self.callbacks_mut().confirm = Some(confirm);
+        self
+    }
+
+    /// Sends progress to `progress`.
+    fn with_progress(mut self, progress: Arc<dyn ProgressCallback>) -> Self {
+        self.callbacks_mut().progress = progress;
+        self
+    }
+
+    /// Shares a cancellation flag (set it from a signal handler to interrupt the run).
+    fn with_cancel_flag(mut self, cancel: Arc<AtomicBool>) -> Self {
+        self.callbacks_mut().cancel = cancel;
+        self
+    }
+
+    /// Replaces all three at once.
+    fn with_callbacks(mut self, callbacks: Callbacks) -> Self {
+        *self.callbacks_mut() = callbacks;
+        self
+    }
+}
+
 /// How confirmations are answered, as `--confirm` says: one of the shipped callbacks. Recorded on
 /// a run (see [`crate::runner::RunSettings`]) so that a resumed run answers the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

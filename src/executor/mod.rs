@@ -27,8 +27,8 @@ use thiserror::Error;
 pub use agent::AgentSettings;
 pub use call::{CallOptions, Emitter, RunContext, StepContext, StopCause, Together, TokenMeter};
 pub use callbacks::{
-    AutoApprove, AutoDeny, CancellableStdin, ConfirmMode, ConfirmationCallback,
-    ConfirmationRequest, Decision, Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
+    AutoApprove, AutoDeny, Callbacks, CancellableStdin, ConfirmMode, ConfirmationCallback,
+    ConfirmationRequest, Decision, Driven, Fanout, NoopProgress, ProgressCallback, TerminalPrompt,
 };
 
 use crate::error::{ErrorKind, RunEnd, now_ms};
@@ -270,9 +270,7 @@ pub struct Executor {
     store: Store,
     registry: ToolRegistry,
     policy: Policy,
-    confirm: Arc<dyn ConfirmationCallback>,
-    progress: Arc<dyn ProgressCallback>,
-    cancel: Arc<AtomicBool>,
+    callbacks: Callbacks,
     sandbox: OsSandbox,
     backoff: retry::Backoff,
     llm: Option<Arc<dyn LlmClient>>,
@@ -283,6 +281,14 @@ pub struct Executor {
     jobs: usize,
     replay_of: Option<String>,
     jobs_from: schedule::JobsSource,
+}
+
+/// `with_confirmation` (default: every confirmation denied, fail closed), `with_progress`,
+/// `with_cancel_flag`.
+impl Driven for Executor {
+    fn callbacks_mut(&mut self) -> &mut Callbacks {
+        &mut self.callbacks
+    }
 }
 
 impl Executor {
@@ -298,9 +304,7 @@ impl Executor {
             store,
             registry: ToolRegistry::builtin(),
             policy: Policy::default(),
-            confirm: Arc::new(AutoDeny),
-            progress: Arc::new(NoopProgress),
-            cancel: Arc::new(AtomicBool::new(false)),
+            callbacks: Callbacks::default(),
             sandbox: OsSandbox::none(),
             backoff: retry::Backoff::default(),
             llm: None,
@@ -362,24 +366,6 @@ impl Executor {
     /// Uses `policy`.
     pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
-        self
-    }
-
-    /// Uses `confirm` as the confirmation gate.
-    pub fn with_confirmation(mut self, confirm: Arc<dyn ConfirmationCallback>) -> Self {
-        self.confirm = confirm;
-        self
-    }
-
-    /// Sends progress to `progress`.
-    pub fn with_progress(mut self, progress: Arc<dyn ProgressCallback>) -> Self {
-        self.progress = progress;
-        self
-    }
-
-    /// Shares a cancellation flag (set it from a signal handler to interrupt the run).
-    pub fn with_cancel_flag(mut self, cancel: Arc<AtomicBool>) -> Self {
-        self.cancel = cancel;
         self
     }
 
@@ -668,7 +654,7 @@ impl Executor {
         } else {
             1
         };
-        let emitter = Emitter::new(run_id.clone(), self.progress.clone());
+        let emitter = Emitter::new(run_id.clone(), self.callbacks.progress.clone());
         emitter.emit(EventKind::RunStarted {
             plan_id: plan.plan_id.clone(),
             plan_sha256: plan.sha256.clone(),
@@ -684,7 +670,8 @@ impl Executor {
         let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());
         let stopped_by = std::sync::OnceLock::new();
         // Prompts are asked one at a time, whatever runs beside them.
-        let confirm = OneAtATime::new(&*self.confirm);
+        let gate = (self.callbacks.confirm.clone()).unwrap_or_else(|| Arc::new(AutoDeny));
+        let confirm = OneAtATime::new(&*gate);
         self.store
             .record_header(&run_id, &run_header(approved, &self.sandbox, jobs))?;
         let parts = Parts {
@@ -694,7 +681,7 @@ impl Executor {
             policy: &self.policy,
             confirm: &confirm,
             approve_all: &approve_all,
-            interrupt: &self.cancel,
+            interrupt: &self.callbacks.cancel,
             stopped_by: &stopped_by,
             sandbox: &self.sandbox,
             backoff: self.backoff,
@@ -702,7 +689,7 @@ impl Executor {
             agent: &self.agent,
             tokens: &tokens,
         };
-        let mut run = parts.context(&mut self.store, &self.cancel);
+        let mut run = parts.context(&mut self.store, &self.callbacks.cancel);
 
         let keep = self.keep_step_results;
         let mut results: Vec<Option<StepResult>> = Vec::new();
@@ -727,7 +714,7 @@ impl Executor {
         let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, StepRun)>();
         let connections: Mutex<Vec<Store>> = Mutex::new(Vec::new());
         let redactor = &self.redactor;
-        let cancel = &*self.cancel;
+        let cancel = &*self.callbacks.cancel;
         let window = 8 * jobs;
 
         std::thread::scope(|scope| -> Result<(), ExecutionError> {
@@ -896,7 +883,7 @@ impl Executor {
         run.registry.shutdown();
         let steps: Vec<StepResult> = results.into_iter().flatten().collect();
         let interrupted =
-            stopped == Some(ErrorKind::Interrupted) && self.cancel.load(Ordering::SeqCst);
+            stopped == Some(ErrorKind::Interrupted) && self.callbacks.cancel.load(Ordering::SeqCst);
         let (status, end) = if interrupted {
             (RunStatus::Interrupted, RunEnd::Interrupted)
         } else if quit_seen {

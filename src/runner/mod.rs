@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use thiserror::Error;
 
@@ -31,8 +30,7 @@ pub mod settings;
 pub use settings::{RunSettings, SettingConflict};
 
 use crate::executor::{
-    AgentSettings, ConfirmMode, ConfirmationCallback, ExecutionError, ExecutionResult, Executor,
-    NoopProgress, ProgressCallback,
+    AgentSettings, Callbacks, ConfirmMode, Driven, ExecutionError, ExecutionResult, Executor,
 };
 use crate::llm::LlmClient;
 use crate::plan::auth::{AuthStatus, PlanAuthorization};
@@ -283,10 +281,9 @@ pub struct PlanRunner {
     registry: ToolRegistry,
     approved: ApprovedPlan,
     sandbox: OsSandbox,
-    confirm: Arc<dyn ConfirmationCallback>,
-    progress: Arc<dyn ProgressCallback>,
-    cancel: Arc<AtomicBool>,
-    /// The confirmation mode the settings chose (until [`PlanRunner::with_confirmation`]).
+    callbacks: Callbacks,
+    /// The confirmation mode the settings chose, when no callback is given
+    /// ([`Driven::with_confirmation`]).
     confirm_mode: ConfirmMode,
     settings: RunSettings,
     llm: Option<Arc<dyn LlmClient>>,
@@ -310,11 +307,19 @@ fn strength(mode: SandboxMode) -> u8 {
     }
 }
 
+/// `with_confirmation` (default: the settings' `confirm` mode), `with_progress`,
+/// `with_cancel_flag`.
+impl Driven for PlanRunner {
+    fn callbacks_mut(&mut self) -> &mut Callbacks {
+        &mut self.callbacks
+    }
+}
+
 impl PlanRunner {
     /// Loads, validates and verifies the plan at `plan_path` for `workspace` (see the module docs).
     /// With `options.approve`, records the approval first; with a resume target, finds the run and
     /// takes the options it was started with. Confirmations are denied unless the settings or
-    /// [`PlanRunner::with_confirmation`] say otherwise.
+    /// [`Driven::with_confirmation`] say otherwise.
     pub fn prepare(
         workspace: &Path,
         plan_path: &Path,
@@ -508,16 +513,13 @@ impl PlanRunner {
             .or(options.default_confirm)
             .unwrap_or(ConfirmMode::AutoDeny);
         settings.confirm = Some(confirm_mode);
-        let cancel = Arc::new(AtomicBool::new(false));
         Ok(PlanRunner {
             session,
             policy,
             registry,
             approved,
             sandbox,
-            confirm: confirm_mode.callback(cancel.clone()),
-            progress: Arc::new(NoopProgress),
-            cancel,
+            callbacks: Callbacks::default(),
             confirm_mode,
             settings,
             llm,
@@ -561,27 +563,6 @@ impl PlanRunner {
         options.db = Some(db);
         options.target = Target::Run(run.run_id);
         PlanRunner::prepare(workspace, Path::new(&plan_path), options)
-    }
-
-    /// Who says yes to calls that need confirmation, instead of the settings' mode.
-    pub fn with_confirmation(mut self, confirm: Arc<dyn ConfirmationCallback>) -> Self {
-        self.confirm = confirm;
-        self
-    }
-
-    /// Who observes the run.
-    pub fn with_progress(mut self, progress: Arc<dyn ProgressCallback>) -> Self {
-        self.progress = progress;
-        self
-    }
-
-    /// A flag that, once set, stops the run (as Ctrl-C does); a terminal prompt watches it too.
-    pub fn with_cancel_flag(mut self, cancel: Arc<AtomicBool>) -> Self {
-        if self.confirm_mode == ConfirmMode::Prompt {
-            self.confirm = self.confirm_mode.callback(cancel.clone());
-        }
-        self.cancel = cancel;
-        self
     }
 
     /// The plan, as loaded and approved.
@@ -632,14 +613,17 @@ impl PlanRunner {
         let mut store = self.session.store()?;
         store.checkpoint_in_background();
         let (jobs, jobs_from) = self.jobs();
+        // No callback given: the settings' mode, a terminal prompt watching the cancel flag.
+        let mut callbacks = self.callbacks;
+        let confirm = (callbacks.confirm.take())
+            .unwrap_or_else(|| self.confirm_mode.callback(callbacks.cancel.clone()));
+        callbacks.confirm = Some(confirm);
         let mut executor = self
             .session
             .executor(store, self.policy)
             .with_jobs_from(jobs, jobs_from)
             .with_registry(self.registry)
-            .with_confirmation(self.confirm)
-            .with_progress(self.progress)
-            .with_cancel_flag(self.cancel)
+            .with_callbacks(callbacks)
             .with_sandbox(self.sandbox)
             .with_agent_settings(self.agent)
             .with_step_results(!self.drop_step_results)

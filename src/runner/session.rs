@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::executor::Executor;
+use crate::executor::{AutoDeny, Driven, Executor};
 use crate::plan::{self, Plan, PlanError, ValidationContext};
 use crate::policy::{Policy, PolicyError, SandboxMode};
 use crate::redact::Redactor;
@@ -423,7 +423,7 @@ impl Session {
         Ok(self
             .executor(self.store()?, policy)
             .with_registry(crate::tools::ToolRegistry::builtin())
-            .with_confirmation(Arc::new(crate::executor::AutoDeny))
+            .with_confirmation(Arc::new(AutoDeny))
             .with_agent_settings(agent)
             .with_llm(llm))
     }

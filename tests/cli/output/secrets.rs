@@ -366,7 +366,7 @@ fn identifiers_with_control_characters_are_refused_and_named_escaped() {
 fn the_open_database_and_its_wal_hold_no_secret() {
     use std::sync::Arc;
 
-    use acode_run::executor::{AgentSettings, AutoApprove};
+    use acode_run::executor::{AgentSettings, AutoApprove, Driven};
     use acode_run::llm::{LlmConfig, client};
     use acode_run::plan::{self, AuthStatus, PlanAuthorization, ValidationContext};
     use acode_run::policy::Policy;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use acode_run::executor::retry::Backoff;
-use acode_run::executor::{AgentSettings, AutoApprove, ProgressCallback};
+use acode_run::executor::{AgentSettings, AutoApprove, Driven, ProgressCallback};
 use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
 use acode_run::llm::{LlmConfig, client};
 use acode_run::plan::{self, AuthStatus, PlanAuthorization, ValidationContext};
