@@ -446,14 +446,7 @@ impl PlanRunner {
             None => None,
             Some(what) => {
                 let lenient = settings.replay_lenient.unwrap_or(false);
-                let prepared = replay::prepare(
-                    &what,
-                    lenient,
-                    session.db_path(),
-                    session.workspace().root(),
-                    approved.plan(),
-                    &redactor,
-                )?;
+                let prepared = replay::prepare(&what, lenient, &session, approved.plan())?;
                 let recorded = &prepared.settings;
                 settings.tool_protocol = settings.tool_protocol.or(recorded.tool_protocol);
                 settings.max_calls_per_answer = settings

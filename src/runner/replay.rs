@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::session::Session;
 use super::{RunSettings, RunnerError};
 use crate::error::ErrorKind;
 use crate::executor::agent::instruction_sha256;
@@ -17,7 +17,6 @@ use crate::llm::replay::{
     ReplaySource, body_value,
 };
 use crate::plan::Plan;
-use crate::redact::Redactor;
 use crate::store::{Store, StoreError};
 use crate::tools::agent::NAME as AGENT;
 
@@ -136,16 +135,19 @@ pub fn names_file(what: &str) -> bool {
     Path::new(what).is_file() || what.contains('/') || what.ends_with(".jsonl")
 }
 
-/// Reads the traffic `what` names (a replay file, else a run in the database `db`), checks it
-/// against `plan` and prepares the client; `Err` names every problem.
+/// Reads the traffic `what` names (a replay file, else a run in the session's database), checks
+/// it against `plan` and prepares the client; `Err` names every problem.
 pub(crate) fn prepare(
     what: &str,
     lenient: bool,
-    db: &Path,
-    workspace: &Path,
+    session: &Session,
     plan: &Plan,
-    redactor: &Arc<Redactor>,
 ) -> Result<Prepared, RunnerError> {
+    let (db, workspace, redactor) = (
+        session.db_path(),
+        session.workspace().root(),
+        session.redactor(),
+    );
     let refuse = |origin: String, problems: Vec<String>| RunnerError::Replay { origin, problems };
     let (source, origin) = if names_file(what) {
         let origin = format!("file {what}");
@@ -164,7 +166,7 @@ pub(crate) fn prepare(
                 )],
             ));
         }
-        let store = Store::open(db)?;
+        let store = session.existing_store()?;
         let source = match from_store(&store, what) {
             Err(StoreError::NotFound(what)) => {
                 return Err(refuse(
