@@ -593,6 +593,32 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Found by the `redact` fuzz target's long run (finding 12, docs/fuzzing.md): a secret of a
+    /// `0` and NULs planted after NULs. Its escaped form `0\u0000…` appears in the JSON text
+    /// `\u0000\u0000…` across escapes without the secret being there; the secret itself is
+    /// redacted, and nothing read back from the text holds it.
+    #[test]
+    fn a_secret_of_nuls_after_nuls_is_redacted_in_json_text() {
+        let secret = "0\0\0\0\0\0";
+        let planted = format!("\0\0\0\0\0\0{secret}\u{fffd}\0\0\0\x0c\0");
+        let red = r().with_extra_values([secret.to_string()]);
+        let doc = json!({"s": planted, "a": [planted], planted.clone(): 1}).to_string();
+        let out = red.redact_json_text(&doc);
+        let back: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            back["s"],
+            format!("\0\0\0\0\0\0{REDACTED}\u{fffd}\0\0\0\x0c\0"),
+            "{out}"
+        );
+        assert_eq!(back["a"][0], back["s"]);
+        let key = back
+            .as_object()
+            .unwrap()
+            .keys()
+            .find(|k| k.as_str() != "a" && k.as_str() != "s");
+        assert_eq!(key.map(String::as_str), back["s"].as_str());
+    }
+
     fn r() -> Redactor {
         Redactor::new()
     }
