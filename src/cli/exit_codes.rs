@@ -8,6 +8,7 @@ use crate::error::exit;
 use crate::executor::ExecutionError;
 use crate::plan::{PlanError, ProblemKind};
 use crate::runner::RunnerError;
+use crate::runner::import::ImportFailed;
 use crate::runner::session::SessionError;
 use crate::stages::StageError;
 use crate::store::StoreError;
@@ -85,6 +86,20 @@ impl RunnerError {
             RunnerError::Store(_) => exit::INTERNAL,
             RunnerError::Execution(e) => e.exit_code(),
             RunnerError::Session(e) => e.exit_code(),
+        }
+    }
+}
+
+impl ImportFailed {
+    /// The process exit code for this error: the caller's mistake (2) unless writing failed (1).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ImportFailed::UnknownKind(_)
+            | ImportFailed::Read { .. }
+            | ImportFailed::Convert { .. }
+            | ImportFailed::Exists { .. } => exit::USAGE,
+            ImportFailed::Write { .. } => exit::INTERNAL,
+            ImportFailed::Session(e) => e.exit_code(),
         }
     }
 }

@@ -104,6 +104,15 @@ impl CliError {
     }
 }
 
+impl From<crate::runner::import::ImportFailed> for CliError {
+    fn from(e: crate::runner::import::ImportFailed) -> Self {
+        match e {
+            crate::runner::import::ImportFailed::Session(e) => e.into(),
+            other => CliError::new(other.exit_code(), other.to_string()),
+        }
+    }
+}
+
 impl From<SessionError> for CliError {
     fn from(e: SessionError) -> Self {
         match e {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+pub mod import;
 pub mod mcp_server;
 pub mod mcp_tools;
 pub mod queries;
