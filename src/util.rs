@@ -38,6 +38,18 @@ pub fn ellipsize(s: &str, max: usize) -> String {
     }
 }
 
+/// Writes `bytes` to a new file at `path` and syncs it; `AlreadyExists` when anything is there
+/// (checked by the kernel as the file is created, so a file made meanwhile is not overwritten).
+/// For outputs that must never replace a person's file: drafts, imports.
+pub fn write_new(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(bytes).and_then(|()| f.sync_all())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

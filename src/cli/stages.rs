@@ -172,6 +172,17 @@ fn output_path(args: &Args, req: &DraftRequest) -> PathBuf {
     }
 }
 
+/// A draft's output that exists already (a draft never overwrites).
+fn exists(out: &Path) -> CliError {
+    CliError::new(
+        exit::USAGE,
+        format!(
+            "{} exists; choose another file with -o (a draft never overwrites)",
+            out.display()
+        ),
+    )
+}
+
 /// Drafts and writes the plan; returns where it was written.
 fn draft_to_file(
     args: &Args,
@@ -180,13 +191,7 @@ fn draft_to_file(
     let req = draft_request(args, executor)?;
     let out = output_path(args, &req);
     if out.exists() {
-        return Err(CliError::new(
-            exit::USAGE,
-            format!(
-                "{} exists; choose another file with -o (a draft never overwrites)",
-                out.display()
-            ),
-        ));
+        return Err(exists(&out));
     }
     announce("planner", &format!("drafting a plan for: {}", req.goal));
     emit_stage(
@@ -217,11 +222,13 @@ fn draft_to_file(
             return Err(stage_err(e));
         }
     };
-    std::fs::write(&out, &drafted.text).map_err(|e| {
-        CliError::new(
+    // Never over a file, even one made while the model was drafting.
+    crate::util::write_new(&out, drafted.text.as_bytes()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => exists(&out),
+        _ => CliError::new(
             exit::INTERNAL,
             format!("cannot write {}: {e}", out.display()),
-        )
+        ),
     })?;
     let done = stage_completed("planner", "drafted", exit::OK, drafted.run_ids.clone());
     emit_stage(args, executor.store().redactor(), done);
@@ -265,13 +272,7 @@ pub(super) fn cmd_draft(
         ));
     }
     if let Some(out) = args.output.as_ref().filter(|o| o.exists()) {
-        return Err(CliError::new(
-            exit::USAGE,
-            format!(
-                "{} exists; choose another file with -o (a draft never overwrites)",
-                out.display()
-            ),
-        ));
+        return Err(exists(out));
     }
     let mut executor = stage_executor(args, redactor, secrets, args.revise.as_deref())?;
     let (out, _) = draft_to_file(args, &mut executor)?;

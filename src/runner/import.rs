@@ -3,7 +3,6 @@
 //! the policy its commands need beside it — never an approval, never over an existing file. The
 //! caller prints the report and chooses the exit code from [`ImportOutcome::status`].
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -81,9 +80,9 @@ fn stem(path: &Path) -> String {
         .unwrap_or_else(|| "plan".to_string())
 }
 
-/// Writes `text` to `path`, never over an existing file, and syncs it.
+/// [`crate::util::write_new`], its failure named.
 fn write_new(path: &Path, text: &str) -> Result<(), ImportFailed> {
-    let failed = |source: std::io::Error| match source.kind() {
+    crate::util::write_new(path, text.as_bytes()).map_err(|source| match source.kind() {
         std::io::ErrorKind::AlreadyExists => ImportFailed::Exists {
             path: path.to_path_buf(),
         },
@@ -91,15 +90,7 @@ fn write_new(path: &Path, text: &str) -> Result<(), ImportFailed> {
             path: path.to_path_buf(),
             source,
         },
-    };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(failed)?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(failed)
+    })
 }
 
 /// Imports the `kind` plan at `input` into `output` (default: `NAME.acode.json` beside it) and,
