@@ -399,6 +399,10 @@ fn check_error(what: &str, e: &StoreError) {
     assert!(!text.is_empty(), "{what}: an error without a message");
     match e {
         StoreError::NotFound(_) => {}
+        // A recorded JSON value that does not read, named (the settings, a turn's arguments).
+        StoreError::Unreadable { what: named, .. } => {
+            assert!(!named.is_empty(), "{what}: an unreadable value not named")
+        }
         StoreError::Sql(
             rusqlite::Error::InvalidColumnType(..)
             | rusqlite::Error::FromSqlConversionFailure(..)

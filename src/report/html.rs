@@ -204,12 +204,18 @@ pub fn render(
 ) -> Result<(), HtmlError> {
     let detail = store.run_detail(run_id)?;
     let run = &detail.run;
-    let header = store.run_header(&run.run_id)?;
+    // A header that does not read is said on the page, not shown as one never recorded.
+    let (header, header_unreadable) = match store.run_header(&run.run_id) {
+        Ok(h) => (h, None),
+        Err(e @ crate::store::StoreError::Unreadable { .. }) => (None, Some(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
     let decisions = store.decisions(&run.plan_sha256)?;
     let network = store.run_network(&run.run_id)?;
     let page = Page {
         redactor,
         header: header.as_ref(),
+        header_unreadable: header_unreadable.as_deref(),
     };
     let mut out = std::io::BufWriter::new(out);
 
@@ -292,6 +298,8 @@ pub fn render(
 struct Page<'a> {
     redactor: &'a Redactor,
     header: Option<&'a RunHeader>,
+    /// Why the recorded header does not read, when it does not.
+    header_unreadable: Option<&'a str>,
 }
 
 impl Page<'_> {
@@ -373,8 +381,12 @@ impl Page<'_> {
             None => row(
                 "approval",
                 "approval",
-                "<span class=\"muted\">not recorded for this run (recorded from schema 13 on)</span>"
-                    .into(),
+                match self.header_unreadable {
+                    Some(why) => format!("<span class=\"exit-bad\">{}</span>", e(why)),
+                    None => "<span class=\"muted\">not recorded for this run (recorded from \
+                             schema 13 on)</span>"
+                        .into(),
+                },
             ),
         }
         if !decisions.is_empty() {
@@ -1273,6 +1285,7 @@ mod tests {
         let page = Page {
             redactor: &redactor,
             header: None,
+            header_unreadable: None,
         };
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let cut = ArtifactCut {

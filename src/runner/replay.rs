@@ -67,7 +67,11 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreErro
         if failed && row.error_code.as_deref() != Some(ErrorKind::LlmError.as_str()) {
             continue;
         }
-        let args: Value = serde_json::from_str(&row.arguments_json).unwrap_or_default();
+        let args: Value =
+            serde_json::from_str(&row.arguments_json).map_err(|e| StoreError::Unreadable {
+                what: format!("the arguments of model turn {}", row.execution_id),
+                reason: e.to_string(),
+            })?;
         let client = args.get("client").and_then(Value::as_str).unwrap_or("");
         let (request, request_cut) = row.prompt.unwrap_or_default();
         let (response, response_cut) = row.response.unwrap_or_default();
@@ -98,15 +102,22 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<ReplaySource, StoreErro
             line: 0,
         });
     }
+    // The settings that shaped the requests; a run recorded before settings were kept has none.
     let settings = match store
         .run_settings(&run.run_id)?
-        .map(|s| serde_json::from_str(&s))
+        .map(|s| serde_json::from_str::<Value>(&s))
     {
+        None => Map::new(),
         Some(Ok(Value::Object(map))) => map
             .into_iter()
             .filter(|(k, _)| SHAPING.contains(&k.as_str()))
             .collect(),
-        _ => Map::new(),
+        Some(read) => {
+            return Err(StoreError::Unreadable {
+                what: format!("the settings of run {}", run.run_id),
+                reason: read.map_or_else(|e| e.to_string(), |v| format!("not an object: {v}")),
+            });
+        }
     };
     // In plan order, each step's turns in order.
     let mut turns = Vec::new();
@@ -173,6 +184,9 @@ pub(crate) fn prepare(
                     origin,
                     vec![format!("{what} not found in {}", db.display())],
                 ));
+            }
+            Err(e @ StoreError::Unreadable { .. }) => {
+                return Err(refuse(origin, vec![e.to_string()]));
             }
             other => other?,
         };

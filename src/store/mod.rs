@@ -56,6 +56,15 @@ pub enum StoreError {
     /// A lookup found nothing.
     #[error("{0} not found")]
     NotFound(String),
+    /// A recorded JSON value that acode-run wrote does not read back (the database was changed
+    /// outside acode-run): said, never taken for a missing or default value.
+    #[error("{what} cannot be read ({reason}); the database was changed outside acode-run")]
+    Unreadable {
+        /// What it is: `the settings of run R`, `the arguments of execution E`.
+        what: String,
+        /// Why it does not read.
+        reason: String,
+    },
     /// The database file was deleted or replaced while this process had it open: everything
     /// written since went to a file nobody can read, so the record of this run is lost.
     #[error(

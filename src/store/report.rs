@@ -83,8 +83,8 @@ impl Store {
         Ok(())
     }
 
-    /// The header recorded for `run_id` (an exact id); `None` for runs recorded before schema 13
-    /// or a header that does not parse.
+    /// The header recorded for `run_id` (an exact id); `None` for runs recorded before schema 13,
+    /// [`StoreError::Unreadable`] for a header that does not parse.
     pub fn run_header(&self, run_id: &str) -> Result<Option<RunHeader>, StoreError> {
         let json: Option<String> = self
             .conn
@@ -95,7 +95,13 @@ impl Store {
             )
             .optional()?
             .flatten();
-        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| StoreError::Unreadable {
+                what: format!("the header of run {run_id}"),
+                reason: e.to_string(),
+            })
+        })
+        .transpose()
     }
 
     /// Every artifact of one execution (exact id), each cut to its first `head` and last `tail`

@@ -354,6 +354,61 @@ fn an_edited_plan_or_an_unreplayable_record_is_refused_before_anything_runs() {
     assert_refused(&t, &out, before, &["needs --replay FILE"]);
 }
 
+/// A recorded run whose settings or a model turn's arguments no longer read (changed outside
+/// acode-run) is refused by name: neither is taken for a missing value, which would replay with
+/// another tool protocol or model than the recording's.
+#[test]
+fn unreadable_settings_or_turn_arguments_are_refused_by_name() {
+    let t = TestDir::new();
+    let original = plan(&t, FIX);
+    let recorded = record(&t, &original);
+    reset(&t);
+    let before = runs(&t);
+    let db = t.db();
+    let settings: String = q(
+        &db,
+        &format!("SELECT settings_json FROM runs WHERE run_id = '{recorded}'"),
+    );
+    db.execute(
+        "UPDATE runs SET settings_json = '{\"tool_protocol\": ' WHERE run_id = ?1",
+        [&recorded],
+    )
+    .unwrap();
+    let out = run(&t, &original, &recorded, &[]);
+    assert_refused(
+        &t,
+        &out,
+        before,
+        &[&format!("the settings of run {recorded} cannot be read")],
+    );
+    db.execute(
+        "UPDATE runs SET settings_json = ?2 WHERE run_id = ?1",
+        [&recorded, &settings],
+    )
+    .unwrap();
+    let turn: String = q(
+        &db,
+        &format!(
+            "SELECT execution_id FROM executions WHERE run_id = '{recorded}' AND \
+             tool_name = 'llm' AND step_id = 'fix' AND turn = 1"
+        ),
+    );
+    db.execute(
+        "UPDATE executions SET arguments_json = 'not json' WHERE execution_id = ?1",
+        [&turn],
+    )
+    .unwrap();
+    let out = run(&t, &original, &recorded, &[]);
+    assert_refused(
+        &t,
+        &out,
+        before,
+        &[&format!(
+            "the arguments of model turn {turn} cannot be read"
+        )],
+    );
+}
+
 #[test]
 fn an_exported_file_replays_and_a_damaged_one_is_refused_by_name() {
     let t = TestDir::new();

@@ -391,6 +391,32 @@ fn report_of_an_unknown_run_writes_nothing_and_dash_is_stdout() {
     );
 }
 
+/// A recorded header that does not read (the database changed outside acode-run) is said on the
+/// page where the approval would be, not shown as a run recorded before headers were kept.
+#[test]
+fn an_unreadable_header_is_named_on_the_page() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "tiny", "steps": [
+            {"step_id": "a", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "x"}}]}),
+    );
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    t.db()
+        .execute("UPDATE runs SET header_json = '{\"approval\": ['", [])
+        .unwrap();
+    let out = t.run(&["report", &run_id, "--html", "-"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let html = stdout(&out);
+    assert!(
+        html.contains(&format!("the header of run {run_id} cannot be read")),
+        "{html}"
+    );
+    assert!(!html.contains("recorded from schema 13 on"), "{html}");
+}
+
 /// The report of the shipped `plans/agent-demo.json` (scripted model) renders with its
 /// conversation, and its screenshot is the one in the README (`ACODE_UPDATE_SCREENSHOT=1`
 /// writes docs/report.png from this run).
