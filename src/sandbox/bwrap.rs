@@ -484,11 +484,11 @@ fn running_binary(path: &Path) -> PathBuf {
 }
 
 /// `$TMPDIR/acode-run-exe-<uuid>/acode-run`: the running binary's bytes (from `/proc/self/exe`),
-/// in a directory only this user can enter; `None` when it cannot be made.
+/// in a directory only this user can enter, kept for the process's life and removed by the next
+/// acode-run after it ([`super::scratch`]); `None` when it cannot be made.
 fn copy_running_binary() -> Option<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let dir = std::env::temp_dir().join(format!("acode-run-exe-{}", uuid::Uuid::new_v4()));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = super::scratch::create("exe-").ok()?;
     let copy = dir.join("acode-run");
     std::fs::copy("/proc/self/exe", &copy).ok()?;
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o500)).ok()?;

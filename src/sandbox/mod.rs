@@ -8,5 +8,6 @@ pub mod bwrap;
 pub mod landlock;
 pub mod os;
 pub mod promises;
+pub mod scratch;
 
 pub use os::{CommandLimits, OsSandbox, SandboxSetupError};

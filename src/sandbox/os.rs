@@ -523,7 +523,7 @@ impl OsSandbox {
         let rules = LandlockRules::new(abi, Vec::new());
         // Built once now so that a kernel that refuses the ruleset fails the run before any step.
         if let Err(e) = rules.ruleset_for(workspace, &[], &[], std::slice::from_ref(&temp)) {
-            let _ = std::fs::remove_dir_all(&temp);
+            super::scratch::remove(&temp);
             return Err(e);
         }
         self.temp = Some(temp);
@@ -901,7 +901,7 @@ impl OsSandbox {
                     Ok(()) => d,
                     Err(_) => {
                         // Another command made one first: use that one.
-                        let _ = std::fs::remove_dir_all(&d);
+                        super::scratch::remove(&d);
                         self.git_config_copies.get().cloned().unwrap_or(d)
                     }
                 }
@@ -1046,7 +1046,7 @@ impl Drop for OsSandbox {
             .chain(self.net_dir.iter())
             .chain(self.git_config_copies.get())
         {
-            let _ = std::fs::remove_dir_all(dir);
+            super::scratch::remove(dir);
         }
     }
 }
@@ -1086,19 +1086,16 @@ fn bwrap_if_usable() -> Result<PathBuf, String> {
     Ok(b)
 }
 
-/// Creates `$TMPDIR/acode-run-<uuid>` with mode 0700.
+/// Creates `$TMPDIR/acode-run-<uuid>` with mode 0700, locked while this process lives
+/// ([`super::scratch`]), by its canonical path.
 fn make_temp_dir() -> Result<PathBuf, SandboxSetupError> {
-    use std::os::unix::fs::DirBuilderExt;
-    let path = std::env::temp_dir().join(format!("acode-run-{}", uuid::Uuid::new_v4()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&path)
-        .map_err(|source| SandboxSetupError::TempDir {
-            path: path.display().to_string(),
-            source,
-        })?;
-    // Canonical, so that the Landlock rule and TMPDIR name the same inode path.
-    Ok(path.canonicalize().unwrap_or(path))
+    super::scratch::create("").map_err(|source| SandboxSetupError::TempDir {
+        path: std::env::temp_dir()
+            .join("acode-run-*")
+            .display()
+            .to_string(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 use crate::policy::commands::*;
 
-/// A fresh workspace with a `sub/` directory.
+/// A workspace with a `sub/` directory, one for the whole test binary: the checks only read it,
+/// and one per check left thousands of directories in the temporary directory.
 fn ws() -> Workspace {
-    let dir = std::env::temp_dir().join(format!("acode-cmds-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(dir.join("sub")).unwrap();
-    Workspace::new(&dir).unwrap()
+    static WS: std::sync::OnceLock<Workspace> = std::sync::OnceLock::new();
+    WS.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("acode-cmds-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        Workspace::new(&dir).unwrap()
+    })
+    .clone()
 }
 
 fn argv(s: &str) -> Vec<String> {

@@ -626,3 +626,113 @@ fn a_resumed_run_keeps_its_confirmation_mode_and_refuses_other_options() {
     assert_eq!(q::<String>(&t.db(), "SELECT status FROM runs"), "completed");
     integrity_ok(&t);
 }
+
+/// The runner's directories in `dir` (`acode-run-…`).
+fn scratch_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("acode-run-"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// As if made two hours ago.
+fn age(dir: &std::path::Path) {
+    let when = std::time::SystemTime::now() - Duration::from_secs(7200);
+    std::fs::File::open(dir)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+}
+
+/// A runner killed with SIGKILL removes nothing: its temporary directory stays in `TMPDIR`. The
+/// next run removes it, since nobody holds it any more (its lock died with the process) — and
+/// leaves the directory of a runner that is still running, however old.
+#[test]
+fn a_killed_runners_temporary_directory_is_removed_by_the_next_run_and_a_living_ones_is_not() {
+    let t = TestDir::new();
+    let tmp = t.root.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_env = tmp.to_str().unwrap().to_string();
+    t.file(
+        "slow.py",
+        "import os, time\nopen('out/started-' + str(os.getpid()), 'w').write('1')\ntime.sleep(30)\n",
+    );
+    // Under Landlock a command creates entries in directories, not at the workspace root.
+    std::fs::create_dir_all(t.ws.join("out")).unwrap();
+    let slow = t.plan(
+        "slow.json",
+        &json!({"plan_id": "slow", "steps": [
+        {"step_id": "slow", "tool": "run_command", "arguments": {"command": "python3 slow.py"}}]}),
+    );
+    let quick = t.plan(
+        "quick.json",
+        &json!({"plan_id": "quick", "steps": [
+        {"step_id": "q", "tool": "run_command", "arguments": {"command": "python3 -c pass"}}]}),
+    );
+    t.approve(&slow);
+    t.approve(&quick);
+    let started = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while walk(&t.ws)
+            .iter()
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("started-")
+            })
+            .count()
+            < n
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the slow step never started: {}",
+                std::fs::read_to_string(t.root.join("slow.err")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let start_slow = || {
+        t.cmd_with(&[("TMPDIR", &tmp_env)])
+            .args([slow.to_str().unwrap(), "--sandbox", "landlock"])
+            .stderr(std::fs::File::create(t.root.join("slow.err")).unwrap())
+            .spawn()
+            .unwrap()
+    };
+
+    let mut killed = start_slow();
+    started(1);
+    kill9(&mut killed);
+    let left = scratch_dirs(&tmp);
+    assert_eq!(left.len(), 1, "the killed run's directory: {left:?}");
+    age(&left[0]);
+
+    let mut living = start_slow();
+    started(2);
+    let living_dir: Vec<_> = scratch_dirs(&tmp)
+        .into_iter()
+        .filter(|d| *d != left[0])
+        .collect();
+    assert_eq!(living_dir.len(), 1, "{living_dir:?}");
+    age(&living_dir[0]);
+
+    let out = t
+        .cmd_with(&[("TMPDIR", &tmp_env)])
+        .args([quick.to_str().unwrap(), "--sandbox", "landlock"])
+        .output()
+        .unwrap();
+    kill9(&mut living);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!left[0].exists(), "the killed run's directory stayed");
+    assert!(
+        living_dir[0].exists(),
+        "a running runner's directory was removed"
+    );
+}
