@@ -50,6 +50,21 @@ pub fn write_new(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes).and_then(|()| f.sync_all())
 }
 
+/// Lower-case hexadecimal of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Hex SHA-256 of `bytes`: what approvals bind (the plan's bytes), pins hash, and records name.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,7 +148,7 @@ fn draft_request(args: &Args, executor: &Executor) -> Result<DraftRequest, CliEr
 /// The reason `acode-run reject PLAN --reason` recorded for exactly these plan bytes, if their
 /// latest decision is that rejection (read from the decisions table, where `reject` appends it).
 fn rejection_reason(executor: &Executor, plan_bytes: &[u8]) -> Option<String> {
-    let sha = crate::plan::parse::sha256_hex(plan_bytes);
+    let sha = crate::util::sha256_hex(plan_bytes);
     executor
         .store()
         .standing_rejection(&sha)

@@ -264,7 +264,7 @@ pub fn instruction_sha256(arguments: &crate::plan::Arguments) -> String {
         "skill": map.get("skill"),
         "inputs": map.get("inputs"),
     });
-    crate::plan::parse::sha256_hex(asked.to_string().as_bytes())
+    crate::util::sha256_hex(asked.to_string().as_bytes())
 }
 
 /// Adds to the run's redactor the values an answer's `run_command` calls pass in secret-named

@@ -24,41 +24,20 @@ pub(crate) fn agent(config: &LlmConfig) -> ureq::Agent {
     use crate::net::agent::{Trust, agent};
     let trust = match &config.ca_cert {
         None => Trust::WebPki,
-        Some(path) => Trust::Extra(
-            load_ca_certs(path)
-                .unwrap_or_default()
-                .iter()
-                .map(|c| rustls::pki_types::CertificateDer::from(c.der().to_vec()))
-                .collect(),
-        ),
+        Some(path) => load_ca_certs(path).map_or(Trust::Extra(Vec::new()), |ca| ca.trust()),
     };
     agent(config.timeout, &trust)
 }
 
 /// The certificates of a PEM file (`--llm-ca-cert`); an unreadable file, or one with no
 /// certificate in it, is a configuration error naming the file.
-pub(crate) fn load_ca_certs(
-    path: &std::path::Path,
-) -> Result<Vec<ureq::tls::Certificate<'static>>, LlmError> {
-    let bad = |why: String| {
+pub(crate) fn load_ca_certs(path: &std::path::Path) -> Result<crate::net::agent::CaFile, LlmError> {
+    crate::net::agent::CaFile::load(path).map_err(|why| {
         LlmError::Config(format!(
             "--llm-ca-cert / ACODE_LLM_CA_CERT {}: {why}",
             path.display()
         ))
-    };
-    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
-            Ok(_) => {}
-            Err(e) => return Err(bad(format!("not a PEM file ({e})"))),
-        }
-    }
-    if certs.is_empty() {
-        return Err(bad("no PEM certificate in the file".to_string()));
-    }
-    Ok(certs)
+    })
 }
 
 /// `base` joined with `path` (`/chat/completions`), tolerating a trailing slash on `base`.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::client::{Identity, ListedTool};
+use crate::util::sha256_hex;
 
 /// One server as approved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,15 +43,6 @@ pub struct ToolPin {
 pub fn canonical(name: &str, description: &str, input_schema: &Value) -> String {
     // `serde_json::Value` objects are sorted maps: serialising through one is canonical.
     json!({"name": name, "description": description, "inputSchema": input_schema}).to_string()
-}
-
-/// Hex SHA-256 of `bytes`.
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The pin of one listed tool.

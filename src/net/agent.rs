@@ -70,6 +70,48 @@ pub fn agent(timeout: Duration, trust: &Trust) -> ureq::Agent {
     }
 }
 
+/// A PEM file of certificates to trust besides the Mozilla roots (`--llm-ca-cert`, an MCP
+/// server's `ca_cert`), read once: what it trusts and the SHA-256 of the bytes read, so the trust
+/// that was checked against an approval is the trust used.
+#[derive(Debug, Clone)]
+pub struct CaFile {
+    /// The certificates in it.
+    pub certs: Vec<CertificateDer<'static>>,
+    /// SHA-256 (hex) of the file's bytes.
+    pub sha256: String,
+}
+
+impl CaFile {
+    /// Reads `path`; an unreadable file, one that is not PEM, or one with no certificate in it
+    /// is an error saying which.
+    pub fn load(path: &std::path::Path) -> Result<CaFile, String> {
+        let pem = crate::input::read_bounded(path, 1024 * 1024, "CA certificate file")
+            .map_err(|e| e.to_string())?;
+        let mut certs = Vec::new();
+        for item in ureq::tls::parse_pem(&pem) {
+            match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => {
+                    certs.push(CertificateDer::from(c.der().to_vec()))
+                }
+                Ok(_) => {}
+                Err(e) => return Err(format!("not a PEM file ({e})")),
+            }
+        }
+        if certs.is_empty() {
+            return Err("no PEM certificate in the file".to_string());
+        }
+        Ok(CaFile {
+            certs,
+            sha256: crate::util::sha256_hex(&pem),
+        })
+    }
+
+    /// The agent's trust: the Mozilla roots and these certificates.
+    pub fn trust(&self) -> Trust {
+        Trust::Extra(self.certs.clone())
+    }
+}
+
 /// `Retry-After` as delta-seconds (integer or decimal). The HTTP-date form is not parsed (local
 /// servers do not send it); it yields `None` and the caller's own policy applies.
 pub fn parse_retry_after(value: &str) -> Option<Duration> {

@@ -40,7 +40,7 @@ pub fn policy_sha256(policy: &Policy) -> String {
     let canonical = serde_json::to_value(policy)
         .map(|v| v.to_string())
         .unwrap_or_default();
-    super::parse::sha256_hex(canonical.as_bytes())
+    crate::util::sha256_hex(canonical.as_bytes())
 }
 
 /// The state of a review.
@@ -180,7 +180,7 @@ impl PlanAuthorization {
         let mut mac = Self::mac(key);
         mac.update(&self.signed_message());
         let tag = mac.finalize().into_bytes();
-        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::util::hex(&tag);
         self.signature = Some(format!("{SIGNATURE_PREFIX}{hex}"));
         self
     }
@@ -550,7 +550,7 @@ impl ApprovedPlan {
         if let Some(src) = &self.plan.source
             && let Ok(bytes) = std::fs::read(src)
         {
-            let actual = super::parse::sha256_hex(&bytes);
+            let actual = crate::util::sha256_hex(&bytes);
             if actual != self.authorization.plan_sha256 {
                 return Err(AuthError::Changed {
                     approved: self.authorization.plan_sha256.clone(),

@@ -9,7 +9,6 @@ use std::hash::BuildHasher;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::model::{
     Arguments, Defaults, MAX_VERIFY_COMMANDS, OnFailure, Plan, Precondition, Step, Verify,
@@ -18,16 +17,6 @@ use super::{Problem, ProblemKind};
 
 /// The largest plan file accepted; larger input is refused before parsing.
 pub const MAX_PLAN_BYTES: usize = crate::input::MAX_PLAN_BYTES as usize;
-
-/// Hex SHA-256 of bytes; approvals are bound to this.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest.iter() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
 
 struct Collector {
     problems: Vec<Problem>,
@@ -330,7 +319,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         secrets,
         defaults,
         steps,
-        sha256: sha256_hex(bytes),
+        sha256: crate::util::sha256_hex(bytes),
         source: None,
     };
     (Some(plan), c.problems)

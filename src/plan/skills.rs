@@ -218,7 +218,7 @@ fn load(ws: &Workspace, name: &str, dir: &str, path: &str) -> Result<Skill, Skil
         name: name.to_string(),
         path: path.to_string(),
         dir: dir.to_string(),
-        sha256: super::parse::sha256_hex(&bytes),
+        sha256: crate::util::sha256_hex(&bytes),
         front,
         body,
         body_line,

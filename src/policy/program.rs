@@ -537,11 +537,7 @@ pub fn sha256(path: &Path) -> std::io::Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    let hex: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::util::hex(&hasher.finalize());
     if let Ok(mut cache) = CACHE.lock() {
         cache
             .get_or_insert_with(HashMap::new)

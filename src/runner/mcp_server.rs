@@ -544,7 +544,7 @@ impl Server<'_> {
             "written": true,
             "path": rel,
             "plan_id": plan.plan_id,
-            "plan_sha256": crate::plan::parse::sha256_hex(body.as_bytes()),
+            "plan_sha256": crate::util::sha256_hex(body.as_bytes()),
             "approved": false,
             "next": format!("a human reviews it: acode-run preview {rel}; acode-run approve {rel}"),
         }))

@@ -908,7 +908,7 @@ impl OsSandbox {
             }
         };
         let digest = Sha256::digest(found.sanitized.as_bytes());
-        let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        let name = crate::util::hex(&digest[..12]);
         let copy = dir.join(format!("git-config-{name}"));
         if !copy.exists() {
             let tmp = dir.join(format!(".{}", uuid::Uuid::new_v4()));
