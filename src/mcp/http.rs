@@ -93,13 +93,15 @@ pub struct Http {
 
 /// Connects `Client` to the remote server `name` at `url`: checks the URL and that `rules` (the
 /// run's `network.allow`) allow its host — before any request — and expands `headers` from the
-/// variables `env` lists. Nothing is sent until the client's handshake.
+/// variables `env` lists; TLS trusts the Mozilla roots and `ca`'s certificates (the server's
+/// `ca_cert`). Nothing is sent until the client's handshake.
 pub fn connect(
     name: &str,
     url: &str,
     headers: &BTreeMap<String, String>,
     env: &[String],
     rules: &[HostRule],
+    ca: Option<&crate::net::agent::CaFile>,
 ) -> Result<Client, McpError> {
     let refused = |message: String| McpError::NotAllowed {
         server: name.to_string(),
@@ -140,7 +142,10 @@ pub fn connect(
         endpoint,
         headers: expanded,
         secrets,
-        agent: agent(LISTEN_BOUND, &Trust::WebPki),
+        agent: agent(
+            LISTEN_BOUND,
+            &ca.map_or(Trust::WebPki, crate::net::agent::CaFile::trust),
+        ),
         session: Mutex::new(None),
         version: Mutex::new(None),
         network: Mutex::new(Vec::new()),

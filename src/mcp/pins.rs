@@ -24,6 +24,9 @@ pub struct ServerPin {
     pub server_version: String,
     /// Allowed tool name → what was approved.
     pub tools: BTreeMap<String, ToolPin>,
+    /// SHA-256 of the CA file (`ca_cert`) a remote server was trusted under, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert_sha256: Option<String>,
 }
 
 /// One tool as approved.
@@ -69,12 +72,14 @@ impl ToolPin {
     }
 }
 
-/// Pins `allowed` tools of a server that identified as `identity` and listed `listed`; `Err`
-/// names an allowed tool the server does not offer.
+/// Pins `allowed` tools of a server that identified as `identity` and listed `listed`, trusted
+/// under the CA file whose SHA-256 is `ca_cert_sha256` (if any); `Err` names an allowed tool the
+/// server does not offer.
 pub fn pin_server(
     identity: &Identity,
     listed: &[ListedTool],
     allowed: &[String],
+    ca_cert_sha256: Option<&str>,
 ) -> Result<ServerPin, String> {
     let mut tools = BTreeMap::new();
     for name in allowed {
@@ -92,6 +97,24 @@ pub fn pin_server(
         server_name: identity.name.clone(),
         server_version: identity.version.clone(),
         tools,
+        ca_cert_sha256: ca_cert_sha256.map(str::to_string),
+    })
+}
+
+/// How the CA file a remote server is trusted under differs from the approved one (`now`: the
+/// SHA-256 of the file read for this connection), in words; `None` when it is the same. Asked
+/// before any request is sent under it.
+pub fn ca_difference(pin: &ServerPin, now: Option<&str>) -> Option<String> {
+    let short = |h: Option<&str>| match h {
+        Some(h) => format!("sha256 {}…", h.get(..12).unwrap_or(h)),
+        None => "none".to_string(),
+    };
+    (pin.ca_cert_sha256.as_deref() != now).then(|| {
+        format!(
+            "its CA file (ca_cert) was {}, is now {}",
+            short(pin.ca_cert_sha256.as_deref()),
+            short(now)
+        )
     })
 }
 
@@ -162,7 +185,7 @@ mod tests {
             "Says hi.",
             json!({"type": "object", "properties": {}}),
         )];
-        let pin = pin_server(&id(), &listed, &["t".into()]).unwrap();
+        let pin = pin_server(&id(), &listed, &["t".into()], None).unwrap();
         assert!(pin.tools["t"].is_consistent("t"));
         let reordered: Value =
             serde_json::from_str(r#"{"properties": {}, "type": "object"}"#).unwrap();
@@ -181,7 +204,7 @@ mod tests {
         let mut other = id();
         other.version = "2".into();
         assert_eq!(differences(&pin, &other, &listed).len(), 1);
-        assert!(pin_server(&id(), &listed, &["u".into()]).is_err());
+        assert!(pin_server(&id(), &listed, &["u".into()], None).is_err());
         let mut forged = pin.tools["t"].clone();
         forged.description = "other".into();
         assert!(!forged.is_consistent("t"));

@@ -162,7 +162,13 @@ impl PlanAuthorization {
                 .tools
                 .iter()
                 .flat_map(|(name, t)| ["mcp_tool", name.as_str(), t.sha256.as_str()]);
-            for f in identity.into_iter().chain(tools) {
+            // The CA file a remote server is trusted under, when it has one (pins without one
+            // sign as before).
+            let ca = pin
+                .ca_cert_sha256
+                .iter()
+                .flat_map(|sha| ["mcp_ca_cert", sha.as_str()]);
+            for f in identity.into_iter().chain(tools).chain(ca) {
                 out.extend_from_slice(&(f.len() as u64).to_be_bytes());
                 out.extend_from_slice(f.as_bytes());
             }
@@ -607,6 +613,35 @@ mod tests {
         assert!(ApprovedPlan::new_verified(p.clone(), unsigned.clone(), None).is_ok());
         assert!(ApprovedPlan::new_verified(p.clone(), unsigned, Some(b"k1")).is_err());
         assert!(ApprovedPlan::new_verified(p, auth, Some(b"k1")).is_ok());
+    }
+
+    /// An MCP server's pinned CA file is signed with the rest: an approval whose CA pin was
+    /// edited (to trust another CA) or removed no longer verifies.
+    #[test]
+    fn the_pinned_ca_file_of_a_remote_server_is_signed() {
+        let mut auth = PlanAuthorization::decide(&plan(), AuthStatus::Approved, "alice");
+        auth.mcp.insert(
+            "rs".into(),
+            crate::mcp::pins::ServerPin {
+                protocol_version: "2025-11-25".into(),
+                server_name: "s".into(),
+                server_version: "1".into(),
+                tools: Default::default(),
+                ca_cert_sha256: Some("a".repeat(64)),
+            },
+        );
+        let auth = auth.signed(b"k");
+        assert!(auth.verify_signature(b"k").is_ok());
+        for edit in [Some("b".repeat(64)), None] {
+            let mut edited = auth.clone();
+            if let Some(pin) = edited.mcp.get_mut("rs") {
+                pin.ca_cert_sha256 = edit;
+            }
+            assert!(matches!(
+                edited.verify_signature(b"k"),
+                Err(AuthError::BadSignature)
+            ));
+        }
     }
 
     /// The v1 layout, for the attack below: fields joined by newlines.

@@ -230,6 +230,12 @@ pub struct McpServer {
     /// server is used and redacted everywhere; nothing else is expanded.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// An absolute path to a PEM file of certificates a remote `https://` server is also trusted
+    /// under, besides the Mozilla roots (a private CA, or the server's own self-signed
+    /// certificate). Its SHA-256 is pinned at approval with the server: another file there
+    /// refuses the run (exit 36) before any request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
     /// Environment variables passed from the runner's environment (besides `PATH`) to a started
     /// server, or the variables a remote server's `headers` may name.
     #[serde(default)]
@@ -426,8 +432,23 @@ impl McpPolicy {
                          starts (command) or a remote endpoint (url)"
                     ));
                 }
-                (Some(url), true) => check_remote(url, &server.headers, &server.env)
-                    .map_err(|e| format!("{at}.{e}"))?,
+                (Some(url), true) => {
+                    check_remote(url, &server.headers, &server.env)
+                        .map_err(|e| format!("{at}.{e}"))?;
+                    if let Some(ca) = &server.ca_cert {
+                        if !url.to_ascii_lowercase().starts_with("https://") {
+                            return Err(format!(
+                                "{at}.ca_cert: only an https:// server is trusted under a CA file"
+                            ));
+                        }
+                        if !ca.is_absolute() {
+                            return Err(format!(
+                                "{at}.ca_cert {}: give an absolute path",
+                                ca.display()
+                            ));
+                        }
+                    }
+                }
                 (None, _) => {
                     if server.command.is_empty() || server.command[0].trim().is_empty() {
                         return Err(format!(
@@ -438,6 +459,11 @@ impl McpPolicy {
                     if !server.headers.is_empty() {
                         return Err(format!(
                             "{at}.headers: only a remote server (url) takes headers"
+                        ));
+                    }
+                    if server.ca_cert.is_some() {
+                        return Err(format!(
+                            "{at}.ca_cert: only a remote server (url) takes a CA file"
                         ));
                     }
                 }

@@ -109,14 +109,19 @@ pub fn list_server_tools(
     let mut servers = Vec::new();
     let mut differs = false;
     for (name, server) in &policy.mcp.servers {
-        let (client, listed) =
+        let started =
             crate::tools::mcp::start_and_list(name, server, session.workspace(), &sandbox, &cancel)
                 .map_err(|e| SessionError::Mcp(e.message))?;
-        let id = client.identity().clone();
-        drop(client);
+        let id = started.client.identity().clone();
+        let listed = started.listed;
+        drop(started.client);
         let pin = pins.as_ref().map(|p| p.get(name));
         let changes = match pin {
-            Some(Some(pin)) => pins::differences(pin, &id, &listed),
+            Some(Some(pin)) => {
+                let mut changes = pins::differences(pin, &id, &listed);
+                changes.extend(pins::ca_difference(pin, started.ca_cert_sha256.as_deref()));
+                changes
+            }
             _ => Vec::new(),
         };
         differs |= !changes.is_empty() || matches!(pin, Some(None));

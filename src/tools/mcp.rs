@@ -19,6 +19,7 @@ use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
 use crate::mcp::client::{Client, ListedTool, McpError};
 use crate::mcp::pins::{self, ServerPin};
+use crate::net::agent::CaFile;
 use crate::policy::{McpServer, Policy, mcp_tool_name, program};
 use crate::process::{CommandSpec, spawn};
 use crate::sandbox::OsSandbox;
@@ -242,15 +243,53 @@ fn server_env(server: &McpServer) -> Vec<(String, String)> {
     env
 }
 
-/// Starts `server` and lists its tools (for `approve`, `mcp tools` and a run's first call).
+/// A server started and its tools listed.
+pub struct Started {
+    /// The client, connected.
+    pub client: Client,
+    /// The tools it lists.
+    pub listed: Vec<ListedTool>,
+    /// SHA-256 of the CA file a remote server was trusted under (`ca_cert`), as read for this
+    /// connection.
+    pub ca_cert_sha256: Option<String>,
+}
+
+/// The CA file a remote server is trusted under (`ca_cert`), read once for one connection.
+fn server_ca(name: &str, server: &McpServer) -> Result<Option<CaFile>, String> {
+    server
+        .ca_cert
+        .as_deref()
+        .map(|path| {
+            CaFile::load(path).map_err(|why| {
+                format!(
+                    "MCP server {name}: mcp.servers.{name}.ca_cert {}: {why}",
+                    path.display()
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Starts `server` and lists its tools (for `approve` and `mcp tools`).
 pub fn start_and_list(
     name: &str,
     server: &McpServer,
     workspace: &Workspace,
     sandbox: &OsSandbox,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Result<(Client, Vec<ListedTool>), StartFailure> {
-    start_with(name, server, workspace, sandbox, cancel, false)
+) -> Result<Started, StartFailure> {
+    let ca = server_ca(name, server).map_err(|message| StartFailure {
+        message,
+        stderr: String::new(),
+        network: Vec::new(),
+    })?;
+    let (client, listed) =
+        start_with(name, server, workspace, sandbox, cancel, false, ca.as_ref())?;
+    Ok(Started {
+        client,
+        listed,
+        ca_cert_sha256: ca.map(|c| c.sha256),
+    })
 }
 
 /// [`start_and_list`], the process started on the lasting thread when `lasting` (a run's servers).
@@ -261,6 +300,7 @@ fn start_with(
     sandbox: &OsSandbox,
     cancel: &std::sync::atomic::AtomicBool,
     lasting: bool,
+    ca: Option<&CaFile>,
 ) -> Result<(Client, Vec<ListedTool>), StartFailure> {
     let failure = |message: String, stderr: String| StartFailure {
         message,
@@ -272,7 +312,7 @@ fn start_with(
         // `registry:` entries resolved) before any request.
         Some(url) => {
             let rules = sandbox.proxy().map(|p| p.rules()).unwrap_or_default();
-            crate::mcp::http::connect(name, url, &server.headers, &server.env, rules)
+            crate::mcp::http::connect(name, url, &server.headers, &server.env, rules, ca)
         }
         None => {
             let spec = server_spec(server, workspace, sandbox)
@@ -312,10 +352,15 @@ pub fn pin_servers(
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let mut out = BTreeMap::new();
     for (name, server) in &policy.mcp.servers {
-        let (client, listed) =
+        let started =
             start_and_list(name, server, workspace, sandbox, &cancel).map_err(|e| e.message)?;
-        let pin = pins::pin_server(client.identity(), &listed, &server.tools)
-            .map_err(|e| format!("MCP server {name}: {e}"))?;
+        let pin = pins::pin_server(
+            started.client.identity(),
+            &started.listed,
+            &server.tools,
+            started.ca_cert_sha256.as_deref(),
+        )
+        .map_err(|e| format!("MCP server {name}: {e}"))?;
         out.insert(name.clone(), pin);
     }
     Ok(out)
@@ -354,6 +399,13 @@ impl McpTool {
                 ),
             )));
         };
+        // The CA file a remote server is trusted under is checked against its pin before any
+        // request is sent under it.
+        let ca = server_ca(&self.server, config)
+            .map_err(|e| Box::new(ToolOutput::failed(ErrorKind::ToolFailed, e)))?;
+        if let Some(what) = pins::ca_difference(pin, ca.as_ref().map(|c| c.sha256.as_str())) {
+            return Err(Box::new(changed(&self.server, &[what])));
+        }
         let (mut client, listed) = start_with(
             &self.server,
             config,
@@ -361,6 +413,7 @@ impl McpTool {
             ctx.sandbox,
             ctx.cancel,
             true,
+            ca.as_ref(),
         )
         .map_err(|e| {
             let mut failed = ToolOutput::failed(ErrorKind::ToolFailed, e.message);

@@ -1,121 +1,16 @@
 //! TLS to hosted and self-hosted LLM endpoints (SPEC §7, issue 10): the real binary talks https to
-//! a TLS server the test starts on 127.0.0.1 with a freshly generated self-signed certificate. The
-//! server terminates TLS with rustls and forwards each request to a [`ScriptedServer`], so what
-//! the binary sent (headers included) is recorded.
+//! a TLS server the test starts on 127.0.0.1 with a freshly generated self-signed certificate
+//! ([`TlsFront`]). The server terminates TLS with rustls and forwards each request to a
+//! [`ScriptedServer`], so what the binary sent (headers included) is recorded.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use acode_run::llm::scripted::{ScriptedResponse, ScriptedServer};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::PrivateKeyDer;
 use serde_json::json;
 
+use crate::harness::tls::TlsFront;
 use crate::harness::*;
-
-/// A TLS front for a scripted server. Serves connections until dropped (the thread is detached;
-/// the test process ends it).
-struct TlsFront {
-    port: u16,
-    ca_pem: String,
-}
-
-impl TlsFront {
-    fn start(backend: &ScriptedServer) -> TlsFront {
-        let certified = rcgen::generate_simple_self_signed(vec![
-            "127.0.0.1".to_string(),
-            "localhost".to_string(),
-        ])
-        .unwrap();
-        let ca_pem = certified.cert.pem();
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
-            certified.signing_key.serialize_der(),
-        ));
-        Self::start_with(backend, certified.cert.der().clone(), key, ca_pem)
-    }
-
-    /// A front presenting `cert` (whose PEM is `pem`) with `key`.
-    fn start_with(
-        backend: &ScriptedServer,
-        cert: rustls::pki_types::CertificateDer<'static>,
-        key: PrivateKeyDer<'static>,
-        ca_pem: String,
-    ) -> TlsFront {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert], key)
-            .unwrap();
-        let config = Arc::new(config);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let backend_addr = backend
-            .url()
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap()
-            .to_string();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let config = Arc::clone(&config);
-                let backend_addr = backend_addr.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(stream, config, &backend_addr);
-                });
-            }
-        });
-        TlsFront { port, ca_pem }
-    }
-
-    fn url(&self) -> String {
-        format!("https://127.0.0.1:{}/v1", self.port)
-    }
-}
-
-/// One TLS connection: read one HTTP request, forward it in plain text, relay the answer.
-fn serve(tcp: TcpStream, config: Arc<rustls::ServerConfig>, backend: &str) -> std::io::Result<()> {
-    tcp.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
-    let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let mut request = Vec::new();
-    let mut buf = [0u8; 8192];
-    let head_end = loop {
-        let n = tls.read(&mut buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        request.extend_from_slice(&buf[..n]);
-        if let Some(i) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&request[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while request.len() < head_end + length {
-        let n = tls.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        request.extend_from_slice(&buf[..n]);
-    }
-    let mut plain = TcpStream::connect(backend)?;
-    plain.write_all(&request)?;
-    let mut answer = Vec::new();
-    plain.read_to_end(&mut answer)?;
-    tls.write_all(&answer)?;
-    tls.conn.send_close_notify();
-    tls.flush()?;
-    Ok(())
-}
 
 fn plan(t: &TestDir) -> PathBuf {
     t.plan(

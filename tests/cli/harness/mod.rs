@@ -9,6 +9,7 @@ use rusqlite::Connection;
 pub mod git;
 pub mod mcp;
 pub mod net;
+pub mod tls;
 
 pub use self::git::{git, raw_git, repo_with_commit};
 pub use self::net::{e2e_net, free_port, net_enabled};

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::harness::tls::TlsFront;
 use crate::harness::*;
 use crate::mcp_http_server::{Fault, McpHttpServer, SESSION, Seen};
 
@@ -346,6 +347,72 @@ fn the_standalone_stream_is_open_before_the_next_request_is_sent() {
     );
 }
 
+/// A remote server behind TLS with a certificate no public CA signed: refused without the
+/// policy's `ca_cert`, trusted under it (its SHA-256 pinned and signed with the approval), and
+/// another file in its place refuses the run with exit 36 before any request reaches the server.
+#[test]
+fn an_https_server_under_a_private_ca_is_trusted_only_under_the_pinned_ca_file() {
+    let server = McpHttpServer::start(false, Fault::None);
+    let front = TlsFront::start_to(&format!("127.0.0.1:{}", server.port));
+    let t = TestDir::new();
+    let ca = t.root.join("ca.pem");
+    std::fs::write(&ca, &front.ca_pem).unwrap();
+    let url = format!("https://127.0.0.1:{}/mcp", front.port);
+    let allow = vec![format!("127.0.0.1:{}", front.port)];
+    let plan = echo_plan(&t);
+
+    // Only the Mozilla roots: the certificate is not trusted, and nothing is approved.
+    remote_policy(&t, &url, &allow, json!({}));
+    let out = t.run_with(&["approve", plan.to_str().unwrap(), "--by", "tester"], AUTH);
+    assert_ne!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).to_lowercase().contains("certificate"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(server.seen().is_empty(), "a request got through TLS");
+
+    // Under the CA file: pinned with the approval, and called.
+    remote_policy(&t, &url, &allow, json!({"ca_cert": ca}));
+    t.approve_with(&plan, AUTH);
+    let approval = approval_of(&plan);
+    let pinned = approval["mcp"]["rs"]["ca_cert_sha256"].clone();
+    assert_eq!(
+        pinned,
+        json!(acode_run::util::sha256_hex(front.ca_pem.as_bytes())),
+        "{approval}"
+    );
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let result: String = t
+        .db()
+        .query_row(
+            "SELECT content FROM artifacts WHERE artifact_type = 'mcp_result'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(result.contains("echo: hello remote"), "{result}");
+
+    // Another CA file at that path (one that would be trusted: the certificate of a second
+    // front for the same server): refused before any request, as a changed server is.
+    let other = TlsFront::start_to(&format!("127.0.0.1:{}", server.port));
+    std::fs::write(&ca, &other.ca_pem).unwrap();
+    let before = server.seen().len();
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    assert_eq!(code(&out), 36, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its CA file (ca_cert) was sha256"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        server.seen().len(),
+        before,
+        "a request was sent under the other CA"
+    );
+}
+
 #[test]
 fn remote_server_entries_are_checked_when_the_policy_is_loaded() {
     let cases = [
@@ -371,6 +438,18 @@ fn remote_server_entries_are_checked_when_the_policy_is_loaded() {
             json!({"url": "https://mcp.example.org/mcp", "tools": ["echo"], "env": ["T"],
                    "headers": {"X-Key": "${T}"}}),
             "is not ${env:NAME}",
+        ),
+        (
+            json!({"url": "http://127.0.0.1:9/mcp", "tools": ["echo"], "ca_cert": "/etc/ca.pem"}),
+            "ca_cert: only an https:// server is trusted under a CA file",
+        ),
+        (
+            json!({"url": "https://mcp.example.org/mcp", "tools": ["echo"], "ca_cert": "ca.pem"}),
+            "ca_cert ca.pem: give an absolute path",
+        ),
+        (
+            json!({"command": ["srv"], "tools": ["echo"], "ca_cert": "/etc/ca.pem"}),
+            "ca_cert: only a remote server (url) takes a CA file",
         ),
     ];
     for (server, needle) in cases {
