@@ -283,7 +283,8 @@ pub(crate) trait Transport: Send {
     fn stop(&mut self);
     /// The error for the channel's end ([`Incoming::Eof`]) during `method`.
     fn gone(&self, method: &str) -> McpError;
-    /// What the server logged since the last call (a stdio server's stderr; empty for HTTP).
+    /// What the server logged since the last call (a stdio server's stderr; for HTTP, what the
+    /// transport noted, such as a tool left out of `tools/list`).
     fn take_log(&mut self) -> String {
         String::new()
     }
@@ -593,8 +594,8 @@ impl Client {
         std::mem::take(&mut self.refused)
     }
 
-    /// The server's stderr since the last call of this function (lossy UTF-8); empty for a
-    /// remote server.
+    /// The server's stderr since the last call of this function (lossy UTF-8); for a remote
+    /// server, what the transport noted (a tool left out of `tools/list`, and why).
     pub fn take_stderr(&mut self) -> String {
         self.transport.take_log()
     }

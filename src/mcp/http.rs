@@ -82,6 +82,13 @@ struct Shared {
     /// stream, but some (the official conformance suite's) on a standalone `GET` stream that
     /// happened to open between the cut stream and its resumption.
     waiting: Mutex<BTreeSet<u64>>,
+    /// The stateless revision's `tools/list` requests still unanswered, whose answers are read
+    /// for the arguments each tool mirrors into headers ([`super::param_headers`]).
+    listing: Mutex<BTreeSet<u64>>,
+    /// Tool name → its mirrored arguments, from the latest `tools/list`.
+    mirrors: Mutex<std::collections::HashMap<String, Vec<super::param_headers::Mirror>>>,
+    /// Warnings for the server's log (a tool left out of `tools/list`), recorded with the call.
+    log: Mutex<String>,
     tx: Sender<Incoming>,
 }
 
@@ -151,6 +158,9 @@ pub fn connect(
         network: Mutex::new(Vec::new()),
         stopped: AtomicBool::new(false),
         waiting: Mutex::new(BTreeSet::new()),
+        listing: Mutex::new(BTreeSet::new()),
+        mirrors: Mutex::new(std::collections::HashMap::new()),
+        log: Mutex::new(String::new()),
         tx,
     });
     let transport = Http {
@@ -291,7 +301,58 @@ impl Shared {
     }
 
     fn send(&self, message: Incoming) {
+        let message = match message {
+            Incoming::Message(m) => Incoming::Message(self.read_tool_list(m)),
+            other => other,
+        };
         let _ = self.tx.send(message);
+    }
+
+    /// The answer to one of the stateless revision's `tools/list` requests: each tool's mirrored
+    /// arguments noted, and a tool whose `x-mcp-header` marks break the rules left out of the
+    /// answer (the client never sees it), with a line in the log saying why.
+    fn read_tool_list(&self, mut message: Value) -> Value {
+        let Some(id) = message.get("id").and_then(Value::as_u64) else {
+            return message;
+        };
+        if !lock(&self.listing).remove(&id) {
+            return message;
+        }
+        let Some(tools) = message
+            .pointer_mut("/result/tools")
+            .and_then(Value::as_array_mut)
+        else {
+            return message;
+        };
+        let mut mirrors = lock(&self.mirrors);
+        tools.retain(|tool| {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            let schema = tool.get("inputSchema").unwrap_or(&Value::Null);
+            match super::param_headers::mirrors(schema) {
+                Ok(m) => {
+                    mirrors.insert(name.to_string(), m);
+                    true
+                }
+                Err(why) => {
+                    mirrors.remove(name);
+                    lock(&self.log).push_str(&format!(
+                        "acode-run: tool {} left out of tools/list: {}\n",
+                        crate::mcp::sanitize_line(name, 80),
+                        crate::mcp::sanitize_line(&why, 300)
+                    ));
+                    false
+                }
+            }
+        });
+        message
+    }
+
+    /// The `Mcp-Param-*` headers of a `tools/call` of tool `name` with `arguments`.
+    fn param_headers(&self, name: &str, arguments: &Value) -> Vec<(String, String)> {
+        lock(&self.mirrors)
+            .get(name)
+            .map(|m| super::param_headers::headers(m, arguments))
+            .unwrap_or_default()
     }
 
     /// Hands the answer to request `id` to the client unless another stream already did.
@@ -318,24 +379,6 @@ fn header(response: &ureq::http::Response<ureq::Body>, name: &str) -> Option<Str
         .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
-}
-
-/// A value for `Mcp-Name`: as is when it is plain visible ASCII, else the revision's Base64
-/// sentinel form (`=?base64?…?=`).
-fn header_value(value: &str) -> String {
-    use base64::Engine as _;
-    let plain = !value.is_empty()
-        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && value.trim() == value
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
-    if plain {
-        value.to_string()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(value.as_bytes())
-        )
-    }
 }
 
 /// Counts the bytes read through it.
@@ -401,9 +444,24 @@ impl Transport for Http {
             .and_then(Value::as_str)
             .map(str::to_string);
         let method = method.to_string();
+        // The stateless revision's headers mirrored from the arguments (SEP-2243).
+        let mut extra = Vec::new();
+        if shared.stateless() {
+            match method.as_str() {
+                "tools/list" => {
+                    lock(&shared.listing).insert(id);
+                }
+                "tools/call" => {
+                    let arguments = message.pointer("/params/arguments").unwrap_or(&Value::Null);
+                    extra = shared.param_headers(name.as_deref().unwrap_or_default(), arguments);
+                }
+                _ => {}
+            }
+        }
         lock(&shared.waiting).insert(id);
         std::thread::spawn(move || {
-            if let Err(e) = request(&shared, &body, id, &method, name.as_deref(), deadline) {
+            let target = (name.as_deref(), extra.as_slice());
+            if let Err(e) = request(&shared, &body, id, &method, target, deadline) {
                 // After the answer came on another stream, this stream's failure is no news.
                 if shared.answered(id) {
                     shared.send(Incoming::Failed(id, e));
@@ -451,6 +509,10 @@ impl Transport for Http {
 
     fn take_network(&mut self) -> Vec<NetworkRequest> {
         std::mem::take(&mut *lock(&self.shared.network))
+    }
+
+    fn take_log(&mut self) -> String {
+        std::mem::take(&mut *lock(&self.shared.log))
     }
 }
 
@@ -505,7 +567,7 @@ fn post_builder(
     if shared.stateless() {
         req = req.header("Mcp-Method", method);
         if let Some(n) = name {
-            req = req.header("Mcp-Name", header_value(n));
+            req = req.header("Mcp-Name", super::param_headers::encode(n));
         }
     }
     req.config().timeout_global(Some(bound)).build()
@@ -553,7 +615,7 @@ fn request(
     body: &str,
     id: u64,
     method: &str,
-    name: Option<&str>,
+    (name, extra): (Option<&str>, &[(String, String)]),
     deadline: Instant,
 ) -> Result<(), McpError> {
     let mut retries = 0;
@@ -561,7 +623,11 @@ fn request(
         let bound = deadline.saturating_duration_since(Instant::now());
         let started = (Instant::now(), now_ms());
         let up = body.len() as u64;
-        let response = match post_builder(shared, method, name, bound).send(body) {
+        let mut req = post_builder(shared, method, name, bound);
+        for (header, value) in extra {
+            req = req.header(header.as_str(), value.as_str());
+        }
+        let response = match req.send(body) {
             Ok(r) => r,
             Err(e) => {
                 shared.record("POST", 502, up, 0, started);
@@ -1100,25 +1166,5 @@ fn listen(shared: &Shared, opened: std::sync::mpsc::Sender<()>) {
             }
             _ => return,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_outside_plain_ascii_take_the_base64_sentinel() {
-        assert_eq!(header_value("get_weather"), "get_weather");
-        assert_eq!(
-            header_value("Hello, 世界"),
-            "=?base64?SGVsbG8sIOS4lueVjA==?="
-        );
-        assert_eq!(header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
-        assert_eq!(header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
-        assert_eq!(
-            header_value("=?base64?literal?="),
-            "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
-        );
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod client;
 pub mod http;
+pub mod param_headers;
 pub mod pins;
 
 /// The stateless protocol revision.

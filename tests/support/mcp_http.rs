@@ -45,6 +45,11 @@ pub enum Fault {
     /// comments): a client that sends its next request before the stream is open would have the
     /// server send there what it could not yet.
     SlowGet,
+    /// The stateless revision's mirrored arguments (SEP-2243): `echo` marks `text` and
+    /// `opts.region` with `x-mcp-header`, a second tool `bad` marks a number (which a client must
+    /// leave out of its list), and a call whose `Mcp-Param-*` headers do not match its arguments
+    /// is refused with 400 and `HeaderMismatch` (-32001).
+    ParamHeaders,
 }
 
 /// One request the server got.
@@ -319,6 +324,24 @@ fn any_get(state: &State, conn: &mut TcpStream, seen: &Seen) {
     }
 }
 
+/// A `Mcp-Param-*` value as sent: plain, or the Base64 sentinel form decoded (independently of
+/// the client's encoder).
+fn decode_param(value: &str) -> String {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(b64) => String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default(),
+        None => value.to_string(),
+    }
+}
+
 /// [`Fault::SlowGet`]'s `GET`: headers after 500 ms, then keep-alive comments until the client
 /// goes or the server stops (at most 10 s).
 fn slow_get(state: &State, conn: &mut TcpStream) {
@@ -411,11 +434,48 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
             }
             return;
         }
+        "tools/list" if state.fault == Fault::ParamHeaders => {
+            let desc = state.description.lock().unwrap().clone();
+            json!({"tools": [
+                {"name": "echo", "description": desc,
+                 "inputSchema": {"type": "object", "properties": {
+                     "text": {"type": "string", "x-mcp-header": "Text"},
+                     "opts": {"type": "object", "properties": {
+                         "region": {"type": "string", "x-mcp-header": "Region"}}}},
+                     "required": ["text"]}},
+                {"name": "bad", "description": "Marks a number.",
+                 "inputSchema": {"type": "object", "properties": {
+                     "ratio": {"type": "number", "x-mcp-header": "Ratio"}}}}]})
+        }
         "tools/list" => {
             let desc = state.description.lock().unwrap().clone();
             json!({"tools": [{"name": "echo", "description": desc,
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
                                 "required": ["text"]}}]})
+        }
+        "tools/call" if state.fault == Fault::ParamHeaders => {
+            let args = message
+                .pointer("/params/arguments")
+                .cloned()
+                .unwrap_or_default();
+            for (header, at) in [
+                ("mcp-param-text", "/text"),
+                ("mcp-param-region", "/opts/region"),
+            ] {
+                let want = args.pointer(at).and_then(Value::as_str);
+                let got = seen.header(header).map(decode_param);
+                if want.map(String::from) != got {
+                    return rpc_error(
+                        conn,
+                        "400 Bad Request",
+                        &id,
+                        -32001,
+                        &format!("HeaderMismatch: {header} is {got:?}, the body has {want:?}"),
+                    );
+                }
+            }
+            let text = args["text"].as_str().unwrap_or_default();
+            json!({"content": [{"type": "text", "text": format!("echo: {text}")}]})
         }
         "tools/call" => {
             let text = message
@@ -431,7 +491,7 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
         return json_answer(conn, &session(SESSION), &answer);
     }
     match &state.fault {
-        Fault::None | Fault::Unauthorized | Fault::SlowGet => {
+        Fault::None | Fault::Unauthorized | Fault::SlowGet | Fault::ParamHeaders => {
             json_answer(conn, &session(SESSION), &answer)
         }
         Fault::Sse => {

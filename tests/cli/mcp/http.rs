@@ -413,6 +413,59 @@ fn an_https_server_under_a_private_ca_is_trusted_only_under_the_pinned_ca_file()
     );
 }
 
+/// The stateless revision's mirrored arguments (SEP-2243): a call sends each argument the tool
+/// marks with `x-mcp-header` as `Mcp-Param-*` (Base64 when it is not plain ASCII or has spaces at
+/// an end), which the server checks against the body; a tool whose mark breaks the rules is left
+/// out of the list, never offered.
+#[test]
+fn arguments_a_tool_marks_are_mirrored_into_headers_and_a_badly_marked_tool_is_left_out() {
+    let server = McpHttpServer::start(true, Fault::ParamHeaders);
+    let t = TestDir::new();
+    remote_policy(&t, &server.url(), &allow(&server), json!({}));
+    let plan = t.plan(
+        "remote.json",
+        &json!({"plan_id": "remote", "steps": [
+            {"step_id": "call", "tool": "mcp__rs__echo", "arguments": {
+                "text": "héllo, wörld ", "opts": {"region": "us-west1"}}}]}),
+    );
+    t.approve_with(&plan, AUTH);
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let call = server
+        .seen()
+        .into_iter()
+        .find(|s| s.rpc() == "tools/call")
+        .expect("a call");
+    assert_eq!(call.header("mcp-param-region"), Some("us-west1"));
+    assert!(
+        call.header("mcp-param-text")
+            .is_some_and(|v| v.starts_with("=?base64?")),
+        "{call:?}"
+    );
+    // `bad` marks a number: not offered, and the policy cannot allow it.
+    let out = t.run_with(&["mcp", "tools", "--json"], AUTH);
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let names: Vec<&str> = listed["servers"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["echo"], "{listed}");
+    let mut policy: Value =
+        serde_json::from_str(&std::fs::read_to_string(t.ws.join("acode-policy.json")).unwrap())
+            .unwrap();
+    policy["mcp"]["servers"]["rs"]["tools"] = json!(["echo", "bad"]);
+    t.file("acode-policy.json", &policy.to_string());
+    let out = t.run_with(&["approve", plan.to_str().unwrap(), "--by", "tester"], AUTH);
+    assert_ne!(code(&out), 0);
+    assert!(
+        stderr(&out).contains("the policy allows tool \"bad\", which the server does not offer"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn remote_server_entries_are_checked_when_the_policy_is_loaded() {
     let cases = [
