@@ -879,8 +879,9 @@ impl Executor {
             Ok(())
         })?;
 
-        // Servers tools keep running between calls (MCP) end with the run's steps.
-        run.registry.shutdown();
+        // Servers tools keep running between calls (MCP) end with the run's steps; what stopping
+        // them sent (a remote server's closing DELETE, its long-lived streams) is the run's.
+        let stopping = run.registry.shutdown();
         let steps: Vec<StepResult> = results.into_iter().flatten().collect();
         let interrupted =
             stopped == Some(ErrorKind::Interrupted) && self.callbacks.cancel.load(Ordering::SeqCst);
@@ -898,6 +899,7 @@ impl Executor {
         let count = |s: StepStatus| counts[s as usize];
         let duration_ms = started.elapsed().as_millis() as u64;
         let tokens = tokens.get();
+        run.store.record_unattributed_network(&run_id, &stopping)?;
         if let Some(proxy) = run.sandbox.proxy() {
             run.store
                 .record_unattributed_network(&run_id, &proxy.take_unattributed())?;

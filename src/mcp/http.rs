@@ -57,6 +57,8 @@ pub const MAX_RESUMES: u32 = 3;
 pub const MAX_SSE_RETRY: Duration = Duration::from_secs(5);
 /// How long the standalone `GET` stream stays open before it is opened again.
 const LISTEN_BOUND: Duration = Duration::from_secs(3600);
+/// Longest wait, when the transport stops, for the reader of the server's own stream to record it.
+const LISTENER_END_BOUND: Duration = Duration::from_secs(1);
 /// Longest wait, before the first request of a conversation, for the server's own stream to be
 /// open (its response headers in); a server that holds them longer is not waited for.
 const OPEN_BOUND: Duration = Duration::from_secs(2);
@@ -96,6 +98,8 @@ struct Shared {
 pub struct Http {
     shared: Arc<Shared>,
     listening: bool,
+    /// The thread reading the server's own stream, once it is open.
+    listener: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Connects `Client` to the remote server `name` at `url`: checks the URL and that `rules` (the
@@ -166,6 +170,7 @@ pub fn connect(
     let transport = Http {
         shared,
         listening: false,
+        listener: None,
     };
     Ok(Client::over(name, Box::new(transport), rx))
 }
@@ -427,13 +432,13 @@ impl Transport for Http {
             self.listening = true;
             let listener = shared.clone();
             let (opened, open) = std::sync::mpsc::channel::<()>();
-            std::thread::spawn(move || {
+            self.listener = Some(std::thread::spawn(move || {
                 if stateful {
                     listen(&listener, opened)
                 } else {
                     subscribe(&listener, opened)
                 }
-            });
+            }));
             // Sent nothing: the sender is dropped once the stream is open or refused.
             let _ = open
                 .recv_timeout(OPEN_BOUND.min(deadline.saturating_duration_since(Instant::now())));
@@ -498,8 +503,15 @@ impl Transport for Http {
             };
             self.shared.record("DELETE", status, 0, 0, started);
         }
-        // Every connection still open (an SSE stream, the standalone GET) ends now.
+        // Every connection still open (an SSE stream, the standalone GET) ends now; the stream's
+        // reader records it as it ends (bounded: a reader stuck elsewhere is not waited for).
         self.shared.agent.clone().shutdown();
+        if let Some(listener) = self.listener.take() {
+            let until = Instant::now() + LISTENER_END_BOUND;
+            while !listener.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     fn gone(&self, method: &str) -> McpError {

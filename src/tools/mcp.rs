@@ -71,21 +71,27 @@ impl std::fmt::Display for StartFailure {
 }
 
 impl McpRuntime {
-    /// Stops every server started (the end of a run, a failure, Ctrl-C).
-    pub fn shutdown(&self) {
+    /// Stops every server started (the end of a run, a failure, Ctrl-C); the network requests
+    /// made since their last call (a remote server's closing `DELETE` and long-lived streams).
+    pub fn shutdown(&self) -> Vec<crate::policy::network::NetworkRequest> {
+        let mut network = Vec::new();
         for slot in self.clients.values() {
             // A poisoned slot still holds a client to stop.
             let mut slot = slot
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *slot = None;
+            if let Some(mut client) = slot.take() {
+                client.stop();
+                network.extend(client.take_network());
+            }
         }
+        network
     }
 }
 
 impl Drop for McpRuntime {
     fn drop(&mut self) {
-        self.shutdown();
+        let _ = self.shutdown();
     }
 }
 
@@ -652,7 +658,7 @@ impl Tool for McpTool {
         Ok(output)
     }
 
-    fn shutdown(&self) {
-        self.runtime.shutdown();
+    fn shutdown(&self) -> Vec<crate::policy::network::NetworkRequest> {
+        self.runtime.shutdown()
     }
 }

@@ -321,6 +321,10 @@ pub trait Tool: Send + Sync {
     }
     /// Runs the call.
     fn run(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
-    /// Stops what the tool keeps running between calls (an MCP server) at the end of a run.
-    fn shutdown(&self) {}
+    /// Stops what the tool keeps running between calls (an MCP server) at the end of a run, and
+    /// hands over the network requests made meanwhile (a remote server's closing `DELETE`, its
+    /// long-lived streams), which the run records as its own.
+    fn shutdown(&self) -> Vec<crate::policy::network::NetworkRequest> {
+        Vec::new()
+    }
 }

@@ -66,11 +66,13 @@ impl ToolRegistry {
         self.tools.values().map(|r| &r.tool)
     }
 
-    /// Stops what tools keep running between calls (MCP servers): the end of a run.
-    pub fn shutdown(&self) {
-        for r in self.tools.values() {
-            r.tool.shutdown();
-        }
+    /// Stops what tools keep running between calls (MCP servers): the end of a run. Returns the
+    /// network requests made while stopping (see [`super::Tool::shutdown`]).
+    pub fn shutdown(&self) -> Vec<crate::policy::network::NetworkRequest> {
+        self.tools
+            .values()
+            .flat_map(|r| r.tool.shutdown())
+            .collect()
     }
 
     /// `{name, description, parameters}` for each tool, as `acode-run tools` prints and LLMs see.

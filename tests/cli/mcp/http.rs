@@ -127,6 +127,26 @@ fn a_remote_server_is_pinned_and_called_in_both_eras_with_its_token_redacted() {
                 "{what}: the session is ended with DELETE: {seen:?}"
             );
         }
+        // What stopping the server sent is the run's own record (no execution): the session's
+        // DELETE, or the stateless revision's `subscriptions/listen` stream as it ended.
+        let run_level: Vec<(String, i64)> = {
+            let db = t.db();
+            let mut st = db
+                .prepare(
+                    "SELECT method, status FROM network_requests WHERE execution_id IS NULL \
+                     ORDER BY started_at, rowid",
+                )
+                .unwrap();
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let expected = if stateless { "POST" } else { "DELETE" };
+        assert!(
+            run_level.iter().any(|(m, s)| m == expected && *s == 200),
+            "{what}: {run_level:?}"
+        );
         // Recorded on the call's execution, with status and bytes.
         let rows = recorded(&t);
         assert!(
