@@ -20,6 +20,10 @@ const PREFIX: &str = "acode-run-";
 /// and locking it, or be an older acode-run that did not lock (an upgrade while it runs).
 const UNLOCKED_GRACE: Duration = Duration::from_secs(3600);
 
+/// How often `$TMPDIR` is swept: a sweep reads the whole directory (about 2 ms for 3 000 entries),
+/// which a run that takes a few milliseconds should not pay every time.
+const SWEEP_EVERY: Duration = Duration::from_secs(600);
+
 /// The locks of this process's directories, by path.
 fn locks() -> &'static Mutex<HashMap<PathBuf, File>> {
     static LOCKS: std::sync::OnceLock<Mutex<HashMap<PathBuf, File>>> = std::sync::OnceLock::new();
@@ -33,7 +37,12 @@ fn locks() -> &'static Mutex<HashMap<PathBuf, File>> {
 pub fn create(kind: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     static SWEEP: Once = Once::new();
-    SWEEP.call_once(|| sweep(&std::env::temp_dir()));
+    SWEEP.call_once(|| {
+        let tmp = std::env::temp_dir();
+        if sweep_due(&tmp) {
+            sweep(&tmp);
+        }
+    });
     let path = std::env::temp_dir().join(format!("{PREFIX}{kind}{}", uuid::Uuid::new_v4()));
     std::fs::DirBuilder::new().mode(0o700).create(&path)?;
     let path = path.canonicalize().unwrap_or(path);
@@ -53,6 +62,34 @@ fn lock_table() -> std::sync::MutexGuard<'static, HashMap<PathBuf, File>> {
 pub fn remove(path: &Path) {
     let _ = std::fs::remove_dir_all(path);
     lock_table().remove(path);
+}
+
+/// Whether this user's last sweep of `tmp` is older than [`SWEEP_EVERY`] (or unknown), noting
+/// now as the last one when it is: the mtime of `tmp/acode-run-swept-UID`, opened without
+/// following a link (another user's link there cannot make this process create a file elsewhere).
+fn sweep_due(tmp: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: getuid has no preconditions.
+    let marker = tmp.join(format!("{PREFIX}swept-{}", unsafe { libc::getuid() }));
+    let now = SystemTime::now();
+    let recent = std::fs::symlink_metadata(&marker)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|m| now.duration_since(m).ok())
+        .is_some_and(|age| age < SWEEP_EVERY);
+    if recent {
+        return false;
+    }
+    let noted = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&marker)
+        .and_then(|f| f.set_modified(now));
+    // A marker that cannot be written (another user's) does not stop the sweep.
+    let _ = noted;
+    true
 }
 
 /// Whether `name` is one of ours: `acode-run-` and `exe-` or nothing, then a UUID.
@@ -158,6 +195,24 @@ mod tests {
             target.join("f").exists() && link.exists(),
             "a link was followed"
         );
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    /// A sweep is due once per [`SWEEP_EVERY`]: the first asks, the next within it does not.
+    #[test]
+    fn a_sweep_is_due_once_in_a_while() {
+        let tmp = std::env::temp_dir().join(format!("acode-scratch-due-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        assert!(sweep_due(&tmp));
+        assert!(!sweep_due(&tmp));
+        let marker = std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .path();
+        age(&marker, SWEEP_EVERY + Duration::from_secs(1));
+        assert!(sweep_due(&tmp));
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 

@@ -627,15 +627,16 @@ fn a_resumed_run_keeps_its_confirmation_mode_and_refuses_other_options() {
     integrity_ok(&t);
 }
 
-/// The runner's directories in `dir` (`acode-run-…`).
+/// The runner's directories in `dir` (`acode-run-…`; not the marker of its last sweep).
 fn scratch_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("acode-run-"))
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("acode-run-"))
         })
         .collect();
     found.sort();
@@ -723,6 +724,16 @@ fn a_killed_runners_temporary_directory_is_removed_by_the_next_run_and_a_living_
     assert_eq!(living_dir.len(), 1, "{living_dir:?}");
     age(&living_dir[0]);
 
+    // As if the last sweep (at the killed run's start) was long ago.
+    for marker in std::fs::read_dir(&tmp).unwrap().flatten() {
+        if marker
+            .file_name()
+            .to_string_lossy()
+            .starts_with("acode-run-swept-")
+        {
+            age(&marker.path());
+        }
+    }
     let out = t
         .cmd_with(&[("TMPDIR", &tmp_env)])
         .args([quick.to_str().unwrap(), "--sandbox", "landlock"])
