@@ -19,6 +19,10 @@ pub struct Mirror {
     pub header: String,
 }
 
+/// The most arguments one tool may mirror: each is a request header, and a server that marks
+/// thousands would make every call a request no proxy forwards.
+pub const MAX_MIRRORS: usize = 64;
+
 /// The largest integer (and smallest, negated) a mirrored integer may be: JavaScript's safe range.
 const SAFE_INTEGER: i64 = (1 << 53) - 1;
 
@@ -29,10 +33,16 @@ fn is_tchar(c: char) -> bool {
 
 /// The arguments `schema` marks for mirroring, or why the tool must be left out (an empty or
 /// non-token name, a name used twice ignoring case, a mark on a property that is not a string,
-/// an integer or a boolean).
+/// an integer or a boolean, more than [`MAX_MIRRORS`] marks).
 pub fn mirrors(schema: &Value) -> Result<Vec<Mirror>, String> {
     let mut out = Vec::new();
     walk(schema, &mut Vec::new(), &mut out)?;
+    if out.len() > MAX_MIRRORS {
+        return Err(format!(
+            "it marks {} arguments with x-mcp-header; at most {MAX_MIRRORS} are mirrored",
+            out.len()
+        ));
+    }
     let mut seen = std::collections::BTreeSet::new();
     for m in &out {
         if !seen.insert(m.header.to_ascii_lowercase()) {
@@ -196,5 +206,15 @@ mod tests {
             let e = mirrors(&schema).unwrap_err();
             assert!(e.contains(needle), "{needle}: {e}");
         }
+        let many: serde_json::Map<String, Value> = (0..=MAX_MIRRORS)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    json!({"type": "string", "x-mcp-header": format!("P{i}")}),
+                )
+            })
+            .collect();
+        let e = mirrors(&json!({"properties": many})).unwrap_err();
+        assert!(e.contains("at most 64 are mirrored"), "{e}");
     }
 }
