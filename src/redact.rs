@@ -347,28 +347,8 @@ impl Redactor {
                     }
                 }
             }
-            // A replacement can join the marker with the text beside it into a known value again
-            // (a secret starting with `]` or `D]` followed by the rest of itself, or ending with
-            // `[` or `[RE` after its start; found by the `redact` fuzz target, docs/fuzzing.md):
-            // such an occurrence and the marker it overlaps become one marker.
-            let find = |text: &str, from: usize| -> Option<(usize, usize)> {
-                match &known.literal {
-                    Some(re) => re.find_at(text, from).map(|m| (m.start(), m.end())),
-                    None => known
-                        .forms
-                        .iter()
-                        .filter_map(|v| {
-                            text[from..]
-                                .find(v.as_str())
-                                .map(|i| (from + i, from + i + v.len()))
-                        })
-                        .min(),
-                }
-            };
-            if find(&out, 0).is_some() {
-                out = Cow::Owned(collapse_rebuilt(out.into_owned(), find));
-            }
         }
+        out = self.collapse_rebuilt_values(out);
         let c = compiled();
         let hits = c.set.matches(&out);
         if !hits.matched_any() {
@@ -379,7 +359,36 @@ impl Redactor {
                 out = replace(out, &c.regexes[i], PATTERNS[i].replacement);
             }
         }
-        out
+        // A pattern's marker can join the text after it into a known value as well (a value
+        // that starts with the whole marker; finding 13 in docs/fuzzing.md).
+        self.collapse_rebuilt_values(out)
+    }
+
+    /// A replacement can join the marker with the text beside it into a known value again (a
+    /// secret starting with `]` or `D]` followed by the rest of itself, or ending with `[` or
+    /// `[RE` after its start; found by the `redact` fuzz target, docs/fuzzing.md): such an
+    /// occurrence and the marker it overlaps become one marker.
+    fn collapse_rebuilt_values<'a>(&self, out: Cow<'a, str>) -> Cow<'a, str> {
+        let known = self.read();
+        let find = |text: &str, from: usize| -> Option<(usize, usize)> {
+            match &known.literal {
+                Some(re) => re.find_at(text, from).map(|m| (m.start(), m.end())),
+                None => known
+                    .forms
+                    .iter()
+                    .filter_map(|v| {
+                        text[from..]
+                            .find(v.as_str())
+                            .map(|i| (from + i, from + i + v.len()))
+                    })
+                    .min(),
+            }
+        };
+        if find(&out, 0).is_some() {
+            Cow::Owned(collapse_rebuilt(out.into_owned(), find))
+        } else {
+            out
+        }
     }
 
     /// Owned-string convenience for [`Redactor::redact`].
@@ -592,6 +601,35 @@ const MAX_SECRET_BACKTRACK: usize = 4096;
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Found by the `redact` fuzz target's long run (finding 13, docs/fuzzing.md): a known value
+    /// that starts with the whole marker (`[REDACTED]` and a replacement character) was rebuilt
+    /// by an `Authorization` pattern's marker and the character after it; the input is the
+    /// target's, built the way the target builds it.
+    #[test]
+    fn a_patterns_marker_cannot_rebuild_a_known_value_either() {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(
+                "+/9bUkVEQUNURURd//////8MCHNrQmVhdXQtYWJjZAB6YXRpb246IEJjIEF1dGhvcml6YXRpb246IEJl\
+                 YXV0aG9yaXphdGlvcmX/////////////////////AxEAUkVEQUNURURd////ciD///8RAAAAqgB4CAAAqAEIEA==",
+            )
+            .unwrap();
+        let len = usize::from(data[0] % 48);
+        let (secret, text) = data[2..].split_at(len);
+        let secret = String::from_utf8_lossy(secret).trim().to_string();
+        let text = String::from_utf8_lossy(text).into_owned();
+        let mut at = usize::from(data[1]) % (text.len() + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let planted = format!("{}{secret}{}", &text[..at], &text[at..]);
+        let red = r().with_extra_values([secret.clone()]);
+        for out in [red.redact(&planted), red.redact_message(&planted)] {
+            assert!(!out.contains(&secret), "{secret:?} in {out:?}");
+            assert_eq!(red.redact(&out), out);
+        }
+    }
 
     /// Found by the `redact` fuzz target's long run (finding 12, docs/fuzzing.md): a secret of a
     /// `0` and NULs planted after NULs. Its escaped form `0\u0000…` appears in the JSON text
