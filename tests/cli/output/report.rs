@@ -364,9 +364,8 @@ fn a_refused_run_writes_a_page_naming_why() {
     assert!(dom.contains("not approved"), "{dom}");
 }
 
-/// `report` on an unknown run is a usage error that writes nothing; `-` writes to stdout.
-#[test]
-fn report_of_an_unknown_run_writes_nothing_and_dash_is_stdout() {
+/// A workspace where the one-step plan `tiny` (a file write) ran, approved.
+fn tiny_run() -> TestDir {
     let t = TestDir::new();
     let plan = t.plan(
         "p.json",
@@ -375,6 +374,13 @@ fn report_of_an_unknown_run_writes_nothing_and_dash_is_stdout() {
     );
     let out = t.approve_and_run(&plan, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    t
+}
+
+/// `report` on an unknown run is a usage error that writes nothing; `-` writes to stdout.
+#[test]
+fn report_of_an_unknown_run_writes_nothing_and_dash_is_stdout() {
+    let t = tiny_run();
     let page = t.root.join("none.html");
     let out = t.run(&["report", "ffffffff", "--html", page.to_str().unwrap()]);
     assert_exit_with(&out, 2, "run ffffffff not found");
@@ -395,14 +401,7 @@ fn report_of_an_unknown_run_writes_nothing_and_dash_is_stdout() {
 /// page where the approval would be, not shown as a run recorded before headers were kept.
 #[test]
 fn an_unreadable_header_is_named_on_the_page() {
-    let t = TestDir::new();
-    let plan = t.plan(
-        "p.json",
-        &json!({"plan_id": "tiny", "steps": [
-            {"step_id": "a", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "x"}}]}),
-    );
-    let out = t.approve_and_run(&plan, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let t = tiny_run();
     let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
     t.db()
         .execute("UPDATE runs SET header_json = '{\"approval\": ['", [])
