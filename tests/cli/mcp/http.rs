@@ -332,14 +332,10 @@ fn an_answer_sent_on_the_standalone_stream_instead_of_the_resumed_one_is_taken()
         "{:?}",
         server.seen()
     );
-    let result: String = t
-        .db()
-        .query_row(
-            "SELECT content FROM artifacts WHERE artifact_type = 'mcp_result'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let result: String = q(
+        &t.db(),
+        "SELECT content FROM artifacts WHERE artifact_type = 'mcp_result'",
+    );
     assert!(result.contains("echo: hello remote"), "{result}");
 }
 
@@ -404,14 +400,10 @@ fn an_https_server_under_a_private_ca_is_trusted_only_under_the_pinned_ca_file()
     );
     let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let result: String = t
-        .db()
-        .query_row(
-            "SELECT content FROM artifacts WHERE artifact_type = 'mcp_result'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let result: String = q(
+        &t.db(),
+        "SELECT content FROM artifacts WHERE artifact_type = 'mcp_result'",
+    );
     assert!(result.contains("echo: hello remote"), "{result}");
 
     // Another CA file at that path (one that would be trusted: the certificate of a second
