@@ -5,7 +5,8 @@
 //! Properties, per inbound line: the loop ends (within a deadline); every line written to the
 //! output is one JSON object; there is exactly one reply, or none and a line in the server log
 //! (a notification, a stray reply) — never silence; a reply to a request with a string or
-//! number id carries that id.
+//! 64-bit integer id carries that id, and a request with any other number as its id is refused
+//! as invalid with a null id (finding 14: a 48-digit id was echoed as another float).
 #![no_main]
 
 use std::path::PathBuf;
@@ -66,7 +67,12 @@ fn one_line(line: Vec<u8>) {
         && let Some(id) = req.get("id").filter(|i| i.is_string() || i.is_number())
     {
         let reply: Value = serde_json::from_str(reply).unwrap();
-        assert_eq!(&reply["id"], id, "the reply names another request");
+        if id.is_string() || id.is_i64() || id.is_u64() {
+            assert_eq!(&reply["id"], id, "the reply names another request");
+        } else {
+            assert_eq!(reply["id"], Value::Null, "an unusable id is not echoed: {reply}");
+            assert_eq!(reply["error"]["code"], -32600, "{reply}");
+        }
     }
 }
 

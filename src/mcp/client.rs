@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use super::{HANDSHAKE_VERSIONS, STATELESS_VERSION, sanitize_line};
+use super::{HANDSHAKE_VERSIONS, STATELESS_VERSION, UNSUPPORTED_VERSION, sanitize_line};
 use crate::process;
 use crate::process::{CommandSpec, Service};
 
@@ -108,6 +108,24 @@ pub enum McpError {
         code: i64,
         /// The error message, sanitised.
         message: String,
+        /// The protocol versions an unsupported-version error (`-32022`) lists in
+        /// `data.supported` (the stateless revision's negotiation); empty otherwise.
+        supported: Vec<String>,
+    },
+    /// The server answered a `tools/call` with the stateless revision's `input_required` result
+    /// (SEP-2322): it wants answers (elicitation, sampling, roots) before it finishes, and
+    /// acode-run, which runs approved plans unattended, gives none.
+    #[error(
+        "MCP server {server} asked for input before finishing {method} ({asked}); acode-run \
+         gives none (it offers no elicitation, sampling or roots), so the call fails"
+    )]
+    InputRequired {
+        /// The server.
+        server: String,
+        /// The request.
+        method: String,
+        /// What it asked, `key: method` each, sanitised.
+        asked: String,
     },
     /// A remote server's HTTP exchange failed (a status, a bound, a refused redirect, a 401).
     #[error("MCP server {server} ({method}): {message}")]
@@ -529,7 +547,19 @@ impl Client {
     ) -> Result<Result<(), String>, McpError> {
         self.era = Era::Stateless;
         self.transport.set_protocol_version(Some(STATELESS_VERSION));
-        match self.request("server/discover", json!({}), deadline, cancel) {
+        let mut answer = self.request("server/discover", json!({}), deadline, cancel);
+        // An unsupported-version error that lists the revision asked for is a server asking
+        // for the negotiation's retry (SEP-2575): once, with the version it lists.
+        if let Err(McpError::Rpc {
+            code: UNSUPPORTED_VERSION,
+            supported,
+            ..
+        }) = &answer
+            && supported.iter().any(|v| v == STATELESS_VERSION)
+        {
+            answer = self.request("server/discover", json!({}), deadline, cancel);
+        }
+        match answer {
             Ok(result) => {
                 let supported: Vec<&str> = result
                     .get("supportedVersions")
@@ -671,7 +701,39 @@ impl Client {
     ) -> Result<Value, McpError> {
         let deadline = Instant::now() + timeout;
         let params = json!({"name": tool, "arguments": arguments});
-        self.request("tools/call", params, deadline, cancel)
+        let result = self.request("tools/call", params, deadline, cancel)?;
+        match result.get("resultType") {
+            None => Ok(result),
+            Some(Value::String(t)) if t == "complete" => Ok(result),
+            Some(Value::String(t)) if t == "input_required" => {
+                let asked = result
+                    .get("inputRequests")
+                    .and_then(Value::as_object)
+                    .map(|requests| {
+                        requests
+                            .iter()
+                            .take(8)
+                            .map(|(key, r)| {
+                                let m = r.get("method").and_then(Value::as_str).unwrap_or("?");
+                                format!("{}: {}", sanitize_line(key, 40), sanitize_line(m, 60))
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .filter(|a| !a.is_empty())
+                    .unwrap_or_else(|| "no inputRequests named".to_string());
+                Err(McpError::InputRequired {
+                    server: self.server.clone(),
+                    method: "tools/call".to_string(),
+                    asked,
+                })
+            }
+            Some(other) => Err(self.protocol(&format!(
+                "tools/call answered a result of type {}, which is neither complete nor \
+                 input_required",
+                sanitize_line(&other.to_string(), 60)
+            ))),
+        }
     }
 
     /// Ends the conversation now (see [`Transport::stop`]).
@@ -835,11 +897,23 @@ impl Client {
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("no message");
+            let supported = error
+                .pointer("/data/supported")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .take(16)
+                        .map(|v| sanitize_line(v, 40))
+                        .collect()
+                })
+                .unwrap_or_default();
             return Ok(Some(Err(McpError::Rpc {
                 server: self.server.clone(),
                 method: method.to_string(),
                 code,
                 message: sanitize_line(text, SHOWN),
+                supported,
             })));
         }
         match message.get("result") {

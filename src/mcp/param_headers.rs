@@ -5,8 +5,10 @@
 //! and body disagree (`HeaderMismatch`). A tool whose marks break the rules is left out of what
 //! `tools/list` gives the client, and the reason is logged.
 //!
-//! Only `properties` are walked (at any depth of nested objects); a mark under `items`, `$ref`
-//! or a combinator is not seen, as the SEP describes marks on properties.
+//! Marks are read along chains of `properties` (at any depth of nested objects), the only place
+//! the revision allows them; a mark anywhere else — under `items`, a combinator (`oneOf`,
+//! `anyOf`, `allOf`, `not`), a conditional (`if`/`then`/`else`), `$defs` reached through `$ref`
+//! — makes the tool definition invalid, as the revision says, rather than being ignored.
 
 use serde_json::Value;
 
@@ -37,6 +39,14 @@ fn is_tchar(c: char) -> bool {
 pub fn mirrors(schema: &Value) -> Result<Vec<Mirror>, String> {
     let mut out = Vec::new();
     walk(schema, &mut Vec::new(), &mut out)?;
+    let marks = count_marks(schema, 0);
+    if marks > out.len() {
+        return Err(format!(
+            "{} of its x-mcp-header marks are not reachable from the schema's root through \
+             `properties` alone (they stand under items, a combinator, a conditional or $defs)",
+            marks - out.len()
+        ));
+    }
     if out.len() > MAX_MIRRORS {
         return Err(format!(
             "it marks {} arguments with x-mcp-header; at most {MAX_MIRRORS} are mirrored",
@@ -88,6 +98,53 @@ fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<Mirror>) -> Result
         path.pop();
     }
     Ok(())
+}
+
+/// Keywords whose values are data, not schemas: an `x-mcp-header` key inside them is not a mark.
+const DATA_KEYWORDS: [&str; 5] = ["const", "default", "enum", "examples", "x-mcp-header"];
+
+/// Keywords whose values map names to schemas: their keys are names (a property may be called
+/// `x-mcp-header`), their values schemas.
+const SCHEMA_MAPS: [&str; 5] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+
+/// How deep [`count_marks`] follows nested schemas: deeper than any real tool's schema, and a
+/// bound on the stack for a hostile one (`serde_json` itself stops at 128 levels).
+const MAX_DEPTH: usize = 256;
+
+/// Every `x-mcp-header` mark anywhere in `schema`, wherever it stands.
+fn count_marks(schema: &Value, depth: usize) -> usize {
+    if depth > MAX_DEPTH {
+        return 0;
+    }
+    match schema {
+        Value::Object(map) => {
+            let mut n = usize::from(map.contains_key("x-mcp-header"));
+            for (key, value) in map {
+                if DATA_KEYWORDS.contains(&key.as_str()) {
+                    continue;
+                }
+                if SCHEMA_MAPS.contains(&key.as_str())
+                    && let Value::Object(named) = value
+                {
+                    n += named
+                        .values()
+                        .map(|v| count_marks(v, depth + 1))
+                        .sum::<usize>();
+                } else {
+                    n += count_marks(value, depth + 1);
+                }
+            }
+            n
+        }
+        Value::Array(items) => items.iter().map(|v| count_marks(v, depth + 1)).sum(),
+        _ => 0,
+    }
 }
 
 /// `(Mcp-Param-NAME, value)` for each mirrored argument `arguments` holds (a missing or null one
@@ -216,5 +273,37 @@ mod tests {
             .collect();
         let e = mirrors(&json!({"properties": many})).unwrap_err();
         assert!(e.contains("at most 64 are mirrored"), "{e}");
+    }
+
+    /// The revision: a mark must be reachable from the root through `properties` alone; one
+    /// under `items`, a combinator, a conditional or `$defs` makes the tool invalid.
+    #[test]
+    fn a_mark_not_reachable_through_properties_alone_makes_the_tool_invalid() {
+        let mark = json!({"type": "string", "x-mcp-header": "Region"});
+        for schema in [
+            json!({"properties": {"list": {"type": "array", "items": mark}}}),
+            json!({"properties": {"list": {"type": "array", "prefixItems": [mark]}}}),
+            json!({"oneOf": [{"properties": {"r": mark}}]}),
+            json!({"properties": {"o": {"anyOf": [{"properties": {"r": mark}}]}}}),
+            json!({"allOf": [{"properties": {"r": mark}}]}),
+            json!({"not": {"properties": {"r": mark}}}),
+            json!({"if": {"properties": {"r": mark}}, "then": {}}),
+            json!({"then": {"properties": {"r": mark}}}),
+            json!({"$defs": {"R": mark}, "properties": {"r": {"$ref": "#/$defs/R"}}}),
+            json!({"properties": {"o": {"additionalProperties": mark}}}),
+        ] {
+            let e = mirrors(&schema).unwrap_err();
+            assert!(e.contains("not reachable"), "{schema}: {e}");
+        }
+        // Nested objects reached through properties alone are fine; a property named
+        // x-mcp-header, or the word inside a default or an enum, is not a mark.
+        let fine = json!({"properties": {
+            "o": {"type": "object", "properties": {"r": mark}},
+            "x-mcp-header": {"type": "string"},
+            "d": {"type": "object", "default": {"x-mcp-header": "Nope"}},
+            "e": {"enum": [{"x-mcp-header": "Nope"}]}}});
+        let m = mirrors(&fine).unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].path, ["o", "r"]);
     }
 }

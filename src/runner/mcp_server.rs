@@ -274,11 +274,19 @@ impl Server<'_> {
             );
             return None;
         };
-        if !(id.is_string() || id.is_number()) {
+        // MCP's RequestId is a string or an integer. Another number (a fraction, or an integer
+        // past 64 bits, which the parser can only hold as the nearest float) could not be
+        // echoed as the client wrote it, and a reply naming another id is one the client
+        // cannot match: refused, as a request whose id is unusable.
+        if !(id.is_string() || id.is_i64() || id.is_u64()) {
             return Some(error_reply(
                 &Value::Null,
                 -32600,
-                "invalid request: the id must be a string or a number",
+                &format!(
+                    "invalid request: the id must be a string or an integer of at most 64 bits, \
+                     not {}",
+                    sanitize_line(&id.to_string(), 40)
+                ),
             ));
         }
         let _ = writeln!(
@@ -671,5 +679,39 @@ mod tests {
         assert_eq!(replies[0]["id"], "a");
         assert_eq!(replies[1]["error"]["code"], -32700);
         assert_eq!(replies[2]["error"]["code"], -32600);
+    }
+
+    /// Found by the `mcp_server` fuzz target (finding 14, docs/fuzzing.md): an id of 48 digits
+    /// was held as the nearest float and echoed as `2.0000000999999997e47`, which names another
+    /// request. An id that is not a string or a 64-bit integer is refused (MCP's `RequestId` is
+    /// string | integer); the largest integers are echoed exactly.
+    #[test]
+    fn an_id_that_is_no_string_or_64_bit_integer_is_refused_and_the_largest_integers_echoed() {
+        for id in [
+            "200000010000000000000000000000000000000000000000",
+            "1.5",
+            "1e3",
+        ] {
+            let (replies, _) = serve_text(&format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"
+            ));
+            assert_eq!(replies.len(), 1, "{id}: {replies:?}");
+            assert_eq!(replies[0]["id"], Value::Null, "{id}");
+            assert_eq!(replies[0]["error"]["code"], -32600, "{id}");
+            assert!(
+                replies[0]["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("a string or an integer of at most 64 bits"),
+                "{id}: {replies:?}"
+            );
+        }
+        for id in ["18446744073709551615", "-9223372036854775808", "0"] {
+            let (replies, _) = serve_text(&format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"
+            ));
+            assert_eq!(replies[0]["id"].to_string(), id, "{replies:?}");
+            assert!(replies[0].get("result").is_some(), "{replies:?}");
+        }
     }
 }

@@ -54,6 +54,9 @@ pub struct OfferedTool {
     pub description: String,
     /// The SHA-256 of its pinned form (name, description, schemas).
     pub sha256: String,
+    /// Its input schema as received: what a plan's arguments are checked against and what
+    /// approval pins, so that a plan's author can write arguments from it (`--json` only).
+    pub input_schema: serde_json::Value,
 }
 
 /// One server: who answered, what changed since the pins, and its tools.
@@ -146,6 +149,7 @@ pub fn list_server_tools(
                     status,
                     description: t.description.clone(),
                     sha256,
+                    input_schema: t.input_schema.clone(),
                 }
             })
             .collect();

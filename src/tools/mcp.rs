@@ -626,8 +626,9 @@ impl Tool for McpTool {
                     McpError::Interrupted { .. } => ErrorKind::Interrupted,
                     _ => ErrorKind::ToolFailed,
                 };
-                // Only a refusal leaves the server in a known state; anything else stops it.
-                if !matches!(e, McpError::Rpc { .. }) {
+                // Only a refusal (an error, or a request for input it does not get) leaves the
+                // server in a known state; anything else stops it.
+                if !matches!(e, McpError::Rpc { .. } | McpError::InputRequired { .. }) {
                     *slot = None;
                 }
                 let message = match &e {

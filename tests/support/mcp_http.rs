@@ -46,10 +46,18 @@ pub enum Fault {
     /// server send there what it could not yet.
     SlowGet,
     /// The stateless revision's mirrored arguments (SEP-2243): `echo` marks `text` and
-    /// `opts.region` with `x-mcp-header`, a second tool `bad` marks a number (which a client must
-    /// leave out of its list), and a call whose `Mcp-Param-*` headers do not match its arguments
+    /// `opts.region` with `x-mcp-header`, a second tool `bad` marks a number and a third,
+    /// `under_items`, a string under `items` (a client must leave both out of its list), and a call whose `Mcp-Param-*` headers do not match its arguments
     /// is refused with 400 and `HeaderMismatch` (-32001).
     ParamHeaders,
+    /// The stateless revision's version negotiation (SEP-2575), as the official conformance
+    /// suite's `request-metadata` server does it: the first `server/discover` is refused with
+    /// 400 and `UnsupportedProtocolVersion` (-32022) whose `data.supported` lists 2026-07-28;
+    /// the client is to retry with a version listed there.
+    VersionRetry,
+    /// `tools/call` with `text` "ask" answers the stateless revision's `input_required` result
+    /// (SEP-2322): an elicitation the client must answer before the server finishes.
+    InputRequired,
 }
 
 /// One request the server got.
@@ -367,6 +375,16 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
     let Some(id) = id else {
         return respond(conn, "202 Accepted", &[], "");
     };
+    if state.fault == Fault::VersionRetry
+        && rpc == "server/discover"
+        && state.retried.fetch_add(1, Ordering::SeqCst) == 0
+    {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}});
+        let headers = [("Content-Type", "application/json".to_string())];
+        return respond(conn, "400 Bad Request", &headers, &body.to_string());
+    }
     if state.stateless {
         if rpc == "initialize" {
             return rpc_error(
@@ -445,7 +463,11 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
                      "required": ["text"]}},
                 {"name": "bad", "description": "Marks a number.",
                  "inputSchema": {"type": "object", "properties": {
-                     "ratio": {"type": "number", "x-mcp-header": "Ratio"}}}}]})
+                     "ratio": {"type": "number", "x-mcp-header": "Ratio"}}}},
+                {"name": "under_items", "description": "Marks a string inside an array.",
+                 "inputSchema": {"type": "object", "properties": {
+                     "zones": {"type": "array", "items": {"type": "object", "properties": {
+                         "zone": {"type": "string", "x-mcp-header": "Zone"}}}}}}}]})
         }
         "tools/list" => {
             let desc = state.description.lock().unwrap().clone();
@@ -477,6 +499,15 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
             let text = args["text"].as_str().unwrap_or_default();
             json!({"content": [{"type": "text", "text": format!("echo: {text}")}]})
         }
+        "tools/call"
+            if state.fault == Fault::InputRequired
+                && message.pointer("/params/arguments/text") == Some(&json!("ask")) =>
+        {
+            json!({"resultType": "input_required", "requestState": "opaque-1",
+                   "inputRequests": {"confirm": {"method": "elicitation/create",
+                       "params": {"message": "Really?", "requestedSchema": {"type": "object",
+                           "properties": {"ok": {"type": "boolean"}}}}}}})
+        }
         "tools/call" => {
             let text = message
                 .pointer("/params/arguments/text")
@@ -491,9 +522,12 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
         return json_answer(conn, &session(SESSION), &answer);
     }
     match &state.fault {
-        Fault::None | Fault::Unauthorized | Fault::SlowGet | Fault::ParamHeaders => {
-            json_answer(conn, &session(SESSION), &answer)
-        }
+        Fault::None
+        | Fault::Unauthorized
+        | Fault::SlowGet
+        | Fault::ParamHeaders
+        | Fault::VersionRetry
+        | Fault::InputRequired => json_answer(conn, &session(SESSION), &answer),
         Fault::Sse => {
             sse_head(conn, &session(SESSION));
             let note = json!({"jsonrpc": "2.0", "method": "notifications/message",

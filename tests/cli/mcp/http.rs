@@ -454,7 +454,8 @@ fn arguments_a_tool_marks_are_mirrored_into_headers_and_a_badly_marked_tool_is_l
             .is_some_and(|v| v.starts_with("=?base64?")),
         "{call:?}"
     );
-    // `bad` marks a number: not offered, and the policy cannot allow it.
+    // `bad` marks a number, `under_items` a string under `items`: neither is offered, and the
+    // policy cannot allow them.
     let out = t.run_with(&["mcp", "tools", "--json"], AUTH);
     let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let names: Vec<&str> = listed["servers"][0]["tools"]
@@ -475,6 +476,84 @@ fn arguments_a_tool_marks_are_mirrored_into_headers_and_a_badly_marked_tool_is_l
         stderr(&out).contains("the policy allows tool \"bad\", which the server does not offer"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// The stateless revision's version negotiation (SEP-2575), as the official conformance suite's
+/// `request-metadata` server does it: a `server/discover` refused with `UnsupportedProtocolVersion`
+/// listing 2026-07-28 is asked again with that version, and the run goes on statelessly — it
+/// does not fall back to `initialize`, whose request carries neither the version header nor
+/// `_meta`.
+#[test]
+fn a_discover_refused_with_the_versions_it_supports_is_retried_with_one_of_them() {
+    let (server, t, plan) = approved(true, Fault::VersionRetry, json!({}));
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let posts: Vec<Seen> = server
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    let methods: Vec<String> = posts.iter().map(Seen::rpc).collect();
+    assert!(!methods.iter().any(|m| m == "initialize"), "{methods:?}");
+    assert!(
+        methods
+            .windows(2)
+            .any(|w| w[0] == "server/discover" && w[1] == "server/discover"),
+        "{methods:?}"
+    );
+    for post in &posts {
+        assert_eq!(post.header("mcp-protocol-version"), Some("2026-07-28"));
+        let body: Value = serde_json::from_str(&post.body).unwrap();
+        assert_eq!(
+            body.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion"),
+            Some(&json!("2026-07-28")),
+            "{}",
+            post.body
+        );
+    }
+}
+
+/// A `tools/call` answered with the stateless revision's `input_required` result (SEP-2322) is
+/// not a result: acode-run, unattended, answers no elicitation, so the step fails saying what the
+/// server asked for, and the server (stateless, in a known state) serves the next call.
+#[test]
+fn a_call_the_server_answers_with_input_required_fails_saying_what_was_asked() {
+    let server = McpHttpServer::start(true, Fault::InputRequired);
+    let t = TestDir::new();
+    remote_policy(&t, &server.url(), &allow(&server), json!({}));
+    let plan = t.plan(
+        "remote.json",
+        &json!({"plan_id": "remote", "steps": [
+            {"step_id": "asks", "tool": "mcp__rs__echo", "arguments": {"text": "ask"},
+             "on_failure": "continue"},
+            {"step_id": "after", "tool": "mcp__rs__echo", "arguments": {"text": "fine"}}]}),
+    );
+    t.approve_with(&plan, AUTH);
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "MCP server rs asked for input before finishing tools/call (confirm: \
+             elicitation/create); acode-run gives none"
+        ),
+        "{err}"
+    );
+    let db = t.db();
+    let rows: Vec<(String, String)> = db
+        .prepare("SELECT step_id, status FROM steps ORDER BY position")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("asks".to_string(), "failed".to_string()),
+            ("after".to_string(), "completed".to_string())
+        ],
+        "{err}"
     );
 }
 
@@ -827,11 +906,29 @@ fn servers_written_with_the_official_sdks_are_pinned_and_called_over_http() {
 
 /// The official conformance suite (`@modelcontextprotocol/conformance`, which needs Node ≥ 22: the
 /// `node@22` package provides it) runs its client scenarios that apply to a client without
-/// sampling, elicitation or OAuth — `initialize`, `tools_call`, `sse-retry` — against acode-run
-/// through tests/support/sdk/conformance_client.sh (the suite starts a server and runs the
-/// adapter with its URL). Opt-in `ACODE_E2E_NET=1`.
+/// sampling, elicitation or OAuth against acode-run through tests/support/sdk/conformance_client.sh
+/// (the suite starts a server and runs the adapter with its URL). The version is pinned: 0.2.0's
+/// pre-release is the first with the 2026-07-28 revision's client scenarios (version
+/// negotiation and `_meta`, the standard and mirrored headers, JSON Schema 2020-12), and the
+/// release before it (0.1.16) has only the first three. Opt-in `ACODE_E2E_NET=1`.
 #[test]
 fn the_official_conformance_suite_passes_its_client_scenarios() {
+    const CONFORMANCE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
+    // Every client scenario of that version but those that need what acode-run does not do:
+    // elicitation (`elicitation-sep1034-client-defaults`, and `sep-2322-client-request-state`,
+    // whose input requests are elicitations), OAuth (`auth/*`) and the skills extension
+    // (`sep-2640-*`).
+    const CONFORMANCE_SCENARIOS: [&str; 9] = [
+        "initialize",
+        "tools_call",
+        "sse-retry",
+        "request-metadata",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+        "json-schema-2020-12-preservation",
+    ];
     if !e2e_net(
         "the_official_conformance_suite_passes_its_client_scenarios",
         "the official MCP SDKs",
@@ -841,8 +938,7 @@ fn the_official_conformance_suite_passes_its_client_scenarios() {
     let t = TestDir::new();
     let dir = t.ws.join(".conformance");
     std::fs::create_dir_all(&dir).unwrap();
-    let versions =
-        super::sdk::npm_install(&dir, &["node@22", "@modelcontextprotocol/conformance@0"]);
+    let versions = super::sdk::npm_install(&dir, &["node@22", CONFORMANCE]);
     eprintln!("installed {versions:?}");
     let bin = dir.join("node_modules/.bin");
     let path = format!(
@@ -851,7 +947,7 @@ fn the_official_conformance_suite_passes_its_client_scenarios() {
         std::env::var("PATH").unwrap_or_default()
     );
     let adapter = repo().join("tests/support/sdk/conformance_client.sh");
-    for scenario in ["initialize", "tools_call", "sse-retry"] {
+    for scenario in CONFORMANCE_SCENARIOS {
         let out = std::process::Command::new(bin.join("conformance"))
             .args(["client", "--scenario", scenario, "--command"])
             .arg(&adapter)
