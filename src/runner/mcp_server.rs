@@ -212,6 +212,23 @@ pub fn serve_lines(
     }
 }
 
+/// Whether a request's `id` can be echoed so that the client recognises it. MCP's `RequestId` is
+/// a string or an integer (JSON Schema's `integer`, which `1.0` also is). A number that is not
+/// integral, or an integer the parser can only hold as the nearest float (past 64 bits, or
+/// written with a fraction or an exponent past 2^53), would be echoed as another number, naming
+/// a request the client never sent (finding 14 of docs/fuzzing.md).
+fn usable_id(id: &Value) -> bool {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer up to it is a float exactly.
+    match id {
+        Value::String(_) => true,
+        Value::Number(n) if n.is_i64() || n.is_u64() => true,
+        Value::Number(n) => n
+            .as_f64()
+            .is_some_and(|f| f.is_finite() && f.fract() == 0.0 && f.abs() <= EXACT),
+        _ => false,
+    }
+}
+
 fn reply(out: &mut dyn Write, message: &Value) {
     let _ = writeln!(out, "{message}");
     let _ = out.flush();
@@ -274,17 +291,13 @@ impl Server<'_> {
             );
             return None;
         };
-        // MCP's RequestId is a string or an integer. Another number (a fraction, or an integer
-        // past 64 bits, which the parser can only hold as the nearest float) could not be
-        // echoed as the client wrote it, and a reply naming another id is one the client
-        // cannot match: refused, as a request whose id is unusable.
-        if !(id.is_string() || id.is_i64() || id.is_u64()) {
+        if !usable_id(&id) {
             return Some(error_reply(
                 &Value::Null,
                 -32600,
                 &format!(
-                    "invalid request: the id must be a string or an integer of at most 64 bits, \
-                     not {}",
+                    "invalid request: the id must be a string or an integer a reply can echo \
+                     exactly (at most 64 bits; 2^53 when written as a float), not {}",
                     sanitize_line(&id.to_string(), 40)
                 ),
             ));
@@ -683,14 +696,15 @@ mod tests {
 
     /// Found by the `mcp_server` fuzz target (finding 14, docs/fuzzing.md): an id of 48 digits
     /// was held as the nearest float and echoed as `2.0000000999999997e47`, which names another
-    /// request. An id that is not a string or a 64-bit integer is refused, the reply without an
-    /// id (MCP's `RequestId` is string | integer); the largest integers are echoed exactly.
+    /// request. An id a reply cannot echo exactly is refused, the reply without an id (MCP's
+    /// `RequestId` is string | integer); the largest integers, and integral floats, are echoed
+    /// as written.
     #[test]
-    fn an_id_that_is_no_string_or_64_bit_integer_is_refused_and_the_largest_integers_echoed() {
+    fn an_id_a_reply_cannot_echo_exactly_is_refused_and_the_largest_integers_are_echoed() {
         for id in [
             "200000010000000000000000000000000000000000000000",
             "1.5",
-            "1e3",
+            "1e300",
         ] {
             let (replies, _) = serve_text(&format!(
                 "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"
@@ -702,11 +716,18 @@ mod tests {
                 replies[0]["error"]["message"]
                     .as_str()
                     .unwrap()
-                    .contains("a string or an integer of at most 64 bits"),
+                    .contains("the id must be a string or an integer a reply can echo exactly"),
                 "{id}: {replies:?}"
             );
         }
-        for id in ["18446744073709551615", "-9223372036854775808", "0"] {
+        // Integers written as floats (JSON Schema's `integer` takes `1.0`) are echoed as written.
+        for id in [
+            "18446744073709551615",
+            "-9223372036854775808",
+            "0",
+            "1.0",
+            "-3.0",
+        ] {
             let (replies, _) = serve_text(&format!(
                 "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"
             ));
