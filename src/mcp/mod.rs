@@ -27,6 +27,11 @@ pub const HANDSHAKE_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-2
 /// JSON-RPC error code of the stateless revision for an unsupported protocol version.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 
+/// The stateless revision's `HeaderMismatch`: a server found a call's `Mcp-*` headers at odds
+/// with its body — for mirrored arguments, usually because the tool's `x-mcp-header` marks
+/// changed since the client listed it, so the client is to list the tools again.
+pub const HEADER_MISMATCH: i64 = -32020;
+
 /// Replaces control characters and cuts `line` to `max` characters, so what a misbehaving server
 /// printed can be shown in an error message safely.
 pub fn sanitize_line(line: &str, max: usize) -> String {

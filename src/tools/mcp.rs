@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use crate::error::ErrorKind;
+use crate::mcp::HEADER_MISMATCH;
 use crate::mcp::client::{Client, ListedTool, McpError};
 use crate::mcp::pins::{self, ServerPin};
 use crate::net::agent::CaFile;
@@ -446,9 +447,15 @@ impl McpTool {
     /// After `notifications/tools/list_changed`: lists the tools again and compares them with the
     /// pins. `Some(what changed)` when a pinned tool (or the identity) differs; the server is then
     /// stopped. A list change that leaves every pinned tool as approved is not a change.
-    fn recheck(&self, slot: &mut Option<Client>, ctx: &ToolContext) -> Option<Vec<String>> {
+    fn recheck(
+        &self,
+        slot: &mut Option<Client>,
+        ctx: &ToolContext,
+        header_mismatch: bool,
+    ) -> Option<Vec<String>> {
         let client = slot.as_mut()?;
-        if !client.take_list_changed() {
+        let announced = client.take_list_changed();
+        if !announced && !header_mismatch {
             return None;
         }
         let pin = self.runtime.pins.get(&self.server)?;
@@ -464,10 +471,13 @@ impl McpTool {
         if what.is_empty() {
             return None;
         }
-        what.insert(
-            0,
-            "it announced that its tool list changed (notifications/tools/list_changed)".into(),
-        );
+        let why = if header_mismatch {
+            "it refused the call's headers (HeaderMismatch), and its tools, listed again as the \
+             revision asks, are not as approved"
+        } else {
+            "it announced that its tool list changed (notifications/tools/list_changed)"
+        };
+        what.insert(0, why.into());
         *slot = None;
         Some(what)
     }
@@ -592,7 +602,7 @@ impl Tool for McpTool {
         if let Err(refused) = self.ensure_started(slot, ctx) {
             return Ok(*refused);
         }
-        if let Some(what) = self.recheck(slot, ctx) {
+        if let Some(what) = self.recheck(slot, ctx, false) {
             return Ok(changed(&self.server, &what));
         }
         let limit = self
@@ -612,15 +622,21 @@ impl Tool for McpTool {
         let mut network = client.take_network();
         let refused = client.take_refused();
         // A list change announced during the call: the result may come from a changed tool, so
-        // it only counts when the pinned tools are still as approved.
-        let rechecked = outcome.is_ok().then(|| self.recheck(slot, ctx)).flatten();
+        // it only counts when the pinned tools are still as approved. A `HeaderMismatch` asks
+        // the client to list the tools again too (the marks it mirrored may have changed).
+        let mismatch =
+            matches!(&outcome, Err(McpError::Rpc { code, .. }) if *code == HEADER_MISMATCH);
+        let rechecked = (outcome.is_ok() || mismatch)
+            .then(|| self.recheck(slot, ctx, mismatch))
+            .flatten();
         if let Some(client) = slot.as_mut() {
             network.extend(client.take_network());
         }
         let mut output = match (outcome, rechecked) {
             (Ok(_), Some(what)) => changed(&self.server, &what),
             (Ok(result), None) => to_output(self.name, &result),
-            (Err(e), _) => {
+            (Err(_), Some(what)) => changed(&self.server, &what),
+            (Err(e), None) => {
                 let kind = match &e {
                     McpError::Timeout { .. } => ErrorKind::Timeout,
                     McpError::Interrupted { .. } => ErrorKind::Interrupted,
@@ -635,6 +651,10 @@ impl Tool for McpTool {
                     McpError::Timeout { .. } => {
                         format!("{e}; notifications/cancelled was sent and the server was stopped")
                     }
+                    _ if mismatch => format!(
+                        "{e}; its tools, listed again, are as approved, so the headers sent \
+                         follow the approved schema"
+                    ),
                     _ => e.to_string(),
                 };
                 ToolOutput::failed(kind, message)

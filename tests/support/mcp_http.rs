@@ -48,13 +48,18 @@ pub enum Fault {
     /// The stateless revision's mirrored arguments (SEP-2243): `echo` marks `text` and
     /// `opts.region` with `x-mcp-header`, a second tool `bad` marks a number and a third,
     /// `under_items`, a string under `items` (a client must leave both out of its list), and a call whose `Mcp-Param-*` headers do not match its arguments
-    /// is refused with 400 and `HeaderMismatch` (-32001).
+    /// is refused with 400 and `HeaderMismatch` (-32020).
     ParamHeaders,
     /// The stateless revision's version negotiation (SEP-2575), as the official conformance
     /// suite's `request-metadata` server does it: the first `server/discover` is refused with
     /// 400 and `UnsupportedProtocolVersion` (-32022) whose `data.supported` lists 2026-07-28;
     /// the client is to retry with a version listed there.
     VersionRetry,
+    /// Every `tools/call` is refused with 400 and `HeaderMismatch` (-32020), as if the call lacked
+    /// a mirrored header. With `change_marks`, the server was updated just before: from the first
+    /// call on, its `tools/list` marks `text` with `x-mcp-header` (not in what was approved);
+    /// without, its listing stays as it was (a server at odds with its own schema).
+    HeaderMismatch { change_marks: bool },
     /// `tools/call` with `text` "ask" answers the stateless revision's `input_required` result
     /// (SEP-2322): an elicitation the client must answer before the server finishes.
     InputRequired,
@@ -469,6 +474,27 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
                      "zones": {"type": "array", "items": {"type": "object", "properties": {
                          "zone": {"type": "string", "x-mcp-header": "Zone"}}}}}}}]})
         }
+        "tools/list"
+            if state.fault == (Fault::HeaderMismatch { change_marks: true })
+                && state.cut.load(Ordering::SeqCst) =>
+        {
+            let desc = state.description.lock().unwrap().clone();
+            json!({"tools": [{"name": "echo", "description": desc,
+                "inputSchema": {"type": "object", "properties": {
+                    "text": {"type": "string", "x-mcp-header": "Text"}},
+                                "required": ["text"]}}]})
+        }
+        "tools/call" if matches!(state.fault, Fault::HeaderMismatch { .. }) => {
+            // `cut` marks the update (the field is otherwise [`Fault::AnswerOnAnyGet`]'s).
+            state.cut.store(true, Ordering::SeqCst);
+            return rpc_error(
+                conn,
+                "400 Bad Request",
+                &id,
+                -32020,
+                "HeaderMismatch: Mcp-Param-Text is missing",
+            );
+        }
         "tools/list" => {
             let desc = state.description.lock().unwrap().clone();
             json!({"tools": [{"name": "echo", "description": desc,
@@ -491,7 +517,7 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
                         conn,
                         "400 Bad Request",
                         &id,
-                        -32001,
+                        -32020,
                         &format!("HeaderMismatch: {header} is {got:?}, the body has {want:?}"),
                     );
                 }
@@ -527,7 +553,8 @@ fn post(state: &State, conn: &mut TcpStream, seen: &Seen) {
         | Fault::SlowGet
         | Fault::ParamHeaders
         | Fault::VersionRetry
-        | Fault::InputRequired => json_answer(conn, &session(SESSION), &answer),
+        | Fault::InputRequired
+        | Fault::HeaderMismatch { .. } => json_answer(conn, &session(SESSION), &answer),
         Fault::Sse => {
             sse_head(conn, &session(SESSION));
             let note = json!({"jsonrpc": "2.0", "method": "notifications/message",

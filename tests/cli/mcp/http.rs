@@ -557,6 +557,46 @@ fn a_call_the_server_answers_with_input_required_fails_saying_what_was_asked() {
     );
 }
 
+/// A call refused with `HeaderMismatch` (-32020) makes the client list the tools again, as the
+/// stateless revision asks: a server whose marks changed since approval is refused as changed
+/// (exit 36, saying why it looked); one whose listing is as approved fails the call saying so.
+#[test]
+fn a_header_mismatch_lists_the_tools_again_and_a_changed_schema_is_refused_with_exit_36() {
+    let (server, t, plan) = approved(
+        true,
+        Fault::HeaderMismatch { change_marks: true },
+        json!({}),
+    );
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    assert_exit_with(
+        &out,
+        36,
+        "it refused the call's headers (HeaderMismatch), and its tools, listed again as the \
+         revision asks, are not as approved",
+    );
+    let methods: Vec<String> = server.seen().iter().map(Seen::rpc).collect();
+    let call = methods.iter().position(|m| m == "tools/call").unwrap();
+    assert!(
+        methods[call..].iter().any(|m| m == "tools/list"),
+        "{methods:?}"
+    );
+
+    let (_server, t, plan) = approved(
+        true,
+        Fault::HeaderMismatch {
+            change_marks: false,
+        },
+        json!({}),
+    );
+    let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
+    assert_exit_with(
+        &out,
+        30,
+        "HeaderMismatch: Mcp-Param-Text is missing (code -32020); its tools, listed again, are \
+         as approved",
+    );
+}
+
 #[test]
 fn remote_server_entries_are_checked_when_the_policy_is_loaded() {
     let cases = [
