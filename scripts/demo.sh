@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "building acode-run (release; the first build takes a few minutes, later ones seconds)..." >&2
+# The toolchain rust-toolchain.toml names (a no-op when it is installed; see that file for why).
+command -v rustup >/dev/null 2>&1 && rustup toolchain install >/dev/null
 cargo build --release
 ws=$(mktemp -d "${TMPDIR:-/tmp}/acode-hello.XXXXXX")
 cp -R fixtures/hello/. "$ws"

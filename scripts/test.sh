@@ -52,6 +52,8 @@ skips="$(mktemp)"
 trap 'rm -f "$skips"' EXIT
 export ACODE_TEST_SKIP_LOG="$skips"
 status=0
+# The toolchain rust-toolchain.toml names (a no-op when it is installed; see that file for why).
+command -v rustup >/dev/null 2>&1 && rustup toolchain install >/dev/null
 cargo test "$@" || status=$?
 if [ -s "$skips" ]; then
   echo "scripts/test.sh: $(wc -l <"$skips") test(s) skipped on this machine (they fail when CI is set):" >&2
