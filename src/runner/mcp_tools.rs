@@ -129,10 +129,10 @@ pub fn list_server_tools(
         };
         differs |= !changes.is_empty() || matches!(pin, Some(None));
         let tools = listed
-            .iter()
+            .into_iter()
             .map(|t| {
                 let allowed = server.tools.contains(&t.name);
-                let sha256 = pins::pin_tool(t).sha256;
+                let sha256 = pins::pin_tool(&t).sha256;
                 let status = match (allowed, pin) {
                     (false, _) => ToolStatus::NotAllowed,
                     (true, None) => ToolStatus::Allowed,
@@ -144,12 +144,12 @@ pub fn list_server_tools(
                     },
                 };
                 OfferedTool {
-                    name: t.name.clone(),
                     offered_as: allowed.then(|| crate::policy::mcp_tool_name(name, &t.name)),
+                    name: t.name,
                     status,
-                    description: t.description.clone(),
+                    description: t.description,
                     sha256,
-                    input_schema: t.input_schema.clone(),
+                    input_schema: t.input_schema,
                 }
             })
             .collect();

@@ -444,9 +444,10 @@ impl McpTool {
         Ok(())
     }
 
-    /// After `notifications/tools/list_changed`: lists the tools again and compares them with the
-    /// pins. `Some(what changed)` when a pinned tool (or the identity) differs; the server is then
-    /// stopped. A list change that leaves every pinned tool as approved is not a change.
+    /// After `notifications/tools/list_changed`, or a call refused with `HeaderMismatch`
+    /// (`header_mismatch`): lists the tools again and compares them with the pins. `Some(what
+    /// changed)` when a pinned tool (or the identity) differs; the server is then stopped. A list
+    /// change that leaves every pinned tool as approved is not a change.
     fn recheck(
         &self,
         slot: &mut Option<Client>,
@@ -633,9 +634,8 @@ impl Tool for McpTool {
             network.extend(client.take_network());
         }
         let mut output = match (outcome, rechecked) {
-            (Ok(_), Some(what)) => changed(&self.server, &what),
+            (_, Some(what)) => changed(&self.server, &what),
             (Ok(result), None) => to_output(self.name, &result),
-            (Err(_), Some(what)) => changed(&self.server, &what),
             (Err(e), None) => {
                 let kind = match &e {
                     McpError::Timeout { .. } => ErrorKind::Timeout,

@@ -33,21 +33,37 @@ pub fn remote_policy(t: &TestDir, url: &str, allow: &[String], extra: Value) {
     t.file("acode-policy.json", &policy.to_string());
 }
 
+/// The plan `remote.json` of `steps`.
+fn remote_plan(t: &TestDir, steps: Value) -> PathBuf {
+    t.plan("remote.json", &json!({"plan_id": "remote", "steps": steps}))
+}
+
+/// One call of the remote server's `echo`.
+fn echo_steps() -> Value {
+    json!([{"step_id": "call", "tool": "mcp__rs__echo", "arguments": {"text": "hello remote"}}])
+}
+
 fn echo_plan(t: &TestDir) -> PathBuf {
-    t.plan(
-        "remote.json",
-        &json!({"plan_id": "remote", "steps": [
-            {"step_id": "call", "tool": "mcp__rs__echo", "arguments": {"text": "hello remote"}}]}),
-    )
+    remote_plan(t, echo_steps())
 }
 
 /// A scripted server of `stateless` era misbehaving with `fault`, a workspace whose policy names
 /// it (with `extra` in its entry), and the echo plan, approved.
 fn approved(stateless: bool, fault: Fault, extra: Value) -> (McpHttpServer, TestDir, PathBuf) {
+    approved_steps(stateless, fault, extra, echo_steps())
+}
+
+/// [`approved`] with a plan of `steps`.
+fn approved_steps(
+    stateless: bool,
+    fault: Fault,
+    extra: Value,
+    steps: Value,
+) -> (McpHttpServer, TestDir, PathBuf) {
     let server = McpHttpServer::start(stateless, fault);
     let t = TestDir::new();
     remote_policy(&t, &server.url(), &allow(&server), extra);
-    let plan = echo_plan(&t);
+    let plan = remote_plan(&t, steps);
     t.approve_with(&plan, AUTH);
     (server, t, plan)
 }
@@ -431,16 +447,13 @@ fn an_https_server_under_a_private_ca_is_trusted_only_under_the_pinned_ca_file()
 /// out of the list, never offered.
 #[test]
 fn arguments_a_tool_marks_are_mirrored_into_headers_and_a_badly_marked_tool_is_left_out() {
-    let server = McpHttpServer::start(true, Fault::ParamHeaders);
-    let t = TestDir::new();
-    remote_policy(&t, &server.url(), &allow(&server), json!({}));
-    let plan = t.plan(
-        "remote.json",
-        &json!({"plan_id": "remote", "steps": [
-            {"step_id": "call", "tool": "mcp__rs__echo", "arguments": {
-                "text": "héllo, wörld ", "opts": {"region": "us-west1"}}}]}),
+    let (server, t, plan) = approved_steps(
+        true,
+        Fault::ParamHeaders,
+        json!({}),
+        json!([{"step_id": "call", "tool": "mcp__rs__echo", "arguments": {
+            "text": "héllo, wörld ", "opts": {"region": "us-west1"}}}]),
     );
-    t.approve_with(&plan, AUTH);
     let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let call = server
@@ -519,17 +532,15 @@ fn a_discover_refused_with_the_versions_it_supports_is_retried_with_one_of_them(
 /// server asked for, and the server (stateless, in a known state) serves the next call.
 #[test]
 fn a_call_the_server_answers_with_input_required_fails_saying_what_was_asked() {
-    let server = McpHttpServer::start(true, Fault::InputRequired);
-    let t = TestDir::new();
-    remote_policy(&t, &server.url(), &allow(&server), json!({}));
-    let plan = t.plan(
-        "remote.json",
-        &json!({"plan_id": "remote", "steps": [
+    let (_server, t, plan) = approved_steps(
+        true,
+        Fault::InputRequired,
+        json!({}),
+        json!([
             {"step_id": "asks", "tool": "mcp__rs__echo", "arguments": {"text": "ask"},
              "on_failure": "continue"},
-            {"step_id": "after", "tool": "mcp__rs__echo", "arguments": {"text": "fine"}}]}),
+            {"step_id": "after", "tool": "mcp__rs__echo", "arguments": {"text": "fine"}}]),
     );
-    t.approve_with(&plan, AUTH);
     let out = t.run_with(&["run", plan.to_str().unwrap()], AUTH);
     let err = stderr(&out);
     assert!(
