@@ -369,6 +369,11 @@ impl Redactor {
     /// `[RE` after its start; found by the `redact` fuzz target, docs/fuzzing.md): such an
     /// occurrence and the marker it overlaps become one marker.
     fn collapse_rebuilt_values<'a>(&self, out: Cow<'a, str>) -> Cow<'a, str> {
+        // Text nothing was replaced in is the input, in which the replacement found no known
+        // value: no marker, so nothing to rebuild, and no second scan of clean text.
+        if matches!(out, Cow::Borrowed(_)) {
+            return out;
+        }
         let known = self.read();
         let find = |text: &str, from: usize| -> Option<(usize, usize)> {
             match &known.literal {
