@@ -67,6 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         reason: Some("approved by examples/embed.rs".to_string()),
         may_override: false,
         key: plan::auth::approval_key()?,
+        ssh: Default::default(),
     });
 
     let events = Arc::new(Events::default());

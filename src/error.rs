@@ -171,13 +171,21 @@ pub enum ExitCode {
     ImportLossy = 40,
     /// `import`: some step (or the whole plan) could not be converted.
     ImportRefused = 41,
+    /// `verify`: the attestation is not a valid envelope signed by the key given.
+    AttestationSignature = 42,
+    /// `verify`: a file the attestation names differs from the one in the workspace.
+    AttestationSubject = 43,
+    /// `verify`: the approval inside the attestation does not verify against allowed_signers.
+    AttestationApproval = 44,
+    /// `verify`: the attested run did not complete (its exit code was not 0).
+    AttestedRunFailed = 45,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 16] = [
+    pub const ALL: [ExitCode; 20] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -193,6 +201,10 @@ impl ExitCode {
         ExitCode::ReplayDiverged,
         ExitCode::ImportLossy,
         ExitCode::ImportRefused,
+        ExitCode::AttestationSignature,
+        ExitCode::AttestationSubject,
+        ExitCode::AttestationApproval,
+        ExitCode::AttestedRunFailed,
         ExitCode::Interrupted,
     ];
 
@@ -227,6 +239,18 @@ impl ExitCode {
             }
             ExitCode::ImportLossy => "`import` wrote a plan with losses",
             ExitCode::ImportRefused => "`import` refused a step or the plan",
+            ExitCode::AttestationSignature => {
+                "`verify`: not an attestation signed by the given key (malformed, edited, or another key)"
+            }
+            ExitCode::AttestationSubject => {
+                "`verify`: a file the attestation names is missing or differs in the workspace"
+            }
+            ExitCode::AttestationApproval => {
+                "`verify`: the approval inside does not verify against the allowed_signers given"
+            }
+            ExitCode::AttestedRunFailed => {
+                "`verify`: the attested run did not complete (exit code not 0)"
+            }
             ExitCode::Interrupted => {
                 "interrupted (Ctrl-C, SIGTERM); `acode-run resume RUN_ID` continues"
             }
@@ -298,6 +322,14 @@ pub mod exit {
     pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
     /// A replay diverged from the recorded run.
     pub const REPLAY_DIVERGED: i32 = ExitCode::ReplayDiverged.code();
+    /// `verify`: bad envelope or signature.
+    pub const ATTESTATION_SIGNATURE: i32 = ExitCode::AttestationSignature.code();
+    /// `verify`: a subject differs from the file.
+    pub const ATTESTATION_SUBJECT: i32 = ExitCode::AttestationSubject.code();
+    /// `verify`: the approval inside does not verify.
+    pub const ATTESTATION_APPROVAL: i32 = ExitCode::AttestationApproval.code();
+    /// `verify`: the attested run failed.
+    pub const ATTESTED_RUN_FAILED: i32 = ExitCode::AttestedRunFailed.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

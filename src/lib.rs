@@ -26,6 +26,7 @@
 //!         reason: Some("reviewed the preview".into()),
 //!         may_override: false,
 //!         key: approval_key()?,
+//!         ssh: Default::default(),
 //!     });
 //!     let result = PlanRunner::prepare("/path/to/workspace".as_ref(), "plan.json".as_ref(), options)?
 //!         .run()?;
@@ -38,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attest;
 pub mod cli;
 pub mod error;
 pub mod events;

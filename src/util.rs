@@ -50,6 +50,23 @@ pub fn write_new(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes).and_then(|()| f.sync_all())
 }
 
+/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, synced, then renamed
+/// over it. For outputs a reader must never see half-written: approvals, messages to sign,
+/// attestations.
+pub fn write_replacing(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("not a file path"))?
+        .to_os_string();
+    name.push(format!(".tmp-{}", uuid::Uuid::new_v4()));
+    let tmp = path.with_file_name(name);
+    let written = write_new(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 /// Lower-case hexadecimal of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);

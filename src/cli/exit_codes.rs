@@ -75,6 +75,10 @@ impl RunnerError {
             | RunnerError::ApprovalInput(_)
             | RunnerError::Sandbox(_)
             | RunnerError::Replay { .. }
+            | RunnerError::Signing { .. }
+            | RunnerError::SignatureFile { .. }
+            | RunnerError::SignatureNeeded { .. }
+            | RunnerError::NotTheSigner { .. }
             | RunnerError::WeakeningNotExplicit => exit::USAGE,
             RunnerError::State(StateDirError::Refused { .. }) => exit::USAGE,
             RunnerError::State(_) => exit::INTERNAL,

@@ -51,6 +51,10 @@ pub enum Command {
     Mcp,
     /// Write a run's recorded model traffic as a replay file.
     Export,
+    /// Write a recorded run's signed attestation (in-toto, DSSE).
+    Attest,
+    /// Check an attestation offline.
+    Verify,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -178,6 +182,18 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "Write a run's model traffic (redacted, as stored) with --replay FILE: JSON Lines that `run --replay FILE` answers agent steps from",
     },
     CommandDef {
+        command: Command::Attest,
+        name: "attest",
+        positionals: &["RUN_ID", "FILE"],
+        about: "Write a recorded run's attestation to FILE: an in-toto Statement in a DSSE envelope signed with ACODE_ATTEST_KEY_FILE (docs/attestations.md)",
+    },
+    CommandDef {
+        command: Command::Verify,
+        name: "verify",
+        positionals: &["ATTESTATION"],
+        about: "Check an attestation offline: its signature (--key), its subjects against the files (--workspace), its approval (--allowed-signers); exit 0 when all hold",
+    },
+    CommandDef {
         command: Command::Schema,
         name: "schema",
         positionals: &["plan|events"],
@@ -268,6 +284,18 @@ pub struct Args {
     pub replay: Option<String>,
     /// `--replay-lenient`.
     pub replay_lenient: bool,
+    /// `--sign`: the SSH key an approval or rejection is signed with.
+    pub sign: Option<PathBuf>,
+    /// `--message`: where `approve`/`reject` writes the message to sign, instead of deciding.
+    pub message: Option<PathBuf>,
+    /// `--add-signature`: a signature file to attach to the decision.
+    pub add_signature: Option<PathBuf>,
+    /// `--attest`: where `run` writes its attestation.
+    pub attest: Option<PathBuf>,
+    /// `--key`: the public key `verify` checks an attestation's signature with.
+    pub key: Option<PathBuf>,
+    /// `--allowed-signers`: the file `verify` checks the approval inside an attestation with.
+    pub allowed_signers: Option<PathBuf>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -336,6 +364,12 @@ impl Default for Args {
             intent: None,
             replay: None,
             replay_lenient: false,
+            sign: None,
+            message: None,
+            add_signature: None,
+            attest: None,
+            key: None,
+            allowed_signers: None,
             used: Vec::new(),
         }
     }
@@ -360,6 +394,7 @@ use Command::*;
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[
     Run, Resume, Approve, Reject, Runs, Show, Artifact, Report, Draft, Review, Do, Mcp, Export,
+    Attest,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
@@ -377,7 +412,7 @@ pub const FLAGS: &[Flag] = &[
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
             Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Report, Skills,
-            Import, Mcp, Draft, Review, Do, Tools, Export,
+            Import, Mcp, Draft, Review, Do, Tools, Export, Attest, Verify,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -590,6 +625,66 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "sign",
+        value: Some("KEY"),
+        doc: "Sign the decision with your SSH key through ssh-keygen: a private key file, or a public key whose private half is in ssh-agent (docs/approvals.md)",
+        commands: &[Approve, Reject],
+        update: |a, v| {
+            a.sign = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "message",
+        value: Some("FILE"),
+        doc: "Write the exact message an approver signs to FILE and decide nothing (sign it with ssh-keygen -Y sign -n acode-run-approval -f KEY FILE, then --add-signature FILE.sig)",
+        commands: &[Approve, Reject],
+        update: |a, v| {
+            a.message = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "add-signature",
+        value: Some("FILE"),
+        doc: "Attach an SSH signature made elsewhere (ssh-keygen -Y sign over the --message file) to the decision; earlier signatures of the same decision are kept",
+        commands: &[Approve, Reject],
+        update: |a, v| {
+            a.add_signature = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "attest",
+        value: Some("FILE"),
+        doc: "Write the run's attestation to FILE when it ends, signed with ACODE_ATTEST_KEY_FILE (checked before the run starts; docs/attestations.md)",
+        commands: &[Run, Resume],
+        update: |a, v| {
+            a.attest = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "key",
+        value: Some("FILE"),
+        doc: "The public key (OpenSSH or PEM) the attestation must be signed with",
+        commands: &[Verify],
+        update: |a, v| {
+            a.key = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "allowed-signers",
+        value: Some("FILE"),
+        doc: "Check the approval inside the attestation against this allowed_signers file (git's format)",
+        commands: &[Verify],
+        update: |a, v| {
+            a.allowed_signers = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
         name: "reason",
         value: Some("TEXT"),
         doc: "Why, recorded with the decision in the execution database",
@@ -778,6 +873,7 @@ pub const FLAGS: &[Flag] = &[
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
         commands: &[
             Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp, Tools, Artifact,
+            Verify,
         ],
         update: |a, _| {
             a.json = true;
@@ -1038,6 +1134,26 @@ where
     if a.json && a.jsonl {
         return Err("--json and --jsonl cannot be used together".to_string());
     }
+    if [
+        a.sign.is_some(),
+        a.message.is_some(),
+        a.add_signature.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count()
+        > 1
+    {
+        return Err(
+            "--sign, --message and --add-signature are three ways to sign: give one".to_string(),
+        );
+    }
+    if command == Command::Verify && a.key.is_none() {
+        return Err(
+            "`acode-run verify ATTESTATION` needs --key FILE: the public key the attestation must be signed with"
+                .to_string(),
+        );
+    }
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -1079,11 +1195,13 @@ mod tests {
 
     #[test]
     fn unknown_commands_get_a_suggestion() {
-        let e = parse(["veryfy"]).unwrap_err();
+        let e = parse(["valdate"]).unwrap_err();
         assert!(
-            e.starts_with(r#"unknown command "veryfy" (did you mean validate?)"#),
+            e.starts_with(r#"unknown command "valdate" (did you mean validate?)"#),
             "{e}"
         );
+        let e = parse(["veryfy"]).unwrap_err();
+        assert!(e.contains("did you mean verify?"), "{e}");
         let e = parse(["shwo", "abc"]).unwrap_err();
         assert!(e.contains(r#"did you mean show?"#), "{e}");
         let e = parse(["xyzzyplugh"]).unwrap_err();

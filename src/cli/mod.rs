@@ -34,6 +34,7 @@ macro_rules! errln {
     }};
 }
 
+mod attest;
 pub mod exit_codes;
 pub mod flags;
 mod hints;
@@ -384,6 +385,8 @@ fn dispatch(
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
         Command::Export => replay::cmd_export(args, redactor),
+        Command::Attest => attest::cmd_attest(args),
+        Command::Verify => attest::cmd_verify(args),
         Command::Tools => {
             let registry = tools_registry(args)?;
             if args.json {
@@ -714,6 +717,11 @@ fn record_decision(
         reason: args.reason.clone(),
         may_override: d.may_override,
         key: secrets.approval_key.clone(),
+        ssh: match (&args.sign, &args.add_signature) {
+            (Some(key), _) => crate::runner::signing::SshRequest::Sign(key.clone()),
+            (None, Some(file)) => crate::runner::signing::SshRequest::Attach(file.clone()),
+            (None, None) => crate::runner::signing::SshRequest::None,
+        },
     };
     let decided = d
         .session
@@ -949,6 +957,9 @@ fn cmd_decide(
             true,
         )?;
     }
+    if let Some(out) = &args.message {
+        return write_signing_message(args, redactor, &session, &plan, &path, &policy, status, out);
+    }
     let decision = Decision {
         plan: &plan,
         session: &session,
@@ -957,6 +968,46 @@ fn cmd_decide(
         may_override: true,
     };
     record_decision(args, redactor, secrets, &path, decision)?;
+    Ok(exit::OK)
+}
+
+/// `approve|reject PLAN --message FILE`: the exact bytes an approver signs, written to `FILE`
+/// (nothing decided, nothing recorded), and how to sign and attach them.
+#[allow(clippy::too_many_arguments)]
+fn write_signing_message(
+    args: &Args,
+    redactor: &Redactor,
+    session: &Session,
+    plan: &Plan,
+    path: &Path,
+    policy: &Policy,
+    status: AuthStatus,
+    out: &Path,
+) -> Result<i32, CliError> {
+    let auth = session
+        .decision(plan, path, policy, status, args.by.as_deref())
+        .map_err(|e| CliError::new(e.exit_code(), redactor.redact(&e.to_string()).into_owned()))?;
+    crate::util::write_replacing(out, &auth.ssh_message()).map_err(|e| {
+        CliError::new(
+            exit::INTERNAL,
+            format!("cannot write {}: {e}", out.display()),
+        )
+    })?;
+    let verb = if status == AuthStatus::Approved {
+        "approve"
+    } else {
+        "reject"
+    };
+    errln!(
+        "wrote the message to sign for {verb} of plan {} (sha256 {}) to {}\n  sign it:   ssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 {}\n  attach it: acode-run {verb} {} --add-signature {}.sig",
+        redactor.redact(&plan.plan_id),
+        plan.sha256,
+        out.display(),
+        crate::plan::signers::NAMESPACE,
+        out.display(),
+        path.display(),
+        out.display(),
+    );
     Ok(exit::OK)
 }
 
@@ -1068,6 +1119,12 @@ fn execute_plan(
     plan_path: Option<&Path>,
     target: Target,
 ) -> Result<(i32, String), CliError> {
+    // The attestation key is read before anything runs: a run asked to attest that could not
+    // would otherwise leave changes no one can vouch for.
+    let attest_key = match &args.attest {
+        Some(_) => Some(attest::signing_key()?),
+        None => None,
+    };
     let (ws, db) = sandboxed_workspace(args, plan_path)?;
     let mut options = RunOptions::default();
     options.db = Some(db);
@@ -1087,6 +1144,7 @@ fn execute_plan(
         reason: args.reason.clone(),
         may_override: false,
         key: secrets.approval_key.clone(),
+        ssh: crate::runner::signing::SshRequest::None,
     });
     options.target = target;
     options.rerun_interrupted = args.rerun_interrupted;
@@ -1126,7 +1184,7 @@ fn execute_plan(
     {
         replay::announce(client, redactor);
     }
-    let (result, executor) = runner
+    let (result, mut executor) = runner
         .with_progress(Arc::new(Fanout(progress_outputs(args, redactor))))
         .with_cancel_flag(cancel)
         .run_keeping_executor()
@@ -1134,6 +1192,11 @@ fn execute_plan(
             RunnerError::Execution(e) => CliError::execution(&e),
             other => CliError::new(other.exit_code(), other.to_string()),
         })?;
+    // Before the reports, which say whether it was written.
+    let attested = match (&args.attest, &attest_key) {
+        (Some(out), Some(key)) => attest::write(executor.store_mut(), &result.run_id, key, out),
+        _ => Ok(()),
+    };
     reports::write(args, &result, executor.store(), redactor, &sandbox);
     if let Some(client) = replaying {
         replay::report_divergences(&client, redactor);
@@ -1142,6 +1205,8 @@ fn execute_plan(
         // A closed stdout is ignored, as for every other output.
         let _ = reports::write_json(&mut std::io::stdout().lock(), &result, redactor);
     }
+    // A run whose attestation could not be written ends with that error (after its reports).
+    attested?;
     Ok((result.exit_code, result.run_id))
 }
 

@@ -46,6 +46,7 @@ use crate::store::{RunRow, StepUpdate, Store, StoreError};
 use crate::tools::ToolRegistry;
 use crate::workspace::Workspace;
 use schedule::Footprint;
+use std::path::{Path, PathBuf};
 
 /// What a tool call came to, as seen by drivers and progress callbacks.
 #[derive(Debug, Clone, Serialize)]
@@ -904,6 +905,7 @@ impl Executor {
             run.store
                 .record_unattributed_network(&run_id, &proxy.take_unattributed())?;
         }
+        record_written_files(self.workspace.root(), run.store, &run_id)?;
         run.store
             .finish_run(&run_id, status, exit_code, tokens.stored())?;
         // SQLite writes on into a deleted file without complaint: say so instead of exit 0.
@@ -1347,6 +1349,27 @@ fn run_step(
     Ok((result, quit))
 }
 
+/// Records the files the run created or changed since it first started (the subjects of its
+/// attestation, `crate::workspace::changes`), leaving out the database and its journals.
+fn record_written_files(root: &Path, store: &mut Store, run_id: &str) -> Result<(), StoreError> {
+    let since = store.run(run_id)?.started_at;
+    let db = store.path().map(Path::to_path_buf);
+    let journals: Vec<PathBuf> = db
+        .iter()
+        .flat_map(|db| {
+            ["", "-wal", "-shm", "-journal"].map(|suffix| {
+                let mut p = db.as_os_str().to_owned();
+                p.push(suffix);
+                PathBuf::from(p)
+            })
+        })
+        .collect();
+    let skip: Vec<&Path> = journals.iter().map(PathBuf::as_path).collect();
+    let changes = crate::workspace::changes::changed_since(root, since, &skip);
+    store.record_run_files(run_id, &changes)?;
+    store.mark_run_files_recorded(run_id)
+}
+
 /// What the run header says that no other column keeps (issue 36): the approval the run is
 /// allowed by, the sandbox's requested mode and notes, the parallelism, the MCP pins.
 fn run_header(
@@ -1357,10 +1380,15 @@ fn run_header(
     let auth = approved.authorization();
     crate::store::RunHeader {
         approval: crate::store::HeaderApproval {
-            decided_by: auth.decided_by.clone(),
+            decided_by: approved.proof().approver(&auth.decided_by),
             decided_at: auth.decided_at,
             signature: approved.signature_state().to_string(),
             policy_sha256: auth.policy_sha256.clone().unwrap_or_default(),
+            scheme: approved.proof().scheme.name().to_string(),
+            claimed_by: Some(auth.decided_by.clone()),
+            signers: approved.proof().signers.clone(),
+            authorization: Some(auth.clone()),
+            required: approved.proof().required,
         },
         sandbox_requested: sandbox.requested().as_str().to_string(),
         sandbox_notes: sandbox.notes().to_vec(),

@@ -90,6 +90,104 @@ pub struct PlanAuthorization {
     /// decision time. With a key, runs accept only approvals it signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// SSH signatures over [`PlanAuthorization::ssh_message`], one per approver (issue 42,
+    /// docs/approvals.md): the message covers the decision, not who made it or when, so a second
+    /// approver's signature is added beside the first without invalidating it. Who signed is
+    /// what the policy's `allowed_signers` file says of each key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_signatures: Vec<SshSignature>,
+}
+
+/// One approver's SSH signature in an approval file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshSignature {
+    /// The armored signature (`-----BEGIN SSH SIGNATURE-----`), as `ssh-keygen -Y sign -n
+    /// acode-run-approval` writes it.
+    pub signature: String,
+    /// When it was added, Unix ms: for people reading the file; not signed, never trusted.
+    pub added_at: i64,
+}
+
+/// The first line of the message approvers sign with SSH keys ([`PlanAuthorization::ssh_message`]):
+/// what it is and in which layout.
+pub const SSH_MESSAGE_HEADER: &str = "acode-run approval message v1";
+
+/// How an approval is proven, as the run checked it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    /// Approvers' own SSH keys, listed in the policy's `allowed_signers`.
+    Ssh,
+    /// The shared HMAC key (`ACODE_APPROVAL_KEY`): whoever can verify can also sign.
+    Hmac,
+    /// Nothing: the approval file's hash binding only.
+    #[default]
+    None,
+}
+
+impl Scheme {
+    /// The word used in headers, reports and events.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Ssh => "ssh",
+            Scheme::Hmac => "hmac",
+            Scheme::None => "none",
+        }
+    }
+}
+
+/// What a run trusts to prove an approval, from the policy and the environment
+/// (`runner::trust`): the same for `run`, `preview`, `plan_status` and `verify`.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// No key: an approval file bound to the plan's hash is enough.
+    Anyone,
+    /// The shared HMAC key.
+    Hmac(Vec<u8>),
+    /// The keys of `allowed_signers` (the policy's `approvals` section).
+    Ssh(crate::plan::signers::AllowedSigners),
+}
+
+/// What proved an approval: the scheme, and for SSH the signers that counted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ApprovalProof {
+    /// How it was proven.
+    pub scheme: Scheme,
+    /// Whether a key in force checked it (false for [`Scheme::None`], and for a signature no
+    /// key was set to check).
+    pub verified: bool,
+    /// The principals whose SSH signatures counted, in the order they appear.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signers: Vec<crate::plan::signers::VerifiedSigner>,
+    /// How many distinct principals the policy required (SSH only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<usize>,
+}
+
+impl ApprovalProof {
+    /// Who approved, as shown everywhere: the verified principals for SSH, else the name the
+    /// approval claims (`decided_by`).
+    pub fn approver(&self, claimed: &str) -> String {
+        if self.signers.is_empty() {
+            claimed.to_string()
+        } else {
+            self.signers
+                .iter()
+                .map(|s| s.principal.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+
+    /// `verified (ssh)`, `verified (hmac)`, `claimed`: how far the approver's name is proven.
+    pub fn standing(&self) -> &'static str {
+        match (self.scheme, self.verified) {
+            (Scheme::Ssh, true) => "verified (ssh)",
+            (Scheme::Hmac, true) => "verified (hmac, shared key)",
+            _ => "claimed",
+        }
+    }
 }
 
 impl PlanAuthorization {
@@ -106,6 +204,7 @@ impl PlanAuthorization {
             mcp: Default::default(),
             policy_sha256: Some(NO_POLICY.to_string()),
             signature: None,
+            ssh_signatures: Vec::new(),
         }
     }
 
@@ -121,11 +220,7 @@ impl PlanAuthorization {
     /// (a newline in a `plan_id` is just a byte of that field), so one message has one reading, and
     /// the status is covered: a rejection can never verify as an approval.
     pub fn signed_message(&self) -> Vec<u8> {
-        let status = match self.status {
-            AuthStatus::Pending => "pending",
-            AuthStatus::Approved => "approved",
-            AuthStatus::Rejected => "rejected",
-        };
+        let status = status_word(self.status);
         let decided_at = self.decided_at.to_string();
         let fields: [&str; 7] = [
             SIGNATURE_DOMAIN,
@@ -174,6 +269,148 @@ impl PlanAuthorization {
             }
         }
         out
+    }
+
+    /// The message approvers sign with their SSH keys (docs/approvals.md): [`SSH_MESSAGE_HEADER`],
+    /// then one line per field — its name, then its values as JSON strings separated by spaces —
+    /// in a fixed order: `plan_id`, `status`, `plan_sha256`, `policy_sha256`, each skill file
+    /// (`skill PATH SHA256`, by path), each MCP server (`mcp NAME PROTOCOL SERVER_NAME
+    /// SERVER_VERSION`, by name, then its `mcp_ca_cert NAME SHA256` when it has one and its
+    /// `mcp_tool NAME TOOL SHA256` lines by tool). A JSON string holds no raw newline or
+    /// unescaped quote, so no value can move a line or a field boundary: one message, one
+    /// reading. It covers every field the HMAC covers except who decided and when, which the
+    /// key and the verification time stand for, so every approver signs the same bytes.
+    pub fn ssh_message(&self) -> Vec<u8> {
+        let mut out = String::from(SSH_MESSAGE_HEADER);
+        out.push('\n');
+        let mut line = |name: &str, values: &[&str]| {
+            out.push_str(name);
+            for v in values {
+                out.push(' ');
+                // Serialising a string cannot fail.
+                out.push_str(&serde_json::to_string(v).unwrap_or_default());
+            }
+            out.push('\n');
+        };
+        line("plan_id", &[&self.plan_id]);
+        line("status", &[status_word(self.status)]);
+        line("plan_sha256", &[&self.plan_sha256]);
+        line(
+            "policy_sha256",
+            &[self.policy_sha256.as_deref().unwrap_or("")],
+        );
+        for (path, sha) in &self.skills {
+            line("skill", &[path, sha]);
+        }
+        for (server, pin) in &self.mcp {
+            line(
+                "mcp",
+                &[
+                    server,
+                    &pin.protocol_version,
+                    &pin.server_name,
+                    &pin.server_version,
+                ],
+            );
+            if let Some(ca) = &pin.ca_cert_sha256 {
+                line("mcp_ca_cert", &[server, ca]);
+            }
+            for (tool, t) in &pin.tools {
+                line("mcp_tool", &[server, tool, &t.sha256]);
+            }
+        }
+        out.into_bytes()
+    }
+
+    /// Whether `other` is a decision on the same thing (the same [`PlanAuthorization::ssh_message`]):
+    /// its SSH signatures then stand for this one too.
+    pub fn same_decision(&self, other: &PlanAuthorization) -> bool {
+        self.ssh_message() == other.ssh_message()
+    }
+
+    /// Proves the approval under `trust` at `now` (Unix seconds), for `plan` under `policy`:
+    /// - [`Trust::Ssh`]: at least the policy's `approvals.required` distinct principals of
+    ///   `allowed_signers` signed [`PlanAuthorization::ssh_message`] with keys valid now, for our
+    ///   namespace, and for each `require_principal` condition the plan meets one of its
+    ///   principals is among them; an approval proven only by the HMAC key is refused.
+    /// - [`Trust::Hmac`]: the HMAC signature verifies under the key; an approval signed only with
+    ///   SSH keys is refused.
+    /// - [`Trust::Anyone`]: nothing to prove.
+    ///
+    /// Checks neither the plan's hash nor the policy binding ([`PlanAuthorization::check`],
+    /// [`PlanAuthorization::check_policy`]).
+    pub fn prove(
+        &self,
+        plan: &Plan,
+        policy: &Policy,
+        trust: &Trust,
+        now: i64,
+    ) -> Result<ApprovalProof, AuthError> {
+        match trust {
+            Trust::Anyone => Ok(ApprovalProof::default()),
+            Trust::Hmac(key) => {
+                if self.signature.is_none() && !self.ssh_signatures.is_empty() {
+                    return Err(AuthError::SchemeMismatch(
+                        "the approval is signed with SSH keys, but this policy names no approvals.allowed_signers and the shared approval key (ACODE_APPROVAL_KEY) is in force: approve again with that key, or name the allowed_signers file in the policy".into(),
+                    ));
+                }
+                self.verify_signature(key)?;
+                Ok(ApprovalProof {
+                    scheme: Scheme::Hmac,
+                    verified: true,
+                    ..ApprovalProof::default()
+                })
+            }
+            Trust::Ssh(allowed) => {
+                let (signers, refused) = self.ssh_signers(allowed, now)?;
+                check_required(&signers, &refused, allowed, plan, policy)?;
+                Ok(ApprovalProof {
+                    scheme: Scheme::Ssh,
+                    verified: true,
+                    signers,
+                    required: Some(policy.approvals.required()),
+                })
+            }
+        }
+    }
+
+    /// The distinct principals whose SSH signatures count under `allowed` at `now` (Unix
+    /// seconds), and why the others do not; an error when none does. `verify` asks it of the
+    /// approval inside an attestation, at the time the run started.
+    pub fn ssh_signers(
+        &self,
+        allowed: &crate::plan::signers::AllowedSigners,
+        now: i64,
+    ) -> Result<(Vec<crate::plan::signers::VerifiedSigner>, Vec<String>), AuthError> {
+        if self.ssh_signatures.is_empty() {
+            return Err(if self.signature.is_some() {
+                AuthError::SchemeMismatch(format!(
+                    "the approval is signed only with the shared HMAC key (ACODE_APPROVAL_KEY), but the policy requires approvers' SSH signatures (approvals.allowed_signers: {}): approve with acode-run approve --sign KEY",
+                    allowed.source
+                ))
+            } else {
+                AuthError::NotSshSigned {
+                    allowed_signers: allowed.source.clone(),
+                }
+            });
+        }
+        let message = self.ssh_message();
+        let mut counted: Vec<crate::plan::signers::VerifiedSigner> = Vec::new();
+        let mut refused = Vec::new();
+        for (i, s) in self.ssh_signatures.iter().enumerate() {
+            match allowed.verify(&s.signature, &message, now) {
+                Ok(signer) => {
+                    if !counted.iter().any(|c| c.principal == signer.principal) {
+                        counted.push(signer);
+                    }
+                }
+                Err(why) => refused.push(format!("signature {}: {why}", i + 1)),
+            }
+        }
+        if counted.is_empty() {
+            return Err(AuthError::SignaturesRefused(refused));
+        }
+        Ok((counted, refused))
     }
 
     fn mac(key: &[u8]) -> Hmac<Sha256> {
@@ -269,6 +506,62 @@ impl PlanAuthorization {
     }
 }
 
+/// The word a status is signed as.
+fn status_word(status: AuthStatus) -> &'static str {
+    match status {
+        AuthStatus::Pending => "pending",
+        AuthStatus::Approved => "approved",
+        AuthStatus::Rejected => "rejected",
+    }
+}
+
+/// Whether the signers that counted are enough under the policy's `approvals`: at least
+/// `required` distinct principals, and for each `require_principal` condition the plan meets, one
+/// of its principals among them. `refused` (why the other signatures did not count) goes into the
+/// message when too few did.
+fn check_required(
+    signers: &[crate::plan::signers::VerifiedSigner],
+    refused: &[String],
+    allowed: &crate::plan::signers::AllowedSigners,
+    plan: &Plan,
+    policy: &Policy,
+) -> Result<(), AuthError> {
+    let names = || {
+        signers
+            .iter()
+            .map(|s| s.principal.clone())
+            .collect::<Vec<_>>()
+    };
+    let required = policy.approvals.required();
+    if signers.len() < required {
+        return Err(AuthError::TooFewApprovers {
+            required,
+            verified: names(),
+            refused: refused.to_vec(),
+        });
+    }
+    let has_agent = plan.steps.iter().any(|s| s.tool == "agent");
+    for (reach, principals) in &policy.approvals.require_principal {
+        let Some(why) = reach.holds(policy, has_agent) else {
+            continue;
+        };
+        let satisfied = signers.iter().any(|s| {
+            allowed
+                .entry(s)
+                .is_some_and(|e| principals.iter().any(|p| e.names(p)))
+        });
+        if !satisfied {
+            return Err(AuthError::PrincipalRequired {
+                why: why.to_string(),
+                condition: reach.name(),
+                principals: principals.clone(),
+                verified: names(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Why a plan may not run.
 #[derive(Debug, Error)]
 pub enum AuthError {
@@ -326,6 +619,55 @@ pub enum AuthError {
     /// with another key).
     #[error("the approval's signature does not match (edited, forged, or signed with another key)")]
     BadSignature,
+    /// The approval is proven by another scheme than the one in force (an HMAC-only approval
+    /// where the policy requires SSH signatures, or the reverse).
+    #[error("{0}")]
+    SchemeMismatch(String),
+    /// The policy requires SSH signatures and the approval carries none.
+    #[error(
+        "the approval carries no SSH signature, but the policy requires approvers' signatures (approvals.allowed_signers: {allowed_signers}): approve with acode-run approve --sign KEY, or attach one with --add-signature FILE.sig"
+    )]
+    NotSshSigned {
+        /// The allowed_signers file.
+        allowed_signers: String,
+    },
+    /// No SSH signature counted: each one's reason.
+    #[error("no signature of the approval counts: {}", .0.join("; "))]
+    SignaturesRefused(Vec<String>),
+    /// Fewer distinct principals signed than the policy requires.
+    #[error(
+        "the policy requires {required} distinct approvers, but {} signed{}{}",
+        if verified.is_empty() { "none".to_string() } else { format!("{} ({})", verified.len(), verified.join(", ")) },
+        if refused.is_empty() { "" } else { "; not counted: " },
+        refused.join("; ")
+    )]
+    TooFewApprovers {
+        /// approvals.required.
+        required: usize,
+        /// The principals that counted.
+        verified: Vec<String>,
+        /// Why other signatures did not count.
+        refused: Vec<String>,
+    },
+    /// A plan that reaches further needs one of certain principals, and none of them signed.
+    #[error(
+        "{why}, so the policy requires one of {} to approve (approvals.require_principal.{condition}); signed by: {}",
+        principals.join(", "),
+        if verified.is_empty() { "nobody".to_string() } else { verified.join(", ") }
+    )]
+    PrincipalRequired {
+        /// What the plan does that needs it.
+        why: String,
+        /// The condition's name in the policy.
+        condition: &'static str,
+        /// Who may approve it.
+        principals: Vec<String>,
+        /// Who signed.
+        verified: Vec<String>,
+    },
+    /// The `allowed_signers` file named by the policy cannot be used: a usage error (exit 2).
+    #[error(transparent)]
+    Signers(#[from] crate::plan::signers::SignersError),
     /// The approval file is refused unread (not a regular file, too large) or has a duplicate key:
     /// a usage error (exit 2), not a verdict on the plan.
     #[error("cannot read approval file {path}: {source}")]
@@ -454,6 +796,7 @@ pub fn load(plan_path: &Path, plan: &Plan) -> Result<PlanAuthorization, AuthErro
                 mcp: Default::default(),
                 policy_sha256: None,
                 signature: None,
+                ssh_signatures: Vec::new(),
             });
         }
         Err(source) => {
@@ -485,36 +828,50 @@ pub fn store(plan_path: &Path, auth: &PlanAuthorization) -> std::io::Result<Path
 pub struct ApprovedPlan {
     plan: Plan,
     authorization: PlanAuthorization,
-    /// Whether an approval key was in force and the signature verified under it (the run header
-    /// and the HTML report say so).
-    signature_verified: bool,
+    /// How the approval was proven when the pair was made (the run header, the report, JUnit,
+    /// the events and the attestation say so).
+    proof: ApprovalProof,
 }
 
 impl ApprovedPlan {
-    /// Pairs a plan with its authorization, refusing any that does not let it run. The policy it
-    /// will run under is checked when it runs ([`ApprovedPlan::check_policy`], called by
-    /// `Executor::execute`).
+    /// Pairs a plan with its authorization, refusing any that does not let it run. Nothing proves
+    /// who approved ([`Scheme::None`]); the policy it will run under is checked when it runs
+    /// ([`ApprovedPlan::check_policy`], called by `Executor::execute`).
     pub fn new(plan: Plan, authorization: PlanAuthorization) -> Result<Self, AuthError> {
         authorization.check(&plan)?;
         Ok(ApprovedPlan {
             plan,
             authorization,
-            signature_verified: false,
+            proof: ApprovalProof::default(),
         })
     }
 
     /// Like [`ApprovedPlan::new`], and when `key` is given the authorization must also carry a valid
-    /// signature under it, so an approval file written by anyone without the key is refused.
+    /// HMAC signature under it, so an approval file written by anyone without the key is refused.
     pub fn new_verified(
         plan: Plan,
         authorization: PlanAuthorization,
         key: Option<&[u8]>,
     ) -> Result<Self, AuthError> {
+        let trust = key.map_or(Trust::Anyone, |k| Trust::Hmac(k.to_vec()));
+        Self::proven(plan, authorization, &Policy::default(), &trust)
+    }
+
+    /// Like [`ApprovedPlan::new`], and the approval must be proven under `trust` for a run under
+    /// `policy`, now ([`PlanAuthorization::prove`]): the constructor the runner uses.
+    pub fn proven(
+        plan: Plan,
+        authorization: PlanAuthorization,
+        policy: &Policy,
+        trust: &Trust,
+    ) -> Result<Self, AuthError> {
         let mut approved = Self::new(plan, authorization)?;
-        if let Some(key) = key {
-            approved.authorization.verify_signature(key)?;
-            approved.signature_verified = true;
-        }
+        approved.proof = approved.authorization.prove(
+            &approved.plan,
+            policy,
+            trust,
+            crate::plan::signers::now_secs(),
+        )?;
         Ok(approved)
     }
 
@@ -539,13 +896,20 @@ impl ApprovedPlan {
         &self.authorization
     }
 
-    /// How the signature stands, for the run header: `verified` (checked under the approval key
-    /// in force), `unchecked` (signed, but no key was set to check it), `none`.
+    /// How the approval was proven.
+    pub fn proof(&self) -> &ApprovalProof {
+        &self.proof
+    }
+
+    /// How the signature stands, for the run header: `verified` (checked under the key or the
+    /// `allowed_signers` in force), `unchecked` (signed, but nothing was set to check it), `none`.
     pub fn signature_state(&self) -> &'static str {
-        match (self.signature_verified, &self.authorization.signature) {
+        let signed =
+            self.authorization.signature.is_some() || !self.authorization.ssh_signatures.is_empty();
+        match (self.proof.verified, signed) {
             (true, _) => "verified",
-            (false, Some(_)) => "unchecked",
-            (false, None) => "none",
+            (false, true) => "unchecked",
+            (false, false) => "none",
         }
     }
 
@@ -672,6 +1036,7 @@ mod tests {
             skills: Default::default(),
             mcp: Default::default(),
             signature: None,
+            ssh_signatures: Vec::new(),
         };
         // The approval the attacker writes, carrying the rejection's signature.
         let forged = PlanAuthorization {
@@ -684,6 +1049,7 @@ mod tests {
             skills: Default::default(),
             mcp: Default::default(),
             signature: None,
+            ssh_signatures: Vec::new(),
         };
         // Under the old layout the two decisions were the same message: the forgery worked.
         assert_eq!(v1_message(&rejection), v1_message(&forged));

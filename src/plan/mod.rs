@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod model;
 pub mod parse;
+pub mod signers;
 pub mod skills;
 pub mod validate;
 pub mod variables;

@@ -175,6 +175,133 @@ pub struct Policy {
     /// serialised form when empty, so policies written before it keep their hash.
     #[serde(skip_serializing_if = "McpPolicy::is_empty")]
     pub mcp: McpPolicy,
+    /// Who may approve plans that run under this policy (`approvals.allowed_signers`,
+    /// `required`, `require_principal`; docs/approvals.md). Left out of the serialised form when
+    /// empty, so policies written before it keep their hash.
+    #[serde(skip_serializing_if = "ApprovalsPolicy::is_empty")]
+    pub approvals: ApprovalsPolicy,
+}
+
+/// The `approvals` section of the policy (issue 42): with `allowed_signers`, only approvals
+/// signed with SSH keys listed in that file (git's format) let a plan run, the approver shown is
+/// the principal the file gives the key, and the shared HMAC key no longer suffices.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalsPolicy {
+    /// The `allowed_signers` file, relative to the workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_signers: Option<String>,
+    /// How many distinct principals must have signed (default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required: Option<usize>,
+    /// For plans that reach further, principals of which at least one must be among the
+    /// signers: `{"network": ["security@example.com"]}`.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub require_principal: std::collections::BTreeMap<Reach, Vec<String>>,
+}
+
+/// What makes a plan reach further, for [`ApprovalsPolicy::require_principal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Every plan.
+    Always,
+    /// The policy lets commands reach a network host (`network.allow` is not empty).
+    Network,
+    /// The policy passes environment variables beyond the defaults (`env_passthrough`).
+    EnvPassthrough,
+    /// The policy declares MCP servers.
+    Mcp,
+    /// The policy allows programs beyond the default allowlist (`commands`, `allow_commands`).
+    Commands,
+    /// The plan has an agent step (a model chooses the tool calls).
+    Agent,
+}
+
+impl Reach {
+    /// Every condition, in the order messages list them.
+    pub const ALL: [Reach; 6] = [
+        Reach::Always,
+        Reach::Network,
+        Reach::EnvPassthrough,
+        Reach::Mcp,
+        Reach::Commands,
+        Reach::Agent,
+    ];
+
+    /// The name the policy file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reach::Always => "always",
+            Reach::Network => "network",
+            Reach::EnvPassthrough => "env_passthrough",
+            Reach::Mcp => "mcp",
+            Reach::Commands => "commands",
+            Reach::Agent => "agent",
+        }
+    }
+
+    /// Why a plan under `policy` with (or without) agent steps meets this condition, if it does.
+    pub fn holds(self, policy: &Policy, has_agent_step: bool) -> Option<&'static str> {
+        match self {
+            Reach::Always => Some("every plan"),
+            Reach::Network => {
+                (!policy.network.is_empty()).then_some("the policy allows network hosts")
+            }
+            Reach::EnvPassthrough => (!policy.env_passthrough.is_empty())
+                .then_some("the policy passes environment variables through (env_passthrough)"),
+            Reach::Mcp => (!policy.mcp.is_empty()).then_some("the policy declares MCP servers"),
+            Reach::Commands => (policy.commands.is_some() || !policy.allow_commands.is_empty())
+                .then_some("the policy allows programs beyond the default allowlist"),
+            Reach::Agent => has_agent_step.then_some("the plan has an agent step"),
+        }
+    }
+}
+
+impl ApprovalsPolicy {
+    /// Whether nothing is set (the section is then left out of the policy's hash).
+    pub fn is_empty(&self) -> bool {
+        *self == ApprovalsPolicy::default()
+    }
+
+    /// How many distinct principals must sign.
+    pub fn required(&self) -> usize {
+        self.required.unwrap_or(1)
+    }
+
+    /// Checks the section's values, naming the field.
+    fn check(&self) -> Result<(), String> {
+        let Some(path) = &self.allowed_signers else {
+            if self.required.is_some() || !self.require_principal.is_empty() {
+                return Err(
+                    "approvals: \"required\" and \"require_principal\" need \"allowed_signers\" (the file of keys that may sign)"
+                        .into(),
+                );
+            }
+            return Ok(());
+        };
+        if path.is_empty() || path.contains('\0') {
+            return Err(
+                "approvals.allowed_signers: expected a path relative to the workspace".into(),
+            );
+        }
+        if let Some(n) = self.required
+            && !(1..=64).contains(&n)
+        {
+            return Err(format!(
+                "approvals.required: expected a number of approvers from 1 to 64, got {n}"
+            ));
+        }
+        for (reach, principals) in &self.require_principal {
+            if principals.is_empty() || principals.iter().any(|p| p.trim().is_empty()) {
+                return Err(format!(
+                    "approvals.require_principal.{}: expected a list of principals (as allowed_signers names them)",
+                    reach.name()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The `mcp` section of the policy: the servers a run may start, by name.
@@ -534,6 +661,7 @@ impl Default for Policy {
             creates: Vec::new(),
             jobs: None,
             mcp: McpPolicy::default(),
+            approvals: ApprovalsPolicy::default(),
         }
     }
 }
@@ -603,6 +731,7 @@ impl Policy {
             ));
         }
         policy.mcp.check()?;
+        policy.approvals.check()?;
         for (field, list) in [
             ("commands", policy.commands.as_deref().unwrap_or_default()),
             ("allow_commands", &policy.allow_commands),

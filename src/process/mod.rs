@@ -21,6 +21,7 @@
 //!   command outlives a killed runner), the resource limits, and the run's Landlock ruleset; see
 //!   [`crate::process::spawn`] for how it is started and why only async-signal-safe calls run there.
 
+pub mod foreground;
 pub mod seccomp;
 pub mod spawn;
 pub mod supervisor;

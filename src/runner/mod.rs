@@ -27,6 +27,7 @@ pub mod queries;
 pub mod replay;
 pub mod session;
 pub mod settings;
+pub mod signing;
 
 pub use settings::{RunSettings, SettingConflict};
 
@@ -34,7 +35,7 @@ use crate::executor::{
     AgentSettings, Callbacks, ConfirmMode, Driven, ExecutionError, ExecutionResult, Executor,
 };
 use crate::llm::LlmClient;
-use crate::plan::auth::{AuthStatus, PlanAuthorization};
+use crate::plan::auth::{ApprovalProof, AuthStatus, PlanAuthorization, Trust};
 use crate::plan::{self, ApprovedPlan, AuthError, Plan, PlanError, ValidationContext};
 use crate::policy::{Policy, SandboxMode};
 use crate::redact::Redactor;
@@ -205,6 +206,42 @@ pub enum RunnerError {
         /// Each problem, naming the step, turn or line.
         problems: Vec<String>,
     },
+    /// `ssh-keygen` could not sign (`approve --sign KEY`).
+    #[error("cannot sign with {key}: {why}")]
+    Signing {
+        /// The key given.
+        key: String,
+        /// Why.
+        why: String,
+    },
+    /// The signature file given to `--add-signature` cannot be read.
+    #[error("cannot read signature file {path}: {why}")]
+    SignatureFile {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+    /// An approval without an SSH signature under a policy that requires them.
+    #[error(
+        "the policy requires approvers' SSH signatures (approvals.allowed_signers: {allowed_signers}): approve with --sign KEY (a private key, or a public key whose private half is in ssh-agent), or write the message with --message FILE, sign it with ssh-keygen -Y sign -n acode-run-approval -f KEY FILE and attach FILE.sig with --add-signature"
+    )]
+    SignatureNeeded {
+        /// The allowed_signers file the policy names.
+        allowed_signers: String,
+    },
+    /// `--by` names someone the signing key does not belong to.
+    #[error(
+        "--by {by:?} is not the signer: key {key} belongs to {principal} in allowed_signers (the approver is the principal the key proves; omit --by)"
+    )]
+    NotTheSigner {
+        /// The name claimed.
+        by: String,
+        /// Whom allowed_signers gives the key.
+        principal: String,
+        /// The key's fingerprint.
+        key: String,
+    },
     /// The execution database cannot be used.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -231,10 +268,11 @@ pub fn authorize(
     ws: &Workspace,
     key: Option<&[u8]>,
 ) -> Result<(ApprovedPlan, ToolRegistry), RunnerError> {
-    let (authorization, registry) = authorization_for(plan_path, &plan, policy, ws, key)?;
-    // Checked above; `ApprovedPlan` checks the plan's hash and the signature again as it pairs
-    // them (it cannot be made otherwise).
-    let approved = ApprovedPlan::new_verified(plan, authorization, key).map_err(|source| {
+    let trust = trust(policy, ws, key)?;
+    let (authorization, registry, _) = authorization_under(plan_path, &plan, policy, ws, &trust)?;
+    // Proven above; `ApprovedPlan` checks the plan's hash and proves the approval again as it
+    // pairs them (it cannot be made otherwise).
+    let approved = ApprovedPlan::proven(plan, authorization, policy, &trust).map_err(|source| {
         RunnerError::Unauthorized {
             path: plan_path.display().to_string(),
             source,
@@ -243,17 +281,49 @@ pub fn authorize(
     Ok((approved, registry))
 }
 
+/// What proves an approval here: the policy's `approvals.allowed_signers` (read from the
+/// workspace) when it names one, else the HMAC `key` when one is set, else nothing. An
+/// `allowed_signers` file that cannot be read or parsed is a usage error (exit 2).
+pub fn trust(policy: &Policy, ws: &Workspace, key: Option<&[u8]>) -> Result<Trust, RunnerError> {
+    let Some(rel) = &policy.approvals.allowed_signers else {
+        return Ok(key.map_or(Trust::Anyone, |k| Trust::Hmac(k.to_vec())));
+    };
+    let path = ws.resolve(rel).map_err(|v| {
+        RunnerError::ApprovalInput(AuthError::Signers(
+            crate::plan::signers::SignersError::Path {
+                path: rel.clone(),
+                reason: v.reason,
+            },
+        ))
+    })?;
+    crate::plan::signers::AllowedSigners::load(&path, rel)
+        .map(Trust::Ssh)
+        .map_err(|e| RunnerError::ApprovalInput(AuthError::Signers(e)))
+}
+
 /// [`authorize`]'s decision on a borrowed plan, for those that only report it (`preview`, the MCP
 /// server's `plan_status`), which need no [`ApprovedPlan`] and so no copy of the plan: the
-/// authorization that lets it run and the registry with the MCP tools as pinned, or exactly what
-/// `run` prints.
+/// authorization that lets it run, the registry with the MCP tools as pinned and what proved the
+/// approval, or exactly what `run` prints.
 pub fn authorization_for(
     plan_path: &Path,
     plan: &Plan,
     policy: &Policy,
     ws: &Workspace,
     key: Option<&[u8]>,
-) -> Result<(PlanAuthorization, ToolRegistry), RunnerError> {
+) -> Result<(PlanAuthorization, ToolRegistry, ApprovalProof), RunnerError> {
+    let trust = trust(policy, ws, key)?;
+    authorization_under(plan_path, plan, policy, ws, &trust)
+}
+
+/// [`authorization_for`] under a [`Trust`] already read.
+fn authorization_under(
+    plan_path: &Path,
+    plan: &Plan,
+    policy: &Policy,
+    ws: &Workspace,
+    trust: &Trust,
+) -> Result<(PlanAuthorization, ToolRegistry, ApprovalProof), RunnerError> {
     let unauthorized = |source: AuthError| RunnerError::Unauthorized {
         path: plan_path.display().to_string(),
         source,
@@ -262,17 +332,17 @@ pub fn authorization_for(
         AuthError::Input { .. } => RunnerError::ApprovalInput(e),
         other => unauthorized(other),
     })?;
-    authorization
+    let proof = authorization
         .check(plan)
-        .and_then(|()| key.map_or(Ok(()), |k| authorization.verify_signature(k)))
-        .and_then(|()| authorization.check_policy(policy))
-        .and_then(|()| authorization.check_skills(plan, ws))
+        .and_then(|()| authorization.prove(plan, policy, trust, crate::plan::signers::now_secs()))
+        .and_then(|proof| authorization.check_policy(policy).map(|()| proof))
+        .and_then(|proof| authorization.check_skills(plan, ws).map(|()| proof))
         .map_err(unauthorized)?;
     // The MCP tools as approved: descriptions and schemas from the pins; a declared server
     // without pins cannot run.
     let registry = crate::tools::mcp::registry(policy, Some(&authorization.mcp))
         .map_err(|e| unauthorized(AuthError::McpNotPinned(e)))?;
-    Ok((authorization, registry))
+    Ok((authorization, registry, proof))
 }
 
 /// A plan that is loaded, valid, authorized and ready to run in its workspace.
@@ -664,6 +734,8 @@ pub struct DecisionRequest {
     pub may_override: bool,
     /// The key the approval file is signed with (`ACODE_APPROVAL_KEY`), if any.
     pub key: Option<Vec<u8>>,
+    /// The approver's SSH signature to add (`--sign KEY`, `--add-signature FILE`), if any.
+    pub ssh: signing::SshRequest,
 }
 
 /// What [`record_decision`] recorded.
@@ -695,14 +767,63 @@ pub fn standing_rejection(
             decided_at: a.decided_at,
             reason: None,
             overrides_rejection: false,
+            scheme: None,
+            signer_key: None,
         })
     }))
 }
 
+/// The decision `status` on `plan` (read from `plan_path`) by `by` under `policy`, as `approve`
+/// or `reject` would write it, unsigned: bound to the policy and, for an approval, to the skill
+/// files the plan uses and the MCP servers' pins (each declared server started under the policy's
+/// sandbox and its allowed tools pinned, docs/mcp.md; a server that cannot be pinned blocks the
+/// approval). `approve --message` writes its [`PlanAuthorization::ssh_message`].
+pub fn decision_for(
+    plan: &Plan,
+    plan_path: &Path,
+    workspace: &Workspace,
+    policy: &Policy,
+    status: AuthStatus,
+    by: Option<&str>,
+) -> Result<PlanAuthorization, RunnerError> {
+    let mut auth =
+        PlanAuthorization::decide(plan, status, &plan::auth::decided_by(by)).under_policy(policy);
+    if status != AuthStatus::Approved {
+        return Ok(auth);
+    }
+    auth.skills = plan::skills::referenced_hashes(plan, workspace);
+    if !policy.mcp.is_empty() {
+        let sandbox = session::sandbox_for(workspace, policy, policy.sandbox)
+            .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
+        auth.mcp = crate::tools::mcp::pin_servers(policy, workspace, &sandbox)
+            .map_err(|e| RunnerError::Setup(format!("cannot pin the MCP servers: {e}")))?;
+        // Each MCP step's arguments against the schema just pinned (until now any object
+        // passed), so a plan that would fail at its first call is not approved.
+        let pinned =
+            crate::tools::mcp::registry(policy, Some(&auth.mcp)).map_err(RunnerError::Setup)?;
+        let ctx = ValidationContext {
+            registry: &pinned,
+            workspace,
+            policy,
+        };
+        plan::recheck_steps(plan_path, plan, &ctx, |step| {
+            policy.mcp.servers.iter().any(|(name, server)| {
+                server
+                    .tools
+                    .iter()
+                    .any(|t| step.tool == crate::policy::mcp_tool_name(name, t))
+            })
+        })?;
+    }
+    Ok(auth)
+}
+
 /// Records a decision on `plan` (read from `plan_path`, valid if it is an approval): refuses an
-/// approval over a standing rejection unless `request.may_override`, appends the decision to the
-/// database, then writes it, bound to `policy` (and, for an approval, to the skill files the plan
-/// uses) and signed with `request.key`, as the latest one to `PLAN.approval`.
+/// approval over a standing rejection unless `request.may_override`, builds it
+/// ([`decision_for`]), adds the approver's SSH signature when the request brings one (checked,
+/// and under a policy with `allowed_signers` attributed to the principal that file names:
+/// [`signing::apply`]), appends the decision to the database, then writes it, signed with
+/// `request.key` when one is set, as the latest one to `PLAN.approval`.
 pub fn record_decision(
     plan: &Plan,
     plan_path: &Path,
@@ -723,40 +844,27 @@ pub fn record_decision(
             rejection: Box::new(rejection.clone()),
         });
     }
-    let mut auth = PlanAuthorization::decide(
+    let mut auth = decision_for(
         plan,
+        plan_path,
+        workspace,
+        policy,
         request.status,
-        &plan::auth::decided_by(request.by.as_deref()),
-    )
-    .under_policy(policy);
-    if approving {
-        auth.skills = plan::skills::referenced_hashes(plan, workspace);
-        // Each MCP server the policy declares is started under the policy's sandbox and its
-        // allowed tools pinned (docs/mcp.md); a server that cannot be pinned blocks the approval.
-        if !policy.mcp.is_empty() {
-            let sandbox = session::sandbox_for(workspace, policy, policy.sandbox)
-                .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
-            auth.mcp = crate::tools::mcp::pin_servers(policy, workspace, &sandbox)
-                .map_err(|e| RunnerError::Setup(format!("cannot pin the MCP servers: {e}")))?;
-            // Each MCP step's arguments against the schema just pinned (until now any object
-            // passed), so a plan that would fail at its first call is not approved.
-            let pinned =
-                crate::tools::mcp::registry(policy, Some(&auth.mcp)).map_err(RunnerError::Setup)?;
-            let ctx = ValidationContext {
-                registry: &pinned,
-                workspace,
-                policy,
-            };
-            plan::recheck_steps(plan_path, plan, &ctx, |step| {
-                policy.mcp.servers.iter().any(|(name, server)| {
-                    server
-                        .tools
-                        .iter()
-                        .any(|t| step.tool == crate::policy::mcp_tool_name(name, t))
-                })
-            })?;
-        }
-    }
+        request.by.as_deref(),
+    )?;
+    let signer = signing::apply(&mut auth, plan_path, plan, workspace, policy, request)?;
+    let (scheme, signer_key, decided_by) = match &signer {
+        Some(s) => (
+            Some("ssh".to_string()),
+            Some(s.key.clone()),
+            s.principal.clone(),
+        ),
+        None => (
+            request.key.as_ref().map(|_| "hmac".to_string()),
+            None,
+            auth.decided_by.clone(),
+        ),
+    };
     store.record_decision(&DecisionRow {
         plan_id: plan.plan_id.clone(),
         plan_sha256: plan.sha256.clone(),
@@ -766,10 +874,12 @@ pub fn record_decision(
         } else {
             AuthStatus::Rejected
         },
-        decided_by: auth.decided_by.clone(),
+        decided_by,
         decided_at: auth.decided_at,
         reason: request.reason.clone(),
         overrides_rejection: overridden.is_some(),
+        scheme,
+        signer_key,
     })?;
     if let Some(key) = &request.key {
         auth = auth.signed(key);

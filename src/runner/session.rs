@@ -344,6 +344,20 @@ impl Session {
         super::record_decision(plan, path, &self.workspace, policy, &mut store, request)
     }
 
+    /// The decision `status` on `plan` (read from `path`) under `policy`, built as
+    /// [`Session::decide`] would record it but neither recorded nor signed: what `approve
+    /// --message` writes the signing message of ([`super::decision_for`]).
+    pub fn decision(
+        &self,
+        plan: &Plan,
+        path: &Path,
+        policy: &Policy,
+        status: plan::AuthStatus,
+        by: Option<&str>,
+    ) -> Result<plan::PlanAuthorization, super::RunnerError> {
+        super::decision_for(plan, path, &self.workspace, policy, status, by)
+    }
+
     /// The policy: the file given, else the workspace's `acode-policy.json`, else the defaults.
     pub fn policy(&self) -> Result<Policy, SessionError> {
         Ok(Policy::load(

@@ -35,6 +35,13 @@ pub struct DecisionRow {
     /// An approval given although the same bytes had been rejected: recorded as such, so an audit
     /// sees that a rejection was overridden and by whom.
     pub overrides_rejection: bool,
+    /// How `decided_by` is proven: `ssh` (the principal the policy's allowed_signers gives the
+    /// signing key), `hmac` (the shared key signed the decision), `None` (a claimed name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    /// The SSH key's fingerprint (`SHA256:…`) when an approver's key signed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer_key: Option<String>,
 }
 
 impl Store {
@@ -48,7 +55,8 @@ impl Store {
         let decided_by = self.scrub(&d.decided_by);
         self.conn.execute(
             "INSERT INTO decisions (plan_id, plan_sha256, plan_path, verdict, decided_by, decided_at,
-             reason, overrides_rejection) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             reason, overrides_rejection, scheme, signer_key)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 plan_id,
                 d.plan_sha256,
@@ -57,7 +65,9 @@ impl Store {
                 decided_by,
                 d.decided_at,
                 reason,
-                d.overrides_rejection
+                d.overrides_rejection,
+                d.scheme,
+                d.signer_key
             ],
         )?;
         Ok(())
@@ -67,7 +77,8 @@ impl Store {
     pub fn decisions(&self, plan_sha256: &str) -> Result<Vec<DecisionRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT plan_id, plan_sha256, plan_path, verdict, decided_by, decided_at, reason,
-             overrides_rejection FROM decisions WHERE plan_sha256 = ?1 ORDER BY decided_at, rowid",
+             overrides_rejection, scheme, signer_key FROM decisions WHERE plan_sha256 = ?1
+             ORDER BY decided_at, rowid",
         )?;
         let rows = stmt
             .query_map([plan_sha256], |r| {
@@ -80,6 +91,8 @@ impl Store {
                     decided_at: r.get(5)?,
                     reason: r.get(6)?,
                     overrides_rejection: r.get(7)?,
+                    scheme: r.get(8)?,
+                    signer_key: r.get(9)?,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;

@@ -178,6 +178,24 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN header_json TEXT;
     "#,
+    // 15 (issue 42): how a decision was proven — `ssh` (an approver's key, listed in the
+    // policy's allowed_signers: `decided_by` is the principal that file gives it), `hmac` (the
+    // shared key) or NULL (a claimed name) — and the SSH key's fingerprint; and the files a run
+    // created or changed, with their SHA-256 after the run (the subjects of its attestation).
+    r#"
+    ALTER TABLE decisions ADD COLUMN scheme TEXT;
+    ALTER TABLE decisions ADD COLUMN signer_key TEXT;
+    ALTER TABLE runs ADD COLUMN files_recorded INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN attestation_json TEXT;
+    CREATE TABLE run_files (
+        run_id  TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        path    TEXT NOT NULL,
+        sha256  TEXT,
+        change  TEXT NOT NULL,
+        bytes   INTEGER,
+        PRIMARY KEY (run_id, path)
+    );
+    "#,
 ];
 
 /// The newest schema this binary knows.
@@ -276,8 +294,8 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        // runs, steps, executions, artifacts, decisions, reviews, network_requests.
-        assert_eq!(n, 7);
+        // runs, steps, executions, artifacts, decisions, reviews, network_requests, run_files.
+        assert_eq!(n, 8);
     }
 
     #[test]

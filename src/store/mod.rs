@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod status;
+mod attest;
 mod decisions;
 mod history;
 pub mod migrations;
@@ -14,6 +15,7 @@ mod replay;
 mod report;
 mod runner;
 
+pub use attest::{AttestationRecord, HostRequests, ModelTraffic, ProgramRun};
 pub use decisions::DecisionRow;
 pub use replay::{LlmTurnRow, RecordedStepRow};
 pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader};

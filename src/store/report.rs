@@ -40,6 +40,36 @@ pub struct HeaderApproval {
     /// The policy fingerprint the approval is bound to (checked equal to the effective policy's
     /// before the run started: a run under another policy is refused).
     pub policy_sha256: String,
+    /// How the approval was proven (`ssh`, `hmac`, `none`; issue 42). Empty for runs recorded
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheme: String,
+    /// The name the approval file claims (`decided_by`); [`HeaderApproval::decided_by`] is the
+    /// verified principal(s) when SSH signatures proved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<String>,
+    /// The SSH signers that counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signers: Vec<crate::plan::signers::VerifiedSigner>,
+    /// The approval document as the run checked it (its SSH signatures included), so an
+    /// attestation can carry it for `verify --allowed-signers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<crate::plan::PlanAuthorization>,
+    /// The policy's `approvals.required` when SSH signatures proved it (for `verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<usize>,
+}
+
+impl HeaderApproval {
+    /// `verified (ssh)`, `verified (hmac, shared key)` or `claimed`: how far the name in
+    /// [`HeaderApproval::decided_by`] is proven.
+    pub fn standing(&self) -> &'static str {
+        match (self.scheme.as_str(), self.signature.as_str()) {
+            ("ssh", "verified") => "verified (ssh)",
+            ("hmac", "verified") | ("", "verified") => "verified (hmac, shared key)",
+            _ => "claimed",
+        }
+    }
 }
 
 /// One MCP server as the approval pinned it.

@@ -4,6 +4,7 @@
 //! exists on disk, it stays inside the workspace root. Writes are further refused under `.git/` and
 //! the execution database, so a plan cannot rewrite history or its own audit trail.
 
+pub mod changes;
 pub mod fs;
 pub mod guard;
 pub mod nested_git;

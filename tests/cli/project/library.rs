@@ -325,6 +325,7 @@ fn a_rejection_stands_in_the_library_until_an_explicit_approval() {
         reason: Some("deletes too much".into()),
         may_override,
         key: None,
+        ssh: Default::default(),
     };
 
     record_decision(
