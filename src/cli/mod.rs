@@ -1293,6 +1293,14 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 "decisions".into(),
                 serde_json::to_value(decisions).unwrap_or_default(),
             );
+            obj.insert(
+                "approval".into(),
+                serde_json::to_value(&shown.provenance.approval).unwrap_or_default(),
+            );
+            obj.insert(
+                "attestation".into(),
+                serde_json::to_value(&shown.provenance.attestation).unwrap_or_default(),
+            );
         }
         if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
             run["replay_of"] = serde_json::Value::String(of.clone());
@@ -1332,6 +1340,13 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
             r.completion_tokens
         );
     }
+    if let Some(line) = shown.provenance.approval_line() {
+        humanln!("approved  by {}", crate::terminal::line(&line));
+    }
+    humanln!(
+        "attested  {}",
+        crate::terminal::line(&shown.provenance.attestation_line())
+    );
     if !decisions.is_empty() {
         humanln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
         for d in decisions {
@@ -1339,7 +1354,11 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 "  {} {:<8} by {}{}{}",
                 format_ms(d.decided_at),
                 d.verdict,
-                d.decided_by,
+                match (d.scheme.as_deref(), &d.signer_key) {
+                    (Some("ssh"), Some(key)) => format!("{} (SSH key {key})", d.decided_by),
+                    (Some("hmac"), _) => format!("{} (HMAC-signed)", d.decided_by),
+                    _ => d.decided_by.clone(),
+                },
                 if d.overrides_rejection {
                     " (overriding a rejection)"
                 } else {

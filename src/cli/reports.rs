@@ -152,8 +152,9 @@ pub(super) fn write(
     sandbox: &crate::events::SandboxInfo,
 ) {
     let source: &dyn ArtifactSource = store;
+    let provenance = crate::report::Provenance::read(store, &result.run_id);
     if let Some(path) = &args.junit {
-        let xml = junit::render(result, source, redactor, Some(sandbox));
+        let xml = junit::render(result, source, redactor, Some(sandbox), &provenance);
         if let Err(e) = std::fs::write(path, xml) {
             eprintln!(
                 "acode-run: warning: cannot write the JUnit report {}: {e}",
@@ -179,7 +180,7 @@ pub(super) fn write(
         append_to_env_file(
             "GITHUB_STEP_SUMMARY",
             "job summary",
-            &github::summary(result, redactor, Some(sandbox)),
+            &github::summary(result, redactor, Some(sandbox), &provenance),
         );
         append_to_env_file(
             "GITHUB_OUTPUT",

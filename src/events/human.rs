@@ -136,6 +136,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                 workspace,
                 database,
                 jobs,
+                approval,
                 ..
             } => {
                 let mut header = match already_completed {
@@ -152,6 +153,9 @@ impl<W: Write + Send> HumanPrinter<W> {
                     ),
                 };
                 header.push_str(&format!("\n  workspace: {}", l(workspace)));
+                if let Some(a) = approval {
+                    header.push_str(&format!("\n  approved by {}", l(&self.ext(&a.line()))));
+                }
                 if let Some(db) = database {
                     header.push_str(&format!("\n  database: {}", l(db)));
                 }

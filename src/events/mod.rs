@@ -43,6 +43,64 @@ impl Event {
     }
 }
 
+/// Who approved a run and how that is proven, as announced in `run_started` (issue 42).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ApprovalInfo {
+    /// The verified principals (SSH signatures) or the name the approval claims.
+    pub approver: String,
+    /// `ssh` (approvers' keys, allowed_signers), `hmac` (the shared key) or `none`.
+    pub scheme: String,
+    /// Whether the approver is proven: `verified` under the scheme in force, else `claimed`.
+    pub standing: String,
+    /// The SSH signers' key fingerprints, in the order of `approver`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// How many distinct approvers the policy required (SSH).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<usize>,
+}
+
+impl ApprovalInfo {
+    /// The description of `approved`'s approval, as every report of the run gives it.
+    pub fn of(approved: &crate::plan::ApprovedPlan) -> ApprovalInfo {
+        let proof = approved.proof();
+        ApprovalInfo {
+            approver: proof.approver(&approved.authorization().decided_by),
+            scheme: proof.scheme.name().to_string(),
+            standing: if proof.verified {
+                "verified"
+            } else {
+                "claimed"
+            }
+            .to_string(),
+            keys: proof.signers.iter().map(|s| s.key.clone()).collect(),
+            required: proof.required,
+        }
+    }
+
+    /// One line for people: `alice@example.com (verified: ssh, 1 required)`.
+    pub fn line(&self) -> String {
+        match (self.scheme.as_str(), self.standing.as_str()) {
+            ("ssh", "verified") => format!(
+                "{} (verified: SSH signature{} under allowed_signers{})",
+                self.approver,
+                if self.keys.len() == 1 { "" } else { "s" },
+                self.required
+                    .map(|n| format!(", {n} required"))
+                    .unwrap_or_default()
+            ),
+            ("hmac", "verified") => format!(
+                "{} (claimed name; the approval is signed with the shared HMAC key, which any holder can use)",
+                self.approver
+            ),
+            _ => format!(
+                "{} (claimed: no approval key or allowed_signers in force)",
+                self.approver
+            ),
+        }
+    }
+}
+
 /// The OS sandbox of a run, as announced in `run_started` (SPEC §6: the mode used is printed,
 /// recorded and carried by the event, so a reader never has to guess what contained the commands).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -200,6 +258,9 @@ pub enum EventKind {
         sandbox: SandboxInfo,
         /// Steps run at once, where the number came from, and what still runs alone.
         jobs: JobsInfo,
+        /// Who approved the plan and how that is proven.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approval: Option<ApprovalInfo>,
     },
     /// A step began.
     StepStarted {

@@ -666,6 +666,7 @@ impl Executor {
             already_completed,
             sandbox: crate::events::SandboxInfo::of(&self.sandbox),
             jobs: jobs_info(plan, &order, &vars, jobs, self.jobs_from),
+            approval: Some(crate::events::ApprovalInfo::of(approved)),
         });
         let approve_all = Mutex::new(false);
         let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());

@@ -112,10 +112,14 @@ fn diagnostics(
 
 /// The Markdown job summary: a heading with the outcome, the sandbox (its mode, why `auto` chose
 /// it, what it does not hold here) when known, and one table row per step.
+///
+/// Who approved (verified or claimed, under which scheme) and whether an attestation was
+/// written come from `provenance`.
 pub fn summary(
     result: &ExecutionResult,
     redactor: &Redactor,
     sandbox: Option<&SandboxInfo>,
+    provenance: &super::Provenance,
 ) -> String {
     let counts = Counts::of(result);
     let icon = if result.exit_code == 0 { "✅" } else { "❌" };
@@ -138,6 +142,24 @@ pub fn summary(
         result.exit_code,
         result.duration_ms as f64 / 1000.0,
         result.run_id
+    );
+    if let Some(line) = provenance.approval_line() {
+        let _ = writeln!(
+            out,
+            "approved by {}\n",
+            redactor
+                .redact(&line)
+                .replace(['\n', '\r'], " ")
+                .replace('<', "&lt;")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "attestation: {}\n",
+        redactor
+            .redact(&provenance.attestation_line())
+            .replace(['\n', '\r'], " ")
+            .replace('<', "&lt;")
     );
     if let Some(sandbox) = sandbox {
         let lines = sandbox.lines();

@@ -212,10 +212,12 @@ pub fn render(
     };
     let decisions = store.decisions(&run.plan_sha256)?;
     let network = store.run_network(&run.run_id)?;
+    let attestation = store.attestation(&run.run_id).ok().flatten();
     let page = Page {
         redactor,
         header: header.as_ref(),
         header_unreadable: header_unreadable.as_deref(),
+        attestation: attestation.as_ref(),
     };
     let mut out = std::io::BufWriter::new(out);
 
@@ -300,6 +302,8 @@ struct Page<'a> {
     header: Option<&'a RunHeader>,
     /// Why the recorded header does not read, when it does not.
     header_unreadable: Option<&'a str>,
+    /// The latest attestation written of the run.
+    attestation: Option<&'a crate::store::AttestationRecord>,
 }
 
 impl Page<'_> {
@@ -357,10 +361,17 @@ impl Page<'_> {
         row("exit code", "exit-code", exit);
         match self.header.map(|h| &h.approval) {
             Some(a) => {
-                let signature = match a.signature.as_str() {
-                    "verified" => "signature verified under the approval key in force",
-                    "unchecked" => "signed, but no approval key was set to verify it",
-                    _ => "unsigned (no approval key was in force)",
+                let signature = match (a.scheme.as_str(), a.signature.as_str()) {
+                    ("ssh", "verified") => format!(
+                        "<b>verified</b>: SSH signature{} by key{} {} listed in the policy's allowed_signers{}",
+                        if a.signers.len() == 1 { "" } else { "s" },
+                        if a.signers.len() == 1 { "" } else { "s" },
+                        e(&a.signers.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(", ")),
+                        a.required.map(|n| format!(" ({n} distinct approver(s) required)")).unwrap_or_default()
+                    ),
+                    (_, "verified") => "signed with the shared HMAC approval key, verified (the name is claimed: any holder of the key can sign)".to_string(),
+                    (_, "unchecked") => "signed, but no approval key or allowed_signers was in force to verify it (the name is claimed)".to_string(),
+                    _ => "unsigned (the name is claimed: no approval key was in force)".to_string(),
                 };
                 let policy = if a.policy_sha256 == crate::plan::auth::NO_POLICY {
                     "the built-in default policy (no policy file)".to_string()
@@ -389,6 +400,20 @@ impl Page<'_> {
                 },
             ),
         }
+        row(
+            "attestation",
+            "attestation",
+            match self.attestation {
+                Some(a) => format!(
+                    "written to <code>{}</code>: {} file(s), signed by {} (sha256 {}); check it with <code>acode-run verify</code>",
+                    e(&a.path),
+                    a.subjects,
+                    e(&a.key),
+                    e(&a.sha256)
+                ),
+                None => "<span class=\"muted\">none written (run --attest FILE, or acode-run attest RUN_ID FILE)</span>".into(),
+            },
+        );
         if !decisions.is_empty() {
             let list: Vec<String> = decisions
                 .iter()
@@ -1286,6 +1311,7 @@ mod tests {
             redactor: &redactor,
             header: None,
             header_unreadable: None,
+            attestation: None,
         };
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let cut = ArtifactCut {

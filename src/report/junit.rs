@@ -22,11 +22,16 @@ use crate::redact::Redactor;
 /// The run's `sandbox` (when known) is stated in the suite's properties: `sandbox` (the mode),
 /// `sandbox_reason` (why `auto` chose it) and one `sandbox_not_held` per promise the mode does not
 /// hold here.
+///
+/// Who approved it and how that is proven (`approved_by`, `approval_scheme`,
+/// `approval_standing`) and whether an attestation was written (`attestation`) come from
+/// `provenance`.
 pub fn render(
     result: &ExecutionResult,
     source: &dyn ArtifactSource,
     redactor: &Redactor,
     sandbox: Option<&SandboxInfo>,
+    provenance: &super::Provenance,
 ) -> String {
     let counts = Counts::of(result);
     let failures = counts.failed + counts.tolerated;
@@ -48,14 +53,34 @@ pub fn render(
         escape(&result.run_id),
         result.exit_code
     );
+    let mut property = |name: &str, value: &str| {
+        let _ = write!(
+            out,
+            "<property name=\"{name}\" value=\"{}\"/>",
+            escape(&redactor.redact(value))
+        );
+    };
+    if let Some(a) = &provenance.approval {
+        property("approved_by", &a.decided_by);
+        property(
+            "approval_scheme",
+            if a.scheme.is_empty() {
+                "none"
+            } else {
+                &a.scheme
+            },
+        );
+        property(
+            "approval_standing",
+            if a.standing() == "claimed" {
+                "claimed"
+            } else {
+                "verified"
+            },
+        );
+    }
+    property("attestation", &provenance.attestation_line());
     if let Some(sandbox) = sandbox {
-        let mut property = |name: &str, value: &str| {
-            let _ = write!(
-                out,
-                "<property name=\"{name}\" value=\"{}\"/>",
-                escape(&redactor.redact(value))
-            );
-        };
         property("sandbox", &sandbox.describe());
         if let Some(reason) = &sandbox.reason {
             property("sandbox_reason", reason);

@@ -13,6 +13,54 @@ pub mod junit;
 use crate::executor::{ExecutionResult, StepResult};
 use crate::store::Store;
 
+/// Who approved a run — verified or claimed, under which scheme — and whether an attestation of
+/// it was written (issue 42): what JUnit, the job summary, `show` and the HTML report say about
+/// the run's proof, read from the record.
+#[derive(Debug, Clone, Default)]
+pub struct Provenance {
+    /// The approval as the run checked it (`None` for runs recorded before it was kept).
+    pub approval: Option<crate::store::HeaderApproval>,
+    /// The latest attestation written of the run.
+    pub attestation: Option<crate::store::AttestationRecord>,
+}
+
+impl Provenance {
+    /// What `store` recorded of `run_id` (what cannot be read is left out).
+    pub fn read(store: &Store, run_id: &str) -> Provenance {
+        Provenance {
+            approval: store.run_header(run_id).ok().flatten().map(|h| h.approval),
+            attestation: store.attestation(run_id).ok().flatten(),
+        }
+    }
+
+    /// `alice@example.com (verified (ssh))`, for one line; `None` when not recorded.
+    pub fn approval_line(&self) -> Option<String> {
+        self.approval.as_ref().map(|a| {
+            format!(
+                "{} ({}{})",
+                a.decided_by,
+                a.standing(),
+                if a.scheme.is_empty() {
+                    String::new()
+                } else {
+                    format!("; scheme {}", a.scheme)
+                }
+            )
+        })
+    }
+
+    /// Where the attestation was written and what signed it, or `none`.
+    pub fn attestation_line(&self) -> String {
+        match &self.attestation {
+            Some(a) => format!(
+                "{} ({} file(s), signed by {}, sha256 {})",
+                a.path, a.subjects, a.key, a.sha256
+            ),
+            None => "none".to_string(),
+        }
+    }
+}
+
 /// An invocation that ended before any step ran (invalid plan, not authorized, usage error), as
 /// every CI report shows it: what it was about, its exit code, its message and every problem.
 #[derive(Debug, Clone, Copy)]

@@ -19,6 +19,8 @@ pub struct ShownRun {
     pub replay_of: Option<String>,
     /// Each step's result: step id → artifact type → excerpt.
     pub outputs: BTreeMap<String, BTreeMap<String, ArtifactExcerpt>>,
+    /// Who approved the run (verified or claimed) and whether an attestation was written.
+    pub provenance: crate::report::Provenance,
 }
 
 impl Session {
@@ -35,11 +37,13 @@ impl Session {
         let decisions = store.decisions(&detail.run.plan_sha256)?;
         let replay_of = store.replay_of(&detail.run.run_id)?;
         let outputs = store.step_outputs(&detail.run.run_id, max_output)?;
+        let provenance = crate::report::Provenance::read(&store, &detail.run.run_id);
         Ok(ShownRun {
             detail,
             decisions,
             replay_of,
             outputs,
+            provenance,
         })
     }
 }

@@ -378,7 +378,9 @@ fn the_circle_finder_finds_circles_and_nothing_else() {
 const LAYERS: &[&[&str]] = &[
     &["cli"],
     &["runner"],
-    &["executor", "stages", "import", "report", "preview"],
+    &[
+        "executor", "stages", "import", "report", "preview", "attest",
+    ],
     &["plan", "llm", "store", "events"],
     &["tools"],
     // The MCP protocol (client, pins): what the tools layer's MCP tools call, on top of the
