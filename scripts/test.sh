@@ -15,6 +15,9 @@ declare -A provides=(
   [openssl]=openssl
   [setpriv]=util-linux
   [strace]=strace
+  # Approvals signed with SSH keys and attestations (tests/cli/approval/ssh.rs, attest.rs).
+  [ssh-keygen]=openssh-client
+  [ssh-agent]=openssh-client
 )
 # chromium renders the HTML report in tests/cli/output/report.rs.
 provides[chromium]=chromium

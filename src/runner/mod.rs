@@ -396,7 +396,7 @@ impl PlanRunner {
         plan_path: &Path,
         options: RunOptions,
     ) -> Result<PlanRunner, RunnerError> {
-        let session = Session::open(
+        let mut session = Session::open(
             SessionOptions {
                 workspace: workspace.to_path_buf(),
                 db: options.db.clone(),
@@ -409,6 +409,7 @@ impl PlanRunner {
         // `.acode/` is created (checked without following links) only once the run is going to
         // use it: a plan refused before it starts leaves nothing behind (issue #34 item 9).
         let policy = session.policy()?;
+        session.protect_policy_files(&policy);
         let plan = session
             .load_plan(plan_path, &options.vars, &policy)
             .map_err(|e| match e {

@@ -186,6 +186,16 @@ impl Session {
         self.workspace.protect(&absolute(path));
     }
 
+    /// Protects the files `policy` names that decide who may approve (its `allowed_signers`)
+    /// like the policy file itself: no tool or command of a run may write them, so a plan cannot
+    /// add a key that approves the next one.
+    pub fn protect_policy_files(&mut self, policy: &Policy) {
+        if let Some(rel) = &policy.approvals.allowed_signers {
+            let path = self.workspace.root().join(rel);
+            self.workspace.protect(&path);
+        }
+    }
+
     /// The workspace, with the runner's files protected.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace

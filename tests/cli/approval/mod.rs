@@ -5,3 +5,4 @@ mod agreement;
 mod auth;
 mod decisions;
 mod signing;
+mod ssh;
