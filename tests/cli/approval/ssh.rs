@@ -634,7 +634,7 @@ fn damaged_signatures_and_allowed_signers_files_are_refused_naming_the_problem()
         ),
     ] {
         t.file("allowed_signers", &text);
-        assert_exit_with(&t.run(&[ps]), 2, &why);
+        assert_exit_with(&t.run(&[ps]), 2, why);
     }
     std::fs::remove_file(t.ws.join("allowed_signers")).unwrap();
     assert_exit_with(&t.run(&[ps]), 2, "allowed_signers file allowed_signers");
