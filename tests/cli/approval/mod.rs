@@ -2,6 +2,7 @@
 //! mean one thing; `run`, `preview` and `plan_status` give the same verdict.
 
 mod agreement;
+mod attest;
 mod auth;
 mod decisions;
 mod signing;
