@@ -948,21 +948,116 @@ mod tests {
         assert!(!who.is_empty() && who != "unknown", "{who}");
     }
 
+    /// An approval with every field filled in: a skill and an MCP server with a tool and a CA.
+    fn full_approval() -> PlanAuthorization {
+        let mut a = PlanAuthorization::decide(&plan(), AuthStatus::Approved, "alice");
+        a.skills
+            .insert(".acode/skills/s/SKILL.md".into(), "1".repeat(64));
+        let mut tools = std::collections::BTreeMap::new();
+        tools.insert(
+            "read".to_string(),
+            crate::mcp::pins::ToolPin {
+                sha256: "2".repeat(64),
+                description: "reads".into(),
+                input_schema: "{}".into(),
+            },
+        );
+        a.mcp.insert(
+            "srv".into(),
+            crate::mcp::pins::ServerPin {
+                protocol_version: "2025-11-25".into(),
+                server_name: "s".into(),
+                server_version: "1".into(),
+                tools,
+                ca_cert_sha256: Some("3".repeat(64)),
+            },
+        );
+        a
+    }
+
+    /// Every edit of one signed field (and what the SSH message leaves to the key and the
+    /// verification time: who decided and when), by name.
+    fn field_edits() -> Vec<(&'static str, bool, fn(&mut PlanAuthorization))> {
+        // (field, covered by the SSH message too, edit)
+        vec![
+            ("plan_id", true, |a| a.plan_id.push('x')),
+            ("status", true, |a| a.status = AuthStatus::Rejected),
+            ("plan_sha256", true, |a| a.plan_sha256 = "f".repeat(64)),
+            ("policy_sha256", true, |a| {
+                a.policy_sha256 = Some("e".repeat(64))
+            }),
+            ("policy_sha256 removed", true, |a| a.policy_sha256 = None),
+            ("decided_by", false, |a| a.decided_by = "mallory".into()),
+            ("decided_at", false, |a| a.decided_at += 1),
+            ("skill path", true, |a| {
+                let v = a.skills.pop_first().unwrap().1;
+                a.skills.insert(".acode/skills/t/SKILL.md".into(), v);
+            }),
+            ("skill hash", true, |a| {
+                *a.skills.values_mut().next().unwrap() = "4".repeat(64)
+            }),
+            ("skill removed", true, |a| a.skills.clear()),
+            ("mcp server name", true, |a| {
+                let v = a.mcp.pop_first().unwrap().1;
+                a.mcp.insert("other".into(), v);
+            }),
+            ("mcp protocol_version", true, |a| {
+                a.mcp.get_mut("srv").unwrap().protocol_version = "2026-07-28".into()
+            }),
+            ("mcp server_name", true, |a| {
+                a.mcp.get_mut("srv").unwrap().server_name = "t".into()
+            }),
+            ("mcp server_version", true, |a| {
+                a.mcp.get_mut("srv").unwrap().server_version = "2".into()
+            }),
+            ("mcp tool name", true, |a| {
+                let tools = &mut a.mcp.get_mut("srv").unwrap().tools;
+                let v = tools.pop_first().unwrap().1;
+                tools.insert("write".into(), v);
+            }),
+            ("mcp tool hash", true, |a| {
+                a.mcp
+                    .get_mut("srv")
+                    .unwrap()
+                    .tools
+                    .values_mut()
+                    .next()
+                    .unwrap()
+                    .sha256 = "5".repeat(64)
+            }),
+            ("mcp tool removed", true, |a| {
+                a.mcp.get_mut("srv").unwrap().tools.clear()
+            }),
+            ("mcp ca_cert", true, |a| {
+                a.mcp.get_mut("srv").unwrap().ca_cert_sha256 = Some("6".repeat(64))
+            }),
+            ("mcp ca_cert removed", true, |a| {
+                a.mcp.get_mut("srv").unwrap().ca_cert_sha256 = None
+            }),
+            ("mcp server removed", true, |a| a.mcp.clear()),
+        ]
+    }
+
     #[test]
     fn signatures_bind_every_field_to_the_key() {
         let p = plan();
-        let auth = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice").signed(b"k1");
+        let auth = full_approval().signed(b"k1");
         assert!(auth.verify_signature(b"k1").is_ok());
         assert!(matches!(
             auth.verify_signature(b"k2"),
             Err(AuthError::BadSignature)
         ));
-        let mut edited = auth.clone();
-        edited.decided_by = "mallory".into();
-        assert!(matches!(
-            edited.verify_signature(b"k1"),
-            Err(AuthError::BadSignature)
-        ));
+        // Each field edited alone breaks the HMAC: a field dropped from the signed message
+        // would let that edit through.
+        for (field, _, edit) in field_edits() {
+            let mut edited = auth.clone();
+            edit(&mut edited);
+            assert_ne!(edited, auth, "{field}: the edit changed nothing");
+            assert!(
+                matches!(edited.verify_signature(b"k1"), Err(AuthError::BadSignature)),
+                "{field} is not covered by the HMAC"
+            );
+        }
         let mut garbage = auth.clone();
         garbage.signature = Some(format!("{SIGNATURE_PREFIX}zz"));
         assert!(matches!(
@@ -976,7 +1071,125 @@ mod tests {
         ));
         assert!(ApprovedPlan::new_verified(p.clone(), unsigned.clone(), None).is_ok());
         assert!(ApprovedPlan::new_verified(p.clone(), unsigned, Some(b"k1")).is_err());
-        assert!(ApprovedPlan::new_verified(p, auth, Some(b"k1")).is_ok());
+        let signed = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice").signed(b"k1");
+        assert!(ApprovedPlan::new_verified(p, signed, Some(b"k1")).is_ok());
+    }
+
+    /// A throwaway ed25519 key from a fixed seed, and its `allowed_signers` naming `who`.
+    fn ssh_key(seed: u8, who: &str) -> (ssh_key::PrivateKey, crate::plan::signers::AllowedSigners) {
+        let pair = ssh_key::private::Ed25519Keypair::from_seed(&[seed; 32]);
+        let key = ssh_key::PrivateKey::from(pair);
+        let line = format!("{who} {}", key.public_key().to_openssh().unwrap());
+        let allowed =
+            crate::plan::signers::AllowedSigners::parse(&line, "allowed_signers").unwrap();
+        (key, allowed)
+    }
+
+    fn ssh_sign(auth: &mut PlanAuthorization, key: &ssh_key::PrivateKey) {
+        let sig = key
+            .sign(
+                crate::plan::signers::NAMESPACE,
+                ssh_key::HashAlg::Sha512,
+                &auth.ssh_message(),
+            )
+            .unwrap();
+        auth.ssh_signatures.push(SshSignature {
+            signature: sig.to_pem(ssh_key::LineEnding::LF).unwrap(),
+            added_at: 0,
+        });
+    }
+
+    #[test]
+    fn an_ssh_signature_covers_every_field_of_the_decision() {
+        let (key, allowed) = ssh_key(7, "alice@example.com");
+        let trust = Trust::Ssh(allowed);
+        let policy = Policy::default();
+        let mut auth = full_approval();
+        ssh_sign(&mut auth, &key);
+        let proof = auth.prove(&plan(), &policy, &trust, 0).unwrap();
+        assert_eq!(proof.scheme, Scheme::Ssh);
+        assert_eq!(proof.signers[0].principal, "alice@example.com");
+        for (field, covered, edit) in field_edits() {
+            let mut edited = auth.clone();
+            edit(&mut edited);
+            let result = edited.prove(&plan(), &policy, &trust, 0);
+            if covered {
+                let err = result.expect_err(field).to_string();
+                assert!(
+                    err.contains("does not match this approval"),
+                    "{field}: {err}"
+                );
+            } else {
+                // Who and when are the key's and the verifier's: the claimed name never shows.
+                let proof = result.unwrap_or_else(|e| panic!("{field}: {e}"));
+                assert_eq!(proof.approver(&edited.decided_by), "alice@example.com");
+            }
+        }
+    }
+
+    #[test]
+    fn the_ssh_message_has_one_reading() {
+        // A value holding a newline and a quote stays one field of one line.
+        let mut a = full_approval();
+        a.plan_id = "p\"\nstatus \"approved".into();
+        let text = String::from_utf8(a.ssh_message()).unwrap();
+        assert_eq!(
+            text.lines().nth(1),
+            Some(r#"plan_id "p\"\nstatus \"approved""#)
+        );
+        assert_eq!(text.lines().nth(2), Some(r#"status "approved""#));
+        assert_eq!(text.lines().filter(|l| l.starts_with("status ")).count(), 1);
+        assert!(text.starts_with(SSH_MESSAGE_HEADER));
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn ssh_proofs_count_principals_and_refuse_the_other_scheme() {
+        let (alice, allowed_a) = ssh_key(1, "alice@example.com");
+        let (bob, _) = ssh_key(2, "bob@example.com");
+        let lines = format!(
+            "{}\nalice@example.com {}\nbob@example.com {}\n",
+            "# team",
+            alice.public_key().to_openssh().unwrap(),
+            bob.public_key().to_openssh().unwrap()
+        );
+        let both = Trust::Ssh(crate::plan::signers::AllowedSigners::parse(&lines, "f").unwrap());
+        let two =
+            Policy::parse(r#"{"approvals": {"allowed_signers": "f", "required": 2}}"#).unwrap();
+        let mut a = full_approval();
+        ssh_sign(&mut a, &alice);
+        // One principal twice is one approver.
+        ssh_sign(&mut a, &alice);
+        let err = a.prove(&plan(), &two, &both, 0).unwrap_err();
+        assert!(
+            matches!(err, AuthError::TooFewApprovers { required: 2, .. }),
+            "{err}"
+        );
+        ssh_sign(&mut a, &bob);
+        let proof = a.prove(&plan(), &two, &both, 0).unwrap();
+        assert_eq!(proof.signers.len(), 2);
+        assert_eq!(proof.required, Some(2));
+        // A signature by a key the file does not list does not count (and says why).
+        let only_alice = Trust::Ssh(allowed_a);
+        let err = a
+            .prove(&plan(), &two, &only_alice, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not counted: signature 3: key"), "{err}");
+        // Only an HMAC signature where SSH is required; only SSH where the HMAC key is in force.
+        let hmac_only = full_approval().signed(b"k");
+        assert!(matches!(
+            hmac_only.prove(&plan(), &two, &both, 0),
+            Err(AuthError::SchemeMismatch(_))
+        ));
+        assert!(matches!(
+            a.prove(&plan(), &Policy::default(), &Trust::Hmac(b"k".to_vec()), 0),
+            Err(AuthError::SchemeMismatch(_))
+        ));
+        assert!(matches!(
+            full_approval().prove(&plan(), &two, &both, 0),
+            Err(AuthError::NotSshSigned { .. })
+        ));
     }
 
     /// An MCP server's pinned CA file is signed with the rest: an approval whose CA pin was

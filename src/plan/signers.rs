@@ -809,6 +809,53 @@ mod tests {
         assert!(!pattern_list_matches(&l(&["acode-run-approva"]), NAMESPACE));
     }
 
+    /// A FIDO security key's signature, made as the authenticator makes it (PROTOCOL.u2f: the
+    /// key signs SHA-256(application) ‖ flags ‖ counter ‖ SHA-256(data)) with a software key,
+    /// since these machines have no device: verified like any other, and refused without the
+    /// user-presence flag.
+    #[test]
+    fn security_key_signatures_verify_only_with_the_user_present() {
+        use ed25519_dalek::Signer;
+        use sha2::{Digest, Sha256};
+        let device = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        let public = ssh_key::public::Ed25519PublicKey(device.verifying_key().to_bytes());
+        let key =
+            ssh_key::public::KeyData::SkEd25519(ssh_key::public::SkEd25519::new(public, "ssh:"));
+        let message = b"acode-run approval message v1\n";
+        let sign = |flags: u8| {
+            let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, message).unwrap();
+            let counter = 7u32.to_be_bytes();
+            let mut signed = Sha256::digest(b"ssh:").to_vec();
+            signed.push(flags);
+            signed.extend_from_slice(&counter);
+            signed.extend_from_slice(&Sha256::digest(&data));
+            let mut bytes = device.sign(&signed).to_bytes().to_vec();
+            bytes.push(flags);
+            bytes.extend_from_slice(&counter);
+            let sig = ssh_key::Signature::new(ssh_key::Algorithm::SkEd25519, bytes).unwrap();
+            SshSig::new(key.clone(), NAMESPACE, HashAlg::Sha512, sig)
+                .unwrap()
+                .to_pem(ssh_key::LineEnding::LF)
+                .unwrap()
+        };
+        let line = format!(
+            "alice@example.com {}",
+            PublicKey::from(key.clone()).to_openssh().unwrap()
+        );
+        let allowed = AllowedSigners::parse(&line, "f").unwrap();
+        let signer = allowed.verify(&sign(0x01), message, 0).unwrap();
+        assert_eq!(signer.algorithm, "sk-ssh-ed25519@openssh.com");
+        assert_eq!(signer.principal, "alice@example.com");
+        assert!(matches!(
+            allowed.verify(&sign(0x00), message, 0),
+            Err(SignatureRefusal::NoUserPresence { .. })
+        ));
+        assert!(matches!(
+            allowed.verify(&sign(0x01), b"another message", 0),
+            Err(SignatureRefusal::Mismatch { .. })
+        ));
+    }
+
     #[test]
     fn a_security_key_signature_needs_the_user_present_flag() {
         assert!(user_present(&[0u8, 0, 0, 0, 0, 1, 0, 0, 0, 7]));
