@@ -975,9 +975,12 @@ mod tests {
         a
     }
 
+    /// A field's name, whether the SSH message covers it, and an edit of it.
+    type FieldEdit = (&'static str, bool, fn(&mut PlanAuthorization));
+
     /// Every edit of one signed field (and what the SSH message leaves to the key and the
     /// verification time: who decided and when), by name.
-    fn field_edits() -> Vec<(&'static str, bool, fn(&mut PlanAuthorization))> {
+    fn field_edits() -> Vec<FieldEdit> {
         // (field, covered by the SSH message too, edit)
         vec![
             ("plan_id", true, |a| a.plan_id.push('x')),
