@@ -133,6 +133,7 @@ fn a_run_attests_what_it_wrote_and_verify_checks_each_part() {
     let cp = std::fs::read(programs[0]["path"].as_str().unwrap()).unwrap();
     assert_eq!(programs[0]["sha256"], acode_run::util::sha256_hex(&cp));
     assert!(p["sandbox"]["mode"].is_string());
+    assert_matches_predicate_schema(p);
 
     // Everything holds.
     let allowed = t.ws.join("allowed_signers");
@@ -238,6 +239,22 @@ fn a_run_attests_what_it_wrote_and_verify_checks_each_part() {
         44,
         "is not listed in",
     );
+}
+
+/// Checks a predicate against the shipped `docs/attestation.schema.json`.
+fn assert_matches_predicate_schema(predicate: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("docs/attestation.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let url = "https://acode-run.dev/attestation/run/v1";
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    compiler.add_resource(url, schema).unwrap();
+    let index = compiler.compile(url, &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(predicate, index) {
+        panic!("the predicate does not match docs/attestation.schema.json: {e:#}\n{predicate:#}");
+    }
 }
 
 trait TapMkdir {

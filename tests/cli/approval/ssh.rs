@@ -77,6 +77,7 @@ fn keys_of_each_type_sign_approvals_that_run_under_the_verified_principal() {
         (&["-t", "ed25519"][..], "ssh-ed25519"),
         (&["-t", "ecdsa", "-b", "256"][..], "ecdsa-sha2-nistp256"),
         (&["-t", "ecdsa", "-b", "384"][..], "ecdsa-sha2-nistp384"),
+        (&["-t", "ecdsa", "-b", "521"][..], "ecdsa-sha2-nistp521"),
         (&["-t", "rsa", "-b", "2048"][..], "ssh-rsa"),
     ] {
         let t = TestDir::new();
