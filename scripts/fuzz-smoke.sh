@@ -37,7 +37,7 @@ dict_for() {
   case "$1" in
     mcp_server | mcp_client) echo dict/jsonrpc.dict ;;
     proxy) echo dict/http.dict ;;
-    plan | policy | approval | odincode | skill) echo dict/plan.dict ;;
+    plan | policy | approval | odincode | skill | attestation) echo dict/plan.dict ;;
     store_rows) echo dict/store.dict ;;
     *) echo "" ;;
   esac

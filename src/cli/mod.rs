@@ -874,7 +874,13 @@ fn confirmation_outlook(args: &Args, asking: &[String]) -> Option<String> {
 fn approval_line(approval: &ApprovalOutlook) -> String {
     let status = approval.status;
     match approval.reason.as_deref() {
-        None => format!("approval: {status} (run may start it)"),
+        None => match &approval.approved_by {
+            Some(by) => format!(
+                "approval: {status} by {} (run may start it)",
+                crate::terminal::line(by)
+            ),
+            None => format!("approval: {status} (run may start it)"),
+        },
         Some(reason) => format!(
             "approval: {status}; run would refuse it: {}",
             crate::terminal::text(reason)

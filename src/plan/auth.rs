@@ -693,6 +693,22 @@ pub enum AuthError {
     },
 }
 
+impl AuthError {
+    /// What `approve` needs beyond the plan's path to give an approval that would cure this: a
+    /// signature by a listed key when approvers' SSH signatures are what is missing.
+    pub fn approve_flags(&self) -> &'static str {
+        match self {
+            AuthError::NotSshSigned { .. }
+            | AuthError::SignaturesRefused(_)
+            | AuthError::TooFewApprovers { .. }
+            | AuthError::PrincipalRequired { .. } => {
+                " --sign KEY (a key allowed_signers lists; docs/approvals.md)"
+            }
+            _ => "",
+        }
+    }
+}
+
 /// Environment variables naming who acts, in order of preference after `--by`: acode-run's own, then
 /// the CI systems' actor (GitHub Actions, GitLab CI, Buildkite, Jenkins with the build-user-vars
 /// plugin).

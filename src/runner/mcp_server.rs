@@ -78,7 +78,8 @@ fn approval_schema() -> Value {
     json!({"type": "object", "properties": {
         "status": {"enum": ["approved", "pending", "rejected", "not runnable"]},
         "may_run": {"type": "boolean"},
-        "reason": {"type": ["string", "null"], "description": "Why `acode-run run` would refuse it, in its words"}},
+        "reason": {"type": ["string", "null"], "description": "Why `acode-run run` would refuse it, in its words"},
+        "approved_by": {"type": "string", "description": "Who approved it and how that is proven: the verified principals of approvers' SSH keys, or the claimed name"}},
       "required": ["status", "may_run"]})
 }
 
@@ -127,6 +128,7 @@ fn tool_list(revision: &str) -> Value {
          "outputSchema": object(json!({"plan_id": {"type": "string"}, "plan_sha256": sha,
              "status": approval_schema()["properties"]["status"].clone(),
              "may_run": {"type": "boolean"}, "reason": {"type": ["string", "null"]},
+             "approved_by": {"type": ["string", "null"], "description": "Who approved it and how that is proven (the verified principals of approvers' SSH keys, or the claimed name)"},
              "decided_by": {"type": ["string", "null"]},
              "mcp_servers_pinned": {"type": "array", "items": {"type": "string"}},
              "runs": runs}), &["plan_id", "plan_sha256", "status", "may_run", "runs"])},
@@ -595,6 +597,7 @@ impl Server<'_> {
             "status": approval.status,
             "may_run": approval.may_run,
             "reason": approval.reason,
+            "approved_by": approval.approved_by,
             "decided_by": auth.as_ref().map(|a| a.decided_by.clone()).filter(|b| !b.is_empty()),
             "mcp_servers_pinned": auth.as_ref().map(|a| a.mcp.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
             "runs": runs,

@@ -126,7 +126,8 @@ pub enum RunnerError {
     Plan(#[from] PlanError),
     /// The plan is not authorized to run.
     #[error(
-        "{path}: not authorized: {source}\n  review the plan, then approve it with: acode-run approve {path}"
+        "{path}: not authorized: {source}\n  review the plan, then approve it with: acode-run approve {path}{}",
+        source.approve_flags()
     )]
     Unauthorized {
         /// The plan file.

@@ -125,6 +125,10 @@ pub struct ApprovalOutlook {
     pub may_run: bool,
     /// Why not, in `run`'s words.
     pub reason: Option<String>,
+    /// Who approved it, as a run would show it: the verified principals (approvers' SSH keys)
+    /// or the claimed name, and how it is proven (`alice@example.com (verified (ssh))`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
 }
 
 /// One command's view of its workspace: see the module docs.
@@ -317,10 +321,15 @@ impl Session {
                 super::authorization_for(path, plan, policy, &self.workspace, key.as_deref())
             });
         match decided {
-            Ok(_) => ApprovalOutlook {
+            Ok((auth, _, proof)) => ApprovalOutlook {
                 status: "approved",
                 may_run: true,
                 reason: None,
+                approved_by: Some(format!(
+                    "{} ({})",
+                    proof.approver(&auth.decided_by),
+                    proof.standing()
+                )),
             },
             Err(e) => ApprovalOutlook {
                 status: match &e {
@@ -336,6 +345,7 @@ impl Session {
                 },
                 may_run: false,
                 reason: Some(e.to_string()),
+                approved_by: None,
             },
         }
     }

@@ -107,9 +107,10 @@ fn an_approved_plan_is_approved_by_all_three_and_runs() {
     assert_eq!(s["status"], "approved", "{s}");
     assert_eq!(s["may_run"], true);
     assert_eq!(s["reason"], Value::Null);
+    assert_eq!(s["approved_by"], "alice (claimed)");
     let preview = t.run(&["preview", plan.to_str().unwrap()]);
     assert!(
-        stdout(&preview).contains("approval: approved (run may start it)"),
+        stdout(&preview).contains("approval: approved by alice (claimed) (run may start it)"),
         "{}",
         stdout(&preview)
     );
