@@ -6,6 +6,7 @@
 //! depend on a failed step are recorded `blocked`, others not reached are recorded `skipped`.
 
 pub mod agent;
+pub mod budget;
 pub mod call;
 pub mod callbacks;
 pub mod drivers;
@@ -528,6 +529,7 @@ impl Executor {
             self.store.record_cut_off(&run.run_id, row)?;
         }
         let (prompt_tokens, completion_tokens) = self.store.token_usage(&run.run_id)?;
+        let spend = self.store.model_spend(&run.run_id)?;
         self.run_plan(
             approved,
             Some(Resume {
@@ -535,6 +537,7 @@ impl Executor {
                     prompt_tokens: prompt_tokens.max(0) as u64,
                     completion_tokens: completion_tokens.max(0) as u64,
                 },
+                spend,
                 run_id: run.run_id,
                 prior,
             }),
@@ -667,7 +670,11 @@ impl Executor {
             jobs: jobs_info(plan, &order, &vars, jobs, self.jobs_from),
         });
         let approve_all = Mutex::new(false);
-        let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());
+        let tokens = match &resume {
+            Some(r) => TokenMeter::resumed(r.tokens, r.spend),
+            None => TokenMeter::default(),
+        };
+        let run_budget = budget::run_budget(plan.budget.as_ref(), self.agent.token_budget);
         let stopped_by = std::sync::OnceLock::new();
         // Prompts are asked one at a time, whatever runs beside them.
         let gate = (self.callbacks.confirm.clone()).unwrap_or_else(|| Arc::new(AutoDeny));
@@ -688,6 +695,7 @@ impl Executor {
             llm: self.llm.as_ref(),
             agent: &self.agent,
             tokens: &tokens,
+            budget: &run_budget,
         };
         let mut run = parts.context(&mut self.store, &self.callbacks.cancel);
 
@@ -964,6 +972,7 @@ struct Parts<'r> {
     llm: Option<&'r Arc<dyn LlmClient>>,
     agent: &'r AgentSettings,
     tokens: &'r TokenMeter,
+    budget: &'r crate::plan::budget::Budget,
 }
 
 impl<'r> Parts<'r> {
@@ -988,6 +997,7 @@ impl<'r> Parts<'r> {
             llm: self.llm,
             agent: self.agent,
             tokens: self.tokens,
+            budget: self.budget,
         }
     }
 }
@@ -1105,6 +1115,8 @@ struct Resume {
     prior: std::collections::HashMap<String, StepState>,
     /// LLM tokens the run had used before.
     tokens: Usage,
+    /// Model calls and dollars the run had spent before.
+    spend: crate::plan::budget::Spend,
 }
 
 impl Executor {
@@ -1249,7 +1261,10 @@ fn run_step(
                     ErrorKind::PreconditionFailed,
                     format!("precondition failed: {why}"),
                 ),
-                None => drivers::run(&mut ctx, plan, &args, vars)?,
+                None => match budget::before_step(ctx.run, step) {
+                    Some(outcome) => outcome,
+                    None => drivers::run(&mut ctx, plan, &args, vars)?,
+                },
             }
         }
     };
