@@ -230,7 +230,7 @@ pub fn parse(value: &Value, at: &str) -> (Option<Budget>, Vec<(String, String)>)
     for key in obj.keys() {
         if !FIELDS.contains(&key.as_str()) {
             problems.push((
-                format!("{at}.{}", crate::plan::parse::escape_controls(key)),
+                format!("{at}.{}", key.escape_debug()),
                 format!(
                     "unknown field{} (expected one of: {})",
                     crate::suggest::did_you_mean(key, FIELDS.iter().copied()),
@@ -242,7 +242,13 @@ pub fn parse(value: &Value, at: &str) -> (Option<Budget>, Vec<(String, String)>)
     let mut budget = Budget::default();
     let count = |key: &str, problems: &mut Vec<(String, String)>| -> Option<u64> {
         let v = obj.get(key).filter(|v| !v.is_null())?;
-        match v.as_u64() {
+        // JSON Schema's `integer` is any number with no fractional part, so `2.0` is 2 here too.
+        let n = v.as_u64().or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= MAX_COUNT as f64)
+                .map(|f| f as u64)
+        });
+        match n {
             Some(n) if (1..=MAX_COUNT).contains(&n) => Some(n),
             _ => {
                 problems.push((
@@ -282,21 +288,52 @@ pub fn parse(value: &Value, at: &str) -> (Option<Budget>, Vec<(String, String)>)
     (Some(budget), problems)
 }
 
-/// Milliseconds in a duration written as `humantime` reads it (`20m`, `1h 30m`, `90s`, `500ms`).
+/// Milliseconds in a duration: whole numbers each followed by a unit, `ms`, `s`, `m`, `h` or `d`
+/// (`20m`, `1h30m`, `90s`, `500ms`) — the grammar of the plan schema's pattern, so the schema and
+/// the parser accept the same texts.
 fn parse_duration(text: &str) -> Result<u64, String> {
-    let shown = crate::plan::parse::escape_controls(text);
-    let d = humantime::parse_duration(text.trim()).map_err(|e| {
-        format!("{shown:?} is not a duration ({e}); write e.g. \"20m\", \"1h30m\" or \"90s\"")
-    })?;
-    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    if ms == 0 {
-        return Err(format!("{shown:?}: must be longer than zero"));
+    let bad = || {
+        format!("{text:?} is not a duration: write e.g. \"20m\", \"1h30m\", \"90s\" or \"500ms\"")
+    };
+    let mut total: u64 = 0;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(bad());
     }
-    if ms > MAX_WALL_CLOCK_MS {
-        return Err(format!("{shown:?}: at most 30 days"));
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 9 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let (unit_ms, len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else if rest.starts_with('s') {
+            (1000, 1)
+        } else if rest.starts_with('m') {
+            (60_000, 1)
+        } else if rest.starts_with('h') {
+            (3_600_000, 1)
+        } else if rest.starts_with('d') {
+            (86_400_000, 1)
+        } else {
+            return Err(bad());
+        };
+        rest = &rest[len..];
+        total = total.saturating_add(n.saturating_mul(unit_ms));
     }
-    Ok(ms)
+    if total == 0 {
+        return Err(format!("{text:?}: must be longer than zero"));
+    }
+    if total > MAX_WALL_CLOCK_MS {
+        return Err(format!("{text:?}: at most 30 days"));
+    }
+    Ok(total)
 }
+
+/// The pattern the plan schema gives `wall_clock` (what [`parse_duration`] reads).
+pub const DURATION_PATTERN: &str = "^([0-9]{1,9}(ms|s|m|h|d))+$";
 
 #[cfg(test)]
 mod tests {
@@ -344,6 +381,9 @@ mod tests {
         for (value, why) in [
             (json!({"wall_clock": "0s"}), "longer than zero"),
             (json!({"wall_clock": "400d"}), "30 days"),
+            (json!({"wall_clock": "1h 30m"}), "not a duration"),
+            (json!({"wall_clock": "5x"}), "not a duration"),
+            (json!({"wall_clock": ""}), "not a duration"),
             (json!({"tokens": 0}), "from 1"),
             (json!({"cost_usd": 0}), "above 0"),
             (json!([1]), "expected an object"),
@@ -353,6 +393,26 @@ mod tests {
                 problems.iter().any(|(_, m)| m.contains(why)),
                 "{value}: {problems:?}"
             );
+        }
+    }
+
+    #[test]
+    fn durations_follow_the_schemas_pattern() {
+        let re = regex::Regex::new(DURATION_PATTERN).unwrap();
+        for (text, ms) in [
+            ("20m", Some(1_200_000)),
+            ("1h30m", Some(5_400_000)),
+            ("90s", Some(90_000)),
+            ("500ms", Some(500)),
+            ("1d2h", Some(93_600_000)),
+            ("1m30", None),
+            ("m", None),
+            ("-1s", None),
+            ("1.5h", None),
+            ("1 h", None),
+        ] {
+            assert_eq!(parse_duration(text).ok(), ms, "{text}");
+            assert_eq!(re.is_match(text), ms.is_some(), "{text}");
         }
     }
 
