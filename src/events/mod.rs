@@ -6,6 +6,7 @@
 
 pub mod human;
 pub mod jsonl;
+pub mod otel;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -347,6 +348,12 @@ pub enum EventKind {
         /// Warnings (e.g. truncated answer).
         #[serde(skip_serializing_if = "Vec::is_empty")]
         warnings: Vec<String>,
+        /// The model asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// How long the request took (its last attempt).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
     },
     /// A budget ran out (docs/observability.md): the model call about to be sent (or the step
     /// about to start) was not, and the step fails with `budget_exhausted` (exit 38).

@@ -824,6 +824,8 @@ impl Session<'_> {
                         tool_calls: response.tool_calls.len(),
                         finish_reason: response.finish_reason.clone(),
                         warnings: response.warnings.clone(),
+                        model: Some(request.model.clone()),
+                        duration_ms: Some(duration_ms.max(0) as u64),
                     });
                     return Ok(Ok((response, id)));
                 }

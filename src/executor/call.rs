@@ -108,6 +108,9 @@ pub struct RunContext<'r> {
     pub tokens: &'r TokenMeter,
     /// The run's budgets: the plan's `budget`, its tokens lowered by `--token-budget`.
     pub budget: &'r Budget,
+    /// The W3C trace context the run is in, when traced or called with `TRACEPARENT`: each
+    /// command learns its own span from it (docs/observability.md).
+    pub trace: Option<&'r crate::events::otel::TraceContext>,
 }
 
 /// Why the steps running at once (`--jobs`) were stopped: recorded `cancelled` with this reason.
@@ -581,6 +584,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             heartbeat: &|_| {},
             creates: &self.step.creates,
             history: None,
+            trace_parent: None,
         };
         let tool = match screen(registry, &call.tool, &call.arguments, &ctx) {
             Ok(tool) => tool,
@@ -628,6 +632,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             policy: self.run.policy,
             sandbox: self.run.sandbox,
             creates: &self.step.creates,
+            trace: self.run.trace,
         }
     }
 
@@ -660,6 +665,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
                         self.surroundings(),
                         self.run.cancel,
                         Some(&history),
+                        attempt,
                     );
                     // A retry resolves its program afresh: the first attempt may have changed it.
                     drop(memo.take());
@@ -731,7 +737,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
                         let ran = if how.fail_fast && stop.load(Ordering::SeqCst) {
                             Ran::not_started()
                         } else {
-                            run_admitted(a, near, stop, None)
+                            run_admitted(a, near, stop, None, 1)
                         };
                         if tx.send((k, ran)).is_err() {
                             break;
@@ -746,7 +752,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             };
             for &k in &here {
                 announce(near.emitter, &admitted[k].1.call, 1);
-                let ran = run_admitted(&admitted[k].1, near, &stop, Some(&history));
+                let ran = run_admitted(&admitted[k].1, near, &stop, Some(&history), 1);
                 settle(k, ran, &mut out);
             }
             loop {
@@ -833,6 +839,7 @@ struct Surroundings<'a> {
     policy: &'a Policy,
     sandbox: &'a crate::sandbox::OsSandbox,
     creates: &'a [String],
+    trace: Option<&'a crate::events::otel::TraceContext>,
 }
 
 /// Emits a call's `tool_call` event and progress hook, before its `tool_result`: for a call that
@@ -887,6 +894,7 @@ fn run_admitted(
     near: Surroundings,
     cancel: &AtomicBool,
     history: Option<&dyn crate::tools::history::HistorySource>,
+    attempt: u32,
 ) -> Ran {
     let call = &admitted.call;
     let heartbeat = |elapsed: Duration| {
@@ -906,6 +914,9 @@ fn run_admitted(
         heartbeat: &heartbeat,
         creates: near.creates,
         history,
+        trace_parent: near
+            .trace
+            .map(|t| t.for_call(near.emitter.run_id(), &call.step_id, &call.call_id, attempt)),
     };
     let started_at = now_ms();
     let started = Instant::now();

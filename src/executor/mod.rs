@@ -282,6 +282,7 @@ pub struct Executor {
     jobs: usize,
     replay_of: Option<String>,
     jobs_from: schedule::JobsSource,
+    trace: Option<crate::events::otel::TraceContext>,
 }
 
 /// `with_confirmation` (default: every confirmation denied, fail closed), `with_progress`,
@@ -316,6 +317,7 @@ impl Executor {
             jobs: schedule::default_jobs(),
             replay_of: None,
             jobs_from: schedule::JobsSource::Default,
+            trace: None,
         }
     }
 
@@ -355,6 +357,13 @@ impl Executor {
     pub fn with_jobs_from(mut self, jobs: usize, from: schedule::JobsSource) -> Self {
         self.jobs = jobs.max(1);
         self.jobs_from = from;
+        self
+    }
+
+    /// Runs in the W3C trace context `trace` (docs/observability.md): each command started by a
+    /// tool call sees a `TRACEPARENT` naming the call's span (or the caller's, when not exporting).
+    pub fn with_trace(mut self, trace: Option<crate::events::otel::TraceContext>) -> Self {
+        self.trace = trace;
         self
     }
 
@@ -696,6 +705,7 @@ impl Executor {
             agent: &self.agent,
             tokens: &tokens,
             budget: &run_budget,
+            trace: self.trace.as_ref(),
         };
         let mut run = parts.context(&mut self.store, &self.callbacks.cancel);
 
@@ -973,6 +983,7 @@ struct Parts<'r> {
     agent: &'r AgentSettings,
     tokens: &'r TokenMeter,
     budget: &'r crate::plan::budget::Budget,
+    trace: Option<&'r crate::events::otel::TraceContext>,
 }
 
 impl<'r> Parts<'r> {
@@ -998,6 +1009,7 @@ impl<'r> Parts<'r> {
             agent: self.agent,
             tokens: self.tokens,
             budget: self.budget,
+            trace: self.trace,
         }
     }
 }

@@ -69,6 +69,7 @@ impl ValidationContext<'_> {
             heartbeat: &|_| {},
             creates: &[],
             history: None,
+            trace_parent: None,
         };
         f(&ctx)
     }

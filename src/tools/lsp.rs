@@ -257,6 +257,7 @@ impl Tool for LspCheck {
             extra_env.push(("CARGO_NET_OFFLINE".to_string(), "true".to_string()));
         }
         spec.env = child_env(ctx.policy, &extra_env);
+        super::add_trace_parent(ctx, &mut spec.env);
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
         let (guard, created) = match super::confine(ctx, &mut spec, created, "cargo") {
@@ -449,6 +450,7 @@ mod tests {
             heartbeat: &|_| {},
             creates: &[],
             history: None,
+            trace_parent: None,
         };
         LspCheck.run(&serde_json::json!({ "path": path }), &ctx)
     }
