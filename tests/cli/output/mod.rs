@@ -5,4 +5,5 @@ mod refusals;
 mod report;
 mod reports;
 mod secrets;
+mod telemetry;
 mod terminal;
