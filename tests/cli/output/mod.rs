@@ -4,6 +4,7 @@
 mod refusals;
 mod report;
 mod reports;
+mod sarif;
 mod secrets;
 mod telemetry;
 mod terminal;
