@@ -434,6 +434,7 @@ mod tests {
             failure_output: error.map(|_| "--- stdout ---\nhunter2-secret-value".into()),
             execution_ids: vec!["e1".into(), "e2".into()],
             tolerated: false,
+            spend: None,
         };
         for steps in [
             vec![],

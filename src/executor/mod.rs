@@ -152,6 +152,10 @@ pub struct StepResult {
     /// A failure the plan allowed (`on_failure: "continue"`): recorded as failed, but its
     /// dependents ran and it does not by itself make the run fail.
     pub tolerated: bool,
+    /// What the step spent on models (tokens, calls, dollars at the policy's prices), when it
+    /// made a model call: shown per step in JUnit and the report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::plan::budget::Spend>,
 }
 
 impl StepResult {
@@ -175,6 +179,7 @@ impl StepResult {
             failure_output: None,
             execution_ids: Vec::new(),
             tolerated: false,
+            spend: None,
         }
     }
 }
@@ -1283,6 +1288,7 @@ fn run_step(
     let quit = ctx.quit;
     let attempts = ctx.attempts;
     let tokens = ctx.tokens;
+    let spend = Some(ctx.spend()).filter(|s| !s.is_zero());
     let execution_ids = std::mem::take(&mut ctx.execution_ids);
     drop(ctx);
 
@@ -1349,6 +1355,7 @@ fn run_step(
             && step.on_failure == OnFailure::Continue
             && !quit
             && !run.cancel.load(Ordering::SeqCst),
+        spend,
     };
     match kind {
         None => {

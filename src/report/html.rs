@@ -216,6 +216,7 @@ pub fn render(
         redactor,
         header: header.as_ref(),
         header_unreadable: header_unreadable.as_deref(),
+        spend: store.step_spend(&run.run_id)?,
     };
     let mut out = std::io::BufWriter::new(out);
 
@@ -300,6 +301,8 @@ struct Page<'a> {
     header: Option<&'a RunHeader>,
     /// Why the recorded header does not read, when it does not.
     header_unreadable: Option<&'a str>,
+    /// What each step spent on models: tokens, model calls, dollars (docs/observability.md).
+    spend: std::collections::BTreeMap<String, (i64, i64, Option<f64>)>,
 }
 
 impl Page<'_> {
@@ -712,6 +715,14 @@ impl Page<'_> {
         let tries = attempts(execs);
         if tries > 1 {
             let _ = write!(summary, " · {tries} attempts");
+        }
+        if let Some((tokens, calls, cost)) = self.spend.get(&st.step_id) {
+            let _ = write!(
+                summary,
+                " · <span class=\"spend\">{tokens} tokens, {calls} model call{}{}</span>",
+                if *calls == 1 { "" } else { "s" },
+                cost.map(|c| format!(", ${c:.4}")).unwrap_or_default()
+            );
         }
         if let Some(code) = &st.error_code {
             let _ = write!(summary, " · {}", self.esc(code));
@@ -1286,6 +1297,7 @@ mod tests {
             redactor: &redactor,
             header: None,
             header_unreadable: None,
+            spend: Default::default(),
         };
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let cut = ArtifactCut {

@@ -77,8 +77,25 @@ pub fn render(
             .as_deref()
             .map(|e| redactor.redact(e).into_owned())
             .unwrap_or_default();
+        // What the step spent on models, as pytest's `record_property` writes properties.
+        let spend = step.spend.map(|s| {
+            format!(
+                "      <properties><property name=\"tokens\" value=\"{}\"/><property \
+                 name=\"model_calls\" value=\"{}\"/><property name=\"cost_usd\" \
+                 value=\"{:.6}\"/></properties>\n",
+                s.tokens, s.model_calls, s.cost_usd
+            )
+        });
+        if step.status == StepStatus::Completed && spend.is_none() {
+            out.push_str("/>\n");
+            continue;
+        }
+        out.push_str(">\n");
+        if let Some(p) = &spend {
+            out.push_str(p);
+        }
         match step.status {
-            StepStatus::Completed => out.push_str("/>\n"),
+            StepStatus::Completed => out.push_str("    </testcase>\n"),
             StepStatus::Failed => {
                 let kind = step.error_kind.map(|k| k.as_str()).unwrap_or("tool_failed");
                 let mut body = format!("{} ({})", step.tool, kind);
@@ -93,7 +110,7 @@ pub fn render(
                 }
                 let _ = write!(
                     out,
-                    ">\n      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n",
+                    "      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n",
                     escape(first_line(&error)),
                     escape(&body)
                 );
@@ -123,7 +140,7 @@ pub fn render(
                 };
                 let _ = write!(
                     out,
-                    ">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    "      <skipped message=\"{}\"/>\n    </testcase>\n",
                     escape(&why)
                 );
             }

@@ -336,3 +336,64 @@ fn a_malformed_budget_is_named_with_its_line() {
         assert!(err.contains(needle), "{needle:?} missing from:\n{err}");
     }
 }
+
+#[test]
+fn junit_and_the_report_show_what_each_step_spent() {
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        r#"{"prices": {"test-model": {"input_per_mtok": 1000, "output_per_mtok": 2000}}}"#,
+    );
+    let server = ScriptedServer::start(vec![read(), done()]);
+    let plan = budget_plan(
+        &t,
+        Some(json!({"cost_usd": 1})),
+        vec![
+            agent_step("fix", None),
+            json!({"step_id": "after", "tool": "file_read", "arguments": {"path": "a.txt"}}),
+        ],
+    );
+    let junit = t.root.join("junit.xml");
+    let html = t.root.join("report.html");
+    let out = t.approve_and_run_with_model(
+        &plan,
+        &server,
+        &[
+            "--junit",
+            junit.to_str().unwrap(),
+            "--report-html",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let case = |name: &str| {
+        doc.descendants()
+            .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some(name))
+            .unwrap()
+    };
+    let props: Vec<(&str, &str)> = case("fix")
+        .descendants()
+        .filter(|n| n.has_tag_name("property"))
+        .map(|n| (n.attribute("name").unwrap(), n.attribute("value").unwrap()))
+        .collect();
+    assert_eq!(
+        props,
+        [
+            ("tokens", "30"),
+            ("model_calls", "2"),
+            ("cost_usd", "0.040000")
+        ]
+    );
+    assert!(
+        !case("after")
+            .descendants()
+            .any(|n| n.has_tag_name("property"))
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("30 tokens, 2 model calls, $0.0400"),
+        "spend missing"
+    );
+}
