@@ -302,7 +302,7 @@ struct Page<'a> {
     /// Why the recorded header does not read, when it does not.
     header_unreadable: Option<&'a str>,
     /// What each step spent on models: tokens, model calls, dollars (docs/observability.md).
-    spend: std::collections::BTreeMap<String, (i64, i64, Option<f64>)>,
+    spend: std::collections::BTreeMap<String, crate::store::StepSpend>,
 }
 
 impl Page<'_> {

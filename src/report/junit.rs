@@ -108,9 +108,9 @@ pub fn render(
                     body.push('\n');
                     body.push_str(&redactor.redact(excerpt));
                 }
-                let _ = write!(
+                let _ = writeln!(
                     out,
-                    "      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n",
+                    "      <failure message=\"{}\" type=\"{kind}\">{}</failure>",
                     escape(first_line(&error)),
                     escape(&body)
                 );

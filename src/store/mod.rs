@@ -145,6 +145,10 @@ pub struct StepRow {
     pub error_message: Option<String>,
 }
 
+/// What one step spent on models, as recorded: tokens, model calls, dollars (`None` when no call
+/// had a price).
+pub type StepSpend = (i64, i64, Option<f64>);
+
 /// One tool execution (or LLM turn) as recorded.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecutionRecord {
@@ -978,10 +982,7 @@ impl Store {
 
     /// What each step of `run_id` spent on models: step id → (tokens, model calls, dollars;
     /// `None` when no call had a price). Steps that made no model call are absent.
-    pub fn step_spend(
-        &self,
-        run_id: &str,
-    ) -> Result<BTreeMap<String, (i64, i64, Option<f64>)>, StoreError> {
+    pub fn step_spend(&self, run_id: &str) -> Result<BTreeMap<String, StepSpend>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT step_id,
                     TOTAL(MAX(COALESCE(prompt_tokens, 0), 0) + MAX(COALESCE(completion_tokens, 0), 0)),

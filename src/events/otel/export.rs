@@ -233,12 +233,15 @@ impl Poster {
         let n = spans.len() as u64;
         let outcome = self.try_post(spans);
         // Settled either way: no longer pending (unless `finish` gave up on it already).
-        let _ = self
-            .shared
-            .pending
-            .try_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
-                Some(p.saturating_sub(n))
-            });
+        let mut current = self.shared.pending.load(Ordering::SeqCst);
+        while let Err(now) = self.shared.pending.compare_exchange(
+            current,
+            current.saturating_sub(n),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            current = now;
+        }
         match outcome {
             Ok(()) => {
                 self.shared.exported.fetch_add(n, Ordering::SeqCst);
