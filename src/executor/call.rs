@@ -914,9 +914,14 @@ fn run_admitted(
         heartbeat: &heartbeat,
         creates: near.creates,
         history,
-        trace_parent: near
-            .trace
-            .map(|t| t.for_call(near.emitter.run_id(), &call.step_id, &call.call_id, attempt)),
+        trace_parent: near.trace.map(|t| {
+            let at = crate::events::otel::CallRef {
+                step_id: &call.step_id,
+                turn: call.turn,
+                call_id: &call.call_id,
+            };
+            t.for_call(near.emitter.run_id(), at, attempt)
+        }),
     };
     let started_at = now_ms();
     let started = Instant::now();

@@ -221,11 +221,11 @@ impl TraceContext {
         }
     }
 
-    /// The `TRACEPARENT` a command started by tool call (`run_id`, `step_id`, `call_id`,
-    /// `attempt`) sees: its own tool span when exporting, else the caller's span.
-    pub fn for_call(&self, run_id: &str, step_id: &str, call_id: &str, attempt: u32) -> String {
+    /// The `TRACEPARENT` a command started by tool call `call` of run `run_id` (its step, turn
+    /// and id) sees on its `attempt`: its own tool span when exporting, else the caller's span.
+    pub fn for_call(&self, run_id: &str, call: CallRef, attempt: u32) -> String {
         let span = if self.exporting {
-            call_span_id(run_id, step_id, call_id, attempt)
+            call_span_id(run_id, call, attempt)
         } else {
             self.parent.unwrap_or_default()
         };
@@ -269,15 +269,28 @@ pub fn parse_traceparent(text: &str) -> Option<([u8; 16], [u8; 8], u8)> {
     Some((trace_id, span_id, u8::from_str_radix(flags, 16).ok()?))
 }
 
+/// What names a tool call within a run: its step, the agent turn that asked for it (models reuse
+/// call ids from one answer to the next), and its id.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRef<'a> {
+    /// The step.
+    pub step_id: &'a str,
+    /// The agent turn, if a model asked for the call.
+    pub turn: Option<u32>,
+    /// The call's id.
+    pub call_id: &'a str,
+}
+
 /// The span id of a tool call's attempt, derived from what names it, so the executor (which puts
 /// it in the command's `TRACEPARENT`) and the sink (which reports the span) agree without
 /// talking to each other.
-pub fn call_span_id(run_id: &str, step_id: &str, call_id: &str, attempt: u32) -> [u8; 8] {
+pub fn call_span_id(run_id: &str, call: CallRef, attempt: u32) -> [u8; 8] {
     let mut material = Vec::new();
-    for part in [run_id, step_id, call_id] {
+    for part in [run_id, call.step_id, call.call_id] {
         material.extend_from_slice(&(part.len() as u64).to_be_bytes());
         material.extend_from_slice(part.as_bytes());
     }
+    material.extend_from_slice(&call.turn.map_or(0, |t| t + 1).to_be_bytes());
     material.extend_from_slice(&attempt.to_be_bytes());
     let digest = crate::util::sha256_hex(&material);
     let mut id = [0u8; 8];
@@ -552,7 +565,12 @@ impl OtelSink {
                         span
                     }
                 };
-                span.span_id = call_span_id(&event.run_id, step_id, call_id, *attempt).to_vec();
+                let call = CallRef {
+                    step_id,
+                    turn: *turn,
+                    call_id,
+                };
+                span.span_id = call_span_id(&event.run_id, call, *attempt).to_vec();
                 span.attributes.extend([
                     s("gen_ai.operation.name", "execute_tool"),
                     s("gen_ai.tool.type", "function"),
