@@ -1077,18 +1077,28 @@ mod tests {
             Some("b7ad6b7169203331")
         );
         assert_eq!(ctx.trace_state, "congo=t61");
-        let child = ctx.for_call("run", "s", "c", 1);
+        let call = |turn| CallRef {
+            step_id: "s",
+            turn,
+            call_id: "c",
+        };
+        let child = ctx.for_call("run", call(None), 1);
         let (t, span, flags) = parse_traceparent(&child).unwrap();
         assert_eq!(t, ctx.trace_id);
-        assert_eq!(span, call_span_id("run", "s", "c", 1));
+        assert_eq!(span, call_span_id("run", call(None), 1));
         assert_eq!(flags, 1);
         assert_ne!(
-            call_span_id("run", "s", "c", 1),
-            call_span_id("run", "s", "c", 2)
+            call_span_id("run", call(None), 1),
+            call_span_id("run", call(None), 2)
+        );
+        // Models reuse call ids from one answer to the next: the turn tells them apart.
+        assert_ne!(
+            call_span_id("run", call(Some(1)), 1),
+            call_span_id("run", call(Some(2)), 1)
         );
         // Not exporting: commands see the caller's span itself.
         let passing = TraceContext::for_run(Some(tp), None, false).unwrap();
-        assert_eq!(passing.for_call("run", "s", "c", 1), tp);
+        assert_eq!(passing.for_call("run", call(None), 1), tp);
         assert!(TraceContext::for_run(None, None, false).is_none());
         for bad in [
             "",
