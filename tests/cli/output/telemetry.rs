@@ -597,3 +597,38 @@ fn the_python_opentelemetry_proto_package_decodes_the_trace() {
         assert!(!all.contains(needle), "{needle:?} was exported");
     }
 }
+
+#[test]
+fn an_mcp_call_is_a_client_span_with_the_mcp_attributes() {
+    let t = TestDir::new();
+    crate::harness::mcp::policy(&t, &["handshake"], &["echo"], json!({}));
+    let plan = t.plan(
+        "mcp.json",
+        &json!({"plan_id": "mcp", "steps": [
+            {"step_id": "call", "tool": "mcp__fx__echo", "arguments": {"text": "hello"}}]}),
+    );
+    crate::harness::mcp::approve(&t, &plan);
+    let collector = Collector::start(200, Duration::ZERO);
+    let endpoint = collector.endpoint();
+    let out = crate::harness::mcp::run(
+        &t,
+        &["run", plan.to_str().unwrap()],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let spans = spans(&collector.received());
+    let call = spans
+        .iter()
+        .find(|s| s.name == "tools/call echo")
+        .unwrap_or_else(|| panic!("{:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()));
+    assert_eq!(call.kind, 3, "CLIENT");
+    assert_eq!(attr(call, "mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(attr(call, "gen_ai.tool.name").as_deref(), Some("echo"));
+    assert_eq!(
+        attr(call, "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(attr(call, "acode.mcp.server").as_deref(), Some("fx"));
+    let step = spans.iter().find(|s| s.name == "step call").unwrap();
+    assert_eq!(call.parent_span_id, step.span_id);
+}
