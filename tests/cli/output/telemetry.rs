@@ -535,18 +535,22 @@ fn the_python_opentelemetry_proto_package_decodes_the_trace() {
         return;
     }
     let t = TestDir::new();
-    let site = t.root.join("otel-py");
-    let status = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--target"])
-        .arg(&site)
-        .arg("opentelemetry-proto>=1.20")
+    let venv = t.root.join("otel-venv");
+    let ok = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "python3 -m venv failed (Debian: python3-venv)");
+    let status = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "opentelemetry-proto>=1.20"])
         .status()
         .unwrap();
     assert!(status.success(), "pip install opentelemetry-proto failed");
     let port = free_port();
     let dump = t.root.join("spans.json");
-    let mut receiver = Command::new("python3")
-        .env("PYTHONPATH", &site)
+    let mut receiver = Command::new(venv.join("bin/python"))
         .arg(repo().join("tests/support/otlp_receiver.py"))
         .arg(port.to_string())
         .arg(&dump)
