@@ -255,11 +255,30 @@ done
 gen read 10000 "$WORK/plans/read-page-10000.json" page.txt
 approve "$WORK/plans/read-page-10000.json" "$WS_READ"
 check_run "$WORK/plans/read-1000.json" "$WS_READ" 1000
+# A local OTLP collector that accepts everything (docs/observability.md): read-1000-traced against
+# read-1000 is what exporting a trace costs; with no OTEL_* variable set (read-1000) tracing does
+# no work at all beyond one check per tool call.
+OTLP_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 - "$OTLP_PORT" <<'PY' &
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+OTLP_PID=$!
+trap 'kill "$OTLP_PID" 2>/dev/null; cleanup' EXIT
 hf overhead \
     --prepare "rm -rf $(q "$WS_READ/.acode") && sync" \
     -n read-1 "$(q "$BIN") run $(q "$WORK/plans/read-1.json") --workspace $(q "$WS_READ") --quiet" \
     -n read-1000 "$(q "$BIN") run $(q "$WORK/plans/read-1000.json") --workspace $(q "$WS_READ") --quiet" \
-    -n read-1000-jsonl "$(q "$BIN") run $(q "$WORK/plans/read-1000.json") --workspace $(q "$WS_READ") --quiet --jsonl"
+    -n read-1000-jsonl "$(q "$BIN") run $(q "$WORK/plans/read-1000.json") --workspace $(q "$WS_READ") --quiet --jsonl" \
+    -n read-1000-traced "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$OTLP_PORT $(q "$BIN") run $(q "$WORK/plans/read-1000.json") --workspace $(q "$WS_READ") --quiet"
+kill "$OTLP_PID" 2>/dev/null || true
+trap cleanup EXIT
 
 # --- b. 1 000 file_write + file_read steps vs bash -----------------------------------------------
 

@@ -32,8 +32,10 @@ pub enum ErrorKind {
     /// (stuck detection): ended early instead of spending every remaining turn. Exit 31 like
     /// [`ErrorKind::TurnLimit`], since both mean "the agent did not get there".
     Stuck,
-    /// The run's token budget was used up.
-    TokenBudget,
+    /// A budget of the approved plan or of an agent step (tokens, wall clock, model calls, cost;
+    /// `--token-budget` lowers the tokens one) is used up, or the next model call would overspend
+    /// it: the call is not made. Exit 38.
+    BudgetExhausted,
     /// The LLM server could not be used (auth, missing model, malformed answers, retries exhausted).
     LlmError,
     /// A step that depends on a failed step; it never ran.
@@ -67,7 +69,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::TurnLimit => "turn_limit",
             ErrorKind::Stuck => "stuck",
-            ErrorKind::TokenBudget => "token_budget",
+            ErrorKind::BudgetExhausted => "budget_exhausted",
             ErrorKind::LlmError => "llm_error",
             ErrorKind::Blocked => "blocked",
             ErrorKind::Skipped => "skipped",
@@ -90,11 +92,11 @@ impl ErrorKind {
             ErrorKind::Interrupted => exit::INTERRUPTED,
             ErrorKind::McpChanged => exit::MCP_CHANGED,
             ErrorKind::ReplayDiverged => exit::REPLAY_DIVERGED,
+            ErrorKind::BudgetExhausted => exit::BUDGET_EXHAUSTED,
             ErrorKind::InvalidArguments
             | ErrorKind::PreconditionFailed
             | ErrorKind::ToolFailed
             | ErrorKind::VerificationFailed
-            | ErrorKind::TokenBudget
             | ErrorKind::LlmError
             | ErrorKind::Blocked
             | ErrorKind::Skipped
@@ -167,6 +169,9 @@ pub enum ExitCode {
     McpChanged = 36,
     /// A replay (`run --replay`) diverged from the recorded run (docs/replay.md).
     ReplayDiverged = 37,
+    /// A budget in the approved plan (or `--token-budget`) ran out: the run stopped before the
+    /// model call that would overspend it.
+    BudgetExhausted = 38,
     /// `import`: the plan was written, but some step lost something in conversion.
     ImportLossy = 40,
     /// `import`: some step (or the whole plan) could not be converted.
@@ -185,7 +190,7 @@ pub enum ExitCode {
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 20] = [
+    pub const ALL: [ExitCode; 21] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -199,6 +204,7 @@ impl ExitCode {
         ExitCode::ReviewChanges,
         ExitCode::McpChanged,
         ExitCode::ReplayDiverged,
+        ExitCode::BudgetExhausted,
         ExitCode::ImportLossy,
         ExitCode::ImportRefused,
         ExitCode::AttestationSignature,
@@ -236,6 +242,9 @@ impl ExitCode {
             ExitCode::McpChanged => "an MCP server differs from what was approved",
             ExitCode::ReplayDiverged => {
                 "`run --replay`: a request to the model differs from the recorded run's"
+            }
+            ExitCode::BudgetExhausted => {
+                "a budget of the plan or a step (tokens, wall clock, model calls, cost) ran out"
             }
             ExitCode::ImportLossy => "`import` wrote a plan with losses",
             ExitCode::ImportRefused => "`import` refused a step or the plan",
@@ -330,6 +339,8 @@ pub mod exit {
     pub const ATTESTATION_APPROVAL: i32 = ExitCode::AttestationApproval.code();
     /// `verify`: the attested run failed.
     pub const ATTESTED_RUN_FAILED: i32 = ExitCode::AttestedRunFailed.code();
+    /// A budget ran out.
+    pub const BUDGET_EXHAUSTED: i32 = ExitCode::BudgetExhausted.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

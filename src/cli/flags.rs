@@ -256,6 +256,8 @@ pub struct Args {
     pub llm_ca_cert: Option<PathBuf>,
     /// `--junit`.
     pub junit: Option<PathBuf>,
+    /// `--sarif`.
+    pub sarif: Option<PathBuf>,
     /// `--report-html` (run, resume) and `--html` (report): where the HTML report goes.
     pub report_html: Option<PathBuf>,
     /// `--output` / `-o`.
@@ -350,6 +352,7 @@ impl Default for Args {
             llm_provider: None,
             llm_ca_cert: None,
             junit: None,
+            sarif: None,
             report_html: None,
             output: None,
             max_attempts: None,
@@ -397,6 +400,8 @@ const DB_CMDS: &[Command] = &[
     Attest,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
+/// Commands that write a SARIF file: a run, or `report` of a recorded one.
+const SARIF_CMDS: &[Command] = &[Run, Resume, Report];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
 const STAGE_CMDS: &[Command] = &[Draft, Review, Do];
 
@@ -522,6 +527,16 @@ pub const FLAGS: &[Flag] = &[
         commands: EXEC_CMDS,
         update: |a, v| {
             a.junit = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "sarif",
+        value: Some("FILE"),
+        doc: "Write a SARIF 2.1.0 file of the run to FILE for code scanning: lsp_check diagnostics, failed steps, refused network requests and sandbox violations (docs/observability.md)",
+        commands: SARIF_CMDS,
+        update: |a, v| {
+            a.sarif = Some(PathBuf::from(val(v)?));
             Ok(())
         },
     },

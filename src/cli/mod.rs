@@ -1204,6 +1204,7 @@ fn execute_plan(
         _ => Ok(()),
     };
     reports::write(args, &result, executor.store(), redactor, &sandbox);
+    warn_about_telemetry(executor.store(), &result.run_id, redactor);
     if let Some(client) = replaying {
         replay::report_divergences(&client, redactor);
     }
@@ -1214,6 +1215,28 @@ fn execute_plan(
     // A run whose attestation could not be written ends with that error (after its reports).
     attested?;
     Ok((result.exit_code, result.run_id))
+}
+
+/// Says on stderr when the run's traces did not all reach the collector, or could not be sent
+/// (docs/observability.md): the run's outcome is not changed by it.
+fn warn_about_telemetry(store: &Store, run_id: &str, redactor: &Redactor) {
+    let Some(json) = store.telemetry(run_id).ok().flatten() else {
+        return;
+    };
+    let Ok(stats) = serde_json::from_str::<serde_json::Value>(&json) else {
+        return;
+    };
+    let dropped = stats["dropped"].as_u64().unwrap_or(0);
+    let error = stats["error"].as_str();
+    if dropped > 0 || error.is_some() {
+        eprintln!(
+            "acode-run: warning: OpenTelemetry: {} span(s) exported, {dropped} dropped{}",
+            stats["exported"].as_u64().unwrap_or(0),
+            error
+                .map(|e| format!(" ({})", redactor.redact(e)))
+                .unwrap_or_default()
+        );
+    }
 }
 
 /// The LLM configuration and agent settings from flags and environment, unchecked (for the

@@ -122,13 +122,24 @@ fn write_html(path: &std::path::Path, page: &[u8]) {
 /// opened, so an unknown run or an unreadable database writes nothing.
 pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
     use crate::error::exit;
-    let Some(path) = &args.report_html else {
+    if args.report_html.is_none() && args.sarif.is_none() {
         return Err(super::CliError::new(
             exit::USAGE,
-            "report needs --html FILE (or --html - for stdout)",
+            "report needs --html FILE (or --html - for stdout), or --sarif FILE",
         ));
-    };
+    }
     let store = super::query_store(args)?;
+    if let Some(path) = &args.sarif {
+        let run_id = store
+            .run(&args.positionals[0])
+            .map_err(super::not_found)?
+            .run_id;
+        write_sarif(&store, &run_id, redactor, path)
+            .map_err(|e| super::CliError::new(exit::INTERNAL, e))?;
+    }
+    let Some(path) = &args.report_html else {
+        return Ok(exit::OK);
+    };
     let mut page = Vec::new();
     html::render(&store, &args.positionals[0], redactor, &mut page).map_err(|e| match e {
         html::HtmlError::Store(e) => super::not_found(e),
@@ -141,6 +152,20 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
         )
     })?;
     Ok(exit::OK)
+}
+
+/// Writes run `run_id`'s SARIF file to `path` (`-`: stdout); the error says what failed.
+fn write_sarif(
+    store: &crate::store::Store,
+    run_id: &str,
+    redactor: &Redactor,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    let doc = crate::report::sarif::render(store, run_id, redactor)
+        .map_err(|e| format!("cannot write the SARIF file {}: {e}", path.display()))?;
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+    write_page(path, text.as_bytes())
+        .map_err(|e| format!("cannot write the SARIF file {}: {e}", path.display()))
 }
 
 /// Writes every report the flags and environment ask for; `store` is the run's database.
@@ -161,6 +186,11 @@ pub(super) fn write(
                 path.display()
             );
         }
+    }
+    if let Some(path) = &args.sarif
+        && let Err(e) = write_sarif(store, &result.run_id, redactor, path)
+    {
+        eprintln!("acode-run: warning: {e}");
     }
     if let Some(path) = &args.report_html {
         let mut page = Vec::new();
@@ -405,6 +435,7 @@ mod tests {
             failure_output: error.map(|_| "--- stdout ---\nhunter2-secret-value".into()),
             execution_ids: vec!["e1".into(), "e2".into()],
             tolerated: false,
+            spend: None,
         };
         for steps in [
             vec![],

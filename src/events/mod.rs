@@ -6,6 +6,7 @@
 
 pub mod human;
 pub mod jsonl;
+pub mod otel;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -408,6 +409,35 @@ pub enum EventKind {
         /// Warnings (e.g. truncated answer).
         #[serde(skip_serializing_if = "Vec::is_empty")]
         warnings: Vec<String>,
+        /// The model asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// How long the request took (its last attempt).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
+    },
+    /// A budget ran out (docs/observability.md): the model call about to be sent (or the step
+    /// about to start) was not, and the step fails with `budget_exhausted` (exit 38).
+    BudgetExhausted {
+        /// The step that stopped.
+        step_id: String,
+        /// Which budget: `tokens`, `wall_clock`, `model_calls` or `cost_usd`.
+        budget: String,
+        /// Whose: `plan` (the whole run's) or `step` (the agent step's own).
+        scope: String,
+        /// The limit, in `unit`s.
+        limit: f64,
+        /// What was used when the check was made, in `unit`s.
+        used: f64,
+        /// What the refused call was expected to add (0 when the budget was used up already).
+        next: f64,
+        /// `tokens`, `ms`, `calls` or `usd`.
+        unit: String,
+        /// The agent turn the refused model call was for (absent at a step's start).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn: Option<u32>,
+        /// The same, in words.
+        message: String,
     },
     /// A transient failure will be retried.
     RetryScheduled {
@@ -546,6 +576,7 @@ impl EventKind {
             EventKind::NetworkRequest { .. } => "network_request",
             EventKind::McpPinMismatch { .. } => "mcp_pin_mismatch",
             EventKind::LlmTurn { .. } => "llm_turn",
+            EventKind::BudgetExhausted { .. } => "budget_exhausted",
             EventKind::RetryScheduled { .. } => "retry_scheduled",
             EventKind::StepCompleted { .. } => "step_completed",
             EventKind::StepFailed { .. } => "step_failed",

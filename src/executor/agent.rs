@@ -23,6 +23,7 @@ use crate::events::EventKind;
 use crate::llm::react::{self, ReactStep, ToolProtocol};
 use crate::llm::{ChatRequest, ChatResponse, LlmClient, Message, ToolSpec};
 use crate::plan::Plan;
+use crate::plan::budget::Spend;
 use crate::plan::variables::Variables;
 use crate::store::ExecutionRecord;
 use crate::tools::agent::AgentArgs;
@@ -378,6 +379,11 @@ impl Session<'_> {
             window: settings.window_turns,
         };
         let mut repeats = RepeatGuard::default();
+        // What the next request is expected to spend, for the budgets: unknown before the first.
+        let mut next = Spend {
+            model_calls: 1,
+            ..Spend::default()
+        };
         for _ in 0..self.max_turns {
             if let Some(d) = self.deadline
                 && d.remaining().is_zero()
@@ -399,18 +405,19 @@ impl Session<'_> {
             if settings.protocol == ToolProtocol::Native {
                 request = request.with_tools(specs.clone());
             }
-            // Steps running at once (`--jobs`) share the budget: one that another step used up
-            // sends no further request, so the run overshoots by at most one request per step.
-            if let Some(outcome) = over_budget(ctx, &settings) {
-                return Ok(outcome);
-            }
-            let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings)? {
+            // Budgets are checked before every request (and every retry of one) in `chat`: steps
+            // running at once (`--jobs`) share the run's, so a request another step's spending
+            // made too expensive is not sent.
+            let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings, &next)? {
                 Ok(r) => r,
                 Err(outcome) => return Ok(outcome),
             };
-            if let Some(outcome) = over_budget(ctx, &settings) {
-                return Ok(outcome);
-            }
+            // The next request holds this one's prompt and answer and more: at least as much.
+            next = Spend {
+                tokens: response.usage.total(),
+                model_calls: 1,
+                cost_usd: price_of(ctx, self.model, response.usage),
+            };
             match settings.protocol {
                 ToolProtocol::Native => {
                     if response.tool_calls.is_empty() {
@@ -709,6 +716,7 @@ impl Session<'_> {
         request: &ChatRequest,
         turn: u32,
         settings: &AgentSettings,
+        next: &Spend,
     ) -> Result<Result<(ChatResponse, String), StepOutcome>, ExecutionError> {
         let mut attempt = 0u32;
         loop {
@@ -719,6 +727,12 @@ impl Session<'_> {
                     "interrupted",
                 )));
             }
+            if let Some(outcome) = super::budget::before_model_call(ctx, &request.model, next, turn)
+            {
+                return Ok(Err(outcome));
+            }
+            ctx.spent.model_calls = ctx.spent.model_calls.saturating_add(1);
+            ctx.run.tokens.count_call();
             ctx.attempts += 1;
             let started_at = now_ms();
             let t0 = Instant::now();
@@ -792,6 +806,15 @@ impl Session<'_> {
                     let id = ctx.record(record, &artifacts)?;
                     ctx.tokens.add(response.usage);
                     ctx.run.tokens.add(response.usage);
+                    if let Some(price) = ctx.run.policy.prices.get(&request.model) {
+                        let usd = price.cost(
+                            response.usage.prompt_tokens,
+                            response.usage.completion_tokens,
+                        );
+                        ctx.run.store.record_cost(&id, usd)?;
+                        ctx.spent.cost_usd += usd;
+                        ctx.run.tokens.add_cost(usd);
+                    }
                     ctx.run.emitter.emit(EventKind::LlmTurn {
                         step_id: ctx.step.step_id.clone(),
                         turn,
@@ -801,6 +824,8 @@ impl Session<'_> {
                         tool_calls: response.tool_calls.len(),
                         finish_reason: response.finish_reason.clone(),
                         warnings: response.warnings.clone(),
+                        model: Some(request.model.clone()),
+                        duration_ms: Some(duration_ms.max(0) as u64),
                     });
                     return Ok(Ok((response, id)));
                 }
@@ -964,18 +989,10 @@ fn done(answer: String) -> StepOutcome {
     }
 }
 
-/// The step's failure when the run's token budget is used up (by this step or one beside it).
-fn over_budget(ctx: &StepContext, settings: &AgentSettings) -> Option<StepOutcome> {
-    let budget = settings.token_budget?;
-    let used = ctx.run.tokens.total();
-    (used > budget).then(|| {
-        StepOutcome::failed(
-            ErrorKind::TokenBudget,
-            format!(
-                "token budget exceeded: the run used {used} tokens, the budget is {budget} \
-                 (--token-budget)"
-            ),
-        )
+/// What `usage` cost with `model` at the policy's prices (0 without a price).
+fn price_of(ctx: &StepContext, model: &str, usage: crate::llm::Usage) -> f64 {
+    ctx.run.policy.prices.get(model).map_or(0.0, |p| {
+        p.cost(usage.prompt_tokens, usage.completion_tokens)
     })
 }
 

@@ -18,6 +18,7 @@ use crate::error::{ErrorKind, now_ms};
 use crate::events::{EVENT_SCHEMA_VERSION, Event, EventKind};
 use crate::llm::{LlmClient, Usage};
 use crate::plan::Step;
+use crate::plan::budget::{Budget, Spend};
 use crate::policy::Policy;
 use crate::store::{ExecutionRecord, Store};
 use crate::tools::{Artifact, ToolCall, ToolContext, ToolOutput, ToolRegistry};
@@ -105,6 +106,11 @@ pub struct RunContext<'r> {
     pub agent: &'r AgentSettings,
     /// LLM tokens used so far in the run, by every step (one budget for steps running at once).
     pub tokens: &'r TokenMeter,
+    /// The run's budgets: the plan's `budget`, its tokens lowered by `--token-budget`.
+    pub budget: &'r Budget,
+    /// The W3C trace context the run is in, when traced or called with `TRACEPARENT`: each
+    /// command learns its own span from it (docs/observability.md).
+    pub trace: Option<&'r crate::events::otel::TraceContext>,
 }
 
 /// Why the steps running at once (`--jobs`) were stopped: recorded `cancelled` with this reason.
@@ -125,35 +131,79 @@ impl StopCause {
     }
 }
 
-/// The run's LLM token count, shared by the steps running at once.
-#[derive(Debug, Default)]
-pub struct TokenMeter(Mutex<Usage>);
+/// What the run has spent on models — tokens, requests, dollars — and since when it runs, shared
+/// by the steps running at once: the run's budgets are checked against it.
+#[derive(Debug)]
+pub struct TokenMeter {
+    spent: Mutex<(Usage, Spend)>,
+    started: Instant,
+}
+
+impl Default for TokenMeter {
+    fn default() -> Self {
+        TokenMeter::new(Usage::default())
+    }
+}
 
 impl TokenMeter {
     /// A meter starting at `used` (a resumed run carries on from what it had used).
     pub fn new(used: Usage) -> Self {
-        TokenMeter(Mutex::new(used))
+        TokenMeter::resumed(used, Spend::default())
+    }
+
+    /// A meter starting at `used` tokens and `spend`'s model calls and dollars (a resumed run).
+    pub fn resumed(used: Usage, spend: Spend) -> Self {
+        TokenMeter {
+            spent: Mutex::new((used, spend)),
+            started: Instant::now(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Usage, Spend)> {
+        match self.spent.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
     }
 
     /// The tokens used so far.
     pub fn get(&self) -> Usage {
-        match self.0.lock() {
-            Ok(g) => *g,
-            Err(poisoned) => *poisoned.into_inner(),
-        }
+        self.lock().0
     }
 
-    /// Adds one call's usage.
+    /// Adds one call's usage and what it cost.
     pub fn add(&self, usage: Usage) {
-        match self.0.lock() {
-            Ok(mut g) => g.add(usage),
-            Err(poisoned) => poisoned.into_inner().add(usage),
-        }
+        self.lock().0.add(usage);
+    }
+
+    /// Counts one request sent to a model.
+    pub fn count_call(&self) {
+        let mut g = self.lock();
+        g.1.model_calls = g.1.model_calls.saturating_add(1);
+    }
+
+    /// Adds the dollars one call cost.
+    pub fn add_cost(&self, usd: f64) {
+        self.lock().1.cost_usd += usd;
     }
 
     /// Prompt plus completion tokens so far, for the budget.
     pub fn total(&self) -> u64 {
         self.get().total()
+    }
+
+    /// Everything spent so far.
+    pub fn spend(&self) -> Spend {
+        let g = self.lock();
+        Spend {
+            tokens: g.0.total(),
+            ..g.1
+        }
+    }
+
+    /// Milliseconds since the run started (in this process).
+    pub fn elapsed_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
     }
 }
 
@@ -171,6 +221,10 @@ pub struct StepContext<'s, 'r> {
     pub execution_ids: Vec<String>,
     /// LLM tokens used by this step.
     pub tokens: Usage,
+    /// Model requests and dollars spent by this step (its tokens are [`StepContext::tokens`]).
+    pub spent: Spend,
+    /// When the step started, for its `wall_clock` budget.
+    pub started: Instant,
     next_call: u32,
 }
 
@@ -197,7 +251,17 @@ impl<'s, 'r> StepContext<'s, 'r> {
             quit: false,
             execution_ids: Vec::new(),
             tokens: Usage::default(),
+            spent: Spend::default(),
+            started: Instant::now(),
             next_call: 0,
+        }
+    }
+
+    /// What this step has spent on models: its tokens, requests and dollars.
+    pub fn spend(&self) -> Spend {
+        Spend {
+            tokens: self.tokens.total(),
+            ..self.spent
         }
     }
 
@@ -520,6 +584,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             heartbeat: &|_| {},
             creates: &self.step.creates,
             history: None,
+            trace_parent: None,
         };
         let tool = match screen(registry, &call.tool, &call.arguments, &ctx) {
             Ok(tool) => tool,
@@ -567,6 +632,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             policy: self.run.policy,
             sandbox: self.run.sandbox,
             creates: &self.step.creates,
+            trace: self.run.trace,
         }
     }
 
@@ -599,6 +665,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
                         self.surroundings(),
                         self.run.cancel,
                         Some(&history),
+                        attempt,
                     );
                     // A retry resolves its program afresh: the first attempt may have changed it.
                     drop(memo.take());
@@ -670,7 +737,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
                         let ran = if how.fail_fast && stop.load(Ordering::SeqCst) {
                             Ran::not_started()
                         } else {
-                            run_admitted(a, near, stop, None)
+                            run_admitted(a, near, stop, None, 1)
                         };
                         if tx.send((k, ran)).is_err() {
                             break;
@@ -685,7 +752,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             };
             for &k in &here {
                 announce(near.emitter, &admitted[k].1.call, 1);
-                let ran = run_admitted(&admitted[k].1, near, &stop, Some(&history));
+                let ran = run_admitted(&admitted[k].1, near, &stop, Some(&history), 1);
                 settle(k, ran, &mut out);
             }
             loop {
@@ -772,6 +839,7 @@ struct Surroundings<'a> {
     policy: &'a Policy,
     sandbox: &'a crate::sandbox::OsSandbox,
     creates: &'a [String],
+    trace: Option<&'a crate::events::otel::TraceContext>,
 }
 
 /// Emits a call's `tool_call` event and progress hook, before its `tool_result`: for a call that
@@ -826,6 +894,7 @@ fn run_admitted(
     near: Surroundings,
     cancel: &AtomicBool,
     history: Option<&dyn crate::tools::history::HistorySource>,
+    attempt: u32,
 ) -> Ran {
     let call = &admitted.call;
     let heartbeat = |elapsed: Duration| {
@@ -845,6 +914,14 @@ fn run_admitted(
         heartbeat: &heartbeat,
         creates: near.creates,
         history,
+        trace_parent: near.trace.map(|t| {
+            let at = crate::events::otel::CallRef {
+                step_id: &call.step_id,
+                turn: call.turn,
+                call_id: &call.call_id,
+            };
+            t.for_call(near.emitter.run_id(), at, attempt)
+        }),
     };
     let started_at = now_ms();
     let started = Instant::now();

@@ -218,6 +218,38 @@ impl<W: std::io::Write + Send> ProgressCallback for crate::events::jsonl::JsonlW
     }
 }
 
+impl ProgressCallback for crate::events::otel::OtelSink {
+    fn on_event(&self, event: &Event) {
+        self.write_event(event);
+    }
+    fn on_tool_result(&self, result: &ToolResult) {
+        self.tool_result_content(&result.step_id, &result.call_id, &result.content);
+    }
+}
+
+/// A shared callback is a callback: the same one can sit in a [`Fanout`] and stay with its owner
+/// (the trace sink the runner flushes after the run).
+impl<P: ProgressCallback + ?Sized> ProgressCallback for Arc<P> {
+    fn on_step_start(&self, step: &Step) {
+        (**self).on_step_start(step);
+    }
+    fn on_tool_call(&self, call: &ToolCall) {
+        (**self).on_tool_call(call);
+    }
+    fn on_tool_result(&self, result: &ToolResult) {
+        (**self).on_tool_result(result);
+    }
+    fn on_step_complete(&self, result: &StepResult) {
+        (**self).on_step_complete(result);
+    }
+    fn on_step_failed(&self, result: &StepResult) {
+        (**self).on_step_failed(result);
+    }
+    fn on_event(&self, event: &Event) {
+        (**self).on_event(event);
+    }
+}
+
 /// Sends progress to several callbacks in order (e.g. the JSONL writer and an embedder's UI).
 #[derive(Default)]
 pub struct Fanout(pub Vec<Box<dyn ProgressCallback>>);

@@ -6,6 +6,7 @@
 //! depend on a failed step are recorded `blocked`, others not reached are recorded `skipped`.
 
 pub mod agent;
+pub mod budget;
 pub mod call;
 pub mod callbacks;
 pub mod drivers;
@@ -152,6 +153,10 @@ pub struct StepResult {
     /// A failure the plan allowed (`on_failure: "continue"`): recorded as failed, but its
     /// dependents ran and it does not by itself make the run fail.
     pub tolerated: bool,
+    /// What the step spent on models (tokens, calls, dollars at the policy's prices), when it
+    /// made a model call: shown per step in JUnit and the report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::plan::budget::Spend>,
 }
 
 impl StepResult {
@@ -175,6 +180,7 @@ impl StepResult {
             failure_output: None,
             execution_ids: Vec::new(),
             tolerated: false,
+            spend: None,
         }
     }
 }
@@ -282,6 +288,7 @@ pub struct Executor {
     jobs: usize,
     replay_of: Option<String>,
     jobs_from: schedule::JobsSource,
+    trace: Option<crate::events::otel::TraceContext>,
 }
 
 /// `with_confirmation` (default: every confirmation denied, fail closed), `with_progress`,
@@ -316,6 +323,7 @@ impl Executor {
             jobs: schedule::default_jobs(),
             replay_of: None,
             jobs_from: schedule::JobsSource::Default,
+            trace: None,
         }
     }
 
@@ -355,6 +363,13 @@ impl Executor {
     pub fn with_jobs_from(mut self, jobs: usize, from: schedule::JobsSource) -> Self {
         self.jobs = jobs.max(1);
         self.jobs_from = from;
+        self
+    }
+
+    /// Runs in the W3C trace context `trace` (docs/observability.md): each command started by a
+    /// tool call sees a `TRACEPARENT` naming the call's span (or the caller's, when not exporting).
+    pub fn with_trace(mut self, trace: Option<crate::events::otel::TraceContext>) -> Self {
+        self.trace = trace;
         self
     }
 
@@ -529,6 +544,7 @@ impl Executor {
             self.store.record_cut_off(&run.run_id, row)?;
         }
         let (prompt_tokens, completion_tokens) = self.store.token_usage(&run.run_id)?;
+        let spend = self.store.model_spend(&run.run_id)?;
         self.run_plan(
             approved,
             Some(Resume {
@@ -536,6 +552,7 @@ impl Executor {
                     prompt_tokens: prompt_tokens.max(0) as u64,
                     completion_tokens: completion_tokens.max(0) as u64,
                 },
+                spend,
                 run_id: run.run_id,
                 prior,
             }),
@@ -669,7 +686,11 @@ impl Executor {
             approval: Some(crate::events::ApprovalInfo::of(approved)),
         });
         let approve_all = Mutex::new(false);
-        let tokens = TokenMeter::new(resume.as_ref().map(|r| r.tokens).unwrap_or_default());
+        let tokens = match &resume {
+            Some(r) => TokenMeter::resumed(r.tokens, r.spend),
+            None => TokenMeter::default(),
+        };
+        let run_budget = budget::run_budget(plan.budget.as_ref(), self.agent.token_budget);
         let stopped_by = std::sync::OnceLock::new();
         // Prompts are asked one at a time, whatever runs beside them.
         let gate = (self.callbacks.confirm.clone()).unwrap_or_else(|| Arc::new(AutoDeny));
@@ -690,6 +711,8 @@ impl Executor {
             llm: self.llm.as_ref(),
             agent: &self.agent,
             tokens: &tokens,
+            budget: &run_budget,
+            trace: self.trace.as_ref(),
         };
         let mut run = parts.context(&mut self.store, &self.callbacks.cancel);
 
@@ -967,6 +990,8 @@ struct Parts<'r> {
     llm: Option<&'r Arc<dyn LlmClient>>,
     agent: &'r AgentSettings,
     tokens: &'r TokenMeter,
+    budget: &'r crate::plan::budget::Budget,
+    trace: Option<&'r crate::events::otel::TraceContext>,
 }
 
 impl<'r> Parts<'r> {
@@ -991,6 +1016,8 @@ impl<'r> Parts<'r> {
             llm: self.llm,
             agent: self.agent,
             tokens: self.tokens,
+            budget: self.budget,
+            trace: self.trace,
         }
     }
 }
@@ -1108,6 +1135,8 @@ struct Resume {
     prior: std::collections::HashMap<String, StepState>,
     /// LLM tokens the run had used before.
     tokens: Usage,
+    /// Model calls and dollars the run had spent before.
+    spend: crate::plan::budget::Spend,
 }
 
 impl Executor {
@@ -1252,13 +1281,17 @@ fn run_step(
                     ErrorKind::PreconditionFailed,
                     format!("precondition failed: {why}"),
                 ),
-                None => drivers::run(&mut ctx, plan, &args, vars)?,
+                None => match budget::before_step(ctx.run, step) {
+                    Some(outcome) => outcome,
+                    None => drivers::run(&mut ctx, plan, &args, vars)?,
+                },
             }
         }
     };
     let quit = ctx.quit;
     let attempts = ctx.attempts;
     let tokens = ctx.tokens;
+    let spend = Some(ctx.spend()).filter(|s| !s.is_zero());
     let execution_ids = std::mem::take(&mut ctx.execution_ids);
     drop(ctx);
 
@@ -1325,6 +1358,7 @@ fn run_step(
             && step.on_failure == OnFailure::Continue
             && !quit
             && !run.cancel.load(Ordering::SeqCst),
+        spend,
     };
     match kind {
         None => {

@@ -4,6 +4,7 @@
 //! the way is reported together with its location (`steps[3].arguments.path: ...`).
 
 pub mod auth;
+pub mod budget;
 pub mod model;
 pub mod parse;
 pub mod signers;
@@ -69,6 +70,7 @@ impl ValidationContext<'_> {
             heartbeat: &|_| {},
             creates: &[],
             history: None,
+            trace_parent: None,
         };
         f(&ctx)
     }
@@ -114,7 +116,11 @@ impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.location, self.message)?;
         if let Some(line) = self.line {
-            write!(f, " (step at line {line})")?;
+            if self.location.starts_with("steps[") {
+                write!(f, " (step at line {line})")?;
+            } else {
+                write!(f, " (at line {line})")?;
+            }
         }
         Ok(())
     }
@@ -232,8 +238,10 @@ pub fn read(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Plan, P
         plan,
         mut problems,
         step_lines,
+        budget_line,
     } = read_partial(path, overrides)?;
     annotate(&mut problems, &step_lines);
+    annotate_budget(&mut problems, budget_line);
     if let Some(plan) = &plan {
         scrub_problems(plan, &[], &mut problems);
     }
@@ -270,6 +278,8 @@ struct Partial {
     plan: Option<Plan>,
     problems: Vec<Problem>,
     step_lines: Vec<usize>,
+    /// Where the plan's `budget` key is, for its problems.
+    budget_line: Option<usize>,
 }
 
 fn read_partial(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Partial, PlanError> {
@@ -304,7 +314,18 @@ fn read_partial(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Par
         plan,
         problems,
         step_lines: lines,
+        budget_line: parse::top_key_line(&bytes, "budget"),
     })
+}
+
+/// Adds to each problem in the plan's `budget` the line of that key.
+fn annotate_budget(problems: &mut [Problem], line: Option<usize>) {
+    for p in problems
+        .iter_mut()
+        .filter(|p| p.location.starts_with("plan.budget"))
+    {
+        p.line = line;
+    }
 }
 
 /// Adds to each problem inside `steps[i]` the line where that step starts in the file.
@@ -331,6 +352,7 @@ pub fn load(
         plan,
         mut problems,
         step_lines,
+        budget_line,
     } = read_partial(path, overrides)?;
     if let Some(plan) = &plan {
         problems.extend(validate::validate(plan, ctx));
@@ -338,6 +360,7 @@ pub fn load(
         scrub_problems(plan, &builtins, &mut problems);
     }
     annotate(&mut problems, &step_lines);
+    annotate_budget(&mut problems, budget_line);
     match plan {
         Some(plan) if problems.is_empty() => Ok(plan),
         _ => Err(PlanError::Invalid {

@@ -22,6 +22,8 @@ pub struct Plan {
     pub secrets: Vec<String>,
     /// Defaults for step fields left out.
     pub defaults: Defaults,
+    /// What the whole run may spend (plan field `budget`; `--token-budget` can only lower it).
+    pub budget: Option<super::budget::Budget>,
     /// The steps in file order.
     pub steps: Vec<Step>,
     /// SHA-256 of the plan file's bytes, hex; what an approval is bound to.
@@ -266,6 +268,8 @@ pub struct Step {
     /// The plan vouches that this command or agent step writes only what no other step touches
     /// (`parallel_safe`), so `--jobs` may run it beside other writers (docs/parallel.md).
     pub parallel_safe: bool,
+    /// What this agent step may spend (`budget`; boxed, like `verify`: most steps have none).
+    pub budget: Option<Box<super::budget::Budget>>,
 }
 
 /// What a step may do to the workspace's files, decided from its tool and whether it runs commands

@@ -164,6 +164,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             "variables",
             "defaults",
             "secrets",
+            "budget",
             "steps",
         ],
     );
@@ -297,6 +298,14 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         Some(other) => c.err("plan.defaults", format!("expected an object, got {other}")),
     }
 
+    let budget = obj.get("budget").and_then(|v| {
+        let (budget, problems) = super::budget::parse(v, "plan.budget");
+        for (at, message) in problems {
+            c.err(at, message);
+        }
+        budget
+    });
+
     let steps = match streamed {
         Some(steps)
             if steps.is_empty() && c.problems.iter().all(|p| !p.location.starts_with("steps[")) =>
@@ -318,6 +327,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         variables,
         secrets,
         defaults,
+        budget,
         steps,
         sha256: crate::util::sha256_hex(bytes),
         source: None,
@@ -339,6 +349,7 @@ const STEP_FIELDS: &[&str] = &[
     "description",
     "creates",
     "parallel_safe",
+    "budget",
 ];
 
 /// A `verify`'s `commands`: a list of 1 to [`MAX_VERIFY_COMMANDS`] command strings. `None` when
@@ -575,6 +586,22 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             Box::default()
         }
     };
+    let budget = obj.get("budget").and_then(|v| {
+        let at = format!("{at}.budget");
+        let (budget, problems) = super::budget::parse(v, &at);
+        for (location, message) in problems {
+            c.err(location, message);
+        }
+        if budget.is_some() && tool != crate::tools::agent::NAME {
+            c.err(
+                at,
+                "a budget bounds model calls, so only an agent step takes one (bound a command \
+                 with timeout_s, the whole run with the plan's budget)",
+            );
+            return None;
+        }
+        budget.map(Box::new)
+    });
     Some(Step {
         step_id,
         position: i,
@@ -589,6 +616,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         verify,
         creates,
         parallel_safe,
+        budget,
     })
 }
 
@@ -723,6 +751,55 @@ pub fn step_lines(bytes: &[u8]) -> Vec<usize> {
         }
     }
     lines
+}
+
+/// The 1-based line of the top-level key `key` (`"budget"`), found by the same kind of scan as
+/// [`step_lines`], so a problem in a plan-level object points at its line.
+pub fn top_key_line(bytes: &[u8], key: &str) -> Option<usize> {
+    let (mut line, mut depth) = (1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut key_start: Option<usize> = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\n' {
+            line += 1;
+        }
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+                if let Some(start) = key_start.take()
+                    && &bytes[start..i] == key.as_bytes()
+                {
+                    return Some(line);
+                }
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                // A key at depth 1 follows `{` or `,`; a value string never starts a key scan
+                // because values at depth 1 follow `:`.
+                if depth == 1 {
+                    let before = bytes[..i]
+                        .iter()
+                        .rev()
+                        .find(|c| !c.is_ascii_whitespace())
+                        .copied();
+                    if matches!(before, Some(b'{') | Some(b',')) {
+                        key_start = Some(i + 1);
+                    }
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Streams the top-level plan object: every field but `steps` is kept as a value; `steps` is

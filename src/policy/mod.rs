@@ -180,6 +180,14 @@ pub struct Policy {
     /// empty, so policies written before it keep their hash.
     #[serde(skip_serializing_if = "ApprovalsPolicy::is_empty")]
     pub approvals: ApprovalsPolicy,
+    /// Model name → its price (`prices`), so a plan's `cost_usd` budget can be counted. Part of
+    /// the policy's hash like every setting; left out of the serialised form when empty.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub prices: std::collections::BTreeMap<String, Price>,
+    /// What OpenTelemetry traces may carry (`telemetry`, docs/observability.md). Left out of the
+    /// serialised form when default.
+    #[serde(skip_serializing_if = "Telemetry::is_default")]
+    pub telemetry: Telemetry,
 }
 
 /// The `approvals` section of the policy (issue 42): with `allowed_signers`, only approvals
@@ -301,6 +309,42 @@ impl ApprovalsPolicy {
             }
         }
         Ok(())
+    }
+}
+
+/// What a model costs, in US dollars per million tokens (policy `prices.MODEL`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Dollars per million prompt tokens.
+    pub input_per_mtok: f64,
+    /// Dollars per million completion tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// The dollars `prompt` and `completion` tokens cost.
+    pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (prompt as f64 * self.input_per_mtok + completion as f64 * self.output_per_mtok)
+            / 1_000_000.0
+    }
+}
+
+/// The policy's `telemetry` section: what exported traces may carry beyond names, ids, counts and
+/// outcomes. Off by default: prompts, answers, tool arguments and results stay in the database.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Telemetry {
+    /// Export prompts, model answers, tool-call arguments and results on spans (redacted like
+    /// every record): `gen_ai.input.messages`, `gen_ai.output.messages`,
+    /// `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`.
+    pub export_content: bool,
+}
+
+impl Telemetry {
+    /// Whether nothing is set (the section is then left out of the policy's hash).
+    pub fn is_default(&self) -> bool {
+        *self == Telemetry::default()
     }
 }
 
@@ -662,6 +706,8 @@ impl Default for Policy {
             jobs: None,
             mcp: McpPolicy::default(),
             approvals: ApprovalsPolicy::default(),
+            prices: std::collections::BTreeMap::new(),
+            telemetry: Telemetry::default(),
         }
     }
 }
@@ -732,6 +778,19 @@ impl Policy {
         }
         policy.mcp.check()?;
         policy.approvals.check()?;
+        for (model, price) in &policy.prices {
+            for (field, v) in [
+                ("input_per_mtok", price.input_per_mtok),
+                ("output_per_mtok", price.output_per_mtok),
+            ] {
+                if !(v.is_finite() && (0.0..=1_000_000.0).contains(&v)) {
+                    return Err(format!(
+                        "prices.{model}.{field}: expected dollars per million tokens from 0 to \
+                         1000000, got {v}"
+                    ));
+                }
+            }
+        }
         for (field, list) in [
             ("commands", policy.commands.as_deref().unwrap_or_default()),
             ("allow_commands", &policy.allow_commands),

@@ -218,6 +218,7 @@ pub fn render(
         header: header.as_ref(),
         header_unreadable: header_unreadable.as_deref(),
         attestation: attestation.as_ref(),
+        spend: store.step_spend(&run.run_id)?,
     };
     let mut out = std::io::BufWriter::new(out);
 
@@ -304,6 +305,8 @@ struct Page<'a> {
     header_unreadable: Option<&'a str>,
     /// The latest attestation written of the run.
     attestation: Option<&'a crate::store::AttestationRecord>,
+    /// What each step spent on models: tokens, model calls, dollars (docs/observability.md).
+    spend: std::collections::BTreeMap<String, crate::store::StepSpend>,
 }
 
 impl Page<'_> {
@@ -737,6 +740,14 @@ impl Page<'_> {
         let tries = attempts(execs);
         if tries > 1 {
             let _ = write!(summary, " · {tries} attempts");
+        }
+        if let Some((tokens, calls, cost)) = self.spend.get(&st.step_id) {
+            let _ = write!(
+                summary,
+                " · <span class=\"spend\">{tokens} tokens, {calls} model call{}{}</span>",
+                if *calls == 1 { "" } else { "s" },
+                cost.map(|c| format!(", ${c:.4}")).unwrap_or_default()
+            );
         }
         if let Some(code) = &st.error_code {
             let _ = write!(summary, " · {}", self.esc(code));
@@ -1312,6 +1323,7 @@ mod tests {
             header: None,
             header_unreadable: None,
             attestation: None,
+            spend: Default::default(),
         };
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let cut = ArtifactCut {

@@ -102,8 +102,25 @@ pub fn render(
             .as_deref()
             .map(|e| redactor.redact(e).into_owned())
             .unwrap_or_default();
+        // What the step spent on models, as pytest's `record_property` writes properties.
+        let spend = step.spend.map(|s| {
+            format!(
+                "      <properties><property name=\"tokens\" value=\"{}\"/><property \
+                 name=\"model_calls\" value=\"{}\"/><property name=\"cost_usd\" \
+                 value=\"{:.6}\"/></properties>\n",
+                s.tokens, s.model_calls, s.cost_usd
+            )
+        });
+        if step.status == StepStatus::Completed && spend.is_none() {
+            out.push_str("/>\n");
+            continue;
+        }
+        out.push_str(">\n");
+        if let Some(p) = &spend {
+            out.push_str(p);
+        }
         match step.status {
-            StepStatus::Completed => out.push_str("/>\n"),
+            StepStatus::Completed => out.push_str("    </testcase>\n"),
             StepStatus::Failed => {
                 let kind = step.error_kind.map(|k| k.as_str()).unwrap_or("tool_failed");
                 let mut body = format!("{} ({})", step.tool, kind);
@@ -116,9 +133,9 @@ pub fn render(
                     body.push('\n');
                     body.push_str(&redactor.redact(excerpt));
                 }
-                let _ = write!(
+                let _ = writeln!(
                     out,
-                    ">\n      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n",
+                    "      <failure message=\"{}\" type=\"{kind}\">{}</failure>",
                     escape(first_line(&error)),
                     escape(&body)
                 );
@@ -148,7 +165,7 @@ pub fn render(
                 };
                 let _ = write!(
                     out,
-                    ">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    "      <skipped message=\"{}\"/>\n    </testcase>\n",
                     escape(&why)
                 );
             }

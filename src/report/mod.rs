@@ -9,6 +9,7 @@
 pub mod github;
 pub mod html;
 pub mod junit;
+pub mod sarif;
 
 use crate::executor::{ExecutionResult, StepResult};
 use crate::store::Store;

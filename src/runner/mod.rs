@@ -28,6 +28,7 @@ pub mod replay;
 pub mod session;
 pub mod settings;
 pub mod signing;
+pub mod telemetry;
 
 pub use settings::{RunSettings, SettingConflict};
 
@@ -711,11 +712,15 @@ impl PlanRunner {
     pub fn run_keeping_executor(self) -> Result<(ExecutionResult, Executor), RunnerError> {
         let target = self.target.clone();
         let rerun = self.rerun_interrupted;
-        let (mut executor, approved) = self.into_executor()?;
+        // OpenTelemetry, when the standard variables ask for it (docs/observability.md).
+        let tracing = telemetry::Tracing::from_env(&self, |name| std::env::var(name).ok());
+        let (executor, approved) = self.into_executor()?;
+        let mut executor = tracing.attach(executor);
         let result = match target {
             Target::Run(id) => executor.resume(&approved, &id, rerun)?,
             Target::New | Target::Latest => executor.execute(&approved)?,
         };
+        tracing.finish(&result.run_id, executor.store_mut());
         Ok((result, executor))
     }
 }

@@ -196,6 +196,14 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, path)
     );
     "#,
+    // 16 (issue 46): budgets and traces. `cost_usd` is what a model turn cost at the policy's
+    // prices (NULL when the model has no price), so `report` and JUnit show spend per step and a
+    // resumed run counts what it spent; `telemetry_json` what the run's OpenTelemetry export came
+    // to (spans sent, dropped, the last error), docs/observability.md.
+    r#"
+    ALTER TABLE executions ADD COLUMN cost_usd REAL;
+    ALTER TABLE runs ADD COLUMN telemetry_json TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

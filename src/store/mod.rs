@@ -147,6 +147,10 @@ pub struct StepRow {
     pub error_message: Option<String>,
 }
 
+/// What one step spent on models, as recorded: tokens, model calls, dollars (`None` when no call
+/// had a price).
+pub type StepSpend = (i64, i64, Option<f64>);
+
 /// One tool execution (or LLM turn) as recorded.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecutionRecord {
@@ -951,6 +955,78 @@ impl Store {
         )?;
         // `as` from f64 saturates at i64::MAX.
         Ok((prompt as i64, completion as i64))
+    }
+
+    /// The model calls `run_id` sent (every recorded `llm` attempt) and the dollars they cost, so a
+    /// resumed run's budgets count what its earlier part spent.
+    pub fn model_spend(&self, run_id: &str) -> Result<crate::plan::budget::Spend, StoreError> {
+        let (calls, cost): (i64, f64) = self.conn.query_row(
+            "SELECT count(*), TOTAL(MAX(COALESCE(cost_usd, 0), 0))
+             FROM executions WHERE run_id = ?1 AND tool_name = 'llm'",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(crate::plan::budget::Spend {
+            tokens: 0,
+            model_calls: calls.max(0) as u64,
+            cost_usd: cost,
+        })
+    }
+
+    /// Records what model turn `execution_id` cost at the policy's prices.
+    pub fn record_cost(&mut self, execution_id: &str, usd: f64) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE executions SET cost_usd = ?2 WHERE execution_id = ?1",
+            params![execution_id, usd],
+        )?;
+        Ok(())
+    }
+
+    /// What each step of `run_id` spent on models: step id → (tokens, model calls, dollars;
+    /// `None` when no call had a price). Steps that made no model call are absent.
+    pub fn step_spend(&self, run_id: &str) -> Result<BTreeMap<String, StepSpend>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT step_id,
+                    TOTAL(MAX(COALESCE(prompt_tokens, 0), 0) + MAX(COALESCE(completion_tokens, 0), 0)),
+                    count(*), SUM(cost_usd)
+             FROM executions WHERE run_id = ?1 AND tool_name = 'llm' GROUP BY step_id",
+        )?;
+        let rows = stmt.query_map([run_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                (
+                    r.get::<_, f64>(1)? as i64,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<f64>>(3)?,
+                ),
+            ))
+        })?;
+        let mut out = BTreeMap::new();
+        for row in rows {
+            let (k, v) = row?;
+            out.insert(k, v);
+        }
+        Ok(out)
+    }
+
+    /// Records what the run's OpenTelemetry export came to (JSON: spans sent, dropped, the last
+    /// error), written after the final flush.
+    pub fn record_telemetry(&mut self, run_id: &str, json: &str) -> Result<(), StoreError> {
+        let json = self.redactor.redact_json_text(json);
+        self.conn.execute(
+            "UPDATE runs SET telemetry_json = ?2 WHERE run_id = ?1",
+            params![run_id, json],
+        )?;
+        Ok(())
+    }
+
+    /// What [`Store::record_telemetry`] wrote for `run_id`, if anything.
+    pub fn telemetry(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT telemetry_json FROM runs WHERE run_id = ?1",
+            [run_id],
+            |r| r.get(0),
+        )?)
     }
 
     /// How many tool calls of `run_id` were refused as sandbox violations (including those of an

@@ -435,6 +435,7 @@ impl Tool for RunCommand {
         spec.program_roots = p.program.roots.clone();
         spec.program_by_name = p.program.found_by_name;
         spec.env = child_env(ctx.policy, &p.env);
+        super::add_trace_parent(ctx, &mut spec.env);
         harden_for_program(&program, ctx.workspace.root(), &mut spec.env);
         spec.timeout = limit;
         spec.output_cap = ctx.policy.limits.output_bytes;
@@ -577,6 +578,7 @@ mod tests {
             heartbeat: &|_| {},
             creates: &[],
             history: None,
+            trace_parent: None,
         }
     }
 

@@ -58,6 +58,9 @@ pub struct Diagnostic {
     pub file_name: Option<String>,
     /// The first line of the primary span (1-based).
     pub line_start: Option<u64>,
+    /// The first column of the primary span (1-based), when known (SARIF's `startColumn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column_start: Option<u64>,
     /// The lint or error code (`E0308`, `unused_variables`), when there is one.
     pub code: Option<String>,
 }
@@ -134,6 +137,9 @@ pub fn parse_cargo_messages(stdout: &str) -> Vec<Diagnostic> {
                 .map(str::to_string),
             line_start: primary
                 .and_then(|s| s.get("line_start"))
+                .and_then(Value::as_u64),
+            column_start: primary
+                .and_then(|s| s.get("column_start"))
                 .and_then(Value::as_u64),
             code,
         });
@@ -257,6 +263,7 @@ impl Tool for LspCheck {
             extra_env.push(("CARGO_NET_OFFLINE".to_string(), "true".to_string()));
         }
         spec.env = child_env(ctx.policy, &extra_env);
+        super::add_trace_parent(ctx, &mut spec.env);
         spec.timeout = ctx.timeout;
         spec.output_cap = ctx.policy.limits.output_bytes;
         let (guard, created) = match super::confine(ctx, &mut spec, created, "cargo") {
@@ -380,6 +387,7 @@ mod tests {
                 message: "mismatched types".into(),
                 file_name: Some("src/lib.rs".into()),
                 line_start: Some(5),
+                column_start: Some(5),
                 code: Some("E0308".into()),
             }
         );
@@ -449,6 +457,7 @@ mod tests {
             heartbeat: &|_| {},
             creates: &[],
             history: None,
+            trace_parent: None,
         };
         LspCheck.run(&serde_json::json!({ "path": path }), &ctx)
     }

@@ -256,6 +256,18 @@ pub struct ToolContext<'a> {
     /// The run history of this workspace, for the `history` tool; `None` where there is no run
     /// (validation, preview), and the tool then says so.
     pub history: Option<&'a dyn history::HistorySource>,
+    /// The W3C `traceparent` of this call's span (docs/observability.md): commands get it as
+    /// `TRACEPARENT`, so what they trace is a child of the call. `None` outside a traced run.
+    pub trace_parent: Option<String>,
+}
+
+/// Adds `TRACEPARENT` (this call's span, [`ToolContext::trace_parent`]) to a command's
+/// environment, over any the step set: the runner's trace context is the one that holds.
+pub(crate) fn add_trace_parent(ctx: &ToolContext, env: &mut Vec<(String, String)>) {
+    if let Some(tp) = &ctx.trace_parent {
+        env.retain(|(k, _)| k != "TRACEPARENT");
+        env.push(("TRACEPARENT".to_string(), tp.clone()));
+    }
 }
 
 /// Confines the command `spec` in the run's sandbox ([`OsSandbox::prepare`]) and returns the

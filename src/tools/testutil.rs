@@ -59,6 +59,7 @@ impl TestWs {
             heartbeat: &no_heartbeat,
             creates: &[],
             history: None,
+            trace_parent: None,
         }
     }
 

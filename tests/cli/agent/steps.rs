@@ -391,10 +391,10 @@ fn token_budget_is_enforced() {
     let server = ScriptedServer::start(fixture("read_then_edit.json"));
     let plan = agent_plan(&t, &["file_read", "file_edit"], 10);
     let out = t.approve_and_run_with_model(&plan, &server, &["--token-budget", "500"]);
-    assert_exit_with(&out, 30, "token budget");
+    assert_exit_with(&out, 38, "tokens budget");
     assert_eq!(
         q::<String>(&t.db(), "SELECT error_code FROM steps"),
-        "token_budget"
+        "budget_exhausted"
     );
 }
 

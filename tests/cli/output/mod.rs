@@ -1,8 +1,11 @@
 //! What a run tells: the HTML report, CI reports, machine-readable refusals, the terminal, and
 //! secrets kept out of all of it.
 
+mod phoenix;
 mod refusals;
 mod report;
 mod reports;
+mod sarif;
 mod secrets;
+mod telemetry;
 mod terminal;

@@ -257,7 +257,7 @@ fn the_report_of_a_hostile_parallel_run_shows_everything_and_runs_nothing() {
         "id=\"run-status\">failed<",
         "30 — a step failed",
         "approved by <b>reviewer</b>",
-        "unsigned (no approval key was in force)",
+        "unsigned (the name is claimed: no approval key was in force)",
         "which held",
         "id=\"sandbox-notes\"><ul><li>",
         "up to 2",

@@ -131,10 +131,10 @@ fn ids_may_be_abbreviated_everywhere() {
 #[test]
 fn a_misspelled_command_is_not_read_as_a_plan() {
     let t = TestDir::new();
-    let out = t.run(&["veryfy", "plan.json"]);
+    let out = t.run(&["valdate", "plan.json"]);
     assert_eq!(code(&out), 2);
     assert!(
-        stderr(&out).contains(r#"unknown command "veryfy" (did you mean validate?)"#),
+        stderr(&out).contains(r#"unknown command "valdate" (did you mean validate?)"#),
         "{}",
         stderr(&out)
     );

@@ -218,6 +218,8 @@ fn beyond_schema(problem: &Value) -> Option<&'static str> {
             "is not a declared variable",
             "secret naming an undeclared variable",
         ),
+        ("must be longer than zero", "a zero wall_clock budget"),
+        ("at most 30 days", "a wall_clock budget over 30 days"),
     ];
     kinds
         .iter()
