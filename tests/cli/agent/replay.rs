@@ -788,3 +788,70 @@ fn a_react_run_replays_with_the_protocol_it_was_recorded_with() {
         stderr(&out)
     );
 }
+
+/// A replay that no longer reproduces its recording ends the run with exit 37 even in a step
+/// whose `on_failure` is `continue`: the plan tolerates the step's own failures, not a replay
+/// that tests nothing. The step is failed (not tolerated) and the steps after it do not run.
+#[test]
+fn a_divergence_ends_the_run_with_exit_37_whatever_the_steps_on_failure_says() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "tolerant.json",
+        &json!({"plan_id": "tolerant", "steps": [
+            {"step_id": "look", "tool": "agent", "on_failure": "continue", "arguments": {
+                "instruction": "Read README.md and say what add() must do.",
+                "tools": ["file_read"], "max_turns": 4}},
+            {"step_id": "after", "tool": "file_write", "on_failure": "continue",
+             "arguments": {"path": "after.txt", "contents": "ran\n"}}]}),
+    );
+    reset(&t);
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "README.md"}))]),
+        ScriptedResponse::chat_text("add() must add."),
+    ]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    drop(server);
+    let recorded: String = q(&t.db(), "SELECT run_id FROM runs");
+    std::fs::remove_file(t.ws.join("after.txt")).unwrap();
+    // The same workspace replays, exit 0.
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    std::fs::remove_file(t.ws.join("after.txt")).unwrap();
+
+    t.file("README.md", "add() must subtract.\n");
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 37, "{}", stderr(&out));
+    let replay = newest_run(&t);
+    let db = t.db();
+    assert_eq!(
+        q::<i64>(
+            &db,
+            &format!("SELECT exit_code FROM runs WHERE run_id = '{replay}'")
+        ),
+        37
+    );
+    let failed: Vec<Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "step_failed" && e["step_id"] == "look")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["error_code"], "replay_diverged");
+    assert_ne!(failed[0]["tolerated"], true, "{:?}", failed[0]);
+    let finished: Vec<Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "run_finished")
+        .collect();
+    assert_eq!(finished[0]["exit_code"], 37, "{:?}", finished[0]);
+    assert_eq!(
+        finished[0]["tolerated"].as_u64().unwrap_or(0),
+        0,
+        "{:?}",
+        finished[0]
+    );
+    assert!(!t.ws.join("after.txt").exists(), "the step after it ran");
+
+    // Lenient: a divergence answered anyway is no failure, and `continue` changes nothing.
+    let out = run(&t, &plan, &recorded, &["--replay-lenient"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
