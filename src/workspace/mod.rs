@@ -6,6 +6,7 @@
 
 pub mod fs;
 pub mod guard;
+pub mod listing;
 pub mod nested_git;
 pub mod state;
 
