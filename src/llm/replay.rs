@@ -34,6 +34,8 @@ pub const FORMAT_VERSION: u32 = 1;
 const ID: &str = "<id>";
 /// What stands for the workspace's absolute path in a compared request.
 const WORKSPACE: &str = "<workspace>";
+/// What stands for a command's private temporary directory in a compared request.
+const TMP: &str = "<tmp>";
 
 /// The first line of a replay file: which run it was recorded from and what its steps were asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -532,10 +534,11 @@ impl LlmClient for StepReplay {
     }
 }
 
-/// The parts of a request body a replay compares, with what is volatile replaced (docs/replay.md):
-/// `messages` (ids of tool calls and results as [`ID`]), Anthropic's top-level `system`, and
-/// `tools`; in every string, `workspace` as [`WORKSPACE`], timestamps as `<timestamp>` and
-/// durations as `<duration>`. A body that is not a JSON object is compared as normalised text.
+/// The parts of a request body a replay compares, with what is volatile replaced (docs/replay.md,
+/// "What is compared", one test per entry): `messages` (ids of tool calls and results as [`ID`]),
+/// Anthropic's top-level `system`, and `tools`; in every string, `workspace` as [`WORKSPACE`], a
+/// command's private temporary directory as [`TMP`], timestamps as `<timestamp>` and durations as
+/// `<duration>`. A body that is not a JSON object is compared as normalised text.
 pub fn normalize(body: &Value, workspace: &str) -> Value {
     let Value::Object(map) = body else {
         return normalize_strings(body, workspace, false);
@@ -587,6 +590,13 @@ fn volatile_patterns() -> &'static [(regex::Regex, &'static str)] {
         std::sync::OnceLock::new();
     PATTERNS.get_or_init(|| {
         [
+            // A command's private TMPDIR (docs/security.md): under Landlock
+            // `$TMPDIR/acode-run-UUID/cmd-HEX`, in bwrap's own /tmp `/tmp/acode-PID-N`.
+            (
+                r"(?:/[\w.+-]+)*/acode-run-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:/cmd-[0-9a-f]{32})?",
+                TMP,
+            ),
+            (r"/tmp/acode-\d+-\d+\b", TMP),
             (
                 r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?",
                 "<timestamp>",
@@ -599,7 +609,8 @@ fn volatile_patterns() -> &'static [(regex::Regex, &'static str)] {
     })
 }
 
-/// A string with the workspace path, timestamps and durations replaced (see [`normalize`]).
+/// A string with the workspace path, temporary directories, timestamps and durations replaced
+/// (see [`normalize`]).
 pub fn normalize_text(s: &str, workspace: &str) -> String {
     let mut text = if workspace.len() > 1 && s.contains(workspace) {
         s.replace(workspace, WORKSPACE)
@@ -732,9 +743,10 @@ fn text_of(m: &Value) -> String {
     }
 }
 
-/// The tool call with id `id`, found anywhere in `messages`: its name and arguments (an object;
-/// OpenAI's arguments text is read as JSON).
-fn call_for_id(messages: &[Value], id: &str) -> Option<(String, Value)> {
+/// The tool call with id `id` that message `i` answers: the last one before it (a server may
+/// reuse ids from one answer to the next): its name and arguments (an object; OpenAI's arguments
+/// text is read as JSON).
+fn call_for_id(messages: &[Value], i: usize, id: &str) -> Option<(String, Value)> {
     fn find(v: &Value, id: &str) -> Option<(String, Value)> {
         match v {
             Value::Object(map) => {
@@ -759,7 +771,10 @@ fn call_for_id(messages: &[Value], id: &str) -> Option<(String, Value)> {
             _ => None,
         }
     }
-    messages.iter().find_map(|m| find(m, id))
+    messages[..i.min(messages.len())]
+        .iter()
+        .rev()
+        .find_map(|m| find(m, id))
 }
 
 /// A call's arguments as an object: OpenAI sends them as JSON text.
@@ -822,7 +837,7 @@ fn describe_message(raw: &[Value], i: usize, old: &Value, new: &Value) -> (Strin
         "tool" => {
             let id = message.get("tool_call_id").and_then(Value::as_str);
             let call = match id {
-                Some(id) => call_for_id(raw, id),
+                Some(id) => call_for_id(raw, i, id),
                 None => call_by_position(raw, i),
             };
             let fallback = message
@@ -849,7 +864,7 @@ fn describe_message(raw: &[Value], i: usize, old: &Value, new: &Value) -> (Strin
                     let call = block
                         .get("tool_use_id")
                         .and_then(Value::as_str)
-                        .and_then(|id| call_for_id(raw, id));
+                        .and_then(|id| call_for_id(raw, i, id));
                     return named(call, None);
                 }
             }
@@ -1262,6 +1277,26 @@ mod tests {
             );
             assert!(d.ends_with(" (file src/lib.rs)"), "{provider}: {d}");
         }
+        // Ids reused from one answer to the next (scripted and some local servers): the call a
+        // result answers is the last one before it with its id.
+        let twice = |result: &str| {
+            let mut r = request_with("src/", ("file_read", json!({"path": "README.md"})), "x");
+            r.messages.push(Message::Assistant {
+                content: None,
+                tool_calls: vec![LlmToolCall {
+                    id: "call_9".into(),
+                    name: "file_read".into(),
+                    arguments: json!({"path": "src/lib.rs"}),
+                    parse_error: None,
+                }],
+            });
+            r.messages.push(Message::tool("call_9", result));
+            r
+        };
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let d = difference(provider, &twice("a - b"), &twice("a + b"));
+            assert!(d.ends_with(" (file src/lib.rs)"), "{provider}: {d}");
+        }
         // ReAct: the action before the observation.
         let react = |result: &str| {
             ChatRequest::new(
@@ -1286,6 +1321,145 @@ mod tests {
             "{d}"
         );
         assert!(d.ends_with(" (file README.md)"), "{d}");
+    }
+
+    /// Whether `old` and `new` (a tool result each, in the same request otherwise) compare equal
+    /// in every provider's rendering, recorded in /w/a and replayed in /w/b.
+    fn same(old: &str, new: &str) -> bool {
+        [Provider::OpenAi, Provider::Ollama, Provider::Anthropic]
+            .iter()
+            .all(|&p| {
+                let (a, b) = (render(p, &request(old), "m"), render(p, &request(new), "m"));
+                first_difference(&normalize(&a, "/w/a"), &normalize(&b, "/w/b"), &b, WS).is_none()
+            })
+    }
+
+    // One test per entry of docs/replay.md's "What is compared" (each fails without its entry).
+
+    #[test]
+    fn compared_tool_results() {
+        assert!(same("1 passed", "1 passed"));
+        assert!(!same("1 passed", "1 failed"));
+    }
+
+    #[test]
+    fn compared_the_system_prompt_and_the_instruction() {
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let old = render(provider, &request("x"), "m");
+            for (i, text) in [(0, "other rules"), (1, "Fix something else.")] {
+                let mut changed = request("x");
+                changed.messages[i] = if i == 0 {
+                    Message::system(text)
+                } else {
+                    Message::user(text)
+                };
+                let new = render(provider, &changed, "m");
+                let d = first_difference(&normalize(&old, "/w"), &normalize(&new, "/w"), &new, WS)
+                    .expect("a difference");
+                let what = ["the system prompt", "the instruction"][i];
+                assert!(d.starts_with(what), "{provider}: {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn compared_the_offered_tools() {
+        let old = render(Provider::OpenAi, &request("x"), "m");
+        let fewer = render(Provider::OpenAi, &request("x").with_tools(Vec::new()), "m");
+        let d = first_difference(&normalize(&old, "/w"), &normalize(&fewer, "/w"), &fewer, WS)
+            .expect("a difference");
+        assert!(d.starts_with("the offered tools differ"), "{d}");
+        let mut other = request("x");
+        other.tools[0].description = "Run something else".into();
+        let other = render(Provider::OpenAi, &other, "m");
+        let d = first_difference(&normalize(&old, "/w"), &normalize(&other, "/w"), &other, WS)
+            .expect("a difference");
+        assert!(
+            d.starts_with("the description or schema of tool `run_command` differs"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn not_compared_the_model_and_sampling_options() {
+        let mut sampled = request("x");
+        sampled.temperature = Some(0.7);
+        sampled.max_tokens = Some(99);
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let old = render(provider, &request("x"), "m");
+            let mut new = render(provider, &sampled, "another-model");
+            new["stream"] = json!(true);
+            new["tool_choice"] = json!("required");
+            assert_eq!(
+                first_difference(&normalize(&old, "/w"), &normalize(&new, "/w"), &new, WS),
+                None,
+                "{provider}"
+            );
+        }
+    }
+
+    #[test]
+    fn normalised_tool_call_ids() {
+        let mut other = request("x");
+        if let Message::Assistant { tool_calls, .. } = &mut other.messages[2] {
+            tool_calls[0].id = "call_other".into();
+        }
+        if let Message::Tool { call_id, .. } = &mut other.messages[3] {
+            *call_id = "call_other".into();
+        }
+        for provider in [Provider::OpenAi, Provider::Anthropic] {
+            let old = render(provider, &request("x"), "m");
+            let new = render(provider, &other, "m");
+            assert_ne!(old, new, "{provider}: the ids are in the body");
+            assert_eq!(
+                first_difference(&normalize(&old, "/w"), &normalize(&new, "/w"), &new, WS),
+                None,
+                "{provider}"
+            );
+        }
+    }
+
+    #[test]
+    fn normalised_the_workspace_path() {
+        assert!(same("built /w/a/src/lib.rs", "built /w/b/src/lib.rs"));
+        assert!(!same("built /w/a/src/lib.rs", "built /w/c/src/lib.rs"));
+    }
+
+    #[test]
+    fn normalised_temporary_directories() {
+        let landlock = |id: &str, cmd: &str| format!("wrote /tmp/acode-run-{id}/cmd-{cmd}/out.txt");
+        assert!(same(
+            &landlock(
+                "0d9c3d4e-8e8b-4f0e-9a51-7c1f2a3b4c5d",
+                "0123456789abcdef0123456789abcdef"
+            ),
+            &landlock(
+                "99999999-1111-4222-8333-444455556666",
+                "fedcba9876543210fedcba9876543210"
+            )
+        ));
+        assert!(same("in /tmp/acode-12-3/x", "in /tmp/acode-4567-89/x"));
+        assert!(!same("in /tmp/acode-12-3/x", "in /tmp/acode-12-3/y"));
+    }
+
+    #[test]
+    fn normalised_timestamps() {
+        assert!(same("at 2026-01-02T03:04:05Z", "at 2027-11-12 13:14:15"));
+        assert!(same(
+            "at 2026-01-02T03:04:05.123+02:00",
+            "at 2026-01-02T03:04:06Z"
+        ));
+        assert!(
+            !same("on 2026-01-02", "on 2026-01-03"),
+            "a date alone is no timestamp"
+        );
+    }
+
+    #[test]
+    fn normalised_durations() {
+        assert!(same("finished in 0.52s", "finished in 12 ms"));
+        assert!(same("took 3µs", "took 4ns"));
+        assert!(!same("3 passed", "4 passed"));
     }
 
     #[test]
