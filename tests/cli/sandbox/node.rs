@@ -185,6 +185,19 @@ fn an_npm_installed_mcp_server_outside_the_workspace_is_approved_and_called_in_b
 /// gets `"creates": ["build/"]`.
 #[test]
 fn under_landlock_a_hint_names_a_path_only_when_the_error_names_one() {
+    acode_run::testing::require(
+        "node",
+        Command::new("node")
+            .arg("--version")
+            .output()
+            .map_err(|e| e.to_string())
+            .and_then(|o| {
+                o.status
+                    .success()
+                    .then_some(())
+                    .ok_or("node --version failed".into())
+            }),
+    );
     if !landlock_usable() {
         return;
     }
