@@ -1135,3 +1135,41 @@ fn the_agent_demo_plan_replays_again_and_again_in_the_same_checkout() {
     }
     assert!(t.ws.join("target").is_dir() && t.ws.join("Cargo.lock").is_file());
 }
+
+/// A command's private temporary directory has a new random name in every run (under Landlock
+/// `…/acode-run-UUID/cmd-HEX`, in bwrap `/tmp/acode-PID-N`, without a sandbox the run's own):
+/// a tool result naming it replays in every mode (docs/replay.md, normalised to `<tmp>`).
+#[test]
+fn a_tool_result_naming_the_commands_temporary_directory_replays_in_every_mode() {
+    need_bwrap();
+    for mode in ["bwrap", "landlock", "none"] {
+        let t = TestDir::new();
+        t.file(
+            "acode-policy.json",
+            &json!({"auto_approve_commands": ["python3"]}).to_string(),
+        );
+        let plan = t.plan(
+            "tmp.json",
+            &json!({"plan_id": "tmp", "steps": [
+                {"step_id": "where", "tool": "agent", "arguments": {
+                    "instruction": "Print your TMPDIR.", "tools": ["run_command"],
+                    "max_turns": 3}}]}),
+        );
+        let print = "import os; t = os.environ['TMPDIR']; print(t, os.path.join(t, 'out.txt'))";
+        let server = ScriptedServer::start(vec![
+            ScriptedResponse::chat_tool_calls(&[(
+                "run_command",
+                json!({"argv": ["python3", "-c", print]}),
+            )]),
+            ScriptedResponse::chat_text("Printed."),
+        ]);
+        let out = t.approve_and_run_with_model(&plan, &server, &["--sandbox", mode]);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        drop(server);
+        let recorded: String = q(&t.db(), "SELECT run_id FROM runs");
+        let printed = stdout_of(&t, "where");
+        assert!(printed.contains("acode-"), "{mode}: {printed}");
+        let out = run(&t, &plan, &recorded, &["--sandbox", mode]);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+    }
+}
