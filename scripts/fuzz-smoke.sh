@@ -39,6 +39,7 @@ dict_for() {
     proxy) echo dict/http.dict ;;
     plan | policy | approval | odincode | skill | attestation) echo dict/plan.dict ;;
     store_rows) echo dict/store.dict ;;
+    replay_file) echo dict/replay.dict ;;
     *) echo "" ;;
   esac
 }

@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 declare -A provides=(
   [bwrap]=bubblewrap
   [git]=git
+  [node]=nodejs
   [python3]=python3
   [openssl]=openssl
   [setpriv]=util-linux

@@ -175,23 +175,38 @@ pub fn allowed() -> &'static [String] {
 /// registered, or whose arguments the schema (`tools::schema::validate`, checked again here)
 /// rejects, is refused with `invalid_arguments`.
 pub fn admit(name: &str, arguments: &serde_json::Value, parse_error: Option<String>) -> bool {
+    admit_in(allowed(), name, arguments, parse_error)
+}
+
+/// [`admit`] for a step that offers only `allowed` (names of built-in tools): a call naming any
+/// other tool, registered or not, is refused as not offered.
+pub fn admit_in(
+    allowed: &[String],
+    name: &str,
+    arguments: &serde_json::Value,
+    parse_error: Option<String>,
+) -> bool {
     use acode_run::error::ErrorKind;
     let (registry, _) = offered();
     if let Some(feedback) = parse_error {
         assert!(!feedback.is_empty());
         return false;
     }
-    if let Some(refusal) = acode_run::executor::agent::not_offered(allowed(), name) {
+    if let Some(refusal) = acode_run::executor::agent::not_offered(allowed, name) {
         assert!(
             refusal.contains(name),
             "the refusal does not name {name:?}: {refusal}"
         );
         assert!(
-            registry.lookup(name).is_none(),
+            !allowed.iter().any(|a| a == name),
             "the offered tool {name} was refused as not offered"
         );
         return false;
     }
+    assert!(
+        allowed.iter().any(|a| a == name),
+        "{name} is not offered, and was not refused as not offered"
+    );
     let ws = workspace();
     let policy = acode_run::policy::Policy::default();
     let ctx = acode_run::plan::ValidationContext {
@@ -206,7 +221,7 @@ pub fn admit(name: &str, arguments: &serde_json::Value, parse_error: Option<Stri
     {
         Ok(_) => {
             assert!(
-                allowed().iter().any(|a| a == name),
+                allowed.iter().any(|a| a == name),
                 "{name} was admitted but is not offered"
             );
             assert_eq!(

@@ -1156,6 +1156,7 @@ fn execute_plan(
     options.rerun_interrupted = args.rerun_interrupted;
     options.llm_api_key = secrets.llm_api_key.clone();
     options.drop_step_results = !reports::needs_step_results(args);
+    options.own_files = own_files(args);
     if args.sandbox == Some(crate::policy::SandboxMode::None) {
         // `--sandbox none` on the command line is the explicit request.
         options = options.without_os_sandbox();
@@ -1237,6 +1238,25 @@ fn warn_about_telemetry(store: &Store, run_id: &str, redactor: &Redactor) {
                 .unwrap_or_default()
         );
     }
+}
+
+/// This invocation's own files, which the agent's workspace listing leaves out (docs/replay.md):
+/// the reports it writes, and its stdout or stderr when redirected to a file (`--jsonl >
+/// ev.jsonl`), as `/proc/self/fd` names it.
+fn own_files(args: &Args) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = [&args.junit, &args.report_html, &args.attest, &args.sarif]
+        .into_iter()
+        .flatten()
+        .map(|p| crate::workspace::absolute(p))
+        .collect();
+    for fd in ["/proc/self/fd/1", "/proc/self/fd/2"] {
+        if std::fs::metadata(fd).is_ok_and(|m| m.is_file())
+            && let Ok(path) = std::fs::read_link(fd)
+        {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// The LLM configuration and agent settings from flags and environment, unchecked (for the

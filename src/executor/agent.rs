@@ -28,6 +28,7 @@ use crate::plan::variables::Variables;
 use crate::store::ExecutionRecord;
 use crate::tools::agent::AgentArgs;
 use crate::tools::{Artifact, ToolCall};
+use crate::workspace::listing;
 
 pub use super::settings::{
     AgentSettings, DEFAULT_MAX_CALLS_PER_ANSWER, DEFAULT_MAX_REQUEST_BYTES, PARALLEL_READ_CALLS,
@@ -83,31 +84,11 @@ impl Conversation {
     }
 }
 
-/// A few facts about the workspace for the system prompt: its top-level entries.
+/// A few facts about the workspace for the system prompt: its top-level entries, generated,
+/// ignored and this invocation's own files left out (`workspace::listing`, docs/replay.md).
 fn workspace_facts(ctx: &StepContext) -> String {
-    let root = ctx.run.workspace.root();
-    let mut names: Vec<String> = std::fs::read_dir(root)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    if name == ".git" || name == ".acode" {
-                        return None;
-                    }
-                    let dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-                    Some(if dir { format!("{name}/") } else { name })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    let more = names.len().saturating_sub(40);
-    names.truncate(40);
-    let mut s = names.join(", ");
-    if more > 0 {
-        s.push_str(&format!(" … and {more} more"));
-    }
-    s
+    let names = listing::entries(ctx.run.workspace, &ctx.run.agent.own_files);
+    listing::render(&names)
 }
 
 fn system_prompt(
@@ -118,18 +99,20 @@ fn system_prompt(
 ) -> String {
     let mut s = match &ctx.run.agent.role {
         Some(role) => format!(
-            "{role}\nYou work inside a workspace; every path is relative to its root. Top-level \
-             entries: {}.\nTools you may call: {}.",
+            "{role}\nYou work inside a workspace; every path is relative to its root. {}{}.\nTools \
+             you may call: {}.",
+            listing::PREFIX,
             workspace_facts(ctx),
             allowed.join(", ")
         ),
         None => format!(
             "You are the agent for one step of an approved plan run by acode-run.\n\
-             You work inside a workspace; every path is relative to its root. Top-level entries: {}.\n\
+             You work inside a workspace; every path is relative to its root. {}{}.\n\
              Tools you may call: {}. Every call is checked against a sandbox and a policy; when a call \
              is refused or fails you get the error back and can correct it.\n\
              Do only what the task asks. When the task is done, reply with a short summary of what you \
              did and make NO tool call.",
+            listing::PREFIX,
             workspace_facts(ctx),
             allowed.join(", ")
         ),

@@ -1354,8 +1354,11 @@ fn run_step(
                 .is_some_and(|o| o.len() > STEP_OUTPUT_BYTES),
         failure_output: outcome.excerpt.clone(),
         execution_ids,
+        // `continue` tolerates the step's own failures, never a replay that no longer reproduces
+        // its recording (docs/replay.md): such a run tests nothing, whatever the plan says.
         tolerated: status == StepStatus::Failed
             && step.on_failure == OnFailure::Continue
+            && kind != Some(ErrorKind::ReplayDiverged)
             && !quit
             && !run.cancel.load(Ordering::SeqCst),
         spend,

@@ -34,6 +34,10 @@ pub struct AgentSettings {
     /// `--strict`: a tool call refused as a sandbox violation fails the agent step (exit 32)
     /// instead of being reported back to the model.
     pub strict: bool,
+    /// This invocation's own files — its reports, the replay file it reads, its database, its
+    /// stdout or stderr redirected to a file — left out of the workspace listing an agent's system
+    /// prompt shows ([`crate::workspace::listing`]), so that a replay does not see them.
+    pub own_files: Vec<std::path::PathBuf>,
 }
 
 /// Default for [`AgentSettings::max_calls_per_answer`].
@@ -60,6 +64,7 @@ impl Default for AgentSettings {
             max_calls_per_answer: DEFAULT_MAX_CALLS_PER_ANSWER,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             strict: false,
+            own_files: Vec::new(),
         }
     }
 }

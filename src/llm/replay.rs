@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 use super::parse::IdAllocator;
 use super::{ChatRequest, ChatResponse, LlmClient, LlmError, Provider, react};
 use crate::redact::Redactor;
+use crate::workspace::listing;
 
 /// The `format` of a replay file's first line.
 pub const FORMAT: &str = "acode-run-replay";
@@ -33,6 +34,8 @@ pub const FORMAT_VERSION: u32 = 1;
 const ID: &str = "<id>";
 /// What stands for the workspace's absolute path in a compared request.
 const WORKSPACE: &str = "<workspace>";
+/// What stands for a command's private temporary directory in a compared request.
+const TMP: &str = "<tmp>";
 
 /// The first line of a replay file: which run it was recorded from and what its steps were asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -478,6 +481,10 @@ impl LlmClient for StepReplay {
             &normalize(&recorded.request, &self.shared.recorded_workspace),
             &normalize(&as_recorded, &options.workspace),
             &as_recorded,
+            Workspaces {
+                recorded: &self.shared.recorded_workspace,
+                current: &options.workspace,
+            },
         );
         let divergence = difference.map(|d| format!("step `{}`, turn {turn}: {d}", self.step));
         if let Some(message) = &divergence
@@ -527,10 +534,11 @@ impl LlmClient for StepReplay {
     }
 }
 
-/// The parts of a request body a replay compares, with what is volatile replaced (docs/replay.md):
-/// `messages` (ids of tool calls and results as [`ID`]), Anthropic's top-level `system`, and
-/// `tools`; in every string, `workspace` as [`WORKSPACE`], timestamps as `<timestamp>` and
-/// durations as `<duration>`. A body that is not a JSON object is compared as normalised text.
+/// The parts of a request body a replay compares, with what is volatile replaced (docs/replay.md,
+/// "What is compared", one test per entry): `messages` (ids of tool calls and results as [`ID`]),
+/// Anthropic's top-level `system`, and `tools`; in every string, `workspace` as [`WORKSPACE`], a
+/// command's private temporary directory as [`TMP`], timestamps as `<timestamp>` and durations as
+/// `<duration>`. A body that is not a JSON object is compared as normalised text.
 pub fn normalize(body: &Value, workspace: &str) -> Value {
     let Value::Object(map) = body else {
         return normalize_strings(body, workspace, false);
@@ -582,6 +590,13 @@ fn volatile_patterns() -> &'static [(regex::Regex, &'static str)] {
         std::sync::OnceLock::new();
     PATTERNS.get_or_init(|| {
         [
+            // A command's private TMPDIR (docs/security.md): under Landlock
+            // `$TMPDIR/acode-run-UUID/cmd-HEX`, in bwrap's own /tmp `/tmp/acode-PID-N`.
+            (
+                r"(?:/[\w.+-]+)*/acode-run-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:/cmd-[0-9a-f]{32})?",
+                TMP,
+            ),
+            (r"/tmp/acode-\d+-\d+\b", TMP),
             (
                 r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?",
                 "<timestamp>",
@@ -594,7 +609,8 @@ fn volatile_patterns() -> &'static [(regex::Regex, &'static str)] {
     })
 }
 
-/// A string with the workspace path, timestamps and durations replaced (see [`normalize`]).
+/// A string with the workspace path, temporary directories, timestamps and durations replaced
+/// (see [`normalize`]).
 pub fn normalize_text(s: &str, workspace: &str) -> String {
     let mut text = if workspace.len() > 1 && s.contains(workspace) {
         s.replace(workspace, WORKSPACE)
@@ -609,10 +625,28 @@ pub fn normalize_text(s: &str, workspace: &str) -> String {
     text
 }
 
+/// The two workspaces a replay compares across: where the recording ran and where the replay runs
+/// (both absolute), named when a listing differs.
+#[derive(Debug, Clone, Copy)]
+pub struct Workspaces<'a> {
+    /// The recorded run's workspace.
+    pub recorded: &'a str,
+    /// This run's workspace.
+    pub current: &'a str,
+}
+
 /// The first difference between the normalised `recorded` and `current` request, described for a
-/// person (`the tool result of `run_command` differs: recorded "…", now "…"`); `raw` is the
-/// current request before normalisation, to name tools by their call ids.
-pub fn first_difference(recorded: &Value, current: &Value, raw: &Value) -> Option<String> {
+/// person in one line (`the tool result of `run_command` differs: recorded "…", now "…"`,
+/// followed by what the call was about, `(file src/lib.rs)`). A difference that is only in the
+/// workspace listing, only a path or only the order of lines says so and names the fix
+/// ([`explain`]). `raw` is the current request before normalisation, to name tools and their
+/// arguments by their call ids.
+pub fn first_difference(
+    recorded: &Value,
+    current: &Value,
+    raw: &Value,
+    ws: Workspaces,
+) -> Option<String> {
     if recorded == current {
         return None;
     }
@@ -625,23 +659,19 @@ pub fn first_difference(recorded: &Value, current: &Value, raw: &Value) -> Optio
     };
     if let (Value::Object(_), Value::Object(_)) = (recorded, current) {
         if recorded.get("system") != current.get("system") {
-            return Some(format!(
-                "the system prompt differs: {}",
-                leaf_difference(
-                    recorded.get("system").unwrap_or(&Value::Null),
-                    current.get("system").unwrap_or(&Value::Null)
-                )
-            ));
+            let leaf = leaf_difference(
+                recorded.get("system").unwrap_or(&Value::Null),
+                current.get("system").unwrap_or(&Value::Null),
+                ws,
+            );
+            return Some(leaf.described("the system prompt", None));
         }
         let (old, new) = (list(recorded, "messages"), list(current, "messages"));
         let raw_messages = list(raw, "messages");
         for (i, (a, b)) in old.iter().zip(&new).enumerate() {
             if a != b {
-                return Some(format!(
-                    "{} differs: {}",
-                    describe_message(&raw_messages, i, a, b),
-                    leaf_difference(a, b)
-                ));
+                let (what, subject) = describe_message(&raw_messages, i, a, b);
+                return Some(leaf_difference(a, b, ws).described(&what, subject));
             }
         }
         if old.len() != new.len() {
@@ -664,27 +694,29 @@ pub fn first_difference(recorded: &Value, current: &Value, raw: &Value) -> Optio
             let names = |v: &[Value]| -> Vec<String> { v.iter().map(tool_name).collect() };
             let (a, b) = (names(&old), names(&new));
             if a != b {
+                let mut sorted = (a.clone(), b.clone());
+                sorted.0.sort();
+                sorted.1.sort();
+                let only = if sorted.0 == sorted.1 {
+                    " only in their order"
+                } else {
+                    ""
+                };
                 return Some(format!(
-                    "the offered tools differ: recorded [{}], now [{}]",
+                    "the offered tools differ{only}: recorded [{}], now [{}]",
                     a.join(", "),
                     b.join(", ")
                 ));
             }
             for (x, y) in old.iter().zip(&new) {
                 if x != y {
-                    return Some(format!(
-                        "the description or schema of tool `{}` differs: {}",
-                        tool_name(x),
-                        leaf_difference(x, y)
-                    ));
+                    let what = format!("the description or schema of tool `{}`", tool_name(x));
+                    return Some(leaf_difference(x, y, ws).described(&what, None));
                 }
             }
         }
     }
-    Some(format!(
-        "the request differs: {}",
-        leaf_difference(recorded, current)
-    ))
+    Some(leaf_difference(recorded, current, ws).described("the request", None))
 }
 
 fn tool_name(t: &Value) -> String {
@@ -711,19 +743,26 @@ fn text_of(m: &Value) -> String {
     }
 }
 
-/// The name of the tool whose call has id `id`, found anywhere in `messages`.
-fn tool_for_id(messages: &[Value], id: &str) -> Option<String> {
-    fn find(v: &Value, id: &str) -> Option<String> {
+/// The tool call with id `id` that message `i` answers: the last one before it (a server may
+/// reuse ids from one answer to the next): its name and arguments (an object; OpenAI's arguments
+/// text is read as JSON).
+fn call_for_id(messages: &[Value], i: usize, id: &str) -> Option<(String, Value)> {
+    fn find(v: &Value, id: &str) -> Option<(String, Value)> {
         match v {
             Value::Object(map) => {
                 if map.get("id").and_then(Value::as_str) == Some(id) {
-                    let name = map
-                        .get("function")
+                    let function = map.get("function");
+                    let name = function
                         .and_then(|f| f.get("name"))
                         .or_else(|| map.get("name"))
                         .and_then(Value::as_str);
                     if let Some(name) = name {
-                        return Some(name.to_string());
+                        let args = function
+                            .and_then(|f| f.get("arguments"))
+                            .or_else(|| map.get("input"))
+                            .map(arguments_object)
+                            .unwrap_or(Value::Null);
+                        return Some((name.to_string(), args));
                     }
                 }
                 map.values().find_map(|v| find(v, id))
@@ -732,30 +771,85 @@ fn tool_for_id(messages: &[Value], id: &str) -> Option<String> {
             _ => None,
         }
     }
-    messages.iter().find_map(|m| find(m, id))
+    messages[..i.min(messages.len())]
+        .iter()
+        .rev()
+        .find_map(|m| find(m, id))
 }
 
-/// What message `i` is, for a person: the system prompt, the instruction, the tool result of a
-/// named tool, the model's own earlier answer, ...
-fn describe_message(raw: &[Value], i: usize, old: &Value, new: &Value) -> String {
+/// A call's arguments as an object: OpenAI sends them as JSON text.
+fn arguments_object(v: &Value) -> Value {
+    match v {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        other => other.clone(),
+    }
+}
+
+/// The call an Ollama tool message answers (Ollama's history has no call ids): the tool messages
+/// after an assistant message answer its calls in order.
+fn call_by_position(messages: &[Value], i: usize) -> Option<(String, Value)> {
+    let asked = (0..i).rev().find(|&j| {
+        role_of(&messages[j]) == "assistant" && messages[j].get("tool_calls").is_some()
+    })?;
+    let k = messages[asked + 1..i]
+        .iter()
+        .filter(|m| role_of(m) == "tool")
+        .count();
+    let call = messages[asked].get("tool_calls")?.get(k)?;
+    let function = call.get("function")?;
+    Some((
+        function.get("name")?.as_str()?.to_string(),
+        function
+            .get("arguments")
+            .map(arguments_object)
+            .unwrap_or(Value::Null),
+    ))
+}
+
+/// What a call was about, from its arguments: the file it names, or the command it ran.
+fn call_subject(args: &Value) -> Option<String> {
+    let text = |key: &str| args.get(key).and_then(Value::as_str);
+    if let Some(path) = text("path").or_else(|| text("file_path")) {
+        return Some(format!("file {}", excerpt(path)));
+    }
+    if let Some(Value::Array(argv)) = args.get("argv") {
+        let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+        return Some(format!("command `{}`", excerpt(&words.join(" "))));
+    }
+    text("command").map(|c| format!("command `{}`", excerpt(c)))
+}
+
+/// What message `i` is, for a person — the system prompt, the instruction, the tool result of a
+/// named tool, the model's own earlier answer — and, for a tool result, what its call was about.
+fn describe_message(raw: &[Value], i: usize, old: &Value, new: &Value) -> (String, Option<String>) {
     let role = role_of(new);
     let message = raw.get(i).unwrap_or(new);
-    let tool = |id: Option<&str>| {
-        id.and_then(|id| tool_for_id(raw, id))
-            .map_or("a tool".to_string(), |n| format!("`{n}`"))
+    let named = |call: Option<(String, Value)>, fallback: Option<&str>| {
+        let subject = call.as_ref().and_then(|(_, args)| call_subject(args));
+        let name = call
+            .map(|(n, _)| n)
+            .or(fallback.map(str::to_string))
+            .map_or("a tool".to_string(), |n| format!("`{n}`"));
+        (format!("the tool result of {name}"), subject)
     };
     match role.as_str() {
-        "system" => "the system prompt".to_string(),
+        "system" => ("the system prompt".to_string(), None),
         "tool" => {
-            let name = message
+            let id = message.get("tool_call_id").and_then(Value::as_str);
+            let call = match id {
+                Some(id) => call_for_id(raw, i, id),
+                None => call_by_position(raw, i),
+            };
+            let fallback = message
                 .get("tool_name")
                 .or_else(|| message.get("name"))
-                .and_then(Value::as_str)
-                .map(|n| format!("`{n}`"))
-                .unwrap_or_else(|| tool(message.get("tool_call_id").and_then(Value::as_str)));
-            format!("the tool result of {name}")
+                .and_then(Value::as_str);
+            named(call, fallback)
         }
-        "assistant" => "the model's earlier answer, as sent back to it".to_string(),
+        "assistant" => (
+            "the model's earlier answer, as sent back to it".to_string(),
+            None,
+        ),
         "user" => {
             // Anthropic: tool results are blocks of a user message; name the first differing one.
             if let (Some(Value::Array(a)), Some(Value::Array(b))) =
@@ -767,17 +861,18 @@ fn describe_message(raw: &[Value], i: usize, old: &Value, new: &Value) -> String
                     .and_then(|c| c.get(k))
                     .unwrap_or(&Value::Null);
                 if block.get("type").and_then(Value::as_str) == Some("tool_result") {
-                    return format!(
-                        "the tool result of {}",
-                        tool(block.get("tool_use_id").and_then(Value::as_str))
-                    );
+                    let call = block
+                        .get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .and_then(|id| call_for_id(raw, i, id));
+                    return named(call, None);
                 }
             }
             let first_user = raw
                 .iter()
                 .position(|m| m.get("role").and_then(Value::as_str) == Some("user"));
             if first_user == Some(i) {
-                return "the instruction (the first user message)".to_string();
+                return ("the instruction (the first user message)".to_string(), None);
             }
             // ReAct: an observation answers the action in the assistant message before it.
             let action = i
@@ -786,49 +881,190 @@ fn describe_message(raw: &[Value], i: usize, old: &Value, new: &Value) -> String
                 .and_then(|m| m.get("content"))
                 .and_then(Value::as_str)
                 .and_then(|c| match react::parse(c) {
-                    Ok(react::ReactStep::Action { tool, .. }) => Some(tool),
+                    Ok(react::ReactStep::Action { tool, input, .. }) => Some((tool, input)),
                     _ => None,
                 });
             match action {
-                Some(tool) => format!("the tool result of `{tool}`"),
-                None => format!("user message {}", i + 1),
+                Some(call) => named(Some(call), None),
+                None => (format!("user message {}", i + 1), None),
             }
         }
-        other => format!("message {} ({other})", i + 1),
+        other => (format!("message {} ({other})", i + 1), None),
     }
 }
 
-/// The first differing string (or value) inside `a` and `b`, as `recorded "…", now "…"`.
-fn leaf_difference(a: &Value, b: &Value) -> String {
+/// The first difference inside two values: where it is (`only`: a qualifier such as ` only in a
+/// path`, when [`explain`] recognised it) and what it is.
+struct Leaf {
+    only: &'static str,
+    detail: String,
+}
+
+impl Leaf {
+    /// `WHAT differs[ only …]: DETAIL[ (SUBJECT)]`.
+    fn described(self, what: &str, subject: Option<String>) -> String {
+        let about = subject.map(|s| format!(" ({s})")).unwrap_or_default();
+        format!("{what} differs{}: {}{about}", self.only, self.detail)
+    }
+}
+
+/// The first differing string (or value) inside `a` and `b`, as `recorded "…", now "…"`, or as
+/// [`explain`] says it.
+fn leaf_difference(a: &Value, b: &Value, ws: Workspaces) -> Leaf {
+    let plain = |detail: String| Leaf { only: "", detail };
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for (k, v) in x {
                 match y.get(k) {
                     Some(w) if w == v => {}
-                    Some(w) => return leaf_difference(v, w),
-                    None => return format!("`{k}` was recorded, and is missing now"),
+                    Some(w) => return leaf_difference(v, w, ws),
+                    None => return plain(format!("`{k}` was recorded, and is missing now")),
                 }
             }
-            match y.keys().find(|k| !x.contains_key(*k)) {
+            plain(match y.keys().find(|k| !x.contains_key(*k)) {
                 Some(k) => format!("`{k}` is new"),
                 None => "the values differ".to_string(),
-            }
+            })
         }
         (Value::Array(x), Value::Array(y)) => {
             for (v, w) in x.iter().zip(y) {
                 if v != w {
-                    return leaf_difference(v, w);
+                    return leaf_difference(v, w, ws);
                 }
             }
-            format!("{} item(s) recorded, {} now", x.len(), y.len())
+            plain(format!("{} item(s) recorded, {} now", x.len(), y.len()))
         }
-        (Value::String(x), Value::String(y)) => string_difference(x, y),
-        (x, y) => format!(
+        (Value::String(x), Value::String(y)) => {
+            explain(x, y, ws).unwrap_or_else(|| plain(string_difference(x, y)))
+        }
+        (x, y) => plain(format!(
             "recorded {}, now {}",
             excerpt(&x.to_string()),
             excerpt(&y.to_string())
-        ),
+        )),
     }
+}
+
+/// Two normalised texts that differ only in what a moved or rebuilt checkout changes, said in one
+/// line with the fix (docs/replay.md): the workspace listing of a system prompt (entries new or
+/// missing: the workspace differs from the recorded one), the order of lines, or a path.
+fn explain(a: &str, b: &str, ws: Workspaces) -> Option<Leaf> {
+    if let (Some(x), Some(y)) = (listing::find(a), listing::find(b))
+        && a[..x.start] == b[..y.start]
+        && a[x.end..] == b[y.end..]
+    {
+        return Some(Leaf {
+            only: " only in the workspace listing",
+            detail: listing_difference(&a[x], &b[y], ws),
+        });
+    }
+    let (mut x, mut y): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    if x.len() > 1 && x != y {
+        x.sort_unstable();
+        y.sort_unstable();
+        if x == y {
+            return Some(Leaf {
+                only: " only in the order of its lines",
+                detail: format!(
+                    "the same {} lines, in another order; make the output's order stable (sort \
+                     it, e.g. `| sort`), or record the run again",
+                    x.len()
+                ),
+            });
+        }
+    }
+    let paths = path_pattern();
+    if paths.replace_all(a, "$1<path>") == paths.replace_all(b, "$1<path>") {
+        let first = |s: &str| -> Vec<String> {
+            paths
+                .captures_iter(s)
+                .filter_map(|c| c.get(2).map(|m| m.as_str().to_string()))
+                .collect()
+        };
+        let (old, new) = (first(a), first(b));
+        if let Some((p, q)) = old.iter().zip(&new).find(|(p, q)| p != q) {
+            return Some(Leaf {
+                only: " only in a path",
+                detail: format!(
+                    "recorded {}, now {}; only the workspace's own path is normalised \
+                     (`<workspace>`): a path outside it, or the workspace reached by another \
+                     path, still differs when the checkout moves — make the output name paths \
+                     relative to the workspace, or record the run where it replays",
+                    excerpt(p),
+                    excerpt(q)
+                ),
+            });
+        }
+    }
+    None
+}
+
+/// An absolute path in a text: after the start, a space, a quote, `=`, `(` or `:`.
+fn path_pattern() -> &'static regex::Regex {
+    static PATHS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    PATHS.get_or_init(|| {
+        regex::Regex::new(r#"(^|[\s'"`=(\[:])(/[^\s'"`,;:()\[\]{}<>]+)"#)
+            .expect("a constant, valid pattern")
+    })
+}
+
+/// What differs between a recorded and a current workspace listing, with the fix.
+fn listing_difference(old: &str, new: &str, ws: Workspaces) -> String {
+    let (was, was_more) = listing::parse(old);
+    let (now, now_more) = listing::parse(new);
+    let quoted = |names: Vec<&String>| -> String {
+        let shown: Vec<String> = names.iter().take(8).map(|n| format!("`{n}`")).collect();
+        let more = names.len().saturating_sub(8);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!("{}{tail}", shown.join(", "))
+    };
+    let added: Vec<&String> = now.iter().filter(|n| !was.contains(n)).collect();
+    let missing: Vec<&String> = was.iter().filter(|n| !now.contains(n)).collect();
+    if added.is_empty() && missing.is_empty() {
+        return if was_more != now_more {
+            format!(
+                "the same first {} entries, with {was_more} more recorded and {now_more} more \
+                 now; if they are generated, add them to the workspace's .gitignore (ignored \
+                 and generated entries are not listed, docs/replay.md), else record the run again",
+                was.len()
+            )
+        } else {
+            format!(
+                "the same {} entries, in another order (an older acode-run sorted them \
+                 otherwise); record the run again",
+                was.len()
+            )
+        };
+    }
+    let mut parts = Vec::new();
+    if !added.is_empty() {
+        parts.push(format!("{} new", quoted(added)));
+    }
+    let lacks = !missing.is_empty();
+    if lacks {
+        parts.push(format!("{} missing", quoted(missing)));
+    }
+    let fix = if lacks {
+        format!(
+            "is this the recorded workspace? The recording ran in {}, this replay in {}: run it \
+             from the workspace the plan was recorded in (or pass --workspace DIR), or record \
+             the run again",
+            ws.recorded, ws.current
+        )
+    } else {
+        "if they are generated (build outputs, caches, reports), add them to the workspace's \
+         .gitignore — ignored and generated entries are not listed (docs/replay.md); if they \
+         belong to the project, record the run again"
+            .to_string()
+    };
+    format!(
+        "the workspace differs from the recorded one: {}; {fix}",
+        parts.join(", ")
+    )
 }
 
 /// Two strings around the first character where they differ.
@@ -867,6 +1103,11 @@ mod tests {
     use crate::llm::{LlmToolCall, Message, ToolSpec};
     use serde_json::json;
 
+    const WS: Workspaces = Workspaces {
+        recorded: "/w/a",
+        current: "/w/b",
+    };
+
     fn request(result: &str) -> ChatRequest {
         ChatRequest::new(
             "m",
@@ -892,12 +1133,341 @@ mod tests {
         }])
     }
 
+    /// A request whose system prompt lists `listing` and whose one tool call, `call`, got
+    /// `result`.
+    fn request_with(listing: &str, call: (&str, Value), result: &str) -> ChatRequest {
+        let mut r = request(result);
+        r.messages[0] = Message::system(format!(
+            "You work inside a workspace. {}{listing}.\nTools you may call: run_command.",
+            listing::PREFIX
+        ));
+        if let Message::Assistant { tool_calls, .. } = &mut r.messages[2] {
+            tool_calls[0].name = call.0.into();
+            tool_calls[0].arguments = call.1;
+        }
+        r
+    }
+
+    fn difference(provider: Provider, old: &ChatRequest, new: &ChatRequest) -> String {
+        let (old, new) = (render(provider, old, "m"), render(provider, new, "m"));
+        first_difference(
+            &normalize(&old, WS.recorded),
+            &normalize(&new, WS.current),
+            &new,
+            WS,
+        )
+        .expect("a difference")
+    }
+
+    #[test]
+    fn a_listing_difference_is_one_line_naming_the_entries_and_the_fix() {
+        let argv = ("run_command", json!({"argv": ["true"]}));
+        let recorded = request_with("Cargo.toml, src/", argv.clone(), "ok");
+        // Entries new: generated ones belong in .gitignore.
+        let grown = request_with("Cargo.toml, ev.jsonl, notes/, src/", argv.clone(), "ok");
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let d = difference(provider, &recorded, &grown);
+            assert_eq!(d.lines().count(), 1, "{d}");
+            assert!(
+                d.starts_with(
+                    "the system prompt differs only in the workspace listing: the workspace \
+                     differs from the recorded one: `ev.jsonl`, `notes/` new; if they are \
+                     generated"
+                ),
+                "{provider}: {d}"
+            );
+            assert!(d.contains("add them to the workspace's .gitignore"), "{d}");
+            assert!(
+                !d.contains("Tools you may call"),
+                "the prompt is not quoted: {d}"
+            );
+        }
+        // Entries missing: another directory than the recorded one.
+        let elsewhere = request_with("README.md, docs/, src/", argv.clone(), "ok");
+        let d = difference(Provider::OpenAi, &recorded, &elsewhere);
+        assert!(
+            d.contains(
+                "the workspace differs from the recorded one: `README.md`, `docs/` new, \
+                 `Cargo.toml` missing; is this the recorded workspace? The recording ran in \
+                 /w/a, this replay in /w/b"
+            ),
+            "{d}"
+        );
+        assert!(d.contains("--workspace DIR"), "{d}");
+        // The same entries in another order.
+        let reordered = request_with("src/, Cargo.toml", argv.clone(), "ok");
+        let d = difference(Provider::OpenAi, &recorded, &reordered);
+        assert!(
+            d.starts_with(
+                "the system prompt differs only in the workspace listing: the same 2 entries, \
+                 in another order"
+            ),
+            "{d}"
+        );
+        // Anything else in the system prompt is quoted as before.
+        let mut other = recorded.clone();
+        other.messages[0] = Message::system("Another prompt.");
+        let d = difference(Provider::OpenAi, &recorded, &other);
+        assert!(
+            d.starts_with("the system prompt differs: recorded \""),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_result_differing_only_in_order_or_in_a_path_says_so_with_the_fix() {
+        let find = ("run_command", json!({"argv": ["find", "."]}));
+        let recorded = request_with("src/", find.clone(), "./a\n./b\n./c\n");
+        let shuffled = request_with("src/", find.clone(), "./c\n./a\n./b\n");
+        let d = difference(Provider::OpenAi, &recorded, &shuffled);
+        assert_eq!(
+            d,
+            "the tool result of `run_command` differs only in the order of its lines: the same \
+             3 lines, in another order; make the output's order stable (sort it, e.g. `| \
+             sort`), or record the run again (command `find .`)"
+        );
+        // A path outside the workspace (its own path is normalised, so not that).
+        let pwd = ("run_command", json!({"argv": ["cat", "where.txt"]}));
+        let recorded = request_with("src/", pwd.clone(), "built in /home/u/cache/x, ok");
+        let moved = request_with("src/", pwd.clone(), "built in /ci/cache/x, ok");
+        let d = difference(Provider::OpenAi, &recorded, &moved);
+        assert!(
+            d.starts_with(
+                "the tool result of `run_command` differs only in a path: recorded \
+                 /home/u/cache/x, now /ci/cache/x; only the workspace's own path is normalised"
+            ),
+            "{d}"
+        );
+        assert!(d.ends_with("(command `cat where.txt`)"), "{d}");
+        // The workspace's own path is no difference at all.
+        let recorded = request_with("src/", pwd.clone(), "built in /w/a/target, ok");
+        let moved = request_with("src/", pwd.clone(), "built in /w/b/target, ok");
+        let (old, new) = (
+            render(Provider::OpenAi, &recorded, "m"),
+            render(Provider::OpenAi, &moved, "m"),
+        );
+        assert_eq!(
+            first_difference(
+                &normalize(&old, WS.recorded),
+                &normalize(&new, WS.current),
+                &new,
+                WS
+            ),
+            None
+        );
+        // A real difference is quoted.
+        let changed = request_with("src/", pwd, "failed, 2 errors");
+        let d = difference(Provider::OpenAi, &recorded, &changed);
+        assert!(
+            d.starts_with("the tool result of `run_command` differs: recorded \""),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_differing_tool_result_names_the_file_or_command_in_every_protocol() {
+        let read = ("file_read", json!({"path": "src/lib.rs"}));
+        let old = request_with("src/", read.clone(), "a - b");
+        let new = request_with("src/", read.clone(), "a + b");
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let d = difference(provider, &old, &new);
+            assert!(
+                d.starts_with("the tool result of `file_read` differs: recorded \"a - b\""),
+                "{provider}: {d}"
+            );
+            assert!(d.ends_with(" (file src/lib.rs)"), "{provider}: {d}");
+        }
+        // Ids reused from one answer to the next (scripted and some local servers): the call a
+        // result answers is the last one before it with its id.
+        let twice = |result: &str| {
+            let mut r = request_with("src/", ("file_read", json!({"path": "README.md"})), "x");
+            r.messages.push(Message::Assistant {
+                content: None,
+                tool_calls: vec![LlmToolCall {
+                    id: "call_9".into(),
+                    name: "file_read".into(),
+                    arguments: json!({"path": "src/lib.rs"}),
+                    parse_error: None,
+                }],
+            });
+            r.messages.push(Message::tool("call_9", result));
+            r
+        };
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let d = difference(provider, &twice("a - b"), &twice("a + b"));
+            assert!(d.ends_with(" (file src/lib.rs)"), "{provider}: {d}");
+        }
+        // ReAct: the action before the observation.
+        let react = |result: &str| {
+            ChatRequest::new(
+                "m",
+                vec![
+                    Message::system("rules"),
+                    Message::user("Fix it."),
+                    Message::Assistant {
+                        content: Some(
+                            r#"{"thought": "t", "action": "file_read", "action_input": {"path": "README.md"}}"#
+                                .into(),
+                        ),
+                        tool_calls: Vec::new(),
+                    },
+                    Message::user(format!("Observation: {result}")),
+                ],
+            )
+        };
+        let d = difference(Provider::OpenAi, &react("add"), &react("subtract"));
+        assert!(
+            d.starts_with("the tool result of `file_read` differs: recorded \"Observation: add"),
+            "{d}"
+        );
+        assert!(d.ends_with(" (file README.md)"), "{d}");
+    }
+
+    /// Whether `old` and `new` (a tool result each, in the same request otherwise) compare equal
+    /// in every provider's rendering, recorded in /w/a and replayed in /w/b.
+    fn same(old: &str, new: &str) -> bool {
+        [Provider::OpenAi, Provider::Ollama, Provider::Anthropic]
+            .iter()
+            .all(|&p| {
+                let (a, b) = (render(p, &request(old), "m"), render(p, &request(new), "m"));
+                first_difference(&normalize(&a, "/w/a"), &normalize(&b, "/w/b"), &b, WS).is_none()
+            })
+    }
+
+    // One test per entry of docs/replay.md's "What is compared" (each fails without its entry).
+
+    #[test]
+    fn compared_tool_results() {
+        assert!(same("1 passed", "1 passed"));
+        assert!(!same("1 passed", "1 failed"));
+    }
+
+    #[test]
+    fn compared_the_system_prompt_and_the_instruction() {
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let old = render(provider, &request("x"), "m");
+            for (i, text) in [(0, "other rules"), (1, "Fix something else.")] {
+                let mut changed = request("x");
+                changed.messages[i] = if i == 0 {
+                    Message::system(text)
+                } else {
+                    Message::user(text)
+                };
+                let new = render(provider, &changed, "m");
+                let d = first_difference(&normalize(&old, "/w"), &normalize(&new, "/w"), &new, WS)
+                    .expect("a difference");
+                let what = ["the system prompt", "the instruction"][i];
+                assert!(d.starts_with(what), "{provider}: {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn compared_the_offered_tools() {
+        let old = render(Provider::OpenAi, &request("x"), "m");
+        let fewer = render(Provider::OpenAi, &request("x").with_tools(Vec::new()), "m");
+        let d = first_difference(&normalize(&old, "/w"), &normalize(&fewer, "/w"), &fewer, WS)
+            .expect("a difference");
+        assert!(d.starts_with("the offered tools differ"), "{d}");
+        let mut other = request("x");
+        other.tools[0].description = "Run something else".into();
+        let other = render(Provider::OpenAi, &other, "m");
+        let d = first_difference(&normalize(&old, "/w"), &normalize(&other, "/w"), &other, WS)
+            .expect("a difference");
+        assert!(
+            d.starts_with("the description or schema of tool `run_command` differs"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn not_compared_the_model_and_sampling_options() {
+        let mut sampled = request("x");
+        sampled.temperature = Some(0.7);
+        sampled.max_tokens = Some(99);
+        for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
+            let old = render(provider, &request("x"), "m");
+            let mut new = render(provider, &sampled, "another-model");
+            new["stream"] = json!(true);
+            new["tool_choice"] = json!("required");
+            assert_eq!(
+                first_difference(&normalize(&old, "/w"), &normalize(&new, "/w"), &new, WS),
+                None,
+                "{provider}"
+            );
+        }
+    }
+
+    #[test]
+    fn normalised_tool_call_ids() {
+        let mut other = request("x");
+        if let Message::Assistant { tool_calls, .. } = &mut other.messages[2] {
+            tool_calls[0].id = "call_other".into();
+        }
+        if let Message::Tool { call_id, .. } = &mut other.messages[3] {
+            *call_id = "call_other".into();
+        }
+        for provider in [Provider::OpenAi, Provider::Anthropic] {
+            let old = render(provider, &request("x"), "m");
+            let new = render(provider, &other, "m");
+            assert_ne!(old, new, "{provider}: the ids are in the body");
+            assert_eq!(
+                first_difference(&normalize(&old, "/w"), &normalize(&new, "/w"), &new, WS),
+                None,
+                "{provider}"
+            );
+        }
+    }
+
+    #[test]
+    fn normalised_the_workspace_path() {
+        assert!(same("built /w/a/src/lib.rs", "built /w/b/src/lib.rs"));
+        assert!(!same("built /w/a/src/lib.rs", "built /w/c/src/lib.rs"));
+    }
+
+    #[test]
+    fn normalised_temporary_directories() {
+        let landlock = |id: &str, cmd: &str| format!("wrote /tmp/acode-run-{id}/cmd-{cmd}/out.txt");
+        assert!(same(
+            &landlock(
+                "0d9c3d4e-8e8b-4f0e-9a51-7c1f2a3b4c5d",
+                "0123456789abcdef0123456789abcdef"
+            ),
+            &landlock(
+                "99999999-1111-4222-8333-444455556666",
+                "fedcba9876543210fedcba9876543210"
+            )
+        ));
+        assert!(same("in /tmp/acode-12-3/x", "in /tmp/acode-4567-89/x"));
+        assert!(!same("in /tmp/acode-12-3/x", "in /tmp/acode-12-3/y"));
+    }
+
+    #[test]
+    fn normalised_timestamps() {
+        assert!(same("at 2026-01-02T03:04:05Z", "at 2027-11-12 13:14:15"));
+        assert!(same(
+            "at 2026-01-02T03:04:05.123+02:00",
+            "at 2026-01-02T03:04:06Z"
+        ));
+        assert!(
+            !same("on 2026-01-02", "on 2026-01-03"),
+            "a date alone is no timestamp"
+        );
+    }
+
+    #[test]
+    fn normalised_durations() {
+        assert!(same("finished in 0.52s", "finished in 12 ms"));
+        assert!(same("took 3µs", "took 4ns"));
+        assert!(!same("3 passed", "4 passed"));
+    }
+
     #[test]
     fn every_provider_names_the_tool_whose_result_differs() {
         for provider in [Provider::OpenAi, Provider::Ollama, Provider::Anthropic] {
             let old = render(provider, &request("ok: 1 passed in /w/a/src"), "m");
             let new = render(provider, &request("FAILED: 1 failed"), "m");
-            let d = first_difference(&normalize(&old, "/w/a"), &normalize(&new, "/w/b"), &new)
+            let d = first_difference(&normalize(&old, "/w/a"), &normalize(&new, "/w/b"), &new, WS)
                 .expect("a difference");
             assert!(
                 d.starts_with("the tool result of `run_command` differs: recorded \"ok"),
@@ -917,13 +1487,18 @@ mod tests {
         let old = render(Provider::OpenAi, &a, "m");
         let new = render(Provider::OpenAi, &b, "other-model");
         assert_eq!(
-            first_difference(&normalize(&old, "/w/a"), &normalize(&new, "/w/b"), &new),
+            first_difference(&normalize(&old, "/w/a"), &normalize(&new, "/w/b"), &new, WS),
             None
         );
         // The offered tools are compared.
         let fewer = render(Provider::OpenAi, &b.clone().with_tools(Vec::new()), "m");
-        let d =
-            first_difference(&normalize(&old, "/w/a"), &normalize(&fewer, "/w/b"), &fewer).unwrap();
+        let d = first_difference(
+            &normalize(&old, "/w/a"),
+            &normalize(&fewer, "/w/b"),
+            &fewer,
+            WS,
+        )
+        .unwrap();
         assert!(d.contains("offered tools differ"), "{d}");
     }
 

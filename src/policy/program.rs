@@ -16,8 +16,9 @@
 //!
 //! In every OS sandbox mode the program's **installation** is made visible read-only ([`Program::roots`]; the
 //! one decision of what a command sees is [`crate::policy::view`]): the
-//! virtualenv and the interpreter it was made from, a pyenv version, an nvm node, or the prefix of
-//! `PREFIX/bin/prog`; never the home directory itself, and never a credential file inside what is
+//! virtualenv and the interpreter it was made from, a pyenv version, an nvm node, the
+//! `node_modules` tree that holds a Node program (its dependencies are beside it), or the prefix
+//! of `PREFIX/bin/prog`; never the home directory itself, and never a credential file inside what is
 //! shown ([`crate::policy::view::credential_paths`]). A program that cannot be shown without exposing the home
 //! directory is refused when the plan is validated.
 //!
@@ -464,6 +465,18 @@ fn add_install_root(
             })
             .map(|a| a.to_path_buf());
     }
+    // A Node program: the `node_modules` tree that holds it (the outermost one, since Node looks
+    // for a package's dependencies in every `node_modules` above it), as a virtualenv is a Python
+    // program's. `npm install --prefix DIR pkg` puts `pkg`, its dependencies beside it and
+    // `.bin/pkg` in `DIR/node_modules`; the prefix itself (its `.npmrc`, anything else there)
+    // stays hidden.
+    if root.is_none() {
+        root = ancestors
+            .iter()
+            .rev()
+            .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+            .map(|a| a.to_path_buf());
+    }
     // `PREFIX/bin/prog` → `PREFIX`, unless that is the home directory or above it.
     let home = crate::policy::view::home();
     let too_wide =
@@ -679,6 +692,35 @@ mod tests {
         assert_eq!(p.exec, root.join(".venv/bin/python"));
         assert_eq!(p.real, interp);
         assert_eq!(p.roots, vec![base.join("opt/py")]);
+    }
+
+    #[test]
+    fn a_node_program_shows_the_node_modules_tree_that_holds_it() {
+        let (base, ws) = ws();
+        // `npm install --prefix DIR tool`: the package, its dependency beside it, the bin link.
+        let modules = base.join("prefix/node_modules");
+        exe(&modules.join("tool/cli.js"), "#!/bin/sh\n");
+        std::fs::create_dir_all(modules.join("dep")).unwrap();
+        std::fs::write(modules.join("dep/index.js"), "module.exports = 1;\n").unwrap();
+        std::fs::write(base.join("prefix/.npmrc"), "//registry/:_authToken=x\n").unwrap();
+        std::fs::create_dir_all(modules.join(".bin")).unwrap();
+        std::os::unix::fs::symlink("../tool/cli.js", modules.join(".bin/tool")).unwrap();
+        let path = modules.join(".bin").to_string_lossy().into_owned();
+        let p = resolve("tool", &ws, ws.root(), Some(&path)).unwrap();
+        assert_eq!(p.real, modules.join("tool/cli.js"));
+        assert_eq!(p.roots, vec![modules.clone()], "the tree, not the prefix");
+        // A package nested in another's `node_modules`: the outermost tree, where Node also looks.
+        exe(
+            &modules.join("tool/node_modules/inner/bin.js"),
+            "#!/bin/sh\n",
+        );
+        std::os::unix::fs::symlink(
+            "../tool/node_modules/inner/bin.js",
+            modules.join(".bin/inner"),
+        )
+        .unwrap();
+        let p = resolve("inner", &ws, ws.root(), Some(&path)).unwrap();
+        assert_eq!(p.roots, vec![modules]);
     }
 
     #[test]

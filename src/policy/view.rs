@@ -11,8 +11,8 @@
 //!   directory** (writable);
 //! - the runner's **toolchain homes** ([`toolchain_homes`]: `CARGO_HOME`, `RUSTUP_HOME`);
 //! - the **installation of the program** a command runs, as [`crate::policy::program`] resolves it (a
-//!   virtualenv and its base interpreter, a pyenv version, an nvm node, `PREFIX` of
-//!   `PREFIX/bin/prog`), and the policy's `read_paths`;
+//!   virtualenv and its base interpreter, a pyenv version, an nvm node, the `node_modules` tree
+//!   of a Node program, `PREFIX` of `PREFIX/bin/prog`), and the policy's `read_paths`;
 //! - minus every **credential file or directory** ([`credential_paths`]) inside any of those.
 //!
 //! Nothing of `/home`, `/root`, `/run`, `/var`, `/srv`, `/opt`, `/mnt` or the host's `/tmp` is

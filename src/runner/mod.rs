@@ -81,6 +81,10 @@ pub struct RunOptions {
     /// Drop each step's result once it is recorded and reported (memory stays flat on huge plans;
     /// [`ExecutionResult::steps`] is then empty).
     pub drop_step_results: bool,
+    /// This invocation's own files (its reports, its stdout or stderr redirected to a file): left
+    /// out of the workspace listing agent steps are shown (docs/replay.md). The database and a
+    /// replay file are added by the runner.
+    pub own_files: Vec<PathBuf>,
     /// Set only by the named weakening calls.
     no_os_sandbox: bool,
     no_signature_check: bool,
@@ -538,11 +542,18 @@ impl PlanRunner {
 
         // The LLM: checked up front when the plan has agent steps, so a missing model is
         // reported before anything runs.
-        let (config, agent, used) = settings
+        let (config, mut agent, used) = settings
             .llm(options.llm_api_key.as_deref(), &policy, |name| {
                 std::env::var(name).ok()
             })
             .map_err(RunnerError::Setup)?;
+        agent.own_files = options.own_files.clone();
+        agent.own_files.push(session.db_path().to_path_buf());
+        if let Some(file) = settings.replay.as_deref().filter(|w| replay::names_file(w)) {
+            agent
+                .own_files
+                .push(crate::workspace::absolute(Path::new(file)));
+        }
         let agent_steps: Vec<&crate::plan::Step> = approved
             .plan()
             .steps

@@ -162,8 +162,7 @@ pub(crate) fn prepare(
     let refuse = |origin: String, problems: Vec<String>| RunnerError::Replay { origin, problems };
     let (source, origin) = if names_file(what) {
         let origin = format!("file {what}");
-        let text = read_file(Path::new(what)).map_err(|e| refuse(origin.clone(), vec![e]))?;
-        let source = ReplaySource::parse_jsonl(&text).map_err(|p| refuse(origin.clone(), p))?;
+        let source = read_source(Path::new(what)).map_err(|p| refuse(origin.clone(), p))?;
         let origin = format!("{origin} (run {})", source.header.run_id);
         (source, origin)
     } else {
@@ -224,6 +223,15 @@ pub(crate) fn prepare(
         of,
         settings,
     })
+}
+
+/// Reads the replay file at `path` (`run --replay FILE`): at most [`MAX_FILE_BYTES`], UTF-8, then
+/// every line checked ([`ReplaySource::parse_jsonl`]); `Err` names each problem. Public for the
+/// fuzz target `replay_file` (docs/fuzzing.md), which reads what a pull request could commit.
+#[doc(hidden)]
+pub fn read_source(path: &Path) -> Result<ReplaySource, Vec<String>> {
+    let text = read_file(path).map_err(|e| vec![e])?;
+    ReplaySource::parse_jsonl(&text)
 }
 
 fn read_file(path: &Path) -> Result<String, String> {

@@ -176,7 +176,9 @@ pub fn refused_root_entries(ws: &Workspace, output: &str) -> Vec<String> {
         );
         for word in candidates {
             let word = word.trim_end_matches(':');
-            if word.is_empty() || word.contains(char::is_whitespace) {
+            // A hint names a path only where the error names one: Node quotes its error's code
+            // too (`code: 'EACCES'`), which is no file name.
+            if word.is_empty() || word.contains(char::is_whitespace) || is_error_code(word) {
                 continue;
             }
             let rel = match Path::new(word).strip_prefix(ws.root()) {
@@ -199,6 +201,16 @@ pub fn refused_root_entries(ws: &Workspace, output: &str) -> Vec<String> {
         }
     }
     names
+}
+
+/// Whether `word` is the name of an error (`EACCES`, `EPERM`, `EROFS`: `E` and capitals or
+/// digits), as runtimes print them beside the path they name.
+fn is_error_code(word: &str) -> bool {
+    word.len() >= 3
+        && word.starts_with('E')
+        && word[1..]
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -242,5 +254,29 @@ mod tests {
             refused_root_entries(&t.ws, &out),
             [".pytest_cache/", "node_modules/"]
         );
+    }
+
+    /// Node prints its error's code quoted beside the path (`code: 'EACCES'`): the code is no
+    /// entry to declare; only a path the error names is.
+    #[test]
+    fn an_error_code_is_not_taken_for_a_file_name() {
+        let t = TestWs::new();
+        let outside = "Error: EACCES: permission denied, open '/opt/pkg/node_modules/yargs/index.js'\n\
+             \x20   at Object.openSync (node:fs:573:18) {\n  errno: -13,\n  code: 'EACCES',\n  \
+             syscall: 'open',\n  path: '/opt/pkg/node_modules/yargs/index.js'\n}\n";
+        assert_eq!(refused_root_entries(&t.ws, outside), Vec::<String>::new());
+        for code in ["EPERM", "EROFS", "E2BIG"] {
+            let out = format!("Error: {code}: operation not permitted\n  code: '{code}',\n");
+            let out = out.replace("operation not permitted", "permission denied");
+            assert_eq!(
+                refused_root_entries(&t.ws, &out),
+                Vec::<String>::new(),
+                "{code}"
+            );
+        }
+        // The same error naming an entry at the root: that entry.
+        let inside = "Error: EACCES: permission denied, mkdir 'build'\n  errno: -13,\n  \
+                      code: 'EACCES',\n  syscall: 'mkdir',\n  path: 'build'\n}\n";
+        assert_eq!(refused_root_entries(&t.ws, inside), ["build/"]);
     }
 }

@@ -7,6 +7,7 @@
 pub mod changes;
 pub mod fs;
 pub mod guard;
+pub mod listing;
 pub mod nested_git;
 pub mod state;
 

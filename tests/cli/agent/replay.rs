@@ -788,3 +788,388 @@ fn a_react_run_replays_with_the_protocol_it_was_recorded_with() {
         stderr(&out)
     );
 }
+
+/// A replay that no longer reproduces its recording ends the run with exit 37 even in a step
+/// whose `on_failure` is `continue`: the plan tolerates the step's own failures, not a replay
+/// that tests nothing. The step is failed (not tolerated) and the steps after it do not run.
+#[test]
+fn a_divergence_ends_the_run_with_exit_37_whatever_the_steps_on_failure_says() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "tolerant.json",
+        &json!({"plan_id": "tolerant", "steps": [
+            {"step_id": "look", "tool": "agent", "on_failure": "continue", "arguments": {
+                "instruction": "Read README.md and say what add() must do.",
+                "tools": ["file_read"], "max_turns": 4}},
+            {"step_id": "after", "tool": "file_write", "on_failure": "continue",
+             "arguments": {"path": "after.txt", "contents": "ran\n"}}]}),
+    );
+    reset(&t);
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "README.md"}))]),
+        ScriptedResponse::chat_text("add() must add."),
+    ]);
+    let out = t.approve_and_run_with_model(&plan, &server, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    drop(server);
+    let recorded: String = q(&t.db(), "SELECT run_id FROM runs");
+    std::fs::remove_file(t.ws.join("after.txt")).unwrap();
+    // The same workspace replays, exit 0.
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    std::fs::remove_file(t.ws.join("after.txt")).unwrap();
+
+    t.file("README.md", "add() must subtract.\n");
+    let out = run(&t, &plan, &recorded, &[]);
+    assert_eq!(code(&out), 37, "{}", stderr(&out));
+    let replay = newest_run(&t);
+    let db = t.db();
+    assert_eq!(
+        q::<i64>(
+            &db,
+            &format!("SELECT exit_code FROM runs WHERE run_id = '{replay}'")
+        ),
+        37
+    );
+    let failed: Vec<Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "step_failed" && e["step_id"] == "look")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["error_code"], "replay_diverged");
+    assert_ne!(failed[0]["tolerated"], true, "{:?}", failed[0]);
+    let finished: Vec<Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "run_finished")
+        .collect();
+    assert_eq!(finished[0]["exit_code"], 37, "{:?}", finished[0]);
+    assert_eq!(
+        finished[0]["tolerated"].as_u64().unwrap_or(0),
+        0,
+        "{:?}",
+        finished[0]
+    );
+    assert!(!t.ws.join("after.txt").exists(), "the step after it ran");
+
+    // Lenient: a divergence answered anyway is no failure, and `continue` changes nothing.
+    let out = run(&t, &plan, &recorded, &["--replay-lenient"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// The crate docs/ci.md's replay recipe records: `add()` subtracts, its README says it must add.
+const RECIPE_MANIFEST: &str =
+    "[package]\nname = \"adder\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n";
+const RECIPE_TEST: &str = "\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        \
+                           assert_eq!(super::add(2, 3), 5);\n    }\n}\n";
+
+/// The plan of the recipe: one agent step that reads the README and src/lib.rs, fixes `add` and
+/// is verified by `cargo test`.
+fn recipe_plan() -> Value {
+    json!({"plan_id": "change", "steps": [
+        {"step_id": "fix", "tool": "agent", "arguments": {
+            "instruction": "Read README.md, then fix add() in src/lib.rs with a minimal edit.",
+            "tools": ["file_read", "file_edit"], "max_turns": 6},
+         "verify": {"command": "cargo test --quiet --offline", "max_cycles": 1}}]})
+}
+
+fn recipe_script() -> Vec<ScriptedResponse> {
+    vec![
+        ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "README.md"}))]),
+        ScriptedResponse::chat_tool_calls(&[("file_read", json!({"path": "src/lib.rs"}))]),
+        ScriptedResponse::chat_tool_calls(&[(
+            "file_edit",
+            json!({"path": "src/lib.rs", "old": "a - b", "new": "a + b"}),
+        )]),
+        ScriptedResponse::chat_text("add() adds now."),
+    ]
+}
+
+/// `git` in `dir` with no configuration of the machine's, asserting success.
+fn git_in(t: &TestDir, dir: &Path, args: &[&str]) {
+    let out = raw_git(t, dir, args);
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The binary in `dir` (the workspace is the current directory, as in CI), stdout to `stdout`
+/// when given (`> acode-events.jsonl`).
+fn acode_in(t: &TestDir, dir: &Path, args: &[&str], stdout: Option<&Path>) -> Output {
+    let mut c = t.cmd();
+    c.current_dir(dir).args(args);
+    if let Some(file) = stdout {
+        c.stdout(std::fs::File::create(file).unwrap());
+    }
+    c.output().unwrap()
+}
+
+/// docs/ci.md's replay recipe, exactly: record in a clean checkout (a model answers), export the
+/// model traffic beside the plan and commit it; then, as a CI job does, build, leave caches and
+/// outputs at the top level, restore a cache, move the checkout, and replay with the job's own
+/// outputs (`--jsonl > acode-events.jsonl`, `--junit`, `--report-html`) — it completes, with no
+/// model. A file the agent read, changed, makes it diverge, naming the step, the turn and the file.
+#[test]
+fn the_ci_recipe_replays_after_a_build_a_cache_restore_outputs_and_a_moved_checkout() {
+    let t = TestDir::new();
+    // The repository: a crate, its README, the approved plan, a .gitignore for its coverage.
+    let origin = t.root.join("origin");
+    std::fs::create_dir_all(origin.join("src")).unwrap();
+    std::fs::create_dir_all(origin.join("plans")).unwrap();
+    std::fs::write(origin.join("Cargo.toml"), RECIPE_MANIFEST).unwrap();
+    std::fs::write(origin.join("src/lib.rs"), format!("{LIB}{RECIPE_TEST}")).unwrap();
+    std::fs::write(origin.join("README.md"), README).unwrap();
+    std::fs::write(origin.join(".gitignore"), "/coverage/\n").unwrap();
+    std::fs::write(
+        origin.join("plans/change.json"),
+        serde_json::to_string_pretty(&recipe_plan()).unwrap(),
+    )
+    .unwrap();
+    git_in(&t, &origin, &["init", "-q"]);
+    let out = acode_in(
+        &t,
+        &origin,
+        &["approve", "plans/change.json", "--by", "ci"],
+        None,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    git_in(&t, &origin, &["add", "-A"]);
+    git_in(&t, &origin, &["commit", "-qm", "the plan"]);
+
+    // Record once, locally or nightly, in a clean checkout; export and commit the fixture.
+    let checkout = t.root.join("checkout");
+    git_in(
+        &t,
+        &t.root,
+        &["clone", "-q", origin.to_str().unwrap(), "checkout"],
+    );
+    let server = ScriptedServer::start(recipe_script());
+    let url = server.url();
+    let out = acode_in(
+        &t,
+        &checkout,
+        &[
+            "run",
+            "plans/change.json",
+            "--llm-url",
+            &url,
+            "--model",
+            "test-model",
+        ],
+        None,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(server.remaining(), 0);
+    drop(server);
+    let db = rusqlite::Connection::open(checkout.join(".acode/executions.db")).unwrap();
+    let recorded: String = q(&db, "SELECT run_id FROM runs");
+    let out = acode_in(
+        &t,
+        &checkout,
+        &["export", &recorded, "--replay", "plans/change.replay.jsonl"],
+        None,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    git_in(&t, &checkout, &["checkout", "--", "."]);
+    git_in(&t, &checkout, &["add", "plans/change.replay.jsonl"]);
+    git_in(&t, &checkout, &["commit", "-qm", "the replay fixture"]);
+
+    // What a CI job does to the workspace before the replay: build, caches and outputs at the
+    // top level, a cache restored, the checkout moved.
+    let status = std::process::Command::new("cargo")
+        .args(["build", "--quiet", "--offline"])
+        .current_dir(&checkout)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo build");
+    assert!(checkout.join("target").is_dir() && checkout.join("Cargo.lock").is_file());
+    for dir in ["__pycache__", ".pytest_cache", "coverage"] {
+        std::fs::create_dir_all(checkout.join(dir)).unwrap();
+        std::fs::write(checkout.join(dir).join("x"), "generated").unwrap();
+    }
+    // A cache restored from elsewhere (actions/cache), with the path it was saved from.
+    let saved = t.root.join("saved-cache/node_modules/left-pad");
+    std::fs::create_dir_all(&saved).unwrap();
+    std::fs::write(saved.join("index.js"), "module.exports = 1;\n").unwrap();
+    copy_tree(
+        &t.root.join("saved-cache/node_modules"),
+        &checkout.join("node_modules"),
+    );
+    let ci = t.root.join("ci/work/repo");
+    std::fs::create_dir_all(ci.parent().unwrap()).unwrap();
+    std::fs::rename(&checkout, &ci).unwrap();
+
+    // The replay step of the pull-request job, its outputs at the top level.
+    let job = [
+        "run",
+        "plans/change.json",
+        "--replay",
+        "plans/change.replay.jsonl",
+        "--jsonl",
+        "--junit",
+        "acode-report.xml",
+        "--report-html",
+        "acode-report.html",
+    ];
+    let events_file = ci.join("acode-events.jsonl");
+    let out = acode_in(&t, &ci, &job, Some(&events_file));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        std::fs::read_to_string(ci.join("src/lib.rs"))
+            .unwrap()
+            .contains("a + b")
+    );
+    // Again, in the same checkout (its sources reset, the outputs of the first replay there).
+    git_in(&t, &ci, &["checkout", "--", "src"]);
+    let out = acode_in(&t, &ci, &job, Some(&events_file));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    // A file the agent read, changed: diverges, naming the step, the turn and the file.
+    git_in(&t, &ci, &["checkout", "--", "src"]);
+    let lib = std::fs::read_to_string(ci.join("src/lib.rs")).unwrap();
+    std::fs::write(ci.join("src/lib.rs"), format!("// Adds.\n{lib}")).unwrap();
+    let out = acode_in(&t, &ci, &job, Some(&events_file));
+    assert_eq!(code(&out), 37, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("step `fix`, turn 3: the tool result of `file_read` differs: recorded \""),
+        "{err}"
+    );
+    assert!(err.contains("(file src/lib.rs)"), "{err}");
+    let events = std::fs::read_to_string(&events_file).unwrap();
+    assert!(events.contains("replay_diverged"), "{events}");
+}
+
+/// A replay run from another directory than the recorded workspace (the workspace is the current
+/// directory) says so at the first turn: the recorded entries are missing, and the line names
+/// both workspaces and `--workspace`.
+#[test]
+fn a_replay_from_the_wrong_directory_says_the_workspace_differs() {
+    let t = TestDir::new();
+    let plan = plan(&t, FIX);
+    let recorded = record(&t, &plan);
+    reset(&t);
+    let file = t.root.join("fixture.replay.jsonl");
+    let out = t.run(&["export", &recorded, "--replay", file.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // From the workspace's parent directory.
+    let out = t
+        .cmd()
+        .current_dir(&t.root)
+        .args(["run", plan.to_str().unwrap(), "--replay"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 37, "{}", stderr(&out));
+    let err = stderr(&out);
+    let line = err
+        .lines()
+        .find(|l| l.contains("step `look`, turn 1"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        line.contains(
+            "the system prompt differs only in the workspace listing: the workspace differs \
+             from the recorded one: "
+        ),
+        "{line}"
+    );
+    assert!(line.contains("`README.md`, `src/` missing"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "The recording ran in {}, this replay in {}",
+            t.ws.display(),
+            t.root.display()
+        )),
+        "{line}"
+    );
+    assert!(line.contains("--workspace DIR"), "{line}");
+    assert_eq!(t.read("src/lib.rs"), LIB, "nothing ran in the workspace");
+    // With --workspace it replays.
+    let out = t
+        .cmd()
+        .current_dir(&t.root)
+        .args(["run", plan.to_str().unwrap(), "--workspace"])
+        .arg(&t.ws)
+        .arg("--replay")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.read("src/lib.rs"), FIXED);
+}
+
+/// The shipped `plans/agent-demo.json` replays from its committed fixture again and again in the
+/// same checkout: its verify command's `target/` and `Cargo.lock`, the events redirected to a
+/// file and the JUnit report of the replay before are not part of what the model is told.
+#[test]
+fn the_agent_demo_plan_replays_again_and_again_in_the_same_checkout() {
+    let repo = repo();
+    let t = TestDir::new();
+    let lib = std::fs::read_to_string(repo.join("fixtures/agent-demo/src/lib.rs")).unwrap();
+    t.file(
+        "Cargo.toml",
+        &std::fs::read_to_string(repo.join("fixtures/agent-demo/Cargo.toml")).unwrap(),
+    );
+    let plan = repo.join("plans/agent-demo.json");
+    let fixture = repo.join("plans/agent-demo.replay.jsonl");
+    for round in 1..=3 {
+        // The sources as committed (`git checkout -- src`), the rest left as it is.
+        t.file("src/lib.rs", &lib);
+        let out = acode_in(
+            &t,
+            &t.ws,
+            &[
+                "run",
+                plan.to_str().unwrap(),
+                "--replay",
+                fixture.to_str().unwrap(),
+                "--jsonl",
+                "--junit",
+                "report.xml",
+            ],
+            Some(&t.ws.join("ev.jsonl")),
+        );
+        assert_eq!(code(&out), 0, "round {round}: {}", stderr(&out));
+        assert!(t.read("src/lib.rs").contains("a + b"), "round {round}");
+    }
+    assert!(t.ws.join("target").is_dir() && t.ws.join("Cargo.lock").is_file());
+}
+
+/// A command's private temporary directory has a new random name in every run (under Landlock
+/// `…/acode-run-UUID/cmd-HEX`, in bwrap `/tmp/acode-PID-N`, without a sandbox the run's own):
+/// a tool result naming it replays in every mode (docs/replay.md, normalised to `<tmp>`).
+#[test]
+fn a_tool_result_naming_the_commands_temporary_directory_replays_in_every_mode() {
+    need_bwrap();
+    for mode in ["bwrap", "landlock", "none"] {
+        let t = TestDir::new();
+        t.file(
+            "acode-policy.json",
+            &json!({"auto_approve_commands": ["python3"]}).to_string(),
+        );
+        let plan = t.plan(
+            "tmp.json",
+            &json!({"plan_id": "tmp", "steps": [
+                {"step_id": "where", "tool": "agent", "arguments": {
+                    "instruction": "Print your TMPDIR.", "tools": ["run_command"],
+                    "max_turns": 3}}]}),
+        );
+        let print = "import os; t = os.environ['TMPDIR']; print(t, os.path.join(t, 'out.txt'))";
+        let server = ScriptedServer::start(vec![
+            ScriptedResponse::chat_tool_calls(&[(
+                "run_command",
+                json!({"argv": ["python3", "-c", print]}),
+            )]),
+            ScriptedResponse::chat_text("Printed."),
+        ]);
+        let out = t.approve_and_run_with_model(&plan, &server, &["--sandbox", mode]);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        drop(server);
+        let recorded: String = q(&t.db(), "SELECT run_id FROM runs");
+        let printed = stdout_of(&t, "where");
+        assert!(printed.contains("acode-"), "{mode}: {printed}");
+        let out = run(&t, &plan, &recorded, &["--sandbox", mode]);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+    }
+}

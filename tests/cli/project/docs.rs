@@ -1050,3 +1050,46 @@ fn the_readmes_test_command_sets_up_what_the_tests_need_and_ci_runs_it() {
         "CI runs the script, not its own cargo test"
     );
 }
+
+/// docs/replay.md's "What is compared" is one list of what a replay compares, normalises or never
+/// sees, each entry naming the test that fails without it: every row names at least one test, and
+/// every test named is a function of the crate's sources or tests.
+#[test]
+fn every_entry_of_what_a_replay_compares_names_a_test_that_exists() {
+    let text = std::fs::read_to_string(repo().join("docs/replay.md")).unwrap();
+    let section = text
+        .split("## What is compared")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/replay.md has a section `What is compared`");
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| entry |"))
+        .collect();
+    assert!(rows.len() >= 10, "{rows:?}");
+    let mut sources = String::new();
+    for dir in ["src", "tests"] {
+        for entry in walkdir::WalkDir::new(repo().join(dir)) {
+            let entry = entry.unwrap();
+            if entry.path().extension().is_some_and(|e| e == "rs") {
+                sources.push_str(&std::fs::read_to_string(entry.path()).unwrap());
+            }
+        }
+    }
+    for row in rows {
+        let last = row.trim_end_matches('|').rsplit('|').next().unwrap();
+        let names: Vec<&str> = last
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|n| !n.is_empty())
+            .collect();
+        assert!(!names.is_empty(), "a row without a test: {row}");
+        for name in names {
+            assert!(
+                sources.contains(&format!("fn {name}(")),
+                "docs/replay.md names the test `{name}`, which does not exist: {row}"
+            );
+        }
+    }
+}

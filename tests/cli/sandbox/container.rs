@@ -326,8 +326,8 @@ fn apt_mirror() -> (String, String) {
     panic!("no apt source for {codename} in /etc/apt: the container test reads its mirror there");
 }
 
-/// The cached root file system (built on first use): Debian minbase with python3, git and
-/// bubblewrap, whose `bwrap` is moved aside to `/usr/local/libexec/acode-test/bwrap` (a run mounts
+/// The cached root file system (built on first use): Debian minbase with python3, git, nodejs
+/// and bubblewrap, whose `bwrap` is moved aside to `/usr/local/libexec/acode-test/bwrap` (a run mounts
 /// it back for "bwrap present"), and a user `user` (uid 1000, home `/home/user`).
 fn rootfs() -> PathBuf {
     static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
@@ -336,7 +336,7 @@ fn rootfs() -> PathBuf {
         return p.clone();
     }
     let (mirror, suite) = apt_mirror();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("container-rootfs-{suite}-v1"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("container-rootfs-{suite}-v2"));
     if !dir.join(".complete").exists() {
         let partial = dir.with_extension("partial");
         unmount_beneath(&partial);
@@ -346,7 +346,7 @@ fn rootfs() -> PathBuf {
             .args([
                 "debootstrap",
                 "--variant=minbase",
-                "--include=python3,git,bubblewrap",
+                "--include=python3,git,nodejs,bubblewrap",
                 &suite,
             ])
             .arg(&partial)
@@ -440,6 +440,39 @@ while not os.path.exists('/t/done'):
 open('/t/connections', 'w').write(str(n))
 "#;
 
+/// `podman run` as `uid`, with no network, the default seccomp profile and no added capability,
+/// `root` at `/t` and the test suite's `acode-run` at `/usr/local/bin/acode-run`; the caller adds
+/// its own mounts, then `--rootfs` and the command.
+fn podman(uid: u32, root: &Path) -> Command {
+    let mut c = Command::new("podman");
+    c.args([
+        "run",
+        "--rm",
+        "--runtime",
+        "runc",
+        "--cgroup-manager",
+        "cgroupfs",
+        "--ulimit",
+        "nofile=4096:4096",
+        "--ulimit",
+        "nproc=4096:4096",
+        "--network",
+        "none",
+        "--user",
+        &format!("{uid}:{uid}"),
+        "-e",
+        "NO_COLOR=1",
+        "-v",
+        &format!("{}:/t", root.display()),
+        "-v",
+        &format!(
+            "{}:/usr/local/bin/acode-run:ro",
+            env!("CARGO_BIN_EXE_acode-run")
+        ),
+    ]);
+    c
+}
+
 /// Runs the suite in a container as `uid` (0 or 1000), with the rootfs's bwrap mounted at
 /// `/usr/bin/bwrap` or not, and asserts it held and the header named the fallback's cause.
 fn contain(uid: u32, with_bwrap: bool) {
@@ -465,35 +498,12 @@ fn contain(uid: u32, with_bwrap: bool) {
             .unwrap();
         assert!(out.status.success(), "chown: {out:?}");
     }
-    let mut c = Command::new("podman");
+    let mut c = podman(uid, &root);
     c.args([
-        "run",
-        "--rm",
-        "--runtime",
-        "runc",
-        "--cgroup-manager",
-        "cgroupfs",
-        "--ulimit",
-        "nofile=4096:4096",
-        "--ulimit",
-        "nproc=4096:4096",
-        "--network",
-        "none",
-        "--user",
-        &format!("{uid}:{uid}"),
-        "-e",
-        "NO_COLOR=1",
         "-e",
         &format!("HOME={home}"),
         "-v",
-        &format!("{}:/t", root.display()),
-        "-v",
         &format!("{}:{home}", root.join("home").display()),
-        "-v",
-        &format!(
-            "{}:/usr/local/bin/acode-run:ro",
-            env!("CARGO_BIN_EXE_acode-run")
-        ),
     ]);
     if with_bwrap {
         c.args([
@@ -599,4 +609,98 @@ fn in_a_container_as_uid_1000_without_bwrap_the_promise_holds() {
 #[test]
 fn in_a_container_as_uid_1000_with_bwrap_refused_the_promise_holds() {
     contain(1000, true);
+}
+
+/// What runs inside the container for the Node programs: `approve` (which starts the MCP server
+/// to pin its tools) and `run`, with the npm prefix's `.bin` first on `PATH`, as a CI job would.
+const DRIVE_NODE: &str = r#"set -u
+cd /t/ws
+export PATH=/opt/npm/node_modules/.bin:$PATH
+acode-run approve /t/plan.json --by tester > /t/approve.out 2>&1 || echo "approve failed" >> /t/approve.out
+acode-run run /t/plan.json --jsonl > /t/run.out 2> /t/run.err
+echo $? > /t/run.rc
+"#;
+
+/// Issue 43 §2 in a container (Landlock, as `auto` chooses there): a Node program and a Node MCP
+/// server, installed on the host with `npm install --prefix DIR` (npm's own registry) and mounted
+/// read-only at `/opt/npm`, outside the workspace and the home, run with their dependencies beside
+/// them: `cowsay` needs `yargs`, `@modelcontextprotocol/server-filesystem` its SDK. The node is
+/// the container's own (Debian's `nodejs`).
+#[test]
+fn in_a_container_npm_installed_programs_outside_the_workspace_run_with_their_dependencies() {
+    if !enabled() {
+        return;
+    }
+    if !net_enabled() {
+        acode_run::testing::skip(
+            "ACODE_E2E_NET=1",
+            "it installs cowsay and an MCP server from the npm registry",
+        );
+        return;
+    }
+    let rootfs = rootfs();
+    let t = TestDir::new();
+    let root = t.root.join("node");
+    let prefix = t.root.join("npm");
+    for package in ["cowsay", "@modelcontextprotocol/server-filesystem"] {
+        crate::sandbox::node::npm_install(&prefix, package);
+    }
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "hello\n").unwrap();
+    std::fs::write(
+        ws.join("acode-policy.json"),
+        json!({"allow_commands": ["cowsay"], "auto_approve_commands": ["cowsay"],
+               "mcp": {"servers": {"fs": {"command": ["mcp-server-filesystem", "."],
+                                          "tools": ["list_directory"], "confirm": false}}}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("plan.json"),
+        json!({"plan_id": "node", "steps": [
+            {"step_id": "moo", "tool": "run_command", "arguments": {"argv": ["cowsay", "moo"]}},
+            {"step_id": "ls", "tool": "mcp__fs__list_directory", "arguments": {"path": "."}}]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(root.join("drive.sh"), DRIVE_NODE).unwrap();
+    let mut c = podman(0, &root);
+    c.args(["-e", "HOME=/root", "-v"])
+        .arg(format!("{}:/opt/npm:ro", prefix.display()))
+        .arg("--rootfs")
+        .arg(format!("{}:O", rootfs.display()))
+        .args(["sh", "/t/drive.sh"]);
+    let out = c
+        .output()
+        .expect("podman runs (apt-get install podman runc)");
+    let text = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
+    let run_err = text("run.err");
+    assert!(
+        out.status.success() && !text("approve.out").contains("approve failed"),
+        "podman: {out:?}\napprove: {}\nrun: {run_err}",
+        text("approve.out")
+    );
+    assert_eq!(text("run.rc").trim(), "0", "{run_err}");
+    assert!(run_err.contains("landlock (Landlock ABI"), "{run_err}");
+    let events = events_of(&text("run.out"));
+    let completed: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "step_completed")
+        .filter_map(|e| e["step_id"].as_str())
+        .collect();
+    assert_eq!(completed, ["moo", "ls"], "{run_err}");
+    let db = rusqlite::Connection::open(ws.join(".acode/executions.db")).unwrap();
+    let cow: String = q(
+        &db,
+        "SELECT a.content FROM artifacts a JOIN executions e USING (execution_id)
+         WHERE e.step_id = 'moo' AND a.artifact_type = 'stdout'",
+    );
+    assert!(cow.contains("< moo >"), "{cow}");
+    let listed: String = q(
+        &db,
+        "SELECT a.content FROM artifacts a JOIN executions e USING (execution_id)
+         WHERE e.step_id = 'ls' AND a.artifact_type = 'mcp_result'",
+    );
+    assert!(listed.contains("notes.txt"), "{listed}");
 }

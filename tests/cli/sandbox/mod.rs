@@ -12,6 +12,7 @@ mod git_credentials;
 mod landlock;
 mod mirrors;
 mod network;
+mod node;
 mod programs;
 mod race;
 mod supervisor;
