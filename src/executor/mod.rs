@@ -929,9 +929,9 @@ impl Executor {
             run.store
                 .record_unattributed_network(&run_id, &proxy.take_unattributed())?;
         }
-        record_written_files(self.workspace.root(), run.store, &run_id)?;
+        let changes = written_files(self.workspace.root(), run.store, &run_id)?;
         run.store
-            .finish_run(&run_id, status, exit_code, tokens.stored())?;
+            .finish_run_with_files(&run_id, status, exit_code, tokens.stored(), &changes)?;
         // SQLite writes on into a deleted file without complaint: say so instead of exit 0.
         run.store.check_still_there()?;
         let violations = run.store.refused_violations(&run_id)?;
@@ -1387,9 +1387,13 @@ fn run_step(
     Ok((result, quit))
 }
 
-/// Records the files the run created or changed since it first started (the subjects of its
+/// The files the run created or changed since it first started (the subjects of its
 /// attestation, `crate::workspace::changes`), leaving out the database and its journals.
-fn record_written_files(root: &Path, store: &mut Store, run_id: &str) -> Result<(), StoreError> {
+fn written_files(
+    root: &Path,
+    store: &Store,
+    run_id: &str,
+) -> Result<crate::workspace::changes::Changes, StoreError> {
     let since = store.run(run_id)?.started_at;
     let db = store.path().map(Path::to_path_buf);
     let journals: Vec<PathBuf> = db
@@ -1403,9 +1407,7 @@ fn record_written_files(root: &Path, store: &mut Store, run_id: &str) -> Result<
         })
         .collect();
     let skip: Vec<&Path> = journals.iter().map(PathBuf::as_path).collect();
-    let changes = crate::workspace::changes::changed_since(root, since, &skip);
-    store.record_run_files(run_id, &changes)?;
-    store.mark_run_files_recorded(run_id)
+    Ok(crate::workspace::changes::changed_since(root, since, &skip))
 }
 
 /// What the run header says that no other column keeps (issue 36): the approval the run is

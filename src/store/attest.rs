@@ -44,10 +44,18 @@ pub struct ModelTraffic {
 }
 
 impl Store {
-    /// Records the files `run_id` created or changed (replacing what an earlier end of the same
-    /// run, before a resume, recorded), in one transaction. Paths are redacted like every other
-    /// field.
-    pub fn record_run_files(&mut self, run_id: &str, changes: &Changes) -> Result<(), StoreError> {
+    /// Ends `run_id` ([`Store::finish_run`]'s fields) and records the files it created or
+    /// changed (replacing what an earlier end of the same run, before a resume, recorded), in one
+    /// transaction: one commit, one fsync, however many files. Paths are redacted like every
+    /// other field.
+    pub fn finish_run_with_files(
+        &mut self,
+        run_id: &str,
+        status: super::RunStatus,
+        exit_code: i32,
+        tokens: (i64, i64),
+        changes: &Changes,
+    ) -> Result<(), StoreError> {
         let redactor = self.redactor.clone();
         let tx = self.conn.transaction()?;
         tx.execute("DELETE FROM run_files WHERE run_id = ?1", [run_id])?;
@@ -76,6 +84,18 @@ impl Store {
                 ])?;
             }
         }
+        tx.execute(
+            "UPDATE runs SET status = ?2, exit_code = ?3, finished_at = ?4,
+             prompt_tokens = ?5, completion_tokens = ?6, files_recorded = 1 WHERE run_id = ?1",
+            params![
+                run_id,
+                status,
+                exit_code,
+                crate::error::now_ms(),
+                tokens.0,
+                tokens.1
+            ],
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -113,15 +133,6 @@ impl Store {
             [run_id],
             |r| r.get(0),
         )?)
-    }
-
-    /// Marks that `run_id`'s files were recorded (a run that wrote nothing has no rows).
-    pub fn mark_run_files_recorded(&mut self, run_id: &str) -> Result<(), StoreError> {
-        self.conn.execute(
-            "UPDATE runs SET files_recorded = 1 WHERE run_id = ?1",
-            [run_id],
-        )?;
-        Ok(())
     }
 
     /// The paths `run_id`'s file tools deleted (successful `file_delete` calls), sorted.
