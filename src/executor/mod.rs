@@ -617,6 +617,8 @@ impl Executor {
                     landlock_abi: None,
                     kind: "run".into(),
                     subject: None,
+                    repository: None,
+                    commit: None,
                 },
                 &variables,
                 &self.settings_json,

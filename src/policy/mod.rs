@@ -7,6 +7,7 @@ pub mod commands;
 pub mod config_secrets;
 pub mod env;
 pub mod glob;
+pub mod narrow;
 pub mod network;
 pub mod program;
 pub mod view;
