@@ -23,6 +23,7 @@ use thiserror::Error;
 pub mod import;
 pub mod mcp_server;
 pub mod mcp_tools;
+pub mod origin;
 pub mod queries;
 pub mod replay;
 pub mod session;
@@ -294,6 +295,9 @@ pub struct PlanRunner {
     drop_step_results: bool,
     /// With `--replay`: the run replayed and the client answering from it.
     replay: Option<(String, crate::llm::replay::ReplayClient)>,
+    /// What the workspace's own policy narrowed, when `--policy` named another (issue 48), and
+    /// the approved policy it narrowed (what the executor checks the approval against).
+    repository_policy: Option<(crate::store::PolicyNarrowing, Policy)>,
 }
 
 /// How strong a sandbox mode is against another, for [`RunnerError::SandboxWeakened`]: none <
@@ -422,6 +426,16 @@ impl PlanRunner {
             session.workspace(),
             key.as_deref(),
         )?;
+        // The approval is bound to the policy given; the run gets it narrowed by the workspace's
+        // own policy, which can take away but never add (docs/security.md).
+        let approved_policy = policy.clone();
+        let (policy, narrowing) = session.narrowed_policy(policy)?;
+        let repository_policy = narrowing.map(|n| (n, approved_policy));
+        let registry = match &repository_policy {
+            None => registry,
+            Some(_) => crate::tools::mcp::registry(&policy, Some(&approved.authorization().mcp))
+                .map_err(RunnerError::Setup)?,
+        };
 
         let requested = match settings.sandbox {
             Some(SandboxMode::None) if !explicit_none => {
@@ -522,6 +536,7 @@ impl PlanRunner {
             rerun_interrupted: options.rerun_interrupted,
             drop_step_results: options.drop_step_results,
             replay: replay.map(|r| (r.of, r.client)),
+            repository_policy,
         })
     }
 
@@ -564,9 +579,16 @@ impl PlanRunner {
         self.approved.plan()
     }
 
-    /// The policy in force.
+    /// The policy in force: the approved one, narrowed by the workspace's own when `--policy`
+    /// named another ([`PlanRunner::repository_policy`]).
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// What the workspace's own `acode-policy.json` narrowed or was refused, when the policy
+    /// came from elsewhere and the workspace has one.
+    pub fn repository_policy(&self) -> Option<&crate::store::PolicyNarrowing> {
+        self.repository_policy.as_ref().map(|(n, _)| n)
     }
 
     /// The OS sandbox commands will run in (and why it fell back, if it did).
@@ -607,6 +629,16 @@ impl PlanRunner {
         let mut store = self.session.store()?;
         store.checkpoint_in_background();
         let (jobs, jobs_from) = self.jobs();
+        let (repository, commit) = origin::repository_and_commit(self.session.workspace().root());
+        let (repository_policy, approved_policy) = match self.repository_policy {
+            Some((n, p)) => (Some(n), Some(p)),
+            None => (None, None),
+        };
+        let origin = crate::store::RunOrigin {
+            repository,
+            commit,
+            repository_policy,
+        };
         // No callback given: the settings' mode, a terminal prompt watching the cancel flag.
         let mut callbacks = self.callbacks;
         let confirm = (callbacks.confirm.take())
@@ -622,7 +654,11 @@ impl PlanRunner {
             .with_agent_settings(self.agent)
             .with_step_results(!self.drop_step_results)
             .with_settings_record(self.settings.to_json())
-            .with_replay_of(self.replay.as_ref().map(|(of, _)| of.clone()));
+            .with_replay_of(self.replay.as_ref().map(|(of, _)| of.clone()))
+            .with_origin(origin);
+        if let Some(bound) = approved_policy {
+            executor = executor.with_approved_policy(bound);
+        }
         if let Some(llm) = self.llm {
             executor = executor.with_llm(llm);
         }
@@ -644,6 +680,12 @@ impl PlanRunner {
             Target::Run(id) => executor.resume(&approved, &id, rerun)?,
             Target::New | Target::Latest => executor.execute(&approved)?,
         };
+        // What the run left changed, as git sees it (before any report reads the record).
+        if let Some(changes) = origin::changes(executor.workspace_root()) {
+            executor
+                .store_mut()
+                .record_changes(&result.run_id, &changes)?;
+        }
         Ok((result, executor))
     }
 }
