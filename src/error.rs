@@ -4,12 +4,12 @@
 //! (SPEC §10), the `error_code` column in the database and the `error_code` field of events, so those
 //! three can never disagree.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a step, tool call or run did not succeed.
 ///
 /// Kept as a closed enum so that the mapping to exit codes is checked by the compiler in one place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// Arguments did not match the tool's schema, or a value was malformed.
@@ -171,13 +171,18 @@ pub enum ExitCode {
     ImportLossy = 40,
     /// `import`: some step (or the whole plan) could not be converted.
     ImportRefused = 41,
+    /// `merge`: one run id with different content in two files (issue 48); nothing was merged.
+    MergeConflict = 46,
+    /// `merge`: a database it cannot take (not acode-run's, damaged or truncated, from a newer
+    /// schema, an approval that does not verify); nothing was merged.
+    MergeRefused = 47,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 16] = [
+    pub const ALL: [ExitCode; 18] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -193,6 +198,8 @@ impl ExitCode {
         ExitCode::ReplayDiverged,
         ExitCode::ImportLossy,
         ExitCode::ImportRefused,
+        ExitCode::MergeConflict,
+        ExitCode::MergeRefused,
         ExitCode::Interrupted,
     ];
 
@@ -227,6 +234,12 @@ impl ExitCode {
             }
             ExitCode::ImportLossy => "`import` wrote a plan with losses",
             ExitCode::ImportRefused => "`import` refused a step or the plan",
+            ExitCode::MergeConflict => {
+                "`merge`: one run id with different content in two files; nothing merged"
+            }
+            ExitCode::MergeRefused => {
+                "`merge`: a database it cannot take (not acode-run's, damaged, newer schema, an approval that does not verify); nothing merged"
+            }
             ExitCode::Interrupted => {
                 "interrupted (Ctrl-C, SIGTERM); `acode-run resume RUN_ID` continues"
             }
@@ -296,6 +309,10 @@ pub mod exit {
     pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
     /// An MCP server differs from what was approved.
     pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
+    /// `merge`: one run id, two contents.
+    pub const MERGE_CONFLICT: i32 = ExitCode::MergeConflict.code();
+    /// `merge`: a database it cannot take.
+    pub const MERGE_REFUSED: i32 = ExitCode::MergeRefused.code();
     /// A replay diverged from the recorded run.
     pub const REPLAY_DIVERGED: i32 = ExitCode::ReplayDiverged.code();
 }

@@ -36,6 +36,7 @@ macro_rules! errln {
 
 pub mod exit_codes;
 pub mod flags;
+mod fleet;
 mod hints;
 mod import;
 mod mcp;
@@ -383,7 +384,9 @@ fn dispatch(
         Command::Skills => cmd_skills(args),
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
+        Command::Export if args.jsonl => fleet::cmd_export_rows(args, redactor),
         Command::Export => replay::cmd_export(args, redactor),
+        Command::Merge => fleet::cmd_merge(args),
         Command::Tools => {
             let registry = tools_registry(args)?;
             if args.json {

@@ -63,7 +63,10 @@ pub(super) fn write_refusal(
         message,
         problems,
     };
-    if let Some(path) = args.and_then(|a| a.junit.as_ref()) {
+    // `report` writes the reports of recorded runs: a refusal of it is said on stderr, never
+    // written into its --junit or --html file.
+    let args_of_run = args.filter(|a| a.command != super::flags::Command::Report);
+    if let Some(path) = args_of_run.and_then(|a| a.junit.as_ref()) {
         let xml = junit::render_refusal(&refusal, redactor);
         if let Err(e) = std::fs::write(path, xml) {
             eprintln!(
@@ -72,11 +75,7 @@ pub(super) fn write_refusal(
             );
         }
     }
-    // `report` itself refuses with its message on stderr, not with a page in its --html file.
-    if let Some(path) = args
-        .filter(|a| a.command != super::flags::Command::Report)
-        .and_then(|a| a.report_html.as_ref())
-    {
+    if let Some(path) = args_of_run.and_then(|a| a.report_html.as_ref()) {
         write_html(path, html::render_refusal(&refusal, redactor).as_bytes());
     }
     let github = match args {
@@ -99,7 +98,7 @@ pub(super) fn write_refusal(
 }
 
 /// Writes `page` to `path` (`-`: stdout).
-fn write_page(path: &std::path::Path, page: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_page(path: &std::path::Path, page: &[u8]) -> std::io::Result<()> {
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
         out.write_all(page).and_then(|()| out.flush())
@@ -122,24 +121,34 @@ fn write_html(path: &std::path::Path, page: &[u8]) {
 /// opened, so an unknown run or an unreadable database writes nothing.
 pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
     use crate::error::exit;
-    let Some(path) = &args.report_html else {
-        return Err(super::CliError::new(
-            exit::USAGE,
-            "report needs --html FILE (or --html - for stdout)",
-        ));
+    let Some(run_id) = args.positionals.first() else {
+        return super::fleet::cmd_fleet_report(args, redactor);
     };
     let store = super::query_store(args)?;
-    let mut page = Vec::new();
-    html::render(&store, &args.positionals[0], redactor, &mut page).map_err(|e| match e {
-        html::HtmlError::Store(e) => super::not_found(e),
-        other => super::CliError::new(exit::INTERNAL, other.to_string()),
-    })?;
-    write_page(path, &page).map_err(|e| {
-        super::CliError::new(
-            exit::INTERNAL,
-            format!("cannot write the HTML report {}: {e}", path.display()),
-        )
-    })?;
+    if let Some(path) = &args.report_html {
+        let mut page = Vec::new();
+        html::render(&store, run_id, redactor, &mut page).map_err(|e| match e {
+            html::HtmlError::Store(e) => super::not_found(e),
+            other => super::CliError::new(exit::INTERNAL, other.to_string()),
+        })?;
+        write_page(path, &page).map_err(|e| {
+            super::CliError::new(
+                exit::INTERNAL,
+                format!("cannot write the HTML report {}: {e}", path.display()),
+            )
+        })?;
+    }
+    if let Some(path) = &args.junit {
+        // The run as recorded (it may have run on another machine: a merged database).
+        let result = crate::report::recorded::result(&store, run_id).map_err(super::not_found)?;
+        let xml = junit::render(&result, &store, redactor, None);
+        write_page(path, xml.as_bytes()).map_err(|e| {
+            super::CliError::new(
+                exit::INTERNAL,
+                format!("cannot write the JUnit report {}: {e}", path.display()),
+            )
+        })?;
+    }
     Ok(exit::OK)
 }
 

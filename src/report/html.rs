@@ -134,6 +134,11 @@ window.addEventListener("hashchange",reveal);reveal();
 
 /// `<head>` with the policy that forbids every fetch and every script but [`SCRIPT`].
 fn head(out: &mut String, title: &str) {
+    head_with(out, title, "");
+}
+
+/// [`head`] with `extra` style rules after the page's own (the fleet page's).
+pub(super) fn head_with(out: &mut String, title: &str, extra: &str) {
     use base64::Engine as _;
     use sha2::Digest as _;
     let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(SCRIPT));
@@ -144,16 +149,16 @@ fn head(out: &mut String, title: &str) {
          style-src 'unsafe-inline'; script-src 'sha256-{hash}'; img-src data:; base-uri 'none'; \
          form-action 'none'\">\n<meta name=\"referrer\" content=\"no-referrer\">\n\
          <meta name=\"viewport\" content=\"width=device-width\">\n\
-         <title>{title}</title>\n<style>{STYLE}</style></head>\n<body>\n"
+         <title>{title}</title>\n<style>{STYLE}{extra}</style></head>\n<body>\n"
     );
 }
 
-fn foot(out: &mut String) {
+pub(super) fn foot(out: &mut String) {
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body></html>\n");
 }
 
 /// Seconds as the page shows a duration.
-fn secs(ms: i64) -> String {
+pub(super) fn secs(ms: i64) -> String {
     if ms < 1000 {
         format!("{ms} ms")
     } else {
@@ -162,7 +167,7 @@ fn secs(ms: i64) -> String {
 }
 
 /// `N — what it means`.
-fn exit_meaning(code: i64) -> String {
+pub(super) fn exit_meaning(code: i64) -> String {
     let meaning = i32::try_from(code)
         .ok()
         .and_then(crate::error::ExitCode::from_code)

@@ -209,22 +209,53 @@ impl Store {
         else {
             return Ok(None);
         };
-        let tails = |kind: &str| -> Result<String, StoreError> {
+        let (stdout, stderr) = self.step_tails(run_id, &step_id, tail_chars)?;
+        Ok(Some((step, stdout, stderr)))
+    }
+
+    /// The last `tail_chars` characters of what the last execution of step `step_id` (not a
+    /// model turn) printed on stdout and on stderr, cut in SQL.
+    pub fn step_tails(
+        &self,
+        run_id: &str,
+        step_id: &str,
+        tail_chars: usize,
+    ) -> Result<(String, String), StoreError> {
+        let tail = |kind: &str| -> Result<String, StoreError> {
             Ok(self
                 .conn
-                .query_row(
+                .prepare_cached(
                     "SELECT substr(a.content, -?3) FROM executions e
                      JOIN artifacts a ON a.execution_id = e.execution_id AND a.artifact_type = ?4
                      WHERE e.run_id = ?1 AND e.step_id = ?2 AND e.tool_name != 'llm'
                      ORDER BY e.started_at DESC, e.rowid DESC LIMIT 1",
-                    params![run_id, step_id, tail_chars as i64, kind],
-                    |r| r.get::<_, String>(0),
-                )
+                )?
+                .query_row(params![run_id, step_id, tail_chars as i64, kind], |r| {
+                    r.get::<_, String>(0)
+                })
                 .optional()?
                 .unwrap_or_default())
         };
-        let (stdout, stderr) = (tails("stdout")?, tails("stderr")?);
-        Ok(Some((step, stdout, stderr)))
+        Ok((tail("stdout")?, tail("stderr")?))
+    }
+
+    /// The executions of a run's steps that are not model turns, by step, in the order they
+    /// ran: what a report built from the record lists for each step.
+    pub fn step_executions(
+        &self,
+        run_id: &str,
+    ) -> Result<std::collections::HashMap<String, Vec<String>>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT step_id, execution_id FROM executions WHERE run_id = ?1 AND tool_name != 'llm'
+             ORDER BY started_at, rowid",
+        )?;
+        let mut out: std::collections::HashMap<String, Vec<String>> = Default::default();
+        let rows = stmt.query_map([run_id], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?;
+        for row in rows {
+            let (step, id) = row?;
+            out.entry(step).or_default().push(id);
+        }
+        Ok(out)
     }
 
     /// The hosts the proxy refused in run `run_id`, each with its port and how often, most

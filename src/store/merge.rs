@@ -71,6 +71,9 @@ pub enum InputProblem {
     /// Not a regular file.
     #[error("not a regular file")]
     NotAFile,
+    /// Cannot be opened or read.
+    #[error("cannot be read ({0})")]
+    Unreadable(String),
     /// Not an SQLite database at all.
     #[error("not an SQLite database")]
     NotSqlite,
@@ -197,18 +200,18 @@ fn read_only_uri(path: &Path) -> String {
 /// this binary knows. Reads 100 bytes; writes nothing.
 fn check_header(path: &Path) -> Result<(), InputProblem> {
     use std::io::Read as _;
-    let meta = std::fs::metadata(path).map_err(|e| InputProblem::NotAcode(e.to_string()))?;
+    let meta = std::fs::metadata(path).map_err(|e| InputProblem::Unreadable(e.to_string()))?;
     if !meta.is_file() {
         return Err(InputProblem::NotAFile);
     }
     let mut header = [0u8; 100];
-    let mut f = std::fs::File::open(path).map_err(|e| InputProblem::NotAcode(e.to_string()))?;
+    let mut f = std::fs::File::open(path).map_err(|e| InputProblem::Unreadable(e.to_string()))?;
     let mut read = 0;
     while read < header.len() {
         match f.read(&mut header[read..]) {
             Ok(0) => break,
             Ok(n) => read += n,
-            Err(e) => return Err(InputProblem::NotAcode(e.to_string())),
+            Err(e) => return Err(InputProblem::Unreadable(e.to_string())),
         }
     }
     if read < header.len() || !header.starts_with(b"SQLite format 3\0") {

@@ -8,6 +8,7 @@
 #[macro_use]
 mod status;
 mod decisions;
+pub mod export;
 mod fleet;
 mod history;
 pub mod merge;
