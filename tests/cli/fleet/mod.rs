@@ -3,6 +3,7 @@
 //! database, the fleet page, the queryable record, and the CI recipes.
 
 mod merge;
+mod page;
 mod policy;
 
 use std::path::{Path, PathBuf};

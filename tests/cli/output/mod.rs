@@ -2,7 +2,7 @@
 //! secrets kept out of all of it.
 
 mod refusals;
-mod report;
+pub mod report;
 mod reports;
 mod secrets;
 mod terminal;
