@@ -5,6 +5,7 @@
 mod merge;
 mod page;
 mod policy;
+mod query;
 
 use std::path::{Path, PathBuf};
 
