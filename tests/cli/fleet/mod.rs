@@ -6,6 +6,7 @@ mod merge;
 mod page;
 mod policy;
 mod query;
+mod recipes;
 
 use std::path::{Path, PathBuf};
 
