@@ -15,6 +15,7 @@ if [ -z "$repository" ]; then
 fi
 out="$RECORDS/runs/$index"
 mkdir -p "$out"
+mkdir -p "$WORK"
 rm -rf "$WORK/repository"
 git clone --quiet --depth 1 "$repository" "$WORK/repository"
 set +e

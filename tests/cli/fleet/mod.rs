@@ -2,6 +2,7 @@
 //! beside it (a repository's own policy only narrows it), each run's record merged into one
 //! database, the fleet page, the queryable record, and the CI recipes.
 
+mod containers;
 mod merge;
 mod page;
 mod policy;
