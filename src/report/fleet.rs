@@ -29,7 +29,7 @@ pub const ROW_FILES: usize = 3;
 pub const REFUSED_HOSTS: usize = 20;
 /// Changed files listed in a section.
 pub const SECTION_FILES: usize = 50;
-/// Steps listed in a section (the failed ones first when there are more).
+/// Steps that did not complete listed in a section (the run's own report has every step).
 pub const SECTION_STEPS: usize = 60;
 /// A run's section stops once it is this long.
 pub const SECTION_BYTES: usize = 24 * 1024;
@@ -350,7 +350,9 @@ fn row(
     Ok(())
 }
 
-/// One run's section.
+/// One run's section: its facts, changed files, steps, failing step's output and refused hosts,
+/// each a `<pre>` of plain lines — a handful of elements per run, so a page of a thousand runs
+/// stays light for the browser to build (its sections are closed `<details>` until opened).
 fn section(
     s: &mut String,
     store: &Store,
@@ -361,11 +363,10 @@ fn section(
     let e = |t: &str| escape(redactor, t);
     let r = &run.run;
     let start = s.len();
-    let _ = write!(
+    let _ = writeln!(
         s,
         "<details class=\"run {status}\" id=\"{anchor}\"><summary>{badge} <b>{repo}</b> \
-         <span class=\"muted\">{plan} · run {id}</span></summary><div class=\"body\">\n\
-         <table class=\"facts\">",
+         <span class=\"muted\">{plan} · run {id}</span></summary><div class=\"body\">",
         status = r.status.as_str(),
         anchor = anchor(i, &r.run_id),
         badge = badge(r.status),
@@ -373,161 +374,165 @@ fn section(
         plan = e(&r.plan_id),
         id = e(&r.run_id),
     );
-    let mut fact = |k: &str, v: String| {
-        let _ = write!(s, "<tr><th>{k}</th><td>{v}</td></tr>");
-    };
-    fact("run", e(&r.run_id));
-    fact(
-        "plan",
-        format!(
-            "{} <span class=\"mono muted\">sha256 {}</span>",
-            e(&r.plan_id),
-            e(&r.plan_sha256)
+    let mut facts: Vec<(&str, String)> = vec![
+        ("run", r.run_id.clone()),
+        (
+            "plan",
+            format!(
+                "{} (sha256 {}…)",
+                r.plan_id,
+                r.plan_sha256.chars().take(16).collect::<String>()
+            ),
         ),
-    );
+    ];
     if let Some(repo) = &r.repository {
-        fact("repository", e(repo));
+        facts.push(("repository", repo.clone()));
     }
     if let Some(commit) = &r.commit {
-        fact(
-            "commit",
-            format!("<span class=\"mono\">{}</span>", e(commit)),
-        );
+        facts.push(("commit", commit.clone()));
     }
-    fact("workspace", e(&r.workspace));
-    fact(
+    facts.push(("workspace", r.workspace.clone()));
+    facts.push((
         "started",
         format!(
             "{} UTC{}",
             crate::error::format_ms(r.started_at),
             r.finished_at
-                .map(|f| format!(", {}", secs(f.saturating_sub(r.started_at))))
+                .map(|f| format!(", took {}", secs(f.saturating_sub(r.started_at))))
                 .unwrap_or_default()
         ),
-    );
-    fact(
+    ));
+    facts.push((
         "exit code",
         r.exit_code.map_or_else(
-            || "<span class=\"muted\">none recorded (the run did not finish)</span>".to_string(),
-            |c| e(&exit_meaning(c)),
+            || "none recorded (the run did not finish)".to_string(),
+            exit_meaning,
         ),
-    );
-    fact("sandbox", e(r.sandbox.as_deref().unwrap_or("not recorded")));
+    ));
+    facts.push((
+        "sandbox",
+        r.sandbox.clone().unwrap_or_else(|| "not recorded".into()),
+    ));
     if let Some(by) = &run.approved_by {
-        fact("approved by", e(by));
+        facts.push(("approved by", by.clone()));
     }
-    fact(
+    facts.push((
         "tokens",
         format!(
             "{} prompt + {} completion",
             r.prompt_tokens, r.completion_tokens
         ),
-    );
-    fact("steps", format!("{} ({} failed)", run.steps.0, run.steps.1));
+    ));
     if let Some(source) = &run.merged_from {
-        fact("merged from", e(source));
+        facts.push(("merged from", source.clone()));
     }
     if let Some(n) = &run.repository_policy {
-        let mut lines: Vec<String> = n
-            .narrowed
-            .iter()
-            .map(|l| format!("narrowed: {}", e(l)))
-            .collect();
-        lines.extend(
-            n.ignored
-                .iter()
-                .map(|l| format!("<span class=\"err\">ignored: {}</span>", e(l))),
-        );
-        fact(
-            "repository policy",
-            format!("{}<br>{}", e(&n.path), lines.join("<br>")),
-        );
+        facts.push(("repo policy", n.path.clone()));
+        for line in &n.narrowed {
+            facts.push(("  narrowed", line.clone()));
+        }
+        for line in &n.ignored {
+            facts.push(("  ignored", line.clone()));
+        }
     }
-    s.push_str("</table>\n");
+    s.push_str("<pre class=\"facts\">");
+    for (k, v) in &facts {
+        let _ = writeln!(s, "{k:<12} {}", e(v));
+    }
+    s.push_str("</pre>\n");
 
     if let Some(c) = run.changes.as_ref().filter(|c| c.total > 0) {
         let _ = write!(s, "<h3>Changed files ({})</h3><pre>", c.total);
         for f in c.files.iter().take(SECTION_FILES) {
-            let _ = writeln!(s, "{} {}", e(&f.status), e(&f.path));
+            let _ = writeln!(s, "{:<2} {}", e(&f.status), e(&f.path));
         }
-        if c.total > SECTION_FILES.min(c.files.len()) {
-            let _ = writeln!(s, "… {} more", c.total - SECTION_FILES.min(c.files.len()));
+        let shown = SECTION_FILES.min(c.files.len());
+        if c.total > shown {
+            let _ = writeln!(s, "… {} more", c.total - shown);
         }
         s.push_str("</pre>\n");
     }
 
+    // The steps that did not complete (the run's own report has every step): a fleet's runs
+    // mostly complete, and a page of a thousand runs is read for the ones that did not.
     let steps = store.steps(&r.run_id)?;
-    let listed: Vec<&crate::store::StepRow> = if steps.len() <= SECTION_STEPS {
-        steps.iter().collect()
-    } else {
-        let mut v: Vec<&crate::store::StepRow> = steps
-            .iter()
-            .filter(|st| st.status != StepState::Completed)
-            .take(SECTION_STEPS)
-            .collect();
-        v.sort_by_key(|st| st.position);
-        v
-    };
+    let listed: Vec<&crate::store::StepRow> = steps
+        .iter()
+        .filter(|st| st.status != StepState::Completed)
+        .take(SECTION_STEPS)
+        .collect();
+    let completed = steps
+        .iter()
+        .filter(|st| st.status == StepState::Completed)
+        .count();
     let _ = write!(
         s,
-        "<h3>Steps ({}{})</h3><table class=\"net\"><tr><th>#</th><th>step</th><th>tool</th><th>status</th><th>time</th><th>error</th></tr>",
+        "<h3>Steps: {} in all, {completed} completed{}</h3>",
         steps.len(),
-        if listed.len() < steps.len() {
-            format!(", {} not completed listed", listed.len())
-        } else {
-            String::new()
+        match listed.len() {
+            0 => String::new(),
+            n if n < steps.len() - completed => format!("; the first {n} others:"),
+            _ => "; the others:".to_string(),
         }
     );
+    let any = !listed.is_empty();
+    if any {
+        s.push_str("<pre class=\"steps\">");
+    }
     for st in listed {
         let time = match (st.started_at, st.finished_at) {
             (Some(a), Some(b)) => secs(b.saturating_sub(a)),
             _ => String::new(),
         };
+        let status = if st.status == StepState::Failed {
+            "FAILED".to_string()
+        } else {
+            st.status.as_str().to_string()
+        };
         let error = match (&st.error_code, &st.error_message) {
             (Some(c), m) => format!(
-                "<span class=\"err\">{}</span> {}",
-                e(c),
-                e(&crate::util::ellipsize(m.as_deref().unwrap_or(""), 300))
+                "  [{c}] {}",
+                crate::util::ellipsize(m.as_deref().unwrap_or(""), 300)
             ),
             _ => String::new(),
         };
-        let _ = write!(
+        let _ = writeln!(
             s,
-            "<tr class=\"{status}\"><td>{}</td><td>{}</td><td>{}</td><td><span class=\"badge\">{status}</span></td><td>{time}</td><td>{error}</td></tr>",
+            "{:>3}. {:<20} {:<12} {:<10} {:>8}{}",
             st.position.saturating_add(1),
             e(&st.step_id),
             e(&st.tool),
-            status = st.status.as_str(),
+            status,
+            time,
+            e(&error)
         );
     }
-    s.push_str("</table>\n");
+    if any {
+        s.push_str("</pre>");
+    }
+    s.push('\n');
 
     if let Some((step, stdout, stderr)) =
         store.failing_step(&r.run_id, 2 * crate::tools::command::EXCERPT_BYTES)?
         && let Some(excerpt) = crate::tools::command::excerpt(&stdout, &stderr)
     {
-        let _ = write!(
+        let _ = writeln!(
             s,
-            "<h3>Failing step {}</h3><pre class=\"failure\">{}</pre>\n",
+            "<h3>Failing step {}</h3><pre class=\"failure\">{}</pre>",
             e(&step.step_id),
             e(&excerpt)
         );
     }
     let refused = store.refused_hosts(&r.run_id, REFUSED_HOSTS)?;
     if !refused.is_empty() {
-        s.push_str("<h3>Refused hosts</h3><ul>");
+        s.push_str("<h3>Refused hosts</h3><pre class=\"refused\">");
         for (h, p, n) in refused {
-            let _ = write!(
-                s,
-                "<li class=\"refused\"><code>{}:{p}</code> ×{n}</li>",
-                e(&h)
-            );
+            let _ = writeln!(s, "{}:{p} ×{n}", e(&h));
         }
-        s.push_str("</ul>\n");
+        s.push_str("</pre>\n");
     }
     if s.len() - start > SECTION_BYTES {
-        // Cut at a character boundary inside text is not enough for markup: the section is
-        // written again with only its facts (the steps list is what grows).
+        // The section is written again with only a pointer to the run's own report.
         s.truncate(start);
         let _ = write!(
             s,

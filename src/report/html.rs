@@ -217,10 +217,16 @@ pub fn render(
     };
     let decisions = store.decisions(&run.plan_sha256)?;
     let network = store.run_network(&run.run_id)?;
+    // Where it ran (issue 48): recorded from schema 15 on; one that does not read is left out
+    // here and said by `show`.
+    let changes = store.run_changes(&run.run_id).ok().flatten();
+    let narrowing = store.run_repository_policy(&run.run_id).ok().flatten();
     let page = Page {
         redactor,
         header: header.as_ref(),
         header_unreadable: header_unreadable.as_deref(),
+        changes: changes.as_ref(),
+        narrowing: narrowing.as_ref(),
     };
     let mut out = std::io::BufWriter::new(out);
 
@@ -305,6 +311,10 @@ struct Page<'a> {
     header: Option<&'a RunHeader>,
     /// Why the recorded header does not read, when it does not.
     header_unreadable: Option<&'a str>,
+    /// The files the run left changed, when recorded.
+    changes: Option<&'a crate::store::Changes>,
+    /// What the workspace's own policy narrowed, when it had one.
+    narrowing: Option<&'a crate::store::PolicyNarrowing>,
 }
 
 impl Page<'_> {
@@ -338,6 +348,52 @@ impl Page<'_> {
             row("plan file", "plan-path", e(p));
         }
         row("workspace", "workspace", e(&run.workspace));
+        if run.repository.is_some() || run.commit.is_some() {
+            row(
+                "repository",
+                "repository",
+                format!(
+                    "{} at <span class=\"mono\">{}</span>",
+                    e(run.repository.as_deref().unwrap_or("(no origin)")),
+                    e(run.commit.as_deref().unwrap_or("(no commit)"))
+                ),
+            );
+        }
+        if let Some(c) = self.changes {
+            let names: Vec<String> = c
+                .files
+                .iter()
+                .take(20)
+                .map(|f| format!("<code>{} {}</code>", e(&f.status), e(&f.path)))
+                .collect();
+            row(
+                "changed files",
+                "changed-files",
+                format!(
+                    "{}{}{}",
+                    c.total,
+                    if names.is_empty() { "" } else { ": " },
+                    names.join(" ")
+                ),
+            );
+        }
+        if let Some(n) = self.narrowing {
+            let mut lines: Vec<String> = n
+                .narrowed
+                .iter()
+                .map(|l| format!("narrowed: {}", e(l)))
+                .collect();
+            lines.extend(
+                n.ignored
+                    .iter()
+                    .map(|l| format!("<span class=\"err\">ignored: {}</span>", e(l))),
+            );
+            row(
+                "repository policy",
+                "repository-policy",
+                format!("{}<br>{}", e(&n.path), lines.join("<br>")),
+            );
+        }
         let duration = run
             .finished_at
             .map(|f| format!(", {}", secs(f.saturating_sub(run.started_at))))
@@ -1291,6 +1347,8 @@ mod tests {
             redactor: &redactor,
             header: None,
             header_unreadable: None,
+            changes: None,
+            narrowing: None,
         };
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let cut = ArtifactCut {
