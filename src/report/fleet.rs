@@ -40,6 +40,8 @@ const FLEET_STYLE: &str = r#"
 table.fleet{border-collapse:collapse;width:100%}table.fleet th,table.fleet td{border-bottom:1px solid var(--line);padding:4px 8px 4px 0}
 table.fleet td.tail pre{max-height:8em;margin:2px 0;font-size:11px}
 table.fleet tr.failed td:first-child{border-left:3px solid var(--fail);padding-left:6px}
+table.fleet td.st{font-weight:600}table.fleet tr.completed td.st{color:var(--ok)}table.fleet tr.failed td.st{color:var(--fail)}
+table.fleet tr.interrupted td.st,table.fleet tr.cancelled td.st{color:var(--cancel)}table.fleet tr.running td.st{color:var(--run)}
 details.run{border:1px solid var(--line);border-radius:4px;margin:6px 0;content-visibility:auto;contain-intrinsic-size:auto 40px}
 details.run>summary{padding:4px 8px;cursor:pointer}details.run>.body{padding:4px 12px 10px;border-top:1px solid var(--line)}
 .counts span{margin-right:14px}
@@ -244,17 +246,12 @@ fn badge(status: RunStatus) -> String {
 /// The changed files as a row cell: the count and the first few.
 fn changed_cell(run: &FleetRun, e: &dyn Fn(&str) -> String) -> String {
     match &run.changes {
-        None => "<span class=\"muted\">—</span>".to_string(),
+        None => "—".to_string(),
         Some(c) if c.total == 0 => "0".to_string(),
         Some(c) => {
-            let names: Vec<String> = c
-                .files
-                .iter()
-                .take(ROW_FILES)
-                .map(|f| format!("<code>{}</code>", e(&f.path)))
-                .collect();
+            let names: Vec<String> = c.files.iter().take(ROW_FILES).map(|f| e(&f.path)).collect();
             format!(
-                "<b>{}</b> {}{}",
+                "{}: {}{}",
                 c.total,
                 names.join(" "),
                 if c.total > ROW_FILES { " …" } else { "" }
@@ -283,7 +280,7 @@ fn row(
                 &stderr
             };
             format!(
-                "<b>{}</b> <span class=\"muted\">{}</span><pre>{}</pre>",
+                "{} ({})<pre>{}</pre>",
                 e(&step.step_id),
                 e(step.error_code.as_deref().unwrap_or("failed")),
                 e(&tail(shown, ROW_TAIL_LINES, ROW_TAIL_CHARS))
@@ -296,7 +293,7 @@ fn row(
         .iter()
         .map(|(h, p, n)| {
             format!(
-                "<code>{}:{p}</code>{}",
+                "{}:{p}{}",
                 e(h),
                 if *n > 1 {
                     format!(" ×{n}")
@@ -319,13 +316,12 @@ fn row(
         .collect();
     let _ = writeln!(
         s,
-        "<tr class=\"{status}\" data-status=\"{status}\"><td><a href=\"#{link}\">{repo}</a></td>\
-         <td>{badge}</td><td>{exit}</td><td class=\"mono\">{commit}</td><td>{changed}</td>\
-         <td class=\"tail\">{failing}</td><td>{refused}</td><td>{tokens}</td>\
-         <td class=\"mono\"><a href=\"#{link}\">{short}</a>{earlier}</td></tr>",
+        "<tr class=\"{status}\"><td><a href=\"#{link}\">{repo}</a></td>\
+         <td class=\"st\">{status}</td><td>{exit}</td><td class=\"mono\">{commit}</td>\
+         <td>{changed}</td><td class=\"tail\">{failing}</td><td>{refused}</td><td>{tokens}</td>\
+         <td class=\"mono\">{short}{earlier}</td></tr>",
         status = r.status.as_str(),
         repo = e(r.repository.as_deref().unwrap_or(&r.workspace)),
-        badge = badge(r.status),
         exit = r
             .exit_code
             .map_or_else(|| "—".to_string(), |c| c.to_string()),
@@ -341,10 +337,7 @@ fn row(
         earlier = if earlier_links.is_empty() {
             String::new()
         } else {
-            format!(
-                "<br><span class=\"muted\">earlier: {}</span>",
-                earlier_links.join(", ")
-            )
+            format!("<br>earlier: {}", earlier_links.join(", "))
         },
     );
     Ok(())

@@ -164,7 +164,8 @@ impl Store {
         let run = self.run(run_id)?;
         let (approved_by, merged_from, steps, failed): (Option<String>, Option<String>, i64, i64) =
             self.conn.query_row(
-                "SELECT json_extract(header_json, '$.approval.decided_by'),
+                "SELECT CASE WHEN json_valid(header_json)
+                    THEN json_extract(header_json, '$.approval.decided_by') END,
                     (SELECT source FROM run_sources m WHERE m.run_id = r.run_id),
                     (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id),
                     (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id

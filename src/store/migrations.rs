@@ -208,9 +208,12 @@ pub const MIGRATIONS: &[&str] = &[
                AS steps_failed,
            (SELECT count(*) FROM network_requests n WHERE n.run_id = r.run_id AND n.allowed = 0)
                AS requests_refused,
-           json_extract(r.header_json, '$.approval.decided_by') AS approved_by,
-           json_extract(r.header_json, '$.approval.policy_sha256') AS policy_sha256,
-           json_extract(r.changes_json, '$.total') AS files_changed,
+           CASE WHEN json_valid(r.header_json)
+                THEN json_extract(r.header_json, '$.approval.decided_by') END AS approved_by,
+           CASE WHEN json_valid(r.header_json)
+                THEN json_extract(r.header_json, '$.approval.policy_sha256') END AS policy_sha256,
+           CASE WHEN json_valid(r.changes_json)
+                THEN json_extract(r.changes_json, '$.total') END AS files_changed,
            (SELECT source FROM run_sources m WHERE m.run_id = r.run_id) AS merged_from
     FROM runs r;
     CREATE VIEW v_steps AS

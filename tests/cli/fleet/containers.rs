@@ -210,7 +210,7 @@ fn a_fleet_of_containers_runs_merges_and_reports() {
     let rows: Vec<&str> = dom
         .split("<tr class=\"")
         .skip(1)
-        .filter(|r| r.contains("data-status"))
+        .filter(|r| r.contains("<td class=\"st\">"))
         .collect();
     assert_eq!(rows.len(), 20, "a row per repository");
     assert_eq!(rows.iter().filter(|r| r.starts_with("failed")).count(), 4);

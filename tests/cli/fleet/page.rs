@@ -107,7 +107,7 @@ fn the_fleet_page_has_a_row_per_repository_and_a_section_per_run() {
     assert!(row("alpha").contains("completed") && row("alpha").contains("earlier:"));
     let beta = row("beta");
     assert!(
-        beta.contains("class=\"failed\"") && beta.contains(">check<"),
+        beta.contains("class=\"failed\"") && beta.contains(">check (tool_failed)<pre>"),
         "{beta}"
     );
     assert!(
@@ -115,7 +115,7 @@ fn the_fleet_page_has_a_row_per_repository_and_a_section_per_run() {
         "{beta}"
     );
     assert!(
-        beta.contains("<b>1</b> <code>VERSION</code>"),
+        beta.contains("<td>1: VERSION</td>"),
         "changed files: {beta}"
     );
     let gamma = row("gamma");

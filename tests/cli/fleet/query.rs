@@ -109,6 +109,26 @@ fn the_views_answer_fleet_questions_over_a_merged_database() {
         "SELECT merged_from FROM v_runs WHERE repository LIKE '%/alpha.git'",
     );
     assert!(merged_from.ends_with("alpha.db"), "{merged_from}");
+    // A header changed outside acode-run that is no longer JSON: the views and the fleet page
+    // still read (the value is missing, not an error).
+    db.execute(
+        "UPDATE runs SET header_json = '{not json' WHERE repository LIKE '%/alpha.git'",
+        [],
+    )
+    .unwrap();
+    assert_eq!(
+        q::<i64>(&db, "SELECT count(*) FROM v_runs WHERE approved_by IS NULL"),
+        1
+    );
+    let page = t.root.join("fleet.html");
+    let report = t.run(&[
+        "report",
+        "--html",
+        page.to_str().unwrap(),
+        "--db",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&report), 0, "{}", stderr(&report));
 }
 
 #[test]
