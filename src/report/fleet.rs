@@ -27,6 +27,9 @@ pub const ROW_TAIL_CHARS: usize = 500;
 pub const ROW_FILES: usize = 3;
 /// Refused hosts named in a row and in a section.
 pub const REFUSED_HOSTS: usize = 20;
+/// Repositories whose newest run did not complete named at the top of the page (the rest are
+/// marked in the table).
+pub const NOT_COMPLETED_LINKS: usize = 20;
 /// Changed files listed in a section.
 pub const SECTION_FILES: usize = 50;
 /// Steps that did not complete listed in a section (the run's own report has every step).
@@ -92,7 +95,9 @@ pub fn render(store: &Store, redactor: &Redactor, out: &mut dyn Write) -> Result
         *counts.entry(run.run.status.as_str()).or_default() += 1;
         prompt = prompt.saturating_add(run.run.prompt_tokens.max(0));
         completion = completion.saturating_add(run.run.completion_tokens.max(0));
-        refused_total += store.refused_hosts(id, usize::MAX)?.len();
+        if !store.refused_hosts(id, 1)?.is_empty() {
+            refused_total += 1;
+        }
         *plans
             .entry((run.run.plan_id.clone(), run.run.plan_sha256.clone()))
             .or_default() += 1;
@@ -159,28 +164,40 @@ pub fn render(store: &Store, redactor: &Redactor, out: &mut dyn Write) -> Result
     let _ = writeln!(
         s,
         "<tr><th>tokens</th><td id=\"tokens\">{prompt} prompt + {completion} completion</td></tr>\n\
-         <tr><th>refused hosts</th><td id=\"refused-total\">{refused_total}</td></tr>\n\
+         <tr><th>runs with a refused host</th><td id=\"refused-total\">{refused_total}</td></tr>\n\
          <tr><th>written</th><td>{} UTC</td></tr>\n</table>",
         crate::error::format_ms(crate::error::now_ms())
     );
-    let failed: Vec<String> = rows
+    let not_completed: Vec<&FleetRun> = rows
         .iter()
-        .filter(|(r, _)| r.run.status != RunStatus::Completed)
-        .take(100)
-        .map(|(r, _)| {
-            let i = index_of[&r.run.run_id];
-            format!(
-                "<a href=\"#{}\">{}</a>",
-                anchor(i, &r.run.run_id),
-                e(r.run.repository.as_deref().unwrap_or(&r.run.workspace))
-            )
-        })
+        .map(|(r, _)| r)
+        .filter(|r| r.run.status != RunStatus::Completed)
         .collect();
-    if !failed.is_empty() {
+    if !not_completed.is_empty() {
+        let links: Vec<String> = not_completed
+            .iter()
+            .take(NOT_COMPLETED_LINKS)
+            .map(|r| {
+                format!(
+                    "<a href=\"#{}\">{}</a>",
+                    anchor(index_of[&r.run.run_id], &r.run.run_id),
+                    e(r.run.repository.as_deref().unwrap_or(&r.run.workspace))
+                )
+            })
+            .collect();
         let _ = writeln!(
             s,
-            "<p id=\"not-completed\"><b>Not completed:</b> {}</p>",
-            failed.join(", ")
+            "<p id=\"not-completed\"><b>Not completed ({}):</b> {}{}</p>",
+            not_completed.len(),
+            links.join(", "),
+            if not_completed.len() > NOT_COMPLETED_LINKS {
+                format!(
+                    " and {} more (their rows below are marked)",
+                    not_completed.len() - NOT_COMPLETED_LINKS
+                )
+            } else {
+                String::new()
+            }
         );
     }
 
