@@ -1,5 +1,5 @@
-//! The command line's side of issue 48: `merge OUT IN… [--from-dir DIR]`, `export RUN_ID
-//! --jsonl [FILE]`, and `report` without a run id (the fleet page, a JUnit testsuite per run).
+//! The command line's side of issue 48: `merge OUT IN… [--from-dir DIR]` and `export RUN_ID
+//! --jsonl [FILE]` (`report` without a run id is in `reports.rs`).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -95,41 +95,5 @@ pub(super) fn cmd_export_rows(args: &Args, redactor: &Redactor) -> Result<i32, C
         crate::terminal::count(rows, "row"),
         target.map(|f| format!(" to {f}")).unwrap_or_default()
     );
-    Ok(exit::OK)
-}
-
-/// `report --html FILE` / `--junit FILE` without a run id: the fleet page and a testsuite per
-/// run, each rendered whole before its file is opened (a database that cannot be read writes
-/// nothing).
-pub(super) fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
-    let store = query_store(args)?;
-    if store.fleet_run_ids().map_err(not_found)?.is_empty() {
-        return Err(CliError::new(
-            exit::USAGE,
-            "no plan runs in the database: nothing to report",
-        ));
-    }
-    if let Some(path) = &args.report_html {
-        let mut page = Vec::new();
-        crate::report::fleet::render(&store, redactor, &mut page).map_err(|e| match e {
-            crate::report::html::HtmlError::Store(e) => not_found(e),
-            other => CliError::new(exit::INTERNAL, other.to_string()),
-        })?;
-        super::reports::write_page(path, &page).map_err(|e| {
-            CliError::new(
-                exit::INTERNAL,
-                format!("cannot write the fleet page {}: {e}", path.display()),
-            )
-        })?;
-    }
-    if let Some(path) = &args.junit {
-        let xml = crate::report::recorded::fleet_junit(&store, redactor).map_err(not_found)?;
-        super::reports::write_page(path, xml.as_bytes()).map_err(|e| {
-            CliError::new(
-                exit::INTERNAL,
-                format!("cannot write the JUnit report {}: {e}", path.display()),
-            )
-        })?;
-    }
     Ok(exit::OK)
 }

@@ -122,7 +122,7 @@ fn write_html(path: &std::path::Path, page: &[u8]) {
 pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
     use crate::error::exit;
     let Some(run_id) = args.positionals.first() else {
-        return super::fleet::cmd_fleet_report(args, redactor);
+        return cmd_fleet_report(args, redactor);
     };
     let store = super::query_store(args)?;
     if let Some(path) = &args.report_html {
@@ -150,6 +150,43 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
         })?;
     }
     Ok(exit::OK)
+}
+
+/// `report --html FILE` / `--junit FILE` without a run id: the fleet page and a testsuite per
+/// run, each rendered whole before its file is opened (a database that cannot be read writes
+/// nothing).
+fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
+    let store = super::query_store(args)?;
+    if store.fleet_run_ids().map_err(super::not_found)?.is_empty() {
+        return Err(super::CliError::new(
+            crate::error::exit::USAGE,
+            "no plan runs in the database: nothing to report",
+        ));
+    }
+    if let Some(path) = &args.report_html {
+        let mut page = Vec::new();
+        crate::report::fleet::render(&store, redactor, &mut page).map_err(|e| match e {
+            crate::report::html::HtmlError::Store(e) => super::not_found(e),
+            other => super::CliError::new(crate::error::exit::INTERNAL, other.to_string()),
+        })?;
+        write_page(path, &page).map_err(|e| {
+            super::CliError::new(
+                crate::error::exit::INTERNAL,
+                format!("cannot write the fleet page {}: {e}", path.display()),
+            )
+        })?;
+    }
+    if let Some(path) = &args.junit {
+        let xml =
+            crate::report::recorded::fleet_junit(&store, redactor).map_err(super::not_found)?;
+        write_page(path, xml.as_bytes()).map_err(|e| {
+            super::CliError::new(
+                crate::error::exit::INTERNAL,
+                format!("cannot write the JUnit report {}: {e}", path.display()),
+            )
+        })?;
+    }
+    Ok(crate::error::exit::OK)
 }
 
 /// Writes every report the flags and environment ask for; `store` is the run's database.
