@@ -42,6 +42,10 @@
 #   h. the HTML report of a 10 000-step run (scripts/bench_report.sh, runnable alone): its size,
 #      the time `acode-run report` takes, and Chromium's load time beyond a blank page's. Targets:
 #      <= 4 MB, <= 2 s, <= 3 s (docs/report.md). Needs Debian's `chromium` for the load time.
+#   i. fleets (scripts/bench_fleet.sh, runnable alone): merging 1 000 run databases of 10 steps
+#      each (time; peak RSS against merging 100: memory must not grow with the inputs), merging
+#      them again (nothing changes), and the fleet page of the 1 000 runs: its size (< 10 MB) and
+#      Chromium's load time beyond a blank page's (< 2 s; SPEC section 11 "Fleet").
 # c and e are skipped, with a message, while `acode-run tools` does not list run_command.
 
 set -euo pipefail
@@ -481,6 +485,11 @@ echo "  run read-100000: peak RSS ${kib} KiB" >&2
 
 log "h. HTML report of a 10 000-step run: size, acode-run report, Chromium load"
 "$ROOT/scripts/bench_report.sh" "$BIN" "$WORK" "$OUT"
+
+# --- i. fleets: merging 1 000 databases, the fleet page of 1 000 runs -----------------------------
+
+log "i. fleets: merge 1 000 run databases of 10 steps, the fleet page of 1 000 runs"
+"$ROOT/scripts/bench_fleet.sh" "$BIN" "$WORK" "$OUT"
 
 # --- summary -------------------------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ Reads from RESULTS_DIR:
                     "iread-jobs4", "iread-jobs1"; optional
   report.tsv        lines "NAME<TAB>VALUE" from scripts/bench_report.sh: size_bytes, render_s,
                     chromium_page_s, chromium_blank_s; optional
+  fleet.tsv         lines "NAME<TAB>VALUE" from scripts/bench_fleet.sh: merge_1000_s,
+                    merge_1000_rss_kib, merge_100_rss_kib, merge_1000_again_s, page_bytes,
+                    page_render_s, chromium_page_s, chromium_blank_s; optional
   skipped.tsv       lines "BENCHMARK<TAB>REASON"; optional
   meta.tsv          lines "KEY<TAB>VALUE" describing the machine; optional
 Writes RESULTS_DIR/summary.md and prints it.
@@ -275,6 +278,29 @@ def main(argv):
                      f"{ms(page - blank)} ({ms(page)} vs {ms(blank)})", verdict(page - blank <= 3)))
     if "h-load" in skipped:
         notes.append(f"h (Chromium load) skipped: {skipped['h-load']}")
+
+    # i. Fleets: merging 1 000 run databases, the fleet page of 1 000 runs (docs/fleet.md).
+    fleet = dict(load_tsv(os.path.join(out, "fleet.tsv")))
+    if "merge_1000_s" in fleet:
+        rows.append(("i. merge 1 000 run databases (10 steps each)", "(no target)",
+                     ms(float(fleet["merge_1000_s"])), "—"))
+        big, small = int(fleet["merge_1000_rss_kib"]), int(fleet["merge_100_rss_kib"])
+        rows.append(("i. peak RSS merging 1 000 vs 100 databases", "flat (≤ 100 + 4 MiB)",
+                     f"{big / 1024:.1f} MiB vs {small / 1024:.1f} MiB",
+                     verdict(big <= small + 4 * 1024)))
+        rows.append(("i. merging the same 1 000 again (changes nothing)", "(no target)",
+                     ms(float(fleet["merge_1000_again_s"])), "—"))
+        size = int(fleet["page_bytes"])
+        rows.append(("i. fleet page of 1 000 runs, size", "< 10 MB (10⁷ B)", f"{size / 1e6:.2f} MB",
+                     verdict(size < 1e7)))
+        rows.append(("i. `acode-run report --html` of the fleet", "(no target)",
+                     ms(float(fleet["page_render_s"])), "—"))
+    if "chromium_page_s" in fleet:
+        page, blank = float(fleet["chromium_page_s"]), float(fleet["chromium_blank_s"])
+        rows.append(("i. Chromium loads the fleet page (beyond a blank page's load)", "< 2 s",
+                     f"{ms(page - blank)} ({ms(page)} vs {ms(blank)})", verdict(page - blank < 2)))
+    if "i-load" in skipped:
+        notes.append(f"i (Chromium load) skipped: {skipped['i-load']}")
 
     lines = ["# acode-run benchmark summary (SPEC §11)", ""]
     meta = load_tsv(os.path.join(out, "meta.tsv"))

@@ -4,12 +4,12 @@
 //! (SPEC §10), the `error_code` column in the database and the `error_code` field of events, so those
 //! three can never disagree.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a step, tool call or run did not succeed.
 ///
 /// Kept as a closed enum so that the mapping to exit codes is checked by the compiler in one place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// Arguments did not match the tool's schema, or a value was malformed.
@@ -184,13 +184,18 @@ pub enum ExitCode {
     AttestationApproval = 44,
     /// `verify`: the attested run did not complete (its exit code was not 0).
     AttestedRunFailed = 45,
+    /// `merge`: one run id with different content in two files (issue 48); nothing was merged.
+    MergeConflict = 46,
+    /// `merge`: a database it cannot take (not acode-run's, damaged or truncated, from a newer
+    /// schema, an approval that does not verify); nothing was merged.
+    MergeRefused = 47,
     /// Interrupted by a signal.
     Interrupted = 130,
 }
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 21] = [
+    pub const ALL: [ExitCode; 23] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -211,6 +216,8 @@ impl ExitCode {
         ExitCode::AttestationSubject,
         ExitCode::AttestationApproval,
         ExitCode::AttestedRunFailed,
+        ExitCode::MergeConflict,
+        ExitCode::MergeRefused,
         ExitCode::Interrupted,
     ];
 
@@ -259,6 +266,12 @@ impl ExitCode {
             }
             ExitCode::AttestedRunFailed => {
                 "`verify`: the attested run did not complete (exit code not 0)"
+            }
+            ExitCode::MergeConflict => {
+                "`merge`: one run id with different content in two files; nothing merged"
+            }
+            ExitCode::MergeRefused => {
+                "`merge`: a database it cannot take (not acode-run's, damaged, newer schema, an approval that does not verify); nothing merged"
             }
             ExitCode::Interrupted => {
                 "interrupted (Ctrl-C, SIGTERM); `acode-run resume RUN_ID` continues"
@@ -329,6 +342,10 @@ pub mod exit {
     pub const IMPORT_REFUSED: i32 = ExitCode::ImportRefused.code();
     /// An MCP server differs from what was approved.
     pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
+    /// `merge`: one run id, two contents.
+    pub const MERGE_CONFLICT: i32 = ExitCode::MergeConflict.code();
+    /// `merge`: a database it cannot take.
+    pub const MERGE_REFUSED: i32 = ExitCode::MergeRefused.code();
     /// A replay diverged from the recorded run.
     pub const REPLAY_DIVERGED: i32 = ExitCode::ReplayDiverged.code();
     /// `verify`: bad envelope or signature.

@@ -54,17 +54,44 @@ pub fn write_new(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 /// over it. For outputs a reader must never see half-written: approvals, messages to sign,
 /// attestations.
 pub fn write_replacing(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("not a file path"))?
-        .to_os_string();
-    name.push(format!(".tmp-{}", uuid::Uuid::new_v4()));
-    let tmp = path.with_file_name(name);
-    let written = write_new(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
+    let tmp = temp_beside(path);
+    if let Err(e) = write_new(&tmp, bytes) {
         let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    written
+    replace_with(&tmp, path)
+}
+
+/// A temporary file name beside `path` (same directory, so a `rename` onto `path` is atomic):
+/// `.NAME.UUID.tmp`, hidden and unique. For outputs that replace a file whole or not at all
+/// (`merge`, `export --jsonl`).
+pub fn temp_beside(path: &std::path::Path) -> std::path::PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()))
+}
+
+/// Moves the finished `temp` onto `path` (atomically: a reader sees the old file or the new one)
+/// after syncing it, and syncs the directory so the rename survives a crash. `temp` is removed
+/// when that fails.
+pub fn replace_with(temp: &std::path::Path, path: &std::path::Path) -> std::io::Result<()> {
+    let done = std::fs::File::open(temp)
+        .and_then(|f| f.sync_all())
+        .and_then(|()| std::fs::rename(temp, path));
+    if done.is_err() {
+        let _ = std::fs::remove_file(temp);
+    }
+    done?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
 }
 
 /// Lower-case hexadecimal of `bytes`.

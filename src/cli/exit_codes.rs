@@ -12,6 +12,7 @@ use crate::runner::import::ImportFailed;
 use crate::runner::session::SessionError;
 use crate::stages::StageError;
 use crate::store::StoreError;
+use crate::store::merge::MergeError;
 use crate::workspace::state::StateDirError;
 
 /// Whether every problem of an invalid plan is a sandbox violation caught before anything ran
@@ -116,6 +117,19 @@ impl StageError {
             StageError::Exhausted { .. } | StageError::Input(_) => exit::USAGE,
             StageError::Conversation { exit_code, .. } => *exit_code,
             StageError::Execution(e) => e.exit_code(),
+        }
+    }
+}
+
+impl MergeError {
+    /// The process exit code for this error (issue 48): 46 a conflict, 47 a database merge
+    /// cannot take, 2 the caller's mistake, 1 reading or writing failed.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            MergeError::Conflict { .. } => exit::MERGE_CONFLICT,
+            MergeError::Input { .. } | MergeError::OutputBusy { .. } => exit::MERGE_REFUSED,
+            MergeError::Usage(_) => exit::USAGE,
+            MergeError::Io { .. } | MergeError::Sql { .. } => exit::INTERNAL,
         }
     }
 }

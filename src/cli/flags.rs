@@ -49,12 +49,14 @@ pub enum Command {
     Import,
     /// Serve acode-run's plan tools over MCP (stdio), or list the policy's MCP servers' tools.
     Mcp,
-    /// Write a run's recorded model traffic as a replay file.
+    /// Write a run's recorded model traffic as a replay file, or its rows as JSON Lines.
     Export,
     /// Write a recorded run's signed attestation (in-toto, DSSE).
     Attest,
     /// Check an attestation offline.
     Verify,
+    /// Merge run databases from many machines into one.
+    Merge,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -128,8 +130,8 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         command: Command::Report,
         name: "report",
-        positionals: &["RUN_ID"],
-        about: "Write a run's report as one self-contained HTML file (--html FILE; `-` for stdout)",
+        positionals: &["[RUN_ID]"],
+        about: "Write a run's report as one self-contained HTML file (--html FILE; `-` for stdout) or JUnit (--junit FILE); without RUN_ID, of every run in the database: the fleet page, a testsuite per run",
     },
     CommandDef {
         command: Command::Draft,
@@ -178,8 +180,14 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef {
         command: Command::Export,
         name: "export",
-        positionals: &["RUN_ID"],
-        about: "Write a run's model traffic (redacted, as stored) with --replay FILE: JSON Lines that `run --replay FILE` answers agent steps from",
+        positionals: &["RUN_ID", "[FILE]"],
+        about: "Write a run's model traffic (redacted, as stored) with --replay FILE: JSON Lines that `run --replay FILE` answers agent steps from; or every row of the run for a warehouse with --jsonl [FILE] (one object per row, `table` tagged; docs/export.schema.json)",
+    },
+    CommandDef {
+        command: Command::Merge,
+        name: "merge",
+        positionals: &["OUT", "[IN...]"],
+        about: "Merge run databases from many machines into OUT (created, or merged into): idempotent, a run id with different content refused (exit 46), a database it cannot take refused (exit 47); all or nothing",
     },
     CommandDef {
         command: Command::Attest,
@@ -298,6 +306,8 @@ pub struct Args {
     pub key: Option<PathBuf>,
     /// `--allowed-signers`: the file `verify` checks the approval inside an attestation with.
     pub allowed_signers: Option<PathBuf>,
+    /// `--from-dir` (merge).
+    pub from_dir: Option<PathBuf>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -373,6 +383,7 @@ impl Default for Args {
             attest: None,
             key: None,
             allowed_signers: None,
+            from_dir: None,
             used: Vec::new(),
         }
     }
@@ -523,8 +534,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "junit",
         value: Some("FILE"),
-        doc: "Write a JUnit XML report of the run to FILE (one testcase per step)",
-        commands: EXEC_CMDS,
+        doc: "Write a JUnit XML report of the run to FILE (one testcase per step); `report` without RUN_ID: a testsuite per run",
+        commands: &[Run, Resume, Report],
         update: |a, v| {
             a.junit = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -547,6 +558,16 @@ pub const FLAGS: &[Flag] = &[
         commands: EXEC_CMDS,
         update: |a, v| {
             a.report_html = Some(PathBuf::from(val(v)?));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "from-dir",
+        value: Some("DIR"),
+        doc: "Also merge every *.db file under DIR (links not followed), e.g. a CI's downloaded artifacts",
+        commands: &[Merge],
+        update: |a, v| {
+            a.from_dir = Some(PathBuf::from(val(v)?));
             Ok(())
         },
     },
@@ -875,8 +896,8 @@ pub const FLAGS: &[Flag] = &[
     Flag {
         name: "jsonl",
         value: None,
-        doc: "Write one JSON event per line to stdout (nothing else goes to stdout)",
-        commands: LLM_CMDS,
+        doc: "Write one JSON event per line to stdout (nothing else goes to stdout); `export`: the run's rows, one object per line, to FILE or stdout",
+        commands: &[Run, Resume, Draft, Review, Do, Export],
         update: |a, _| {
             a.jsonl = true;
             Ok(())
@@ -1116,7 +1137,17 @@ where
         .iter()
         .filter(|p| !p.starts_with('['))
         .count();
-    if a.positionals.len() < required || a.positionals.len() > def.positionals.len() {
+    // A last positional written `...` takes any number.
+    let most = if def
+        .positionals
+        .last()
+        .is_some_and(|p| p.ends_with("...]") || p.ends_with("..."))
+    {
+        usize::MAX
+    } else {
+        def.positionals.len()
+    };
+    if a.positionals.len() < required || a.positionals.len() > most {
         return Err(format!(
             "`acode-run {}` takes {} (got {} argument{}); see `acode-run {} --help`",
             def.name,
@@ -1140,9 +1171,23 @@ where
     if a.replay_lenient && a.replay.is_none() {
         return Err("--replay-lenient needs --replay RUN_ID|FILE".to_string());
     }
-    if command == Command::Export && a.replay.is_none() {
+    if command == Command::Export && a.replay.is_some() == a.jsonl {
         return Err(
-            "`acode-run export RUN_ID` needs --replay FILE: the file to write the run's model              traffic to"
+            "`acode-run export RUN_ID` needs --replay FILE (the run's model traffic, for a replay) \
+             or --jsonl [FILE] (every row of the run, for a warehouse), not both"
+                .to_string(),
+        );
+    }
+    if command == Command::Export && a.replay.is_some() && a.positionals.len() > 1 {
+        return Err("`acode-run export RUN_ID --replay FILE` takes no second argument".to_string());
+    }
+    if command == Command::Report
+        && a.report_html.is_none()
+        && a.junit.is_none()
+        && a.sarif.is_none()
+    {
+        return Err(
+            "`acode-run report` needs --html FILE, --junit FILE (`-` for stdout) or --sarif FILE"
                 .to_string(),
         );
     }

@@ -37,6 +37,7 @@ macro_rules! errln {
 mod attest;
 pub mod exit_codes;
 pub mod flags;
+mod fleet;
 mod hints;
 mod import;
 mod mcp;
@@ -384,9 +385,11 @@ fn dispatch(
         Command::Skills => cmd_skills(args),
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
+        Command::Export if args.jsonl => fleet::cmd_export_rows(args, redactor),
         Command::Export => replay::cmd_export(args, redactor),
         Command::Attest => attest::cmd_attest(args),
         Command::Verify => attest::cmd_verify(args),
+        Command::Merge => fleet::cmd_merge(args),
         Command::Tools => {
             let registry = tools_registry(args)?;
             if args.json {
@@ -1182,6 +1185,26 @@ fn execute_plan(
     if let Some(warning) = runner.sandbox().warning() {
         eprintln!("acode-run: warning: {}", redactor.redact(warning));
     }
+    if let Some(n) = runner.repository_policy() {
+        // What the workspace's own policy did to the approved one (docs/security.md): what it
+        // asked beyond is never granted, and is said even with --quiet.
+        if !args.quiet && !n.narrowed.is_empty() {
+            errln!(
+                "acode-run: the workspace's {} narrows the approved policy:",
+                n.path
+            );
+            for line in &n.narrowed {
+                errln!("  {}", redactor.redact(line));
+            }
+        }
+        for line in &n.ignored {
+            errln!(
+                "acode-run: warning: {} asks beyond the approved policy, ignored: {}",
+                n.path,
+                redactor.redact(line)
+            );
+        }
+    }
     let sandbox = crate::events::SandboxInfo::of(runner.sandbox());
     let cancel = Arc::new(AtomicBool::new(false));
     install_signal_handlers(cancel.clone());
@@ -1354,6 +1377,14 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
         if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
             run["replay_of"] = serde_json::Value::String(of.clone());
         }
+        if let Some(run) = value.get_mut("run") {
+            if let Some(changes) = &shown.changes {
+                run["changes"] = serde_json::to_value(changes).unwrap_or_default();
+            }
+            if let Some(narrowing) = &shown.repository_policy {
+                run["repository_policy"] = serde_json::to_value(narrowing).unwrap_or_default();
+            }
+        }
         outln!("{}", pretty(&value));
         return Ok(exit::OK);
     }
@@ -1365,6 +1396,34 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
         r.plan_sha256
     );
     humanln!("workspace {}", r.workspace);
+    if r.repository.is_some() || r.commit.is_some() {
+        humanln!(
+            "repository {} at {}",
+            r.repository.as_deref().unwrap_or("(no origin)"),
+            r.commit.as_deref().unwrap_or("(no commit)")
+        );
+    }
+    if let Some(changes) = &shown.changes {
+        humanln!(
+            "changed   {}{}",
+            crate::terminal::count(changes.total, "file"),
+            changes
+                .files
+                .iter()
+                .take(10)
+                .map(|f| format!("\n  {} {}", f.status, f.path))
+                .collect::<String>()
+        );
+    }
+    if let Some(n) = &shown.repository_policy {
+        humanln!("repository policy {} (sha256 {})", n.path, n.sha256);
+        for line in &n.narrowed {
+            humanln!("  narrowed: {line}");
+        }
+        for line in &n.ignored {
+            humanln!("  ignored: {line}");
+        }
+    }
     humanln!(
         "status    {} (exit {}), started {}{}",
         r.status,

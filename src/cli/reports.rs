@@ -63,7 +63,10 @@ pub(super) fn write_refusal(
         message,
         problems,
     };
-    if let Some(path) = args.and_then(|a| a.junit.as_ref()) {
+    // `report` writes the reports of recorded runs: a refusal of it is said on stderr, never
+    // written into its --junit or --html file.
+    let args_of_run = args.filter(|a| a.command != super::flags::Command::Report);
+    if let Some(path) = args_of_run.and_then(|a| a.junit.as_ref()) {
         let xml = junit::render_refusal(&refusal, redactor);
         if let Err(e) = std::fs::write(path, xml) {
             eprintln!(
@@ -72,11 +75,7 @@ pub(super) fn write_refusal(
             );
         }
     }
-    // `report` itself refuses with its message on stderr, not with a page in its --html file.
-    if let Some(path) = args
-        .filter(|a| a.command != super::flags::Command::Report)
-        .and_then(|a| a.report_html.as_ref())
-    {
+    if let Some(path) = args_of_run.and_then(|a| a.report_html.as_ref()) {
         write_html(path, html::render_refusal(&refusal, redactor).as_bytes());
     }
     let github = match args {
@@ -99,7 +98,7 @@ pub(super) fn write_refusal(
 }
 
 /// Writes `page` to `path` (`-`: stdout).
-fn write_page(path: &std::path::Path, page: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_page(path: &std::path::Path, page: &[u8]) -> std::io::Result<()> {
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
         out.write_all(page).and_then(|()| out.flush())
@@ -122,36 +121,84 @@ fn write_html(path: &std::path::Path, page: &[u8]) {
 /// opened, so an unknown run or an unreadable database writes nothing.
 pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
     use crate::error::exit;
-    if args.report_html.is_none() && args.sarif.is_none() {
+    if args.report_html.is_none() && args.sarif.is_none() && args.junit.is_none() {
         return Err(super::CliError::new(
             exit::USAGE,
-            "report needs --html FILE (or --html - for stdout), or --sarif FILE",
+            "report needs --html FILE (or --html - for stdout), --junit FILE or --sarif FILE",
         ));
     }
+    let Some(run_id) = args.positionals.first() else {
+        return cmd_fleet_report(args, redactor);
+    };
     let store = super::query_store(args)?;
     if let Some(path) = &args.sarif {
-        let run_id = store
-            .run(&args.positionals[0])
-            .map_err(super::not_found)?
-            .run_id;
+        let run_id = store.run(run_id).map_err(super::not_found)?.run_id;
         write_sarif(&store, &run_id, redactor, path)
             .map_err(|e| super::CliError::new(exit::INTERNAL, e))?;
     }
-    let Some(path) = &args.report_html else {
-        return Ok(exit::OK);
-    };
-    let mut page = Vec::new();
-    html::render(&store, &args.positionals[0], redactor, &mut page).map_err(|e| match e {
-        html::HtmlError::Store(e) => super::not_found(e),
-        other => super::CliError::new(exit::INTERNAL, other.to_string()),
-    })?;
-    write_page(path, &page).map_err(|e| {
-        super::CliError::new(
-            exit::INTERNAL,
-            format!("cannot write the HTML report {}: {e}", path.display()),
-        )
-    })?;
+    if let Some(path) = &args.report_html {
+        let mut page = Vec::new();
+        html::render(&store, run_id, redactor, &mut page).map_err(|e| match e {
+            html::HtmlError::Store(e) => super::not_found(e),
+            other => super::CliError::new(exit::INTERNAL, other.to_string()),
+        })?;
+        write_page(path, &page).map_err(|e| {
+            super::CliError::new(
+                exit::INTERNAL,
+                format!("cannot write the HTML report {}: {e}", path.display()),
+            )
+        })?;
+    }
+    if let Some(path) = &args.junit {
+        // The run as recorded (it may have run on another machine: a merged database).
+        let result = crate::report::recorded::result(&store, run_id).map_err(super::not_found)?;
+        let provenance = crate::report::Provenance::read(&store, &result.run_id);
+        let xml = junit::render(&result, &store, redactor, None, &provenance);
+        write_page(path, xml.as_bytes()).map_err(|e| {
+            super::CliError::new(
+                exit::INTERNAL,
+                format!("cannot write the JUnit report {}: {e}", path.display()),
+            )
+        })?;
+    }
     Ok(exit::OK)
+}
+
+/// `report --html FILE` / `--junit FILE` without a run id: the fleet page and a testsuite per
+/// run, each rendered whole before its file is opened (a database that cannot be read writes
+/// nothing).
+fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
+    let store = super::query_store(args)?;
+    if store.fleet_run_ids().map_err(super::not_found)?.is_empty() {
+        return Err(super::CliError::new(
+            crate::error::exit::USAGE,
+            "no plan runs in the database: nothing to report",
+        ));
+    }
+    if let Some(path) = &args.report_html {
+        let mut page = Vec::new();
+        crate::report::fleet::render(&store, redactor, &mut page).map_err(|e| match e {
+            crate::report::html::HtmlError::Store(e) => super::not_found(e),
+            other => super::CliError::new(crate::error::exit::INTERNAL, other.to_string()),
+        })?;
+        write_page(path, &page).map_err(|e| {
+            super::CliError::new(
+                crate::error::exit::INTERNAL,
+                format!("cannot write the fleet page {}: {e}", path.display()),
+            )
+        })?;
+    }
+    if let Some(path) = &args.junit {
+        let xml =
+            crate::report::recorded::fleet_junit(&store, redactor).map_err(super::not_found)?;
+        write_page(path, xml.as_bytes()).map_err(|e| {
+            super::CliError::new(
+                crate::error::exit::INTERNAL,
+                format!("cannot write the JUnit report {}: {e}", path.display()),
+            )
+        })?;
+    }
+    Ok(crate::error::exit::OK)
 }
 
 /// Writes run `run_id`'s SARIF file to `path` (`-`: stdout); the error says what failed.

@@ -289,6 +289,8 @@ pub struct Executor {
     replay_of: Option<String>,
     jobs_from: schedule::JobsSource,
     trace: Option<crate::events::otel::TraceContext>,
+    origin: Option<crate::store::RunOrigin>,
+    approved_policy: Option<Policy>,
 }
 
 /// `with_confirmation` (default: every confirmation denied, fail closed), `with_progress`,
@@ -324,6 +326,8 @@ impl Executor {
             replay_of: None,
             jobs_from: schedule::JobsSource::Default,
             trace: None,
+            origin: None,
+            approved_policy: None,
         }
     }
 
@@ -339,6 +343,26 @@ impl Executor {
     pub fn with_replay_of(mut self, run_id: Option<String>) -> Self {
         self.replay_of = run_id;
         self
+    }
+
+    /// Records on the run where it runs (repository, commit, what the repository's policy
+    /// narrowed; issue 48), at its start and again when it is resumed.
+    pub fn with_origin(mut self, origin: crate::store::RunOrigin) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// The policy the approval is bound to, when the policy in force is a narrower one (a
+    /// repository's own policy narrowed it, docs/security.md): the approval is checked against
+    /// this one, and the policy in force must allow nothing this one does not.
+    pub fn with_approved_policy(mut self, policy: Policy) -> Self {
+        self.approved_policy = Some(policy);
+        self
+    }
+
+    /// The workspace root the executor works in.
+    pub fn workspace_root(&self) -> &std::path::Path {
+        self.workspace.root()
     }
 
     /// Whether [`ExecutionResult::steps`] lists every step (the default). A caller that only needs
@@ -572,7 +596,23 @@ impl Executor {
         resume: Option<Resume>,
     ) -> Result<ExecutionResult, ExecutionError> {
         approved.recheck()?;
-        approved.check_policy(&self.policy)?;
+        match &self.approved_policy {
+            None => approved.check_policy(&self.policy)?,
+            Some(bound) => {
+                approved.check_policy(bound)?;
+                // Narrower only: nothing in force that the approved policy does not allow.
+                if !crate::policy::narrow::narrow(bound, &self.policy)
+                    .ignored
+                    .is_empty()
+                {
+                    return Err(AuthError::PolicyChanged {
+                        approved: crate::plan::auth::policy_sha256(bound),
+                        actual: crate::plan::auth::policy_sha256(&self.policy),
+                    }
+                    .into());
+                }
+            }
+        }
         approved.check_skills(&self.workspace)?;
         let plan = approved.plan();
         // A plan inside the workspace must not rewrite itself while it runs.
@@ -635,6 +675,8 @@ impl Executor {
                     landlock_abi: None,
                     kind: "run".into(),
                     subject: None,
+                    repository: None,
+                    commit: None,
                 },
                 &variables,
                 &self.settings_json,
@@ -651,6 +693,9 @@ impl Executor {
             if let Some(of) = &self.replay_of {
                 self.store.record_replay_of(&run_id, of)?;
             }
+        }
+        if let Some(origin) = &self.origin {
+            self.store.record_origin(&run_id, origin)?;
         }
         self.store.record_sandbox(
             &run_id,

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod config_secrets;
 pub mod env;
 pub mod glob;
+pub mod narrow;
 pub mod network;
 pub mod program;
 pub mod view;
@@ -193,9 +194,15 @@ pub struct Policy {
 /// The `approvals` section of the policy (issue 42): with `allowed_signers`, only approvals
 /// signed with SSH keys listed in that file (git's format) let a plan run, the approver shown is
 /// the principal the file gives the key, and the shared HMAC key no longer suffices.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct ApprovalsPolicy {
+    /// Where a relative `allowed_signers` is read from when the policy file lies outside the
+    /// workspace (a policy shipped beside a plan for many repositories, issue 48): that file's
+    /// directory, so a repository can never name its own signers. `None`: the workspace. Not a
+    /// setting: left out of the policy's meaning (equality) and hash.
+    #[serde(skip)]
+    pub base: Option<PathBuf>,
     /// The `allowed_signers` file, relative to the workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_signers: Option<String>,
@@ -263,6 +270,14 @@ impl Reach {
                 .then_some("the policy allows programs beyond the default allowlist"),
             Reach::Agent => has_agent_step.then_some("the plan has an agent step"),
         }
+    }
+}
+
+impl PartialEq for ApprovalsPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.allowed_signers == other.allowed_signers
+            && self.required == other.required
+            && self.require_principal == other.require_principal
     }
 }
 
@@ -758,10 +773,23 @@ impl Policy {
             path: path.display().to_string(),
             message: format!("not UTF-8: {e}"),
         })?;
-        Self::parse(&text).map_err(|message| PolicyError::Invalid {
+        let mut policy = Self::parse(&text).map_err(|message| PolicyError::Invalid {
             path: path.display().to_string(),
             message,
-        })
+        })?;
+        // A policy from outside the workspace reads its allowed_signers beside itself.
+        let dir = crate::workspace::absolute(&path)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let root = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| workspace.to_path_buf());
+        let dir_real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        if !dir_real.starts_with(&root) {
+            policy.approvals.base = Some(dir_real);
+        }
+        Ok(policy)
     }
 
     /// Parses policy JSON; the error names line and column, or the `network.allow` entry.

@@ -134,6 +134,11 @@ window.addEventListener("hashchange",reveal);reveal();
 
 /// `<head>` with the policy that forbids every fetch and every script but [`SCRIPT`].
 fn head(out: &mut String, title: &str) {
+    head_with(out, title, "");
+}
+
+/// [`head`] with `extra` style rules after the page's own (the fleet page's).
+pub(super) fn head_with(out: &mut String, title: &str, extra: &str) {
     use base64::Engine as _;
     use sha2::Digest as _;
     let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(SCRIPT));
@@ -144,16 +149,16 @@ fn head(out: &mut String, title: &str) {
          style-src 'unsafe-inline'; script-src 'sha256-{hash}'; img-src data:; base-uri 'none'; \
          form-action 'none'\">\n<meta name=\"referrer\" content=\"no-referrer\">\n\
          <meta name=\"viewport\" content=\"width=device-width\">\n\
-         <title>{title}</title>\n<style>{STYLE}</style></head>\n<body>\n"
+         <title>{title}</title>\n<style>{STYLE}{extra}</style></head>\n<body>\n"
     );
 }
 
-fn foot(out: &mut String) {
+pub(super) fn foot(out: &mut String) {
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body></html>\n");
 }
 
 /// Seconds as the page shows a duration.
-fn secs(ms: i64) -> String {
+pub(super) fn secs(ms: i64) -> String {
     if ms < 1000 {
         format!("{ms} ms")
     } else {
@@ -162,7 +167,7 @@ fn secs(ms: i64) -> String {
 }
 
 /// `N — what it means`.
-fn exit_meaning(code: i64) -> String {
+pub(super) fn exit_meaning(code: i64) -> String {
     let meaning = i32::try_from(code)
         .ok()
         .and_then(crate::error::ExitCode::from_code)
@@ -213,12 +218,18 @@ pub fn render(
     let decisions = store.decisions(&run.plan_sha256)?;
     let network = store.run_network(&run.run_id)?;
     let attestation = store.attestation(&run.run_id).ok().flatten();
+    // Where it ran (issue 48): recorded from schema 15 on; one that does not read is left out
+    // here and said by `show`.
+    let changes = store.run_changes(&run.run_id).ok().flatten();
+    let narrowing = store.run_repository_policy(&run.run_id).ok().flatten();
     let page = Page {
         redactor,
         header: header.as_ref(),
         header_unreadable: header_unreadable.as_deref(),
         attestation: attestation.as_ref(),
         spend: store.step_spend(&run.run_id)?,
+        changes: changes.as_ref(),
+        narrowing: narrowing.as_ref(),
     };
     let mut out = std::io::BufWriter::new(out);
 
@@ -307,6 +318,10 @@ struct Page<'a> {
     attestation: Option<&'a crate::store::AttestationRecord>,
     /// What each step spent on models: tokens, model calls, dollars (docs/observability.md).
     spend: std::collections::BTreeMap<String, crate::store::StepSpend>,
+    /// The files the run left changed, when recorded.
+    changes: Option<&'a crate::store::Changes>,
+    /// What the workspace's own policy narrowed, when it had one.
+    narrowing: Option<&'a crate::store::PolicyNarrowing>,
 }
 
 impl Page<'_> {
@@ -340,6 +355,52 @@ impl Page<'_> {
             row("plan file", "plan-path", e(p));
         }
         row("workspace", "workspace", e(&run.workspace));
+        if run.repository.is_some() || run.commit.is_some() {
+            row(
+                "repository",
+                "repository",
+                format!(
+                    "{} at <span class=\"mono\">{}</span>",
+                    e(run.repository.as_deref().unwrap_or("(no origin)")),
+                    e(run.commit.as_deref().unwrap_or("(no commit)"))
+                ),
+            );
+        }
+        if let Some(c) = self.changes {
+            let names: Vec<String> = c
+                .files
+                .iter()
+                .take(20)
+                .map(|f| format!("<code>{} {}</code>", e(&f.status), e(&f.path)))
+                .collect();
+            row(
+                "changed files",
+                "changed-files",
+                format!(
+                    "{}{}{}",
+                    c.total,
+                    if names.is_empty() { "" } else { ": " },
+                    names.join(" ")
+                ),
+            );
+        }
+        if let Some(n) = self.narrowing {
+            let mut lines: Vec<String> = n
+                .narrowed
+                .iter()
+                .map(|l| format!("narrowed: {}", e(l)))
+                .collect();
+            lines.extend(
+                n.ignored
+                    .iter()
+                    .map(|l| format!("<span class=\"err\">ignored: {}</span>", e(l))),
+            );
+            row(
+                "repository policy",
+                "repository-policy",
+                format!("{}<br>{}", e(&n.path), lines.join("<br>")),
+            );
+        }
         let duration = run
             .finished_at
             .map(|f| format!(", {}", secs(f.saturating_sub(run.started_at))))
@@ -1324,6 +1385,8 @@ mod tests {
             header_unreadable: None,
             attestation: None,
             spend: Default::default(),
+            changes: None,
+            narrowing: None,
         };
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let cut = ArtifactCut {

@@ -33,19 +33,68 @@ pub fn render(
     sandbox: Option<&SandboxInfo>,
     provenance: &super::Provenance,
 ) -> String {
-    let counts = Counts::of(result);
-    let failures = counts.failed + counts.tolerated;
-    let plan_id = escape(&redactor.redact(&result.plan_id));
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     // The same totals on the `<testsuites>` root and the one `<testsuite>` (CI servers read either).
-    let totals = format!(
-        "tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{}\" time=\"{}\"",
-        result.steps.len(),
-        counts.not_run,
-        secs(result.duration_ms)
+    let _ = writeln!(out, "<testsuites name=\"acode-run\" {}>", totals(&[result]));
+    let name = redactor.redact(&result.plan_id).into_owned();
+    suite(
+        &mut out, &name, result, source, redactor, sandbox, provenance,
     );
-    let _ = writeln!(out, "<testsuites name=\"acode-run\" {totals}>");
-    let _ = writeln!(out, "  <testsuite name=\"{plan_id}\" {totals}>");
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// Several runs in one document, a `<testsuite>` each named as given (the fleet's, from a merged
+/// database: `report --junit FILE` without a run id), with their totals on the root.
+pub fn render_suites(
+    runs: &[(String, ExecutionResult)],
+    source: &dyn ArtifactSource,
+    redactor: &Redactor,
+) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let all: Vec<&ExecutionResult> = runs.iter().map(|(_, r)| r).collect();
+    let _ = writeln!(out, "<testsuites name=\"acode-run\" {}>", totals(&all));
+    for (name, result) in runs {
+        let provenance = super::Provenance::default();
+        suite(&mut out, name, result, source, redactor, None, &provenance);
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// The `tests`, `failures`, `errors`, `skipped` and `time` attributes of `results` together.
+fn totals(results: &[&ExecutionResult]) -> String {
+    let (mut tests, mut failures, mut skipped, mut ms) = (0usize, 0usize, 0usize, 0u64);
+    for r in results {
+        let counts = Counts::of(r);
+        tests += r.steps.len();
+        failures += counts.failed + counts.tolerated;
+        skipped += counts.not_run;
+        ms = ms.saturating_add(r.duration_ms);
+    }
+    format!(
+        "tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{}\"",
+        secs(ms)
+    )
+}
+
+/// One run's `<testsuite>` named `name` (its testcases' class name is the plan id).
+fn suite(
+    out: &mut String,
+    name: &str,
+    result: &ExecutionResult,
+    source: &dyn ArtifactSource,
+    redactor: &Redactor,
+    sandbox: Option<&SandboxInfo>,
+    provenance: &super::Provenance,
+) {
+    let plan_id = escape(&redactor.redact(&result.plan_id));
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" {}>",
+        escape(&redactor.redact(name)),
+        totals(&[result])
+    );
     let _ = write!(
         out,
         "    <properties><property name=\"run_id\" value=\"{}\"/><property name=\"exit_code\" \
@@ -171,8 +220,7 @@ pub fn render(
             }
         }
     }
-    out.push_str("  </testsuite>\n</testsuites>\n");
-    out
+    out.push_str("  </testsuite>\n");
 }
 
 /// A JUnit document for an invocation that ended before any step ran (invalid plan, not

@@ -6,9 +6,11 @@
 //! so they say exactly what the database says. Every text that came from a plan, a model or a
 //! command passes the run's [`Redactor`](crate::redact::Redactor) before it is written.
 
+pub mod fleet;
 pub mod github;
 pub mod html;
 pub mod junit;
+pub mod recorded;
 pub mod sarif;
 
 use crate::executor::{ExecutionResult, StepResult};

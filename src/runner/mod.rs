@@ -23,6 +23,7 @@ use thiserror::Error;
 pub mod import;
 pub mod mcp_server;
 pub mod mcp_tools;
+pub mod origin;
 pub mod queries;
 pub mod replay;
 pub mod session;
@@ -288,12 +289,19 @@ pub fn authorize(
 }
 
 /// What proves an approval here: the policy's `approvals.allowed_signers` (read from the
-/// workspace) when it names one, else the HMAC `key` when one is set, else nothing. An
+/// workspace, or beside a policy file that lies outside it) when it names one, else the HMAC `key` when one is set, else nothing. An
 /// `allowed_signers` file that cannot be read or parsed is a usage error (exit 2).
 pub fn trust(policy: &Policy, ws: &Workspace, key: Option<&[u8]>) -> Result<Trust, RunnerError> {
     let Some(rel) = &policy.approvals.allowed_signers else {
         return Ok(key.map_or(Trust::Anyone, |k| Trust::Hmac(k.to_vec())));
     };
+    // A policy shipped from outside the workspace names its allowed_signers beside itself: the
+    // repository it runs in does not choose who approves.
+    if let Some(base) = &policy.approvals.base {
+        return crate::plan::signers::AllowedSigners::load(&base.join(rel), rel)
+            .map(Trust::Ssh)
+            .map_err(|e| RunnerError::ApprovalInput(AuthError::Signers(e)));
+    }
     let path = ws.resolve(rel).map_err(|v| {
         RunnerError::ApprovalInput(AuthError::Signers(
             crate::plan::signers::SignersError::Path {
@@ -370,6 +378,9 @@ pub struct PlanRunner {
     drop_step_results: bool,
     /// With `--replay`: the run replayed and the client answering from it.
     replay: Option<(String, crate::llm::replay::ReplayClient)>,
+    /// What the workspace's own policy narrowed, when `--policy` named another (issue 48), and
+    /// the approved policy it narrowed (what the executor checks the approval against).
+    repository_policy: Option<(crate::store::PolicyNarrowing, Policy)>,
 }
 
 /// How strong a sandbox mode is against another, for [`RunnerError::SandboxWeakened`]: none <
@@ -499,6 +510,16 @@ impl PlanRunner {
             session.workspace(),
             key.as_deref(),
         )?;
+        // The approval is bound to the policy given; the run gets it narrowed by the workspace's
+        // own policy, which can take away but never add (docs/security.md).
+        let approved_policy = policy.clone();
+        let (policy, narrowing) = session.narrowed_policy(policy)?;
+        let repository_policy = narrowing.map(|n| (n, approved_policy));
+        let registry = match &repository_policy {
+            None => registry,
+            Some(_) => crate::tools::mcp::registry(&policy, Some(&approved.authorization().mcp))
+                .map_err(RunnerError::Setup)?,
+        };
 
         let requested = match settings.sandbox {
             Some(SandboxMode::None) if !explicit_none => {
@@ -606,6 +627,7 @@ impl PlanRunner {
             rerun_interrupted: options.rerun_interrupted,
             drop_step_results: options.drop_step_results,
             replay: replay.map(|r| (r.of, r.client)),
+            repository_policy,
         })
     }
 
@@ -648,9 +670,16 @@ impl PlanRunner {
         self.approved.plan()
     }
 
-    /// The policy in force.
+    /// The policy in force: the approved one, narrowed by the workspace's own when `--policy`
+    /// named another ([`PlanRunner::repository_policy`]).
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// What the workspace's own `acode-policy.json` narrowed or was refused, when the policy
+    /// came from elsewhere and the workspace has one.
+    pub fn repository_policy(&self) -> Option<&crate::store::PolicyNarrowing> {
+        self.repository_policy.as_ref().map(|(n, _)| n)
     }
 
     /// The OS sandbox commands will run in (and why it fell back, if it did).
@@ -691,6 +720,16 @@ impl PlanRunner {
         let mut store = self.session.store()?;
         store.checkpoint_in_background();
         let (jobs, jobs_from) = self.jobs();
+        let (repository, commit) = origin::repository_and_commit(self.session.workspace().root());
+        let (repository_policy, approved_policy) = match self.repository_policy {
+            Some((n, p)) => (Some(n), Some(p)),
+            None => (None, None),
+        };
+        let origin = crate::store::RunOrigin {
+            repository,
+            commit,
+            repository_policy,
+        };
         // No callback given: the settings' mode, a terminal prompt watching the cancel flag.
         let mut callbacks = self.callbacks;
         let confirm = (callbacks.confirm.take())
@@ -706,7 +745,11 @@ impl PlanRunner {
             .with_agent_settings(self.agent)
             .with_step_results(!self.drop_step_results)
             .with_settings_record(self.settings.to_json())
-            .with_replay_of(self.replay.as_ref().map(|(of, _)| of.clone()));
+            .with_replay_of(self.replay.as_ref().map(|(of, _)| of.clone()))
+            .with_origin(origin);
+        if let Some(bound) = approved_policy {
+            executor = executor.with_approved_policy(bound);
+        }
         if let Some(llm) = self.llm {
             executor = executor.with_llm(llm);
         }
@@ -732,6 +775,12 @@ impl PlanRunner {
             Target::New | Target::Latest => executor.execute(&approved)?,
         };
         tracing.finish(&result.run_id, executor.store_mut());
+        // What the run left changed, as git sees it (before any report reads the record).
+        if let Some(changes) = origin::changes(executor.workspace_root()) {
+            executor
+                .store_mut()
+                .record_changes(&result.run_id, &changes)?;
+        }
         Ok((result, executor))
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::session::{Session, SessionError};
-use crate::store::{ArtifactExcerpt, DecisionRow, RunDetail, RunRow};
+use crate::store::{ArtifactExcerpt, Changes, DecisionRow, PolicyNarrowing, RunDetail, RunRow};
 
 /// One run as `show` reports it: its detail, the decisions on its plan's bytes, the run it
 /// replayed, and each step's result (the artifacts of its last execution, bounded).
@@ -21,6 +21,10 @@ pub struct ShownRun {
     pub outputs: BTreeMap<String, BTreeMap<String, ArtifactExcerpt>>,
     /// Who approved the run (verified or claimed) and whether an attestation was written.
     pub provenance: crate::report::Provenance,
+    /// The files the run left changed, as git saw them at its end (issue 48).
+    pub changes: Option<Changes>,
+    /// What the workspace's own policy narrowed or was refused (issue 48).
+    pub repository_policy: Option<PolicyNarrowing>,
 }
 
 impl Session {
@@ -38,12 +42,16 @@ impl Session {
         let replay_of = store.replay_of(&detail.run.run_id)?;
         let outputs = store.step_outputs(&detail.run.run_id, max_output)?;
         let provenance = crate::report::Provenance::read(&store, &detail.run.run_id);
+        let changes = store.run_changes(&detail.run.run_id)?;
+        let repository_policy = store.run_repository_policy(&detail.run.run_id)?;
         Ok(ShownRun {
             detail,
             decisions,
             replay_of,
             outputs,
             provenance,
+            changes,
+            repository_policy,
         })
     }
 }

@@ -194,7 +194,7 @@ impl Session {
     /// like the policy file itself: no tool or command of a run may write them, so a plan cannot
     /// add a key that approves the next one.
     pub fn protect_policy_files(&mut self, policy: &Policy) {
-        if let Some(rel) = &policy.approvals.allowed_signers {
+        if let (Some(rel), None) = (&policy.approvals.allowed_signers, &policy.approvals.base) {
             let path = self.workspace.root().join(rel);
             self.workspace.protect(&path);
         }
@@ -379,11 +379,56 @@ impl Session {
     }
 
     /// The policy: the file given, else the workspace's `acode-policy.json`, else the defaults.
+    /// This is the policy approvals are bound to; a run narrows it by the repository's own
+    /// ([`Session::narrowed_policy`]).
     pub fn policy(&self) -> Result<Policy, SessionError> {
         Ok(Policy::load(
             self.policy_file.as_deref(),
             self.workspace.root(),
         )?)
+    }
+
+    /// The workspace's own `acode-policy.json` when the session's policy came from elsewhere
+    /// (`--policy FILE`, shipped beside an approved plan) and the workspace has one: its path
+    /// and the policy in it. A file that cannot be read or is invalid is an error — a repository
+    /// policy that cannot narrow is not silently dropped.
+    pub fn repository_policy(&self) -> Result<Option<(PathBuf, Policy)>, SessionError> {
+        let Some(given) = &self.policy_file else {
+            return Ok(None);
+        };
+        let own = self.workspace.root().join(Policy::FILE_NAME);
+        if std::fs::symlink_metadata(&own).is_err() {
+            return Ok(None);
+        }
+        let same = match (std::fs::canonicalize(given), std::fs::canonicalize(&own)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if same {
+            return Ok(None);
+        }
+        let policy = Policy::load(Some(&own), self.workspace.root())?;
+        Ok(Some((own, policy)))
+    }
+
+    /// The policy a run here gets: `approved` (what [`Session::policy`] read, which the approval
+    /// is checked against) narrowed by the workspace's own policy when there is one to narrow it
+    /// ([`Session::repository_policy`], [`crate::policy::narrow`]), with what that changed.
+    pub fn narrowed_policy(
+        &self,
+        approved: Policy,
+    ) -> Result<(Policy, Option<crate::store::PolicyNarrowing>), SessionError> {
+        let Some((path, repository)) = self.repository_policy()? else {
+            return Ok((approved, None));
+        };
+        let narrowed = crate::policy::narrow::narrow(&approved, &repository);
+        let note = crate::store::PolicyNarrowing {
+            path: path.display().to_string(),
+            sha256: plan::auth::policy_sha256(&repository),
+            ignored: narrowed.ignored,
+            narrowed: narrowed.narrowed,
+        };
+        Ok((narrowed.policy, Some(note)))
     }
 
     /// Checks `.acode/` and the runner's files in it without following links, creating it (its

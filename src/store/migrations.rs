@@ -204,6 +204,58 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE executions ADD COLUMN cost_usd REAL;
     ALTER TABLE runs ADD COLUMN telemetry_json TEXT;
     "#,
+    // 17 (issue 48): one approval, many workspaces, and many machines' records in one file.
+    // Where a run ran (`repository`: the workspace's `origin` URL without credentials;
+    // `commit_sha`: its HEAD when the run started), which files it left changed (`changes_json`,
+    // git's view at the end), what the repository's own policy narrowed or was refused
+    // (`repository_policy_json`); `run_sources`: the file each merged run came from and the
+    // digest of its rows, so `acode-run merge` is idempotent and names both files of a conflict;
+    // and the views documented as a stable interface for Datasette, DuckDB and warehouses
+    // (docs/database.md). A view names its columns, so a later migration that adds a column to a
+    // table changes no view.
+    r#"
+    ALTER TABLE runs ADD COLUMN repository TEXT;
+    ALTER TABLE runs ADD COLUMN commit_sha TEXT;
+    ALTER TABLE runs ADD COLUMN changes_json TEXT;
+    ALTER TABLE runs ADD COLUMN repository_policy_json TEXT;
+    CREATE TABLE run_sources (
+        run_id          TEXT PRIMARY KEY,
+        source          TEXT NOT NULL,
+        content_sha256  TEXT NOT NULL,
+        merged_at       INTEGER NOT NULL
+    );
+    CREATE VIEW v_runs AS
+    SELECT r.run_id, r.kind, r.plan_id, r.plan_sha256, r.repository, r.commit_sha, r.workspace,
+           r.status, r.exit_code, r.started_at, r.finished_at,
+           r.finished_at - r.started_at AS duration_ms,
+           r.sandbox, r.prompt_tokens, r.completion_tokens,
+           (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id) AS steps,
+           (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id AND s.status = 'failed')
+               AS steps_failed,
+           (SELECT count(*) FROM network_requests n WHERE n.run_id = r.run_id AND n.allowed = 0)
+               AS requests_refused,
+           CASE WHEN json_valid(r.header_json)
+                THEN json_extract(r.header_json, '$.approval.decided_by') END AS approved_by,
+           CASE WHEN json_valid(r.header_json)
+                THEN json_extract(r.header_json, '$.approval.policy_sha256') END AS policy_sha256,
+           CASE WHEN json_valid(r.changes_json)
+                THEN json_extract(r.changes_json, '$.total') END AS files_changed,
+           (SELECT source FROM run_sources m WHERE m.run_id = r.run_id) AS merged_from
+    FROM runs r;
+    CREATE VIEW v_steps AS
+    SELECT s.run_id, r.repository, r.plan_id, s.step_id, s.position, s.tool, s.status,
+           s.attempts, s.started_at, s.finished_at, s.finished_at - s.started_at AS duration_ms,
+           s.error_code, s.error_message, s.prompt_tokens, s.completion_tokens,
+           (SELECT count(*) FROM executions e WHERE e.run_id = s.run_id AND e.step_id = s.step_id)
+               AS executions
+    FROM steps s JOIN runs r ON r.run_id = s.run_id;
+    CREATE VIEW v_requests AS
+    SELECT n.run_id, r.repository, e.step_id, n.execution_id, n.method, n.host, n.port,
+           n.allowed, n.status, n.reason, n.bytes_up, n.bytes_down, n.started_at, n.duration_ms
+    FROM network_requests n
+    JOIN runs r ON r.run_id = n.run_id
+    LEFT JOIN executions e ON e.execution_id = n.execution_id;
+    "#,
 ];
 
 /// The newest schema this binary knows.
@@ -302,8 +354,9 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        // runs, steps, executions, artifacts, decisions, reviews, network_requests, run_files.
-        assert_eq!(n, 8);
+        // runs, steps, executions, artifacts, decisions, reviews, network_requests, run_files,
+        // run_sources.
+        assert_eq!(n, 9);
     }
 
     #[test]

@@ -9,7 +9,10 @@
 mod status;
 mod attest;
 mod decisions;
+pub mod export;
+mod fleet;
 mod history;
+pub mod merge;
 pub mod migrations;
 mod replay;
 mod report;
@@ -17,6 +20,7 @@ mod runner;
 
 pub use attest::{AttestationRecord, HostRequests, ModelTraffic, ProgramRun};
 pub use decisions::DecisionRow;
+pub use fleet::{ChangedFile, Changes, FleetRun, PolicyNarrowing, RunOrigin};
 pub use replay::{LlmTurnRow, RecordedStepRow};
 pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader};
 pub use status::{RunStatus, StepState};
@@ -122,6 +126,13 @@ pub struct RunRow {
     pub kind: String,
     /// What a stage run is about: the plan hash a draft produced, the run a review judged.
     pub subject: Option<String>,
+    /// The repository the run ran in: its `origin` URL without credentials (migration 15; `None`
+    /// outside a git repository, without an `origin`, or for runs recorded before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// The repository's `HEAD` commit when the run started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// A step as stored.
@@ -793,7 +804,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi, kind, subject
+             sandbox, landlock_abi, kind, subject, repository, commit_sha
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -808,7 +819,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi, kind, subject
+             sandbox, landlock_abi, kind, subject, repository, commit_sha
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -1274,6 +1285,8 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         landlock_abi: r.get(14)?,
         kind: r.get(15)?,
         subject: r.get(16)?,
+        repository: r.get(17)?,
+        commit: r.get(18)?,
     })
 }
 
@@ -1306,6 +1319,8 @@ mod tests {
             landlock_abi: None,
             kind: "run".into(),
             subject: None,
+            repository: None,
+            commit: None,
         };
         store
             .begin_run(

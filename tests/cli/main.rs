@@ -8,6 +8,7 @@ mod mcp_http_server;
 
 mod agent;
 mod approval;
+mod fleet;
 mod import;
 mod mcp;
 mod output;

@@ -3,7 +3,7 @@
 
 mod phoenix;
 mod refusals;
-mod report;
+pub mod report;
 mod reports;
 mod sarif;
 mod secrets;

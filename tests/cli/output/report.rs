@@ -18,7 +18,7 @@ use crate::harness::*;
 
 /// The headless browser, or `None` (with the reason printed) where it is not installed; under CI
 /// a missing browser fails the test instead.
-fn chromium() -> Option<PathBuf> {
+pub fn chromium() -> Option<PathBuf> {
     for name in ["chromium", "chromium-browser"] {
         let found = std::env::var_os("PATH").and_then(|paths| {
             std::env::split_paths(&paths)
@@ -43,7 +43,7 @@ pub fn browse(browser: &Path, page: &Path, extra: &[&str]) -> Output {
 }
 
 /// [`browse`] at `fragment` (`#expand-all` opens every step).
-fn browse_at(browser: &Path, page: &Path, fragment: &str, extra: &[&str]) -> Output {
+pub fn browse_at(browser: &Path, page: &Path, fragment: &str, extra: &[&str]) -> Output {
     let profile = std::env::temp_dir().join(format!("acode-chromium-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&profile).unwrap();
     let out = Command::new(browser)
@@ -78,7 +78,7 @@ fn browse_at(browser: &Path, page: &Path, fragment: &str, extra: &[&str]) -> Out
 
 /// A listener on 127.0.0.1 that counts every connection made to it: the page names it in
 /// hostile `<img>`, `<link>` and `<meta refresh>` tags, which must stay text.
-fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+pub fn counting_listener() -> (u16, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let hits = Arc::new(AtomicUsize::new(0));
@@ -95,7 +95,7 @@ fn counting_listener() -> (u16, Arc<AtomicUsize>) {
 
 /// Text that would change `document.title`, fetch from `port`, break out of the style sheet or
 /// reorder what a reader sees, were it not escaped.
-fn hostile(port: u16) -> String {
+pub fn hostile(port: u16) -> String {
     format!(
         "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">\
          <a href=\"javascript:document.title='pwned'\">click</a></style><style>body{{display:none}}</style>\

@@ -386,3 +386,42 @@ fn a_rejection_stands_in_the_library_until_an_explicit_approval() {
     assert_eq!(result.exit_code, 0);
     assert_eq!(t.read("a.txt"), "1");
 }
+
+/// An embedder running an approved plan under a repository's narrowed policy tells the executor
+/// the policy the approval is bound to (`with_approved_policy`): a narrower policy in force runs,
+/// one that allows anything more is refused before anything runs (docs/security.md "One
+/// approval, many workspaces"), and without it only the approved policy itself runs.
+#[test]
+fn an_executor_runs_under_a_narrower_policy_than_approved_and_never_a_wider_one() {
+    let t = TestDir::new();
+    t.file("a.txt", "a");
+    let plan = approved(
+        &t,
+        json!({"plan_id": "lib", "steps": [
+        {"step_id": "ok", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    let narrower = Policy::parse(r#"{"commands": ["cat"], "sandbox": "landlock"}"#).unwrap();
+    let wider = Policy::parse(r#"{"allow_commands": ["curl"]}"#).unwrap();
+    let exec = |policy: &Policy, bound: Option<Policy>| {
+        let mut e = Executor::new(
+            Workspace::new(&t.ws).unwrap(),
+            Store::open_in_memory().unwrap(),
+        )
+        .with_policy(policy.clone());
+        if let Some(bound) = bound {
+            e = e.with_approved_policy(bound);
+        }
+        e.execute(&plan).map(|r| r.exit_code)
+    };
+    assert_eq!(exec(&narrower, Some(Policy::default())).unwrap(), 0);
+    let refused = exec(&wider, Some(Policy::default())).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("policy changed since approval"),
+        "{refused}"
+    );
+    // Not told what was approved: the policy in force must be the approved one itself.
+    assert!(exec(&narrower, None).is_err());
+    assert_eq!(exec(&Policy::default(), None).unwrap(), 0);
+}

@@ -260,7 +260,7 @@ impl Suite {
 }
 
 /// Whether the container tests are switched on; prints why not when they are not.
-fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     let on = std::env::var("ACODE_E2E_CONTAINER").is_ok_and(|v| v == "1");
     if !on {
         eprintln!(
@@ -329,7 +329,7 @@ fn apt_mirror() -> (String, String) {
 /// The cached root file system (built on first use): Debian minbase with python3, git, nodejs
 /// and bubblewrap, whose `bwrap` is moved aside to `/usr/local/libexec/acode-test/bwrap` (a run mounts
 /// it back for "bwrap present"), and a user `user` (uid 1000, home `/home/user`).
-fn rootfs() -> PathBuf {
+pub(crate) fn rootfs() -> PathBuf {
     static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = built.as_ref() {

@@ -3,7 +3,7 @@
 //! network by name and registry mirrors, and the containment suite in a real container.
 
 mod bwrap_attacks;
-mod container;
+pub(crate) mod container;
 mod credentials;
 mod escape;
 mod fallback;
