@@ -689,3 +689,52 @@ fn the_allowed_signers_file_is_protected_from_the_plans_own_writes() {
         format!("alice@example.com {public}\n")
     );
 }
+
+#[test]
+fn a_policy_shipped_beside_the_plan_reads_its_allowed_signers_beside_itself() {
+    // One approval, many repositories (issue 48): the repository the plan runs in must not
+    // choose who approves. Its own `allowed_signers` gives Alice's key the reserved principal.
+    let t = TestDir::new();
+    let k = keys(&t);
+    let (alice, alice_pub) = ed25519(&k, "alice");
+    let (_, sec_pub) = ed25519(&k, "sec");
+    let ship = t.root.join("ship");
+    std::fs::create_dir_all(&ship).unwrap();
+    let policy = json!({"approvals": {"allowed_signers": "allowed_signers",
+        "require_principal": {"always": ["security@example.com"]}}})
+    .to_string();
+    std::fs::write(ship.join("policy.json"), &policy).unwrap();
+    std::fs::write(
+        ship.join("allowed_signers"),
+        format!("alice@example.com {alice_pub}\nsecurity@example.com {sec_pub}\n"),
+    )
+    .unwrap();
+    let plan = simple_plan(&t);
+    let ps = plan.to_str().unwrap();
+    let pol = ship.join("policy.json");
+    let pol = pol.to_str().unwrap();
+    let out = t.run(&[
+        "approve",
+        ps,
+        "--quiet",
+        "--policy",
+        pol,
+        "--sign",
+        alice.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The repository's forged file, where a workspace-relative path would find it.
+    t.file(
+        "allowed_signers",
+        &format!("security@example.com {alice_pub}\n"),
+    );
+    let out = t.run(&[ps, "--policy", pol]);
+    assert_exit_with(&out, 3, "requires one of security@example.com to approve");
+    assert!(!t.ws.join("a.txt").exists());
+    // Control: the same policy inside the workspace does read the workspace's file, and the
+    // forged line would then pass — what the shipped policy is protected from.
+    t.file("acode-policy.json", &policy);
+    assert_eq!(code(&sign(&t, &plan, &alice, &[])), 0);
+    let out = t.run(&[ps]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
