@@ -7,6 +7,7 @@
 use crate::error::exit;
 use crate::executor::ExecutionError;
 use crate::plan::{PlanError, ProblemKind};
+use crate::report::html::HtmlError;
 use crate::runner::RunnerError;
 use crate::runner::import::ImportFailed;
 use crate::runner::session::SessionError;
@@ -57,11 +58,29 @@ impl SessionError {
             | SessionError::Mcp(_)
             | SessionError::State(StateDirError::Refused { .. }) => exit::USAGE,
             SessionError::Plan(e) => e.exit_code(),
-            // A run or execution id that names nothing is the caller's mistake.
-            SessionError::Store(StoreError::NotFound(_)) => exit::USAGE,
-            SessionError::State(StateDirError::Io { .. }) | SessionError::Store(_) => {
-                exit::INTERNAL
-            }
+            SessionError::Store(e) => e.exit_code(),
+            SessionError::State(StateDirError::Io { .. }) => exit::INTERNAL,
+        }
+    }
+}
+
+impl StoreError {
+    /// A run or execution id that names nothing is the caller's mistake (2); any other failure
+    /// of the database is ours (1).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StoreError::NotFound(_) => exit::USAGE,
+            _ => exit::INTERNAL,
+        }
+    }
+}
+
+impl HtmlError {
+    /// The database's failure as [`StoreError::exit_code`] says; a page that cannot be written, 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            HtmlError::Store(e) => e.exit_code(),
+            HtmlError::Io(_) => exit::INTERNAL,
         }
     }
 }

@@ -1167,10 +1167,15 @@ fn query_store(args: &Args) -> Result<Store, CliError> {
     Ok(session(args, None)?.existing_store()?)
 }
 
-fn not_found(e: crate::store::StoreError) -> CliError {
-    match e {
-        crate::store::StoreError::NotFound(_) => CliError::new(exit::USAGE, e.to_string()),
-        other => CliError::new(exit::INTERNAL, other.to_string()),
+impl From<crate::store::StoreError> for CliError {
+    fn from(e: crate::store::StoreError) -> Self {
+        CliError::new(e.exit_code(), e.to_string())
+    }
+}
+
+impl From<crate::report::html::HtmlError> for CliError {
+    fn from(e: crate::report::html::HtmlError) -> Self {
+        CliError::new(e.exit_code(), e.to_string())
     }
 }
 
@@ -1369,9 +1374,7 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
     if args.positionals.len() < 2 {
         // No type: which there are, and the command that prints each.
-        let (id, list) = store
-            .artifact_list(&args.positionals[0])
-            .map_err(not_found)?;
+        let (id, list) = store.artifact_list(&args.positionals[0])?;
         if args.json {
             outln!("{}", pretty(&list));
             return Ok(exit::OK);
@@ -1390,9 +1393,7 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
         }
         return Ok(exit::OK);
     }
-    let a = store
-        .artifact(&args.positionals[0], &args.positionals[1])
-        .map_err(not_found)?;
+    let a = store.artifact(&args.positionals[0], &args.positionals[1])?;
     let mut out = std::io::stdout();
     let _ = out.write_all(a.content.as_bytes());
     let _ = out.flush();

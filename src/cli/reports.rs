@@ -130,10 +130,7 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
     };
     let store = super::query_store(args)?;
     let mut page = Vec::new();
-    html::render(&store, &args.positionals[0], redactor, &mut page).map_err(|e| match e {
-        html::HtmlError::Store(e) => super::not_found(e),
-        other => super::CliError::new(exit::INTERNAL, other.to_string()),
-    })?;
+    html::render(&store, &args.positionals[0], redactor, &mut page)?;
     write_page(path, &page).map_err(|e| {
         super::CliError::new(
             exit::INTERNAL,

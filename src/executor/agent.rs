@@ -90,7 +90,7 @@ fn workspace_facts(ctx: &StepContext) -> String {
             rd.filter_map(Result::ok)
                 .filter_map(|e| {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    if name == ".git" || name == ".acode" {
+                    if name == ".git" || name == crate::workspace::state::STATE_DIR {
                         return None;
                     }
                     let dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);

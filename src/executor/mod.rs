@@ -381,12 +381,6 @@ impl Executor {
         &self.sandbox
     }
 
-    /// Sets the retry schedule for transient tool failures (the step's `retries` sets the count).
-    pub fn with_backoff(mut self, backoff: retry::Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
     /// Uses `redactor` for everything the run records and hands to the model (the store gets the
     /// same one). Share the same `Arc` with the progress writers: when a run starts, the plan's
     /// secrets ([`crate::plan::variables::secret_values`]) are added to it, and so reach them too.

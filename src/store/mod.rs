@@ -367,7 +367,8 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
 
 impl Store {
     /// The default database location inside a workspace.
-    pub const DEFAULT_PATH: &'static str = ".acode/executions.db";
+    pub const DEFAULT_PATH: &'static str =
+        concat!(crate::workspace::state::state_dir!(), "/executions.db");
 
     /// Opens (creating if needed) and migrates the database at `path`.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
