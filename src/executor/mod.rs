@@ -1157,6 +1157,7 @@ fn record_not_run(
             error_code: Some(kind.as_str()),
             error_message: Some(&message),
             tokens: (0, 0),
+            tolerated: false,
         },
     )?;
     Ok(StepResult::not_run(step, status, Some((kind, message))))
@@ -1277,6 +1278,12 @@ fn run_step(
         ),
         (Some((k, m)), None) => (StepStatus::Failed, Some(*k), Some(m.clone())),
     };
+    // Tolerated (SPEC §2): a failure the plan lets the run go on past, unless the run is
+    // stopping anyway (the user quit, a signal); recorded with the step, reported from the record.
+    let tolerated = status == StepStatus::Failed
+        && step.on_failure == OnFailure::Continue
+        && !quit
+        && !run.cancel.load(Ordering::SeqCst);
     run.store.step_finished(
         run.emitter.run_id(),
         &step.step_id,
@@ -1288,6 +1295,7 @@ fn run_step(
             error_code: kind.map(ErrorKind::as_str),
             error_message: message.as_deref(),
             tokens: tokens.stored(),
+            tolerated,
         },
     )?;
     let result = StepResult {
@@ -1312,10 +1320,7 @@ fn run_step(
                 .is_some_and(|o| o.len() > STEP_OUTPUT_BYTES),
         failure_output: outcome.excerpt.clone(),
         execution_ids,
-        tolerated: status == StepStatus::Failed
-            && step.on_failure == OnFailure::Continue
-            && !quit
-            && !run.cancel.load(Ordering::SeqCst),
+        tolerated,
     };
     match kind {
         None => {

@@ -178,6 +178,12 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN header_json TEXT;
     "#,
+    // 15 (issue 43): whether a failed step was tolerated (`"on_failure": "continue"`: the run went
+    // on and does not fail for it), as the run decided, so the report says "failed, tolerated"
+    // from the record instead of guessing from the run's status.
+    r#"
+    ALTER TABLE steps ADD COLUMN tolerated INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The newest schema this binary knows.

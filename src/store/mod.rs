@@ -143,6 +143,9 @@ pub struct StepRow {
     pub error_code: Option<String>,
     /// Why, for a human.
     pub error_message: Option<String>,
+    /// A failure the run tolerated (`"on_failure": "continue"`): it went on and did not fail
+    /// for it.
+    pub tolerated: bool,
 }
 
 /// One tool execution (or LLM turn) as recorded.
@@ -300,6 +303,8 @@ pub struct StepUpdate<'a> {
     pub error_message: Option<&'a str>,
     /// LLM tokens used by the step.
     pub tokens: (i64, i64),
+    /// A failure the run tolerates (`"on_failure": "continue"`).
+    pub tolerated: bool,
 }
 
 /// The database handle. One per run (or per CLI query); not shared between threads.
@@ -584,7 +589,7 @@ impl Store {
             .prepare_cached(
                 "UPDATE steps SET status = ?3, attempts = attempts + ?4, started_at = COALESCE(started_at, ?5),
                  finished_at = ?6, error_code = ?7, error_message = ?8,
-                 prompt_tokens = ?9, completion_tokens = ?10
+                 prompt_tokens = ?9, completion_tokens = ?10, tolerated = ?11
                  WHERE run_id = ?1 AND step_id = ?2",
             )?
             .execute(params![
@@ -597,7 +602,8 @@ impl Store {
                 u.error_code,
                 message,
                 u.tokens.0,
-                u.tokens.1
+                u.tokens.1,
+                u.tolerated
             ])?;
         Ok(())
     }
@@ -825,7 +831,7 @@ impl Store {
     pub fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT step_id, position, tool, status, attempts, started_at, finished_at, error_code,
-             error_message FROM steps WHERE run_id = ?1 ORDER BY position",
+             error_message, tolerated FROM steps WHERE run_id = ?1 ORDER BY position",
         )?;
         let steps = stmt
             .query_map([run_id], |r| {
@@ -839,6 +845,7 @@ impl Store {
                     finished_at: r.get(6)?,
                     error_code: r.get(7)?,
                     error_message: r.get(8)?,
+                    tolerated: r.get(9)?,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
