@@ -1294,13 +1294,19 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     }
     humanln!("\nsteps:");
     for s in &detail.steps {
+        let counts =
+            crate::store::StepCounts::of(&s.step_id, detail.executions.iter().map(|e| &e.record));
         humanln!(
-            "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
+            "  {:>3}. {:<24} {:<14} {:<10} {}{}",
             s.position.saturating_add(1),
             crate::terminal::line(&s.step_id),
             crate::terminal::line(&s.tool),
-            s.status,
-            s.attempts,
+            if s.tolerated {
+                "failed, tolerated"
+            } else {
+                s.status.as_str()
+            },
+            counts.describe(),
             s.error_code
                 .as_ref()
                 .map(|c| format!("  [{c}] {}", s.error_message.clone().unwrap_or_default()))

@@ -28,7 +28,9 @@ use thiserror::Error;
 use super::Refusal;
 use crate::policy::network::NetworkRequest;
 use crate::redact::Redactor;
-use crate::store::{ArtifactCut, ExecutionRow, RunHeader, StepRow, StepState, Store, StoreError};
+use crate::store::{
+    ArtifactCut, ExecutionRow, RunHeader, StepCounts, StepRow, StepState, Store, StoreError,
+};
 
 /// Steps whose bodies (executions, outputs, conversation) are written in full at most.
 pub const FULL_BODY_STEPS: usize = 200;
@@ -1226,15 +1228,14 @@ impl Page<'_> {
 /// How many times the step's own tool call was attempted (retries of a transient failure); an
 /// agent's calls and model turns are not attempts of the step.
 fn attempts(execs: &[&ExecutionRow]) -> u32 {
-    execs
-        .iter()
-        .filter(|e| e.record.parent_execution_id.is_none() && e.record.tool_name != "llm")
-        .map(|e| e.record.attempt)
-        .max()
-        .unwrap_or(1)
+    let Some(first) = execs.first() else {
+        return 1;
+    };
+    StepCounts::of(&first.record.step_id, execs.iter().map(|e| &e.record))
+        .attempts
+        .max(1)
 }
 
-/// The timeline colour of a step.
 /// The class of a step's bar and box: its status, or `tolerated` for a failure the run went on
 /// past (the legend's colour).
 fn bar_class(st: &StepRow) -> &'static str {

@@ -180,9 +180,12 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 15 (issue 43): whether a failed step was tolerated (`"on_failure": "continue"`: the run went
     // on and does not fail for it), as the run decided, so the report says "failed, tolerated"
-    // from the record instead of guessing from the run's status.
+    // from the record instead of guessing from the run's status; and each execution's call id (as
+    // in the events: `STEP#N`, `STEP#verify-K`), so `show` tells a step's attempts, its model's
+    // tool calls and its verify commands apart.
     r#"
     ALTER TABLE steps ADD COLUMN tolerated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE executions ADD COLUMN call_id TEXT;
     "#,
 ];
 

@@ -16,7 +16,7 @@ mod runner;
 
 pub use decisions::DecisionRow;
 pub use replay::{LlmTurnRow, RecordedStepRow};
-pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader};
+pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader, StepCounts};
 pub use status::{RunStatus, StepState};
 
 use std::collections::BTreeMap;
@@ -189,6 +189,10 @@ pub struct ExecutionRecord {
     /// For a command: SHA-256 of the file executed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program_sha256: Option<String>,
+    /// The call's id, as in the events (`STEP#N`, `STEP#verify-K`); `None` for a model turn and
+    /// in runs recorded before schema 15.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 /// Metadata of an artifact (content fetched separately with [`Store::artifact`]).
@@ -626,12 +630,15 @@ impl Store {
             artifacts.iter().map(|a| self.scrub(&a.content)).collect();
         let network = self.scrub_network(network);
         let program_path = self.scrub_opt(e.program_path.as_deref());
+        let call_id = self.scrub_opt(e.call_id.as_deref());
         let tx = self.immediate()?;
         tx.prepare_cached(
             "INSERT INTO executions (execution_id, run_id, step_id, tool_name, arguments_json, started_at,
              duration_ms, success, exit_code, error_code, error_message, attempt, turn,
-             parent_execution_id, prompt_tokens, completion_tokens, program_path, program_sha256)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+             parent_execution_id, prompt_tokens, completion_tokens, program_path, program_sha256,
+             call_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+             ?19)",
         )?
         .execute(params![
             e.execution_id,
@@ -651,7 +658,8 @@ impl Store {
             e.prompt_tokens,
             e.completion_tokens,
             program_path,
-            e.program_sha256
+            e.program_sha256,
+            call_id
         ])?;
         for (a, content) in artifacts.iter().zip(&contents) {
             tx.prepare_cached(
@@ -714,6 +722,7 @@ impl Store {
             completion_tokens: None,
             program_path: None,
             program_sha256: None,
+            call_id: None,
         };
         self.record_execution(&record, &[], &[])?;
         self.conn
@@ -1048,7 +1057,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT execution_id, run_id, step_id, tool_name, arguments_json, started_at, duration_ms,
              success, exit_code, error_code, error_message, attempt, turn, parent_execution_id,
-             prompt_tokens, completion_tokens, program_path, program_sha256
+             prompt_tokens, completion_tokens, program_path, program_sha256, call_id
              FROM executions WHERE run_id = ?1 ORDER BY started_at, rowid",
         )?;
         let records = stmt
@@ -1072,6 +1081,7 @@ impl Store {
                     completion_tokens: r.get(15)?,
                     program_path: r.get(16)?,
                     program_sha256: r.get(17)?,
+                    call_id: r.get(18)?,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;

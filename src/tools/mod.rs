@@ -50,6 +50,26 @@ pub struct ToolCall {
     pub turn: Option<u32>,
 }
 
+/// The call id of a step's `verify` command: `STEP#verify` for the single `command`, `STEP#verify-K`
+/// (1-based) for each of `commands` (docs/parallel.md). Written here once, with
+/// [`is_verify_call`], which the record and the progress lines read it with.
+pub fn verify_call_id(step_id: &str, listed: Option<usize>) -> String {
+    match listed {
+        Some(k) => format!("{step_id}#verify-{k}"),
+        None => format!("{step_id}#verify"),
+    }
+}
+
+/// Whether a call id is a `verify` command's ([`verify_call_id`]).
+pub fn is_verify_call(call_id: &str) -> bool {
+    call_id.rsplit_once('#').is_some_and(|(_, tail)| {
+        tail == "verify"
+            || tail
+                .strip_prefix("verify-")
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// A named blob of output kept in the database (`stdout`, `stderr`, `diff`, `diagnostics`, ...).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Artifact {
