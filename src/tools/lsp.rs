@@ -153,6 +153,16 @@ fn manifest_for(
 ) -> Result<Option<std::path::PathBuf>, ToolError> {
     let p = ws.resolve(path)?;
     match p.metadata() {
+        Ok(m) if m.is_dir() && !p.join("Cargo.toml").is_file() => Err(ToolError::InputMissing {
+            tool: NAME.to_string(),
+            message: format!(
+                "path: {} has no Cargo.toml; lsp_check runs `cargo check`, so it checks Rust \
+                 crates only: point path at the crate's directory, or check another language \
+                 with run_command and its own checker (for example `npx tsc --noEmit`, \
+                 `python3 -m mypy .`, `go vet ./...`)",
+                ws.display(&p)
+            ),
+        }),
         Ok(m) if m.is_dir() => Ok(Some(p.join("Cargo.toml"))),
         Ok(_) if p.file_name().is_some_and(|n| n == "Cargo.toml") => Ok(Some(p)),
         Ok(_) => Err(ToolError::invalid(
@@ -203,8 +213,9 @@ impl Tool for LspCheck {
     }
 
     fn description(&self) -> &'static str {
-        "Type-check a Rust crate with `cargo check` and return its compiler diagnostics \
-         (level, message, file, line, code); fails when there is any error."
+        "Type-check a Rust crate (a directory with Cargo.toml; Rust only) with `cargo check` and \
+         return its compiler diagnostics (level, message, file, line, code); fails when there is \
+         any error. For other languages use run_command with their own checker."
     }
 
     fn schema(&self) -> Value {

@@ -226,6 +226,16 @@ pub enum ToolError {
         /// The workspace-relative path looked for.
         path: std::path::PathBuf,
     },
+    /// A file the tool works on is not there (a crate's `Cargo.toml` for `lsp_check`): like
+    /// [`ToolError::ProgramMissing`], a failure when the call runs and accepted at validation
+    /// when an earlier step can create it.
+    #[error("{tool}: {message}")]
+    InputMissing {
+        /// The tool.
+        tool: String,
+        /// What is missing, where, and what to do instead.
+        message: String,
+    },
 }
 
 impl ToolError {
@@ -237,7 +247,8 @@ impl ToolError {
             ToolError::Io { .. }
             | ToolError::Failed(_)
             | ToolError::Transient(_)
-            | ToolError::ProgramMissing { .. } => ErrorKind::ToolFailed,
+            | ToolError::ProgramMissing { .. }
+            | ToolError::InputMissing { .. } => ErrorKind::ToolFailed,
             ToolError::Interrupted => ErrorKind::Interrupted,
         }
     }

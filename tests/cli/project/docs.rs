@@ -218,6 +218,10 @@ fn beyond_schema(problem: &Value) -> Option<&'static str> {
             "is not a declared variable",
             "secret naming an undeclared variable",
         ),
+        (
+            "has no Cargo.toml",
+            "lsp_check on a directory of the workspace that holds no crate",
+        ),
     ];
     kinds
         .iter()
