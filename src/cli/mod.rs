@@ -1022,7 +1022,17 @@ fn cmd_resume(
 /// The progress outputs the flags ask for: human lines on stderr (failures only with `--quiet`), JSONL events
 /// on stdout with `--jsonl`; both through the run's redactor.
 fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn ProgressCallback>> {
+    progress_outputs_noting_loss(args, redactor).0
+}
+
+/// [`progress_outputs`], with where the `--jsonl` writer notes events it could not deliver
+/// ([`JsonlWriter::lost`]), to be recorded with the run.
+fn progress_outputs_noting_loss(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+) -> (Vec<Box<dyn ProgressCallback>>, Option<JsonlLoss>) {
     let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
+    let mut loss = None;
     let human = HumanPrinter::new(std::io::stderr(), stderr_wants_color(), redactor.clone());
     // `--quiet` still says which steps failed and what they printed.
     outputs.push(Box::new(if args.quiet {
@@ -1031,13 +1041,15 @@ fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn Progre
         human
     }));
     if args.jsonl {
-        outputs.push(Box::new(JsonlWriter::new(
-            std::io::stdout(),
-            redactor.clone(),
-        )));
+        let writer = JsonlWriter::new(std::io::stdout(), redactor.clone());
+        loss = Some(writer.lost());
+        outputs.push(Box::new(writer));
     }
-    outputs
+    (outputs, loss)
 }
+
+/// What [`JsonlWriter::lost`] hands out.
+type JsonlLoss = Arc<std::sync::Mutex<Option<String>>>;
 
 /// The options the flags give that shape a run (recorded on it, checked again by `resume`).
 fn run_settings(args: &Args) -> RunSettings {
@@ -1126,14 +1138,21 @@ fn execute_plan(
     {
         replay::announce(client, redactor);
     }
+    let (outputs, loss) = progress_outputs_noting_loss(args, redactor);
     let (result, executor) = runner
-        .with_progress(Arc::new(Fanout(progress_outputs(args, redactor))))
+        .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
         .run_keeping_executor()
         .map_err(|e| match e {
             RunnerError::Execution(e) => CliError::execution(&e),
             other => CliError::new(other.exit_code(), other.to_string()),
         })?;
+    let lost = loss.and_then(|l| l.lock().map_or(None, |l| l.clone()));
+    if let Some(what) = lost
+        && let Err(e) = executor.store().record_events_lost(&result.run_id, &what)
+    {
+        eprintln!("acode-run: warning: cannot record that --jsonl {what}: {e}");
+    }
     reports::write(args, &result, executor.store(), redactor, &sandbox);
     if let Some(client) = replaying {
         replay::report_divergences(&client, redactor);
@@ -1264,6 +1283,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     );
     if let Some(of) = replay_of {
         humanln!("replay of {of} (its recorded model answers; docs/replay.md)");
+    }
+    if let Some(lost) = &r.events_lost {
+        humanln!("events    --jsonl {lost}");
     }
     if r.prompt_tokens.saturating_add(r.completion_tokens) > 0 {
         humanln!(

@@ -611,6 +611,7 @@ impl Executor {
                     landlock_abi: None,
                     kind: "run".into(),
                     subject: None,
+                    events_lost: None,
                 },
                 &variables,
                 &self.settings_json,

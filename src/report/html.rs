@@ -355,6 +355,9 @@ impl Page<'_> {
             None => "<span class=\"muted\">none recorded (the run did not finish)</span>".into(),
         };
         row("exit code", "exit-code", exit);
+        if let Some(lost) = &run.events_lost {
+            row("--jsonl events", "events-lost", e(lost));
+        }
         match self.header.map(|h| &h.approval) {
             Some(a) => {
                 let signature = match a.signature.as_str() {

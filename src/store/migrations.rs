@@ -182,10 +182,12 @@ pub const MIGRATIONS: &[&str] = &[
     // on and does not fail for it), as the run decided, so the report says "failed, tolerated"
     // from the record instead of guessing from the run's status; and each execution's call id (as
     // in the events: `STEP#N`, `STEP#verify-K`), so `show` tells a step's attempts, its model's
-    // tool calls and its verify commands apart.
+    // tool calls and its verify commands apart; and, when `--jsonl`'s reader went away mid-run,
+    // from which event on the events were not delivered.
     r#"
     ALTER TABLE steps ADD COLUMN tolerated INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE executions ADD COLUMN call_id TEXT;
+    ALTER TABLE runs ADD COLUMN events_lost TEXT;
     "#,
 ];
 

@@ -120,6 +120,10 @@ pub struct RunRow {
     pub kind: String,
     /// What a stage run is about: the plan hash a draft produced, the run a review judged.
     pub subject: Option<String>,
+    /// When `--jsonl`'s reader went away mid-run (`| head -1`): from which event on the events
+    /// were not delivered, and why. The run went on; this record is complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_lost: Option<String>,
 }
 
 /// A step as stored.
@@ -798,12 +802,23 @@ impl Store {
         Ok(())
     }
 
+    /// Records that `--jsonl`'s events of `run_id` were not delivered from some event on
+    /// (`what`: which, and why), once the run is over.
+    pub fn record_events_lost(&self, run_id: &str, what: &str) -> Result<(), StoreError> {
+        let what = self.scrub(what);
+        self.conn.execute(
+            "UPDATE runs SET events_lost = ?2 WHERE run_id = ?1",
+            params![run_id, what],
+        )?;
+        Ok(())
+    }
+
     /// The most recent runs, newest first.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi, kind, subject
+             sandbox, landlock_abi, kind, subject, events_lost
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -818,7 +833,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi, kind, subject
+             sandbox, landlock_abi, kind, subject, events_lost
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -1214,6 +1229,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         landlock_abi: r.get(14)?,
         kind: r.get(15)?,
         subject: r.get(16)?,
+        events_lost: r.get(17)?,
     })
 }
 
@@ -1246,6 +1262,7 @@ mod tests {
             landlock_abi: None,
             kind: "run".into(),
             subject: None,
+            events_lost: None,
         };
         store
             .begin_run(
