@@ -753,7 +753,12 @@ fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         .resolve_sandbox(&policy)
         .map(|sb| crate::events::SandboxInfo::of(&sb))
         .map_err(|e| format!("a run would refuse to start: {e}"));
-    let approval = session.approval(&path, &plan, &policy);
+    let approval = crate::runner::mcp_tools::recheck_outlook(
+        &session,
+        &path,
+        &plan,
+        session.approval(&path, &plan, &policy),
+    );
     if args.json {
         // A closed stdout is ignored, as `outln!` does.
         let _ = reports::write_preview_json(
