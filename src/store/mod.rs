@@ -330,8 +330,11 @@ pub struct Store {
 /// How many WAL pages a connection whose checkpoints run in the background lets pile up before
 /// it checkpoints itself after all (the background thread fell behind or stopped): 40 MB.
 const FALLBACK_CHECKPOINT_PAGES: i64 = 10_000;
-/// How often the background thread checkpoints.
+/// How often the background thread looks at the WAL.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+/// The WAL size from which the background thread checkpoints (SQLite's own automatic checkpoint
+/// starts at 1000 pages, about as much).
+const CHECKPOINT_FROM_BYTES: u64 = 4 * 1024 * 1024;
 
 /// A thread with its own connection that copies the WAL into the database (`PRAGMA
 /// wal_checkpoint(PASSIVE)`: never waits for or blocks a writer) every [`CHECKPOINT_EVERY`].
@@ -346,6 +349,13 @@ struct Checkpointer {
 impl Checkpointer {
     fn start(path: &Path) -> Option<Checkpointer> {
         let conn = Connection::open(path).ok()?;
+        // As the run's own connections: WAL commits and checkpoints without the extra syncs of
+        // FULL (a directory sync, a WAL sync per checkpoint).
+        conn.pragma_update(None, "synchronous", "NORMAL").ok()?;
+        no_checkpoint_on_close(&conn);
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("acode-checkpoint".into())
@@ -353,7 +363,12 @@ impl Checkpointer {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(CHECKPOINT_EVERY)
                 {
-                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    // Only a WAL worth copying: a short run's few pages are checkpointed once,
+                    // when its last connection closes, not every 200 ms (each checkpoint is two
+                    // fsyncs).
+                    if std::fs::metadata(&wal).is_ok_and(|m| m.len() >= CHECKPOINT_FROM_BYTES) {
+                        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    }
                 }
             })
             .ok()?;
@@ -371,6 +386,18 @@ impl Drop for Checkpointer {
             let _ = t.join();
         }
     }
+}
+
+/// Leaves the WAL as it is when the connection closes, instead of copying it into the database
+/// (two fsyncs) and deleting it: a one-step run's commits are a few pages. The next connection
+/// reads them from the WAL, a crash loses nothing more than `synchronous = NORMAL` may, and the
+/// WAL is copied once it is worth it (the run's background checkpoint from
+/// [`CHECKPOINT_FROM_BYTES`], SQLite's own every 1000 pages).
+fn no_checkpoint_on_close(conn: &Connection) {
+    let _ = conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    );
 }
 
 fn file_id(path: &Path) -> Option<(u64, u64)> {
@@ -430,6 +457,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        no_checkpoint_on_close(&conn);
         migrations::migrate(&mut conn)?;
         Ok(Store {
             conn,
