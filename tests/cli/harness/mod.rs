@@ -12,7 +12,7 @@ pub mod net;
 pub mod tls;
 
 pub use self::git::{git, raw_git, repo_with_commit};
-pub use self::net::{e2e_net, free_port, net_enabled};
+pub use self::net::{e2e_net, free_port, real_model_url};
 
 /// A test's private directory: `ws/` is the workspace, `outside/` a sibling that must stay untouched.
 pub struct TestDir {

@@ -758,10 +758,7 @@ struct Spec<'a> {
 /// stops the run with exit 36; a host not in `network.allow` is refused before any request.
 #[test]
 fn servers_written_with_the_official_sdks_are_pinned_and_called_over_http() {
-    if !e2e_net(
-        "servers_written_with_the_official_sdks_are_pinned_and_called_over_http",
-        "the official MCP SDKs",
-    ) {
+    if !e2e_net("the official MCP SDKs") {
         return;
     }
     let t = TestDir::new();
@@ -980,10 +977,7 @@ fn the_official_conformance_suite_passes_its_client_scenarios() {
         "json-schema-ref-no-deref",
         "json-schema-2020-12-preservation",
     ];
-    if !e2e_net(
-        "the_official_conformance_suite_passes_its_client_scenarios",
-        "the official MCP SDKs",
-    ) {
+    if !e2e_net("the official MCP SDKs") {
         return;
     }
     let t = TestDir::new();

@@ -202,3 +202,23 @@ fn which_exit_code_a_store_or_report_error_gets_is_decided_in_exit_codes_rs_only
         elsewhere.join("\n")
     );
 }
+
+/// A test that cannot run here says so through the named-skip helper (`acode_run::testing::skip`:
+/// logged, counted by `scripts/test.sh`, a failure under CI), never with a bare `eprintln!` and a
+/// return that counts as passed (issue 43 §4).
+#[test]
+fn no_test_skips_with_a_bare_eprintln() {
+    let skip = Regex::new(r#"eprintln!\(\s*"skip"#).unwrap();
+    let mut bare = Vec::new();
+    for (file, text) in rust_files("tests") {
+        for m in skip.find_iter(&text) {
+            let line = text[..m.start()].lines().count();
+            bare.push(format!("{}:{line}", file.display()));
+        }
+    }
+    assert!(
+        bare.is_empty(),
+        "skips that bypass acode_run::testing::skip:\n{}",
+        bare.join("\n")
+    );
+}
