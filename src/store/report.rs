@@ -157,8 +157,8 @@ impl Store {
 /// for, each verify command — so an agent step that ran once would read "attempts 6".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct StepCounts {
-    /// Attempts of the step's own tool call (retries included): 0 for an agent step, whose
-    /// work is its turns.
+    /// Executions of the step's own tool call (retries, and a run again after a resume,
+    /// included): 0 for an agent step, whose work is its turns.
     pub attempts: u32,
     /// The model's turns (a turn retried after a transient error counts once).
     pub turns: u32,
@@ -188,7 +188,9 @@ impl StepCounts {
             } else if verify {
                 c.verify_runs += u32::from(e.attempt <= 1);
             } else {
-                c.attempts = c.attempts.max(e.attempt);
+                // Each execution of the step's own call: a retry, or the run again after a
+                // resume (whose cut-off attempt is recorded with the same number).
+                c.attempts += 1;
             }
         }
         c.turns = turns.len() as u32;

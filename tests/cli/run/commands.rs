@@ -360,9 +360,11 @@ fn under_bwrap_writes_outside_fail_and_inside_succeed() {
     let t = TestDir::new();
     // Outside the workspace and not under /tmp (a private tmpfs inside the sandbox, which would hide
     // the write instead of refusing it).
-    let outside_dir = std::path::PathBuf::from("/var/tmp")
-        .join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&outside_dir).unwrap();
+    let outside_dir = acode_run::testing::RemoveOnDrop::new(
+        std::path::PathBuf::from("/var/tmp")
+            .join(format!("acode-outside-{}", uuid::Uuid::new_v4())),
+    );
+    std::fs::create_dir_all(&*outside_dir).unwrap();
     let escaped = outside_dir.join("escaped.txt");
     let outside = escaped.display().to_string();
     let plan = t.plan("b.json", &json!({"plan_id": "bwrap", "steps": [
