@@ -90,3 +90,9 @@ impl Drop for RemoveOnDrop {
         }
     }
 }
+
+impl AsRef<std::path::Path> for RemoveOnDrop {
+    fn as_ref(&self) -> &std::path::Path {
+        self
+    }
+}
