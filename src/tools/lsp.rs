@@ -516,12 +516,13 @@ mod tests {
     #[test]
     fn cargo_failure_without_diagnostics_reports_stderr() {
         let ws = workspace_with("clean");
+        // A directory without a crate is refused before cargo starts (issue 43 §3).
         std::fs::create_dir_all(ws.root().join("empty")).unwrap();
-        let out = check(&ws, "empty", crate::sandbox::OsSandbox::unconfined()).unwrap();
-        assert!(!out.success);
-        let msg = out.error.unwrap();
-        assert!(msg.contains("without compiler diagnostics"), "{msg}");
-        assert!(msg.contains("Cargo.toml"), "{msg}");
+        let err = check(&ws, "empty", crate::sandbox::OsSandbox::unconfined()).unwrap_err();
+        assert!(matches!(err, ToolError::InputMissing { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("has no Cargo.toml"), "{msg}");
+        assert!(msg.contains("Rust crates only"), "{msg}");
 
         std::fs::write(ws.root().join("sub/Cargo.toml"), "[package\nname=").unwrap();
         let out = check(&ws, "sub", crate::sandbox::OsSandbox::unconfined()).unwrap();
