@@ -416,9 +416,13 @@ fn tools_stdout_is_one_json_document_and_json_carries_the_allowlist() {
         allowed.contains(&json!("hostname")) && allowed.contains(&json!("cargo")),
         "{v}"
     );
-    assert_eq!(
-        v["run_command"]["auto_approve_commands"],
-        json!(["hostname"])
+    // Added to the built-in list (issue 43 §3), not replacing it.
+    let auto = v["run_command"]["auto_approve_commands"]
+        .as_array()
+        .unwrap();
+    assert!(
+        auto.contains(&json!("hostname")) && auto.contains(&json!("echo")),
+        "{v}"
     );
     assert_eq!(v["confirm_tools"], json!(["file_delete"]));
 }
