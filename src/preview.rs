@@ -89,11 +89,14 @@ pub enum Effect {
         /// The tools it may call.
         tools: Vec<String>,
     },
-    /// A tool of an MCP server will be called (docs/mcp.md): the server runs as a command does,
-    /// so what it does cannot be known in advance.
+    /// A tool of an MCP server will be called (docs/mcp.md): a local server runs as a command
+    /// does, a remote one elsewhere, so what it does cannot be known in advance.
     McpCall {
         /// The server, as named in the policy.
         server: String,
+        /// The URL of a remote server (Streamable HTTP); `None` for a local one (a command).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
         /// The tool, as the server names it.
         tool: String,
         /// The arguments, as JSON.
@@ -540,6 +543,12 @@ fn effect_of(tool: &str, args: &Value, sim: &mut Simulation, assumed: bool) -> E
             let server = crate::policy::mcp_server_of(other).unwrap_or_default();
             Ok(Effect::McpCall {
                 server: server.to_string(),
+                url: sim
+                    .policy
+                    .mcp
+                    .servers
+                    .get(server)
+                    .and_then(|s| s.url.clone()),
                 tool: other
                     .strip_prefix(&format!("mcp__{server}__"))
                     .unwrap_or(other)
@@ -903,13 +912,18 @@ fn step_block(n: usize, total: usize, s: &StepPreview) -> String {
         }
         Effect::McpCall {
             server,
+            url,
             tool,
             arguments,
         } => {
+            let how = match url {
+                Some(url) => format!("a remote server at {url}"),
+                None => "the server runs as a command".to_string(),
+            };
             let _ = writeln!(
                 out,
-                "calls tool {tool} of MCP server {server} with {arguments} (runs as a \
-                     command: its effect cannot be known in advance)"
+                "calls tool {tool} of MCP server {server} with {arguments} ({how}: its effect \
+                 cannot be known in advance)"
             );
         }
         Effect::ReadOnly { summary } => {

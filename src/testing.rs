@@ -57,3 +57,42 @@ pub fn require(tool: &str, available: Result<(), String>) {
         );
     }
 }
+
+/// Paths a test made outside its own temporary directory (`/var/tmp/acode-outside-…`, a proxy's
+/// socket directory), removed when the guard drops: when the test ends, also when it fails.
+/// Derefs to the first path.
+pub struct RemoveOnDrop(Vec<std::path::PathBuf>);
+
+impl RemoveOnDrop {
+    /// A guard for `path` (a file or a directory tree).
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        RemoveOnDrop(vec![path.into()])
+    }
+
+    /// The same guard, removing `path` too.
+    pub fn and(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.0.push(path.into());
+        self
+    }
+}
+
+impl std::ops::Deref for RemoveOnDrop {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0[0]
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+}
+
+impl AsRef<std::path::Path> for RemoveOnDrop {
+    fn as_ref(&self) -> &std::path::Path {
+        self
+    }
+}

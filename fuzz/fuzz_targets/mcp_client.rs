@@ -1,11 +1,13 @@
 //! acode-run as an MCP client: `mcp::client::Client` (handshake, `tools/list`, `tools/call`, as
 //! the runner drives a policy's MCP server) against a "server" that is `cat` of the fuzzer's
-//! bytes — real process, real pipes, the client's own reader threads.
+//! bytes, then keeps what the client writes back — real process, real pipes, the client's own
+//! reader threads.
 //!
 //! Properties: everything ends within a deadline (the client's own timeouts, EOF, refusal);
-//! never a panic; every request the server sends that the client refused is recorded, and it
-//! records no more refusals than the server sent requests; what the client reports (errors,
-//! refusals, the server's identity) carries no terminal control character.
+//! never a panic; every request the server sends that the client refused is recorded — the
+//! refusals the server received (error replies, code -32601) are exactly the refusals the client
+//! records — and it records no more refusals than the server sent requests; what the client
+//! reports (errors, refusals, the server's identity) carries no terminal control character.
 #![no_main]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,13 +43,24 @@ fuzz_target!(|data: &[u8]| {
         .filter(|v| v.get("method").is_some_and(Value::is_string))
         .filter(|v| v.get("id").is_some_and(|i| !i.is_null()))
         .count();
+    // What the client wrote to the server, kept by the server once its bytes are out.
+    let replies = file.with_extension("replies");
+    let _ = std::fs::remove_file(&replies);
     let mut spec = CommandSpec::new(
-        vec!["cat".into(), file.display().to_string()],
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "cat \"$1\"; exec cat > \"$2\"".into(),
+            "server".into(),
+            file.display().to_string(),
+            replies.display().to_string(),
+        ],
         dir.to_path_buf(),
     );
     spec.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
     spec.timeout = Duration::from_secs(10);
-    spec.kill_grace = Duration::from_millis(100);
+    // The server's `cat` writes down the last replies when its input closes.
+    spec.kill_grace = Duration::from_millis(500);
     let (refused, shown) =
         acode_run_fuzz::within(Duration::from_secs(20), "the MCP client", move || {
             let cancel = AtomicBool::new(false);
@@ -74,6 +87,16 @@ fuzz_target!(|data: &[u8]| {
     assert!(
         refused <= requests,
         "{refused} refusals recorded for {requests} server requests"
+    );
+    let received = std::fs::read(&replies).unwrap_or_default();
+    let refusals_received = received
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .filter(|v| v.get("method").is_none() && v["error"]["code"] == -32601)
+        .count();
+    assert_eq!(
+        refusals_received, refused,
+        "the server received {refusals_received} refusals, the client recorded {refused}"
     );
     for s in &shown {
         clean("what the client reports", s);

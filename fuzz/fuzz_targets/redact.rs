@@ -1,4 +1,4 @@
-//! Redaction: `sandbox::Redactor` (what the store, the events and the executor pass every text
+//! Redaction: `redact::Redactor` (what the store, the events and the executor pass every text
 //! and value through) with one known secret (as a run learns a secret variable's value), planted
 //! at a position the fuzzer picks inside text the fuzzer writes.
 //!

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::{Args, CliError};
 use crate::attest::keys::{ATTEST_KEY_ENV, AttestKey, PublicKey};
-use crate::attest::verify::{VerifyFailure, VerifyRequest};
+use crate::attest::verify::VerifyRequest;
 use crate::error::exit;
 use crate::store::{AttestationRecord, Store};
 
@@ -33,14 +33,8 @@ pub(super) fn write(
     key: &AttestKey,
     out: &Path,
 ) -> Result<(), CliError> {
-    let (bytes, subjects) = crate::attest::envelope(store, run_id, key).map_err(|e| {
-        let code = match e {
-            crate::attest::AttestError::Store(crate::store::StoreError::NotFound(_)) => exit::USAGE,
-            crate::attest::AttestError::Store(_) => exit::INTERNAL,
-            _ => exit::USAGE,
-        };
-        CliError::new(code, e.to_string())
-    })?;
+    let (bytes, subjects) = crate::attest::envelope(store, run_id, key)
+        .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
     crate::util::write_replacing(out, &bytes).map_err(|e| {
         CliError::new(
             exit::INTERNAL,
@@ -125,12 +119,7 @@ pub(super) fn cmd_verify(args: &Args) -> Result<i32, CliError> {
             Ok(exit::OK)
         }
         Err(failure) => {
-            let code = match failure {
-                VerifyFailure::Envelope(_) => exit::ATTESTATION_SIGNATURE,
-                VerifyFailure::Subject(_) => exit::ATTESTATION_SUBJECT,
-                VerifyFailure::Approval(_) => exit::ATTESTATION_APPROVAL,
-                VerifyFailure::RunFailed { .. } => exit::ATTESTED_RUN_FAILED,
-            };
+            let code = failure.exit_code();
             if args.json {
                 let doc = serde_json::json!({
                     "verified": false,

@@ -7,6 +7,7 @@
 use crate::error::exit;
 use crate::executor::ExecutionError;
 use crate::plan::{PlanError, ProblemKind};
+use crate::report::html::HtmlError;
 use crate::runner::RunnerError;
 use crate::runner::import::ImportFailed;
 use crate::runner::session::SessionError;
@@ -58,11 +59,54 @@ impl SessionError {
             | SessionError::Mcp(_)
             | SessionError::State(StateDirError::Refused { .. }) => exit::USAGE,
             SessionError::Plan(e) => e.exit_code(),
-            // A run or execution id that names nothing is the caller's mistake.
-            SessionError::Store(StoreError::NotFound(_)) => exit::USAGE,
-            SessionError::State(StateDirError::Io { .. }) | SessionError::Store(_) => {
-                exit::INTERNAL
-            }
+            SessionError::Store(e) => e.exit_code(),
+            SessionError::State(StateDirError::Io { .. }) => exit::INTERNAL,
+        }
+    }
+}
+
+impl StoreError {
+    /// A run or execution id that names nothing is the caller's mistake (2); any other failure
+    /// of the database is ours (1).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StoreError::NotFound(_) => exit::USAGE,
+            _ => exit::INTERNAL,
+        }
+    }
+}
+
+impl crate::attest::AttestError {
+    /// A run that names nothing, has not finished or cannot be attested is the caller's mistake
+    /// (2); the database failing is ours (1).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            crate::attest::AttestError::Store(e) => e.exit_code(),
+            _ => exit::USAGE,
+        }
+    }
+}
+
+impl crate::attest::verify::VerifyFailure {
+    /// `verify`'s codes (docs/attestations.md): 42 the envelope, 43 a subject, 44 the approval,
+    /// 45 the run.
+    pub fn exit_code(&self) -> i32 {
+        use crate::attest::verify::VerifyFailure;
+        match self {
+            VerifyFailure::Envelope(_) => exit::ATTESTATION_SIGNATURE,
+            VerifyFailure::Subject(_) => exit::ATTESTATION_SUBJECT,
+            VerifyFailure::Approval(_) => exit::ATTESTATION_APPROVAL,
+            VerifyFailure::RunFailed { .. } => exit::ATTESTED_RUN_FAILED,
+        }
+    }
+}
+
+impl HtmlError {
+    /// The database's failure as [`StoreError::exit_code`] says; a page that cannot be written, 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            HtmlError::Store(e) => e.exit_code(),
+            HtmlError::Io(_) => exit::INTERNAL,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{Args, CliError, not_found, query_store};
+use super::{Args, CliError, query_store};
 use crate::error::exit;
 use crate::redact::Redactor;
 
@@ -50,7 +50,7 @@ pub(super) fn cmd_export_rows(args: &Args, redactor: &Redactor) -> Result<i32, C
         })
     };
     let failed = |e: crate::store::export::ExportError| match e {
-        crate::store::export::ExportError::Store(e) => not_found(e),
+        crate::store::export::ExportError::Store(e) => CliError::from(e),
         crate::store::export::ExportError::Io(e) => {
             CliError::new(exit::INTERNAL, format!("cannot write the rows: {e}"))
         }

@@ -764,7 +764,12 @@ fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         .resolve_sandbox(&policy)
         .map(|sb| crate::events::SandboxInfo::of(&sb))
         .map_err(|e| format!("a run would refuse to start: {e}"));
-    let approval = session.approval(&path, &plan, &policy);
+    let approval = crate::runner::mcp_tools::recheck_outlook(
+        &session,
+        &path,
+        &plan,
+        session.approval(&path, &plan, &policy),
+    );
     if args.json {
         // A closed stdout is ignored, as `outln!` does.
         let _ = reports::write_preview_json(
@@ -1082,7 +1087,17 @@ fn cmd_resume(
 /// The progress outputs the flags ask for: human lines on stderr (failures only with `--quiet`), JSONL events
 /// on stdout with `--jsonl`; both through the run's redactor.
 fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn ProgressCallback>> {
+    progress_outputs_noting_loss(args, redactor).0
+}
+
+/// [`progress_outputs`], with where the `--jsonl` writer notes events it could not deliver
+/// ([`JsonlWriter::lost`]), to be recorded with the run.
+fn progress_outputs_noting_loss(
+    args: &Args,
+    redactor: &Arc<Redactor>,
+) -> (Vec<Box<dyn ProgressCallback>>, Option<JsonlLoss>) {
     let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
+    let mut loss = None;
     let human = HumanPrinter::new(std::io::stderr(), stderr_wants_color(), redactor.clone());
     // `--quiet` still says which steps failed and what they printed.
     outputs.push(Box::new(if args.quiet {
@@ -1091,13 +1106,15 @@ fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn Progre
         human
     }));
     if args.jsonl {
-        outputs.push(Box::new(JsonlWriter::new(
-            std::io::stdout(),
-            redactor.clone(),
-        )));
+        let writer = JsonlWriter::new(std::io::stdout(), redactor.clone());
+        loss = Some(writer.lost());
+        outputs.push(Box::new(writer));
     }
-    outputs
+    (outputs, loss)
 }
+
+/// What [`JsonlWriter::lost`] hands out.
+type JsonlLoss = Arc<std::sync::Mutex<Option<String>>>;
 
 /// The options the flags give that shape a run (recorded on it, checked again by `resume`).
 fn run_settings(args: &Args) -> RunSettings {
@@ -1214,8 +1231,9 @@ fn execute_plan(
     {
         replay::announce(client, redactor);
     }
+    let (outputs, loss) = progress_outputs_noting_loss(args, redactor);
     let (result, mut executor) = runner
-        .with_progress(Arc::new(Fanout(progress_outputs(args, redactor))))
+        .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
         .run_keeping_executor()
         .map_err(|e| match e {
@@ -1227,6 +1245,12 @@ fn execute_plan(
         (Some(out), Some(key)) => attest::write(executor.store_mut(), &result.run_id, key, out),
         _ => Ok(()),
     };
+    let lost = loss.and_then(|l| l.lock().map_or(None, |l| l.clone()));
+    if let Some(what) = lost
+        && let Err(e) = executor.store().record_events_lost(&result.run_id, &what)
+    {
+        eprintln!("acode-run: warning: cannot record that --jsonl {what}: {e}");
+    }
     reports::write(args, &result, executor.store(), redactor, &sandbox);
     warn_about_telemetry(executor.store(), &result.run_id, redactor);
     if let Some(client) = replaying {
@@ -1304,10 +1328,15 @@ fn query_store(args: &Args) -> Result<Store, CliError> {
     Ok(session(args, None)?.existing_store()?)
 }
 
-fn not_found(e: crate::store::StoreError) -> CliError {
-    match e {
-        crate::store::StoreError::NotFound(_) => CliError::new(exit::USAGE, e.to_string()),
-        other => CliError::new(exit::INTERNAL, other.to_string()),
+impl From<crate::store::StoreError> for CliError {
+    fn from(e: crate::store::StoreError) -> Self {
+        CliError::new(e.exit_code(), e.to_string())
+    }
+}
+
+impl From<crate::report::html::HtmlError> for CliError {
+    fn from(e: crate::report::html::HtmlError) -> Self {
+        CliError::new(e.exit_code(), e.to_string())
     }
 }
 
@@ -1441,6 +1470,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     if let Some(of) = replay_of {
         humanln!("replay of {of} (its recorded model answers; docs/replay.md)");
     }
+    if let Some(lost) = &r.events_lost {
+        humanln!("events    --jsonl {lost}");
+    }
     if r.prompt_tokens.saturating_add(r.completion_tokens) > 0 {
         humanln!(
             "tokens    {} prompt + {} completion",
@@ -1481,13 +1513,19 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
     }
     humanln!("\nsteps:");
     for s in &detail.steps {
+        let counts =
+            crate::store::StepCounts::of(&s.step_id, detail.executions.iter().map(|e| &e.record));
         humanln!(
-            "  {:>3}. {:<24} {:<14} {:<10} attempts {}{}",
+            "  {:>3}. {:<24} {:<14} {:<10} {}{}",
             s.position.saturating_add(1),
             crate::terminal::line(&s.step_id),
             crate::terminal::line(&s.tool),
-            s.status,
-            s.attempts,
+            if s.tolerated {
+                "failed, tolerated"
+            } else {
+                s.status.as_str()
+            },
+            counts.describe(),
             s.error_code
                 .as_ref()
                 .map(|c| format!("  [{c}] {}", s.error_message.clone().unwrap_or_default()))
@@ -1561,9 +1599,7 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
     let store = query_store(args)?;
     if args.positionals.len() < 2 {
         // No type: which there are, and the command that prints each.
-        let (id, list) = store
-            .artifact_list(&args.positionals[0])
-            .map_err(not_found)?;
+        let (id, list) = store.artifact_list(&args.positionals[0])?;
         if args.json {
             outln!("{}", pretty(&list));
             return Ok(exit::OK);
@@ -1582,9 +1618,7 @@ fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
         }
         return Ok(exit::OK);
     }
-    let a = store
-        .artifact(&args.positionals[0], &args.positionals[1])
-        .map_err(not_found)?;
+    let a = store.artifact(&args.positionals[0], &args.positionals[1])?;
     let mut out = std::io::stdout();
     let _ = out.write_all(a.content.as_bytes());
     let _ = out.flush();

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Args, CliError, not_found, query_store};
+use super::{Args, CliError, query_store};
 use crate::error::exit;
 use crate::llm::LlmClient;
 use crate::llm::replay::ReplayClient;
@@ -30,7 +30,7 @@ pub(super) fn cmd_export(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, C
         return Err(CliError::new(exit::USAGE, "export needs --replay FILE"));
     };
     let store = query_store(args)?;
-    let source = from_store(&store, &args.positionals[0]).map_err(not_found)?;
+    let source = from_store(&store, &args.positionals[0])?;
     let mut text = String::new();
     for line in source.to_jsonl().lines() {
         let value: serde_json::Value = serde_json::from_str(line).unwrap_or_default();

@@ -132,16 +132,13 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
     };
     let store = super::query_store(args)?;
     if let Some(path) = &args.sarif {
-        let run_id = store.run(run_id).map_err(super::not_found)?.run_id;
+        let run_id = store.run(run_id)?.run_id;
         write_sarif(&store, &run_id, redactor, path)
             .map_err(|e| super::CliError::new(exit::INTERNAL, e))?;
     }
     if let Some(path) = &args.report_html {
         let mut page = Vec::new();
-        html::render(&store, run_id, redactor, &mut page).map_err(|e| match e {
-            html::HtmlError::Store(e) => super::not_found(e),
-            other => super::CliError::new(exit::INTERNAL, other.to_string()),
-        })?;
+        html::render(&store, run_id, redactor, &mut page)?;
         write_page(path, &page).map_err(|e| {
             super::CliError::new(
                 exit::INTERNAL,
@@ -151,7 +148,7 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
     }
     if let Some(path) = &args.junit {
         // The run as recorded (it may have run on another machine: a merged database).
-        let result = crate::report::recorded::result(&store, run_id).map_err(super::not_found)?;
+        let result = crate::report::recorded::result(&store, run_id)?;
         let provenance = crate::report::Provenance::read(&store, &result.run_id);
         let xml = junit::render(&result, &store, redactor, None, &provenance);
         write_page(path, xml.as_bytes()).map_err(|e| {
@@ -169,7 +166,7 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
 /// nothing).
 fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
     let store = super::query_store(args)?;
-    if store.fleet_run_ids().map_err(super::not_found)?.is_empty() {
+    if store.fleet_run_ids()?.is_empty() {
         return Err(super::CliError::new(
             crate::error::exit::USAGE,
             "no plan runs in the database: nothing to report",
@@ -177,10 +174,7 @@ fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliE
     }
     if let Some(path) = &args.report_html {
         let mut page = Vec::new();
-        crate::report::fleet::render(&store, redactor, &mut page).map_err(|e| match e {
-            crate::report::html::HtmlError::Store(e) => super::not_found(e),
-            other => super::CliError::new(crate::error::exit::INTERNAL, other.to_string()),
-        })?;
+        crate::report::fleet::render(&store, redactor, &mut page)?;
         write_page(path, &page).map_err(|e| {
             super::CliError::new(
                 crate::error::exit::INTERNAL,
@@ -189,8 +183,7 @@ fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliE
         })?;
     }
     if let Some(path) = &args.junit {
-        let xml =
-            crate::report::recorded::fleet_junit(&store, redactor).map_err(super::not_found)?;
+        let xml = crate::report::recorded::fleet_junit(&store, redactor)?;
         write_page(path, xml.as_bytes()).map_err(|e| {
             super::CliError::new(
                 crate::error::exit::INTERNAL,

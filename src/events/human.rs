@@ -191,6 +191,22 @@ impl<W: Write + Send> HumanPrinter<W> {
                     l(&what)
                 ))
             }
+            // A step's verify command, named as it starts (a check that takes minutes is not
+            // silence).
+            EventKind::ToolCall {
+                call_id,
+                arguments,
+                attempt: 1,
+                turn: None,
+                ..
+            } if crate::tools::is_verify_call(call_id) => {
+                let what: String = self
+                    .ext(&call_subject(arguments))
+                    .chars()
+                    .take(60)
+                    .collect();
+                Some(format!("{} … verify: {}", head(cur), l(&what)))
+            }
             EventKind::ToolHeartbeat {
                 elapsed_ms, tool, ..
             } => Some(format!(

@@ -748,6 +748,7 @@ impl Session<'_> {
                 completion_tokens: None,
                 program_path: None,
                 program_sha256: None,
+                call_id: None,
             };
             let outcome = match outcome {
                 Waited::Answer(outcome) => outcome,

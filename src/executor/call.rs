@@ -310,6 +310,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
             completion_tokens: None,
             program_path: None,
             program_sha256: None,
+            call_id: Some(call.call_id.clone()),
         }
     }
 

@@ -421,12 +421,6 @@ impl Executor {
         &self.sandbox
     }
 
-    /// Sets the retry schedule for transient tool failures (the step's `retries` sets the count).
-    pub fn with_backoff(mut self, backoff: retry::Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
     /// Uses `redactor` for everything the run records and hands to the model (the store gets the
     /// same one). Share the same `Arc` with the progress writers: when a run starts, the plan's
     /// secrets ([`crate::plan::variables::secret_values`]) are added to it, and so reach them too.
@@ -677,6 +671,7 @@ impl Executor {
                     subject: None,
                     repository: None,
                     commit: None,
+                    events_lost: None,
                 },
                 &variables,
                 &self.settings_json,
@@ -1240,6 +1235,7 @@ fn record_not_run(
             error_code: Some(kind.as_str()),
             error_message: Some(&message),
             tokens: (0, 0),
+            tolerated: false,
         },
     )?;
     Ok(StepResult::not_run(step, status, Some((kind, message))))
@@ -1364,6 +1360,15 @@ fn run_step(
         ),
         (Some((k, m)), None) => (StepStatus::Failed, Some(*k), Some(m.clone())),
     };
+    // Tolerated (SPEC §2): a failure the plan lets the run go on past, unless the run is
+    // stopping anyway (the user quit, a signal); recorded with the step, reported from the record.
+    // `continue` tolerates the step's own failures, never a replay that no longer reproduces its
+    // recording (docs/replay.md): such a run tests nothing, whatever the plan says.
+    let tolerated = status == StepStatus::Failed
+        && step.on_failure == OnFailure::Continue
+        && kind != Some(ErrorKind::ReplayDiverged)
+        && !quit
+        && !run.cancel.load(Ordering::SeqCst);
     run.store.step_finished(
         run.emitter.run_id(),
         &step.step_id,
@@ -1375,6 +1380,7 @@ fn run_step(
             error_code: kind.map(ErrorKind::as_str),
             error_message: message.as_deref(),
             tokens: tokens.stored(),
+            tolerated,
         },
     )?;
     let result = StepResult {
@@ -1399,13 +1405,7 @@ fn run_step(
                 .is_some_and(|o| o.len() > STEP_OUTPUT_BYTES),
         failure_output: outcome.excerpt.clone(),
         execution_ids,
-        // `continue` tolerates the step's own failures, never a replay that no longer reproduces
-        // its recording (docs/replay.md): such a run tests nothing, whatever the plan says.
-        tolerated: status == StepStatus::Failed
-            && step.on_failure == OnFailure::Continue
-            && kind != Some(ErrorKind::ReplayDiverged)
-            && !quit
-            && !run.cancel.load(Ordering::SeqCst),
+        tolerated,
         spend,
     };
     match kind {

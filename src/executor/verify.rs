@@ -50,11 +50,7 @@ pub fn verify(
         .iter()
         .enumerate()
         .map(|(k, command)| ToolCall {
-            call_id: if v.listed {
-                format!("{}#verify-{}", step.step_id, k + 1)
-            } else {
-                format!("{}#verify", step.step_id)
-            },
+            call_id: crate::tools::verify_call_id(&step.step_id, v.listed.then_some(k + 1)),
             step_id: step.step_id.clone(),
             tool: crate::tools::command::NAME.to_string(),
             arguments: json!({ "command": command }),

@@ -38,8 +38,12 @@ use crate::policy::network::{
 
 /// Largest request head read (request line and headers).
 const MAX_HEAD: usize = 32 * 1024;
-/// Time a client has to send its request head (slow clients cannot hold threads forever).
+/// Time a client has to send its whole request head, however it dribbles it (slow clients cannot
+/// hold threads forever). The unit tests wait for it, so theirs is short.
+#[cfg(not(test))]
 const HEAD_TIMEOUT: Duration = Duration::from_secs(15);
+#[cfg(test)]
+const HEAD_TIMEOUT: Duration = Duration::from_millis(1500);
 /// Time to open a connection to one address of an allowed host.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Connections handled at once; more wait in the listen queue.
@@ -320,25 +324,44 @@ impl Head {
     }
 }
 
-/// Reads the request head: `Ok(None)` when the client closed or sent nothing usable in time.
+/// Reads the request head within [`HEAD_TIMEOUT`] in all: each read waits only for what is left
+/// of it, so a client sending a byte at a time cannot stretch it.
 fn read_head(reader: &mut BufReader<Box<dyn Conn>>) -> Result<Head, &'static str> {
+    const LATE: &str = "the request head did not arrive in time";
+    let deadline = Instant::now() + HEAD_TIMEOUT;
     let mut raw = Vec::new();
+    let mut line_start = 0;
     loop {
-        let mut line = Vec::new();
-        let n = reader
-            .by_ref()
-            .take((MAX_HEAD - raw.len()) as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .map_err(|_| "the request head did not arrive in time")?;
-        if n == 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(LATE);
+        }
+        let _ = reader.get_ref().set_timeout(Some(left));
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            // A signal (a child of the runner ending) is not the end of the head.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(LATE),
+        };
+        if available.is_empty() {
             return Err("the client closed before a whole request head");
         }
-        raw.extend_from_slice(&line);
+        let upto = available
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(available.len(), |i| i + 1)
+            .min(MAX_HEAD + 1 - raw.len());
+        raw.extend_from_slice(&available[..upto]);
+        reader.consume(upto);
         if raw.len() > MAX_HEAD {
             return Err("the request head is too large");
         }
-        if line == b"\r\n" || line == b"\n" {
-            break;
+        if raw.last() == Some(&b'\n') {
+            let line = &raw[line_start..];
+            if line == b"\r\n" || line == b"\n" {
+                break;
+            }
+            line_start = raw.len();
         }
     }
     let text = std::str::from_utf8(&raw).map_err(|_| "the request head is not UTF-8")?;
@@ -773,30 +796,64 @@ pub(super) fn copy(from: &mut dyn Read, to: &mut dyn Write) -> u64 {
 mod tests {
     use super::*;
 
-    /// A one-shot HTTP server on 127.0.0.1 that answers every request with `hello`.
+    /// An HTTP server on 127.0.0.1 that answers every request with `hello`.
     fn upstream() -> u16 {
+        upstream_recording().0
+    }
+
+    /// [`upstream`], with what it received: one entry per connection, its request head as read.
+    fn upstream_recording() -> (u16, std::sync::Arc<Mutex<Vec<String>>>) {
         let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = l.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
         std::thread::spawn(move || {
             for mut s in l.incoming().flatten() {
+                let log = log.clone();
                 std::thread::spawn(move || {
+                    let mut head = Vec::new();
                     let mut buf = [0u8; 4096];
-                    let _ = s.read(&mut buf);
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    log.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&head).into_owned());
                     let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello");
                 });
             }
         });
-        port
+        (port, seen)
     }
 
-    fn proxy(allow: &[&str]) -> (Proxy, PathBuf) {
+    /// A proxy and its socket directory, removed when the test ends, also when it fails: the
+    /// proxy first (it stops its threads through its socket), then the directory.
+    struct TestProxy {
+        proxy: Proxy,
+        _dir: crate::testing::RemoveOnDrop,
+    }
+
+    impl std::ops::Deref for TestProxy {
+        type Target = Proxy;
+        fn deref(&self) -> &Proxy {
+            &self.proxy
+        }
+    }
+
+    fn proxy(allow: &[&str]) -> TestProxy {
         let dir = std::env::temp_dir().join(format!("acode-proxy-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let rules = allow
             .iter()
             .map(|a| HostRule::parse(a, a).unwrap())
             .collect();
-        (Proxy::start(rules, &dir).unwrap(), dir)
+        TestProxy {
+            proxy: Proxy::start(rules, &dir).unwrap(),
+            _dir: crate::testing::RemoveOnDrop::new(dir),
+        }
     }
 
     fn auth(token: &str) -> String {
@@ -825,7 +882,7 @@ mod tests {
     #[test]
     fn an_allowed_tunnel_works_and_is_recorded_with_its_bytes() {
         let port = upstream();
-        let (p, dir) = proxy(&[&format!("localhost:{port}")]);
+        let p = proxy(&[&format!("localhost:{port}")]);
         let token = p.new_token();
         let head = format!(
             "CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n{}\r\n",
@@ -839,19 +896,19 @@ mod tests {
         assert_eq!(log[0].host, "localhost");
         assert_eq!(log[0].bytes_up, "GET / HTTP/1.0\r\n\r\n".len() as u64);
         assert!(log[0].bytes_down >= 5, "{log:?}");
-        drop(p);
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
     fn plain_http_is_forwarded_once_without_the_proxy_headers() {
-        let port = upstream();
-        let (p, _dir) = proxy(&[&format!("localhost:{port}")]);
+        let (port, seen) = upstream_recording();
+        let p = proxy(&[&format!("localhost:{port}")]);
         let token = p.new_token();
         let answer = ask(
             &p,
             &format!(
-                "GET http://localhost:{port}/x HTTP/1.1\r\nHost: localhost:{port}\r\n{}\r\n",
+                "GET http://localhost:{port}/x HTTP/1.1\r\nHost: localhost:{port}\r\n{}\
+                 Proxy-Connection: keep-alive\r\nConnection: keep-alive\r\nKeep-Alive: 300\r\n\
+                 X-Kept: yes\r\n\r\n",
                 auth(&token)
             ),
         );
@@ -861,12 +918,36 @@ mod tests {
         );
         let log = p.finish(&token);
         assert_eq!((log[0].method.as_str(), log[0].status), ("GET", 200));
+        // What the upstream received: one request, in origin form, the client's own headers,
+        // none of the proxy's (its credentials above all), and the connection closed after it.
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let lines: Vec<&str> = seen[0].lines().collect();
+        assert_eq!(lines[0], "GET /x HTTP/1.1", "{seen:?}");
+        assert!(
+            lines.contains(&format!("Host: localhost:{port}").as_str()),
+            "{seen:?}"
+        );
+        assert!(lines.contains(&"X-Kept: yes"), "{seen:?}");
+        assert!(lines.contains(&"Connection: close"), "{seen:?}");
+        let lower = seen[0].to_ascii_lowercase();
+        for stripped in [
+            "proxy-authorization",
+            "proxy-connection",
+            "keep-alive",
+            &token,
+        ] {
+            assert!(
+                !lower.contains(stripped),
+                "{stripped} reached the upstream: {seen:?}"
+            );
+        }
     }
 
     #[test]
     fn evasions_of_a_denied_host_get_403_at_once_and_are_recorded() {
         let port = upstream();
-        let (p, _dir) = proxy(&["allowed.example.org", &format!("localhost:{port}")]);
+        let p = proxy(&["allowed.example.org", &format!("localhost:{port}")]);
         let token = p.new_token();
         let a = auth(&token);
         let cases = [
@@ -911,7 +992,7 @@ mod tests {
     #[test]
     fn unknown_credentials_get_407_and_requests_without_any_are_attributed_honestly() {
         let port = upstream();
-        let (p, _dir) = proxy(&[&format!("localhost:{port}")]);
+        let p = proxy(&[&format!("localhost:{port}")]);
         let answer = ask(
             &p,
             &format!(
@@ -939,14 +1020,50 @@ mod tests {
 
     #[test]
     fn slow_and_oversized_heads_are_cut_off() {
-        let (p, _dir) = proxy(&["allowed.example.org"]);
+        let p = proxy(&["allowed.example.org"]);
         let big = format!(
             "CONNECT a:443 HTTP/1.1\r\nX: {}\r\n\r\n",
             "y".repeat(MAX_HEAD)
         );
         let answer = ask(&p, &big);
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("too large"), "{answer}");
         let answer = ask(&p, "garbage\r\n\r\n");
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+        // Slow heads: one that never comes, and one dribbled a byte every 100 ms, each byte well
+        // within any per-read timeout: both are cut off once HEAD_TIMEOUT has passed in all.
+        for dribble in [false, true] {
+            let mut s = TcpStream::connect(("127.0.0.1", p.port())).unwrap();
+            s.set_read_timeout(Some(HEAD_TIMEOUT * 4)).unwrap();
+            let started = Instant::now();
+            let writer = s.try_clone().unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let stopped = stop.clone();
+            let feeder = std::thread::spawn(move || {
+                let mut w = writer;
+                let head = b"CONNECT allowed.example.org:443 HTTP/1.1\r\nX-Slow: ";
+                let _ = w.write_all(head);
+                while dribble && !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    if w.write_all(b"y").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer);
+            let took = started.elapsed();
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = feeder.join();
+            assert!(
+                answer.starts_with("HTTP/1.1 400") && answer.contains("did not arrive in time"),
+                "dribble {dribble}: {answer:?}"
+            );
+            assert!(
+                took >= HEAD_TIMEOUT && took < HEAD_TIMEOUT * 3,
+                "dribble {dribble}: cut off after {took:?}"
+            );
+        }
     }
 }

@@ -360,11 +360,6 @@ impl Arguments {
     pub fn contains_key(&self, key: &str) -> bool {
         self.to_map().contains_key(key)
     }
-
-    /// The compact JSON text, keys sorted.
-    pub fn as_json(&self) -> &str {
-        &self.0
-    }
 }
 
 impl Default for Arguments {

@@ -27,7 +27,10 @@ use thiserror::Error;
 use crate::workspace::Workspace;
 
 /// Where skills are looked up, in order; the first directory holding `NAME/SKILL.md` wins.
-pub const SEARCH_DIRS: [&str; 2] = [".acode/skills", ".claude/skills"];
+pub const SEARCH_DIRS: [&str; 2] = [
+    concat!(crate::workspace::state::state_dir!(), "/skills"),
+    ".claude/skills",
+];
 
 /// The file name of a skill inside its directory.
 pub const FILE_NAME: &str = "SKILL.md";
@@ -541,11 +544,6 @@ fn allows(entry: &str, tool: &str) -> bool {
         || CLAUDE_CODE_TOOLS
             .iter()
             .any(|(name, ours)| *name == entry && ours.contains(&tool))
-}
-
-/// The skill names an agent step's arguments reference (`skill`), for approval binding.
-pub fn step_skill(args: &Value) -> Option<&str> {
-    args.get("skill").and_then(Value::as_str)
 }
 
 /// SHA-256 of every skill file the plan's agent steps reference, by path relative to the

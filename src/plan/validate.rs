@@ -232,7 +232,14 @@ pub fn validate_step(
                     match ctx.with_tool_context(|tc| tool.check(args, tc)) {
                         Ok(()) => {}
                         // Made by an earlier step: `preview` notes it, the run checks again.
-                        Err(ToolError::ProgramMissing { .. }) if after_writer => {}
+                        Err(ToolError::ProgramMissing { .. } | ToolError::InputMissing { .. })
+                            if after_writer => {}
+                        // The step's precondition skips it when the crate is not there.
+                        Err(ToolError::InputMissing { .. })
+                            if matches!(
+                                step.precondition.as_deref(),
+                                Some(super::model::Precondition::CargoWorkspaceExists)
+                            ) => {}
                         Err(e) => problems.push(tool_problem(format!("{at}.arguments"), e)),
                     }
                     if step.tool == crate::tools::agent::NAME {
@@ -281,28 +288,43 @@ pub fn validate_step(
     problems
 }
 
-/// Every MCP server the policy declares must be able to start: its program resolved as a
-/// command's (approving starts each one to pin it). Reported at the first step that calls one of
-/// its tools directly (so with that step's line), else at the policy's entry.
+/// Every MCP server the policy declares must be reachable (approving starts or connects to each
+/// one to pin it): a local server's program resolved as a command's, a remote server's host
+/// allowed by `network.allow`. Reported at the first step that calls one of its tools directly
+/// (so with that step's line), else at the policy's entry.
 fn check_mcp_programs(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (name, server) in &ctx.policy.mcp.servers {
-        let Some(Err(e)) = crate::tools::mcp::server_program(server, ctx.workspace) else {
-            continue;
-        };
         let tools: Vec<String> = server
             .tools
             .iter()
             .map(|t| crate::policy::mcp_tool_name(name, t))
             .collect();
-        let at = plan
-            .steps
-            .iter()
-            .position(|s| tools.contains(&s.tool))
-            .map(|i| format!("steps[{i}].tool"))
-            .unwrap_or_else(|| format!("policy.mcp.servers.{name}.command"));
+        let at = |field: &str| {
+            plan.steps
+                .iter()
+                .position(|s| tools.contains(&s.tool))
+                .map(|i| format!("steps[{i}].tool"))
+                .unwrap_or_else(|| format!("policy.mcp.servers.{name}.{field}"))
+        };
+        if let Some(url) = &server.url {
+            if let Some(entry) = remote_host_refused(url, ctx) {
+                problems.push(Problem::invalid(
+                    at("url"),
+                    format!(
+                        "MCP server {name} at {url} is not allowed by the policy's network.allow \
+                         (approving would be refused before any request); to allow it, add \
+                         \"{entry}\" to network.allow in acode-policy.json"
+                    ),
+                ));
+            }
+            continue;
+        }
+        let Some(Err(e)) = crate::tools::mcp::server_program(server, ctx.workspace) else {
+            continue;
+        };
         problems.push(Problem::invalid(
-            at,
+            at("command"),
             format!(
                 "MCP server {name} cannot start: {e} (its command in the policy is {:?}; \
                  install it, or fix mcp.servers.{name}.command)",
@@ -311,6 +333,26 @@ fn check_mcp_programs(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
         ));
     }
     problems
+}
+
+/// The `network.allow` entry a remote MCP server's URL needs, when the policy's host entries do
+/// not allow it (the check the run's connection makes before any request). `None` when allowed,
+/// or when the policy has `registry:` entries, whose hosts are known only at run start.
+fn remote_host_refused(url: &str, ctx: &ValidationContext) -> Option<String> {
+    use crate::policy::network::{Endpoint, Entry, decide};
+    let endpoint = Endpoint::parse(url).ok()?;
+    let entries = ctx.policy.network.entries().ok()?;
+    let mut rules = Vec::new();
+    for entry in entries {
+        match entry {
+            Entry::Host(rule) => rules.push(rule),
+            Entry::Registry(_) => return None,
+        }
+    }
+    match decide(&rules, &endpoint.host, endpoint.port) {
+        Some(_) => None,
+        None => Some(endpoint.allow_entry()),
+    }
 }
 
 /// The path a step's precondition "file exists" refers to.

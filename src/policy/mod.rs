@@ -144,8 +144,11 @@ pub struct Policy {
     pub commands: Option<Vec<String>>,
     /// Executables allowed in addition to the allowlist ([`Policy::commands`] or the default).
     pub allow_commands: Vec<String>,
-    /// Executables that run without confirmation. Defaults to the built-in allowlist, so commands
-    /// added by policy need confirmation unless listed here too.
+    /// Executables that run without confirmation: the built-in allowlist and the programs the
+    /// policy adds (`"auto_approve_commands": ["grep", "rg"]` extends it, so adding one program
+    /// never makes `echo` need confirmation), or exactly the policy's list when it says
+    /// `{"replace": [...]}`. Holds the effective list (what the approval's policy hash covers).
+    #[serde(deserialize_with = "auto_approve_list")]
     pub auto_approve_commands: Vec<String>,
     /// Tools that always need confirmation (default: `file_delete`).
     pub confirm_tools: Vec<String>,
@@ -702,6 +705,36 @@ impl McpPolicy {
     }
 }
 
+/// `auto_approve_commands` as written: a list extends the built-in allowlist, `{"replace": [...]}`
+/// replaces it (see [`Policy::auto_approve_commands`]).
+fn auto_approve_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    /// The replacing form.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Replace {
+        replace: Vec<String>,
+    }
+    let value = serde_json::Value::deserialize(d)?;
+    if value.is_object() {
+        return Replace::deserialize(value)
+            .map(|r| r.replace)
+            .map_err(serde::de::Error::custom);
+    }
+    let extra = Vec::<String>::deserialize(value).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{e}: expected a list of programs (added to the built-in allowlist) or \
+             {{\"replace\": [...]}}"
+        ))
+    })?;
+    let mut list: Vec<String> = DEFAULT_ALLOWLIST.iter().map(|s| s.to_string()).collect();
+    for program in extra {
+        if !list.contains(&program) {
+            list.push(program);
+        }
+    }
+    Ok(list)
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Policy {
@@ -936,6 +969,28 @@ mod tests {
         assert!(!p.command_auto_approved("rg"));
         assert!(p.tool_needs_confirmation("file_delete"));
         assert_eq!(p.sandbox, SandboxMode::None);
+    }
+
+    #[test]
+    fn auto_approve_commands_add_to_the_default_unless_they_replace_it() {
+        let p = Policy::parse(r#"{"auto_approve_commands":["rg"]}"#).unwrap();
+        assert!(p.command_auto_approved("rg") && p.command_auto_approved("echo"));
+        let p = Policy::parse(r#"{"auto_approve_commands":{"replace":["rg"]}}"#).unwrap();
+        assert!(p.command_auto_approved("rg") && !p.command_auto_approved("echo"));
+        // The hash an approval binds covers the effective list: a list that now means more than
+        // it did is a changed policy; a replacement means what such a list used to.
+        let extended = Policy::parse(r#"{"auto_approve_commands":["rg"]}"#).unwrap();
+        let replaced = Policy::parse(r#"{"auto_approve_commands":{"replace":["rg"]}}"#).unwrap();
+        assert_ne!(
+            serde_json::to_value(&extended).unwrap(),
+            serde_json::to_value(&replaced).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_value(&replaced).unwrap()["auto_approve_commands"],
+            serde_json::json!(["rg"])
+        );
+        assert!(Policy::parse(r#"{"auto_approve_commands":{"add":["rg"]}}"#).is_err());
+        assert!(Policy::parse(r#"{"auto_approve_commands":"rg"}"#).is_err());
     }
 
     #[test]

@@ -28,7 +28,9 @@ use thiserror::Error;
 use super::Refusal;
 use crate::policy::network::NetworkRequest;
 use crate::redact::Redactor;
-use crate::store::{ArtifactCut, ExecutionRow, RunHeader, StepRow, StepState, Store, StoreError};
+use crate::store::{
+    ArtifactCut, ExecutionRow, RunHeader, StepCounts, StepRow, StepState, Store, StoreError,
+};
 
 /// Steps whose bodies (executions, outputs, conversation) are written in full at most.
 pub const FULL_BODY_STEPS: usize = 200;
@@ -267,13 +269,6 @@ pub fn render(
             }
         }
     }
-    let tolerated: Vec<bool> = detail
-        .steps
-        .iter()
-        .map(|st| {
-            st.status == StepState::Failed && run.status == crate::store::RunStatus::Completed
-        })
-        .collect();
     let mut s = format!(
         "<h2 id=\"steps\">Steps ({total})</h2>\n<p><button id=\"expand\">expand all</button>\
          <button id=\"collapse\">collapse all</button>{}</p>\n",
@@ -294,7 +289,7 @@ pub fn render(
         let execs = by_step.get(step.step_id.as_str()).map_or(&[][..], |v| v);
         let before = s.len();
         let full = full[i] && body_bytes < BODY_BUDGET;
-        page.step(&mut s, store, i, step, execs, full, tolerated[i])?;
+        page.step(&mut s, store, i, step, execs, full)?;
         if full {
             body_bytes += s.len() - before;
         }
@@ -414,15 +409,23 @@ impl Page<'_> {
                 duration
             ),
         );
+        let tolerated = detail.steps.iter().filter(|st| st.tolerated).count();
         let exit = match run.exit_code {
-            Some(c) => format!(
-                "<span class=\"{}\">{}</span>",
-                if c == 0 { "exit-ok" } else { "exit-bad" },
-                e(&exit_meaning(c))
+            // A run's 0 says what this run did, not everything 0 means for every command (a
+            // review's approval).
+            Some(0) if tolerated > 0 => format!(
+                "<span class=\"exit-ok\">0 — the run completed; {} tolerated \
+                 (<code>\"on_failure\": \"continue\"</code>)</span>",
+                crate::terminal::count(tolerated, "failed step")
             ),
+            Some(0) => "<span class=\"exit-ok\">0 — every step completed</span>".to_string(),
+            Some(c) => format!("<span class=\"exit-bad\">{}</span>", e(&exit_meaning(c))),
             None => "<span class=\"muted\">none recorded (the run did not finish)</span>".into(),
         };
         row("exit code", "exit-code", exit);
+        if let Some(lost) = &run.events_lost {
+            row("--jsonl events", "events-lost", e(lost));
+        }
         match self.header.map(|h| &h.approval) {
             Some(a) => {
                 let signature = match (a.scheme.as_str(), a.signature.as_str()) {
@@ -531,7 +534,12 @@ impl Page<'_> {
             }
         }
         let counts = detail.steps.iter().fold(BTreeMap::new(), |mut m, st| {
-            *m.entry(st.status.as_str()).or_insert(0usize) += 1;
+            let key = if st.tolerated {
+                "failed (tolerated)"
+            } else {
+                st.status.as_str()
+            };
+            *m.entry(key).or_insert(0usize) += 1;
             m
         });
         row(
@@ -781,20 +789,15 @@ impl Page<'_> {
         st: &StepRow,
         execs: &[&ExecutionRow],
         full: bool,
-        tolerated: bool,
     ) -> Result<(), StoreError> {
-        let class = if tolerated {
-            "tolerated"
-        } else {
-            st.status.as_str()
-        };
+        let class = bar_class(st);
         let duration = match (st.started_at, st.finished_at) {
             (Some(b), Some(f)) => secs(f.saturating_sub(b)),
             _ => "—".into(),
         };
         let mut summary = format!(
             "<span class=\"badge\">{}</span><b class=\"step-id\">{}</b> <span class=\"muted\">{} · {duration}",
-            st.status.as_str(),
+            status_text(st),
             self.esc(&st.step_id),
             self.esc(&st.tool),
         );
@@ -1325,17 +1328,32 @@ impl Page<'_> {
 /// How many times the step's own tool call was attempted (retries of a transient failure); an
 /// agent's calls and model turns are not attempts of the step.
 fn attempts(execs: &[&ExecutionRow]) -> u32 {
-    execs
-        .iter()
-        .filter(|e| e.record.parent_execution_id.is_none() && e.record.tool_name != "llm")
-        .map(|e| e.record.attempt)
-        .max()
-        .unwrap_or(1)
+    let Some(first) = execs.first() else {
+        return 1;
+    };
+    StepCounts::of(&first.record.step_id, execs.iter().map(|e| &e.record))
+        .attempts
+        .max(1)
 }
 
-/// The timeline colour of a step.
+/// The class of a step's bar and box: its status, or `tolerated` for a failure the run went on
+/// past (the legend's colour).
 fn bar_class(st: &StepRow) -> &'static str {
-    st.status.as_str()
+    if st.tolerated {
+        "tolerated"
+    } else {
+        st.status.as_str()
+    }
+}
+
+/// A step's status in words: `failed, tolerated` for a failure the run went on past (the
+/// legend's words), else the recorded status.
+fn status_text(st: &StepRow) -> &'static str {
+    if st.tolerated {
+        "failed, tolerated"
+    } else {
+        st.status.as_str()
+    }
 }
 
 #[cfg(test)]

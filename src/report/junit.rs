@@ -5,7 +5,9 @@
 //! classname="PLAN_ID" name="STEP_ID" time="…">`, with `<failure message type>` holding the error
 //! and the last lines the command printed on stdout and stderr (cargo and pytest name their
 //! failing tests on stdout), the full captured output in `<system-out>`/`<system-err>`, and
-//! `<skipped>` for steps that did not run. A tolerated
+//! `<skipped>` for steps that did not run. A passing step carries its output too, cut to its last
+//! [`PASSED_OUTPUT_BYTES`] per stream, and to [`PASSED_OUTPUT_BUDGET`] over the whole file, so a
+//! 10 000-step run does not write gigabytes. A tolerated
 //! failure (`on_failure: "continue"`) is reported as a failure too: CI shows it, the exit code says
 //! the run passed.
 
@@ -16,6 +18,25 @@ use super::{ArtifactSource, Counts, last_artifact};
 use crate::events::SandboxInfo;
 use crate::executor::{ExecutionResult, StepStatus};
 use crate::redact::Redactor;
+
+/// The last bytes of each stream a passing step's `<system-out>`/`<system-err>` keeps.
+pub const PASSED_OUTPUT_BYTES: usize = 16 * 1024;
+
+/// The passing steps' output one file carries at most; later passing steps carry none (their
+/// output is in the database: `acode-run show RUN_ID`).
+pub const PASSED_OUTPUT_BUDGET: usize = 8 * 1024 * 1024;
+
+/// `text` cut to its last `max` bytes (at a character boundary), saying how much was left out.
+fn tail_bounded(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("… {start} earlier bytes not shown\n{}", &text[start..]).into()
+}
 
 /// Renders `result` as a JUnit XML document. Every text from the plan, a model or a command passes
 /// `redactor` first.
@@ -139,6 +160,7 @@ fn suite(
         }
     }
     out.push_str("</properties>\n");
+    let mut passed_output = 0usize;
     for step in &result.steps {
         let _ = write!(
             out,
@@ -160,16 +182,38 @@ fn suite(
                 s.tokens, s.model_calls, s.cost_usd
             )
         });
-        if step.status == StepStatus::Completed && spend.is_none() {
-            out.push_str("/>\n");
-            continue;
-        }
-        out.push_str(">\n");
-        if let Some(p) = &spend {
-            out.push_str(p);
+        if step.status != StepStatus::Completed {
+            out.push_str(">\n");
+            if let Some(p) = &spend {
+                out.push_str(p);
+            }
         }
         match step.status {
-            StepStatus::Completed => out.push_str("    </testcase>\n"),
+            StepStatus::Completed => {
+                let mut streams = String::new();
+                for (element, stream) in [("system-out", "stdout"), ("system-err", "stderr")] {
+                    if passed_output >= PASSED_OUTPUT_BUDGET {
+                        break;
+                    }
+                    if let Some(text) =
+                        last_artifact(step, source, stream).filter(|t| !t.is_empty())
+                    {
+                        let text = redactor.redact(&text);
+                        let text = tail_bounded(&text, PASSED_OUTPUT_BYTES);
+                        passed_output += text.len();
+                        let _ = writeln!(streams, "      <{element}>{}</{element}>", escape(&text));
+                    }
+                }
+                if streams.is_empty() && spend.is_none() {
+                    out.push_str("/>\n");
+                } else {
+                    let _ = write!(
+                        out,
+                        ">\n{}{streams}    </testcase>\n",
+                        spend.as_deref().unwrap_or_default()
+                    );
+                }
+            }
             StepStatus::Failed => {
                 let kind = step.error_kind.map(|k| k.as_str()).unwrap_or("tool_failed");
                 let mut body = format!("{} ({})", step.tool, kind);

@@ -79,13 +79,18 @@ pub struct Refusal<'a> {
 }
 
 impl Refusal<'_> {
-    /// The message and then one `- problem` line each, redacted: the body the annotation and the
-    /// JUnit failure share.
+    /// The message and then one `- problem` line for each problem the message does not already
+    /// list (an invalid plan's message names every problem), redacted: the body the annotation
+    /// and the JUnit failure share, each problem in it once.
     pub fn text(&self, redactor: &crate::redact::Redactor) -> String {
         let mut text = redactor.redact(self.message).into_owned();
         for p in self.problems {
+            let p = redactor.redact(p);
+            if text.contains(p.as_ref()) {
+                continue;
+            }
             text.push_str("\n- ");
-            text.push_str(&redactor.redact(p));
+            text.push_str(&p);
         }
         text
     }

@@ -120,11 +120,7 @@ pub fn list_server_tools(
         drop(started.client);
         let pin = pins.as_ref().map(|p| p.get(name));
         let changes = match pin {
-            Some(Some(pin)) => {
-                let mut changes = pins::differences(pin, &id, &listed);
-                changes.extend(pins::ca_difference(pin, started.ca_cert_sha256.as_deref()));
-                changes
-            }
+            Some(Some(pin)) => changes_since(pin, &id, &listed, started.ca_cert_sha256.as_deref()),
             _ => Vec::new(),
         };
         differs |= !changes.is_empty() || matches!(pin, Some(None));
@@ -163,4 +159,104 @@ pub fn list_server_tools(
         });
     }
     Ok(McpToolsReport { servers, differs })
+}
+
+/// What differs between a server as it answered now and its pin, in words (what the run compares
+/// at the server's first call).
+fn changes_since(
+    pin: &pins::ServerPin,
+    id: &crate::mcp::client::Identity,
+    listed: &[crate::mcp::client::ListedTool],
+    ca_cert_sha256: Option<&str>,
+) -> Vec<String> {
+    let mut changes = pins::differences(pin, id, listed);
+    changes.extend(pins::ca_difference(pin, ca_cert_sha256));
+    changes
+}
+
+/// The MCP servers a plan calls: those of its steps' tools and of its agent steps' tool lists.
+fn servers_used(plan: &plan::Plan) -> std::collections::BTreeSet<String> {
+    let mut used = std::collections::BTreeSet::new();
+    for step in &plan.steps {
+        let listed = step
+            .arguments
+            .get("tools")
+            .and_then(|t| t.as_array().cloned())
+            .unwrap_or_default();
+        let names = std::iter::once(step.tool.clone())
+            .chain(listed.iter().filter_map(|t| t.as_str().map(str::to_string)));
+        for name in names {
+            if let Some(server) = crate::policy::mcp_server_of(&name) {
+                used.insert(server.to_string());
+            }
+        }
+    }
+    used
+}
+
+/// `preview`'s approval outlook with the MCP servers the plan calls checked now, as the run checks
+/// each at its first call: an approved plan whose pinned server changed, or no longer starts, is
+/// one the run would stop (exit 36), not "approved (run may start it)". Starts each such server.
+pub fn recheck_outlook(
+    session: &Session,
+    path: &Path,
+    plan: &plan::Plan,
+    outlook: super::session::ApprovalOutlook,
+) -> super::session::ApprovalOutlook {
+    let used = servers_used(plan);
+    if !outlook.may_run || used.is_empty() {
+        return outlook;
+    }
+    let refused = |reason: String| super::session::ApprovalOutlook {
+        status: outlook.status,
+        may_run: false,
+        reason: Some(reason),
+        approved_by: None,
+    };
+    let (policy, auth) = match (session.policy(), plan::auth::load(path, plan)) {
+        (Ok(policy), Ok(auth)) => (policy, auth),
+        (Err(e), _) => return refused(e.to_string()),
+        (_, Err(e)) => return refused(e.to_string()),
+    };
+    let sandbox = match session.sandbox(&policy, policy.sandbox) {
+        Ok(sandbox) => sandbox,
+        Err(e) => return refused(e.to_string()),
+    };
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut changes = Vec::new();
+    for name in &used {
+        let (Some(server), Some(pin)) = (policy.mcp.servers.get(name), auth.mcp.get(name)) else {
+            changes.push(format!("MCP server {name} is not pinned by the approval"));
+            continue;
+        };
+        match crate::tools::mcp::start_and_list(
+            name,
+            server,
+            session.workspace(),
+            &sandbox,
+            &cancel,
+        ) {
+            Ok(started) => changes.extend(
+                changes_since(
+                    pin,
+                    started.client.identity(),
+                    &started.listed,
+                    started.ca_cert_sha256.as_deref(),
+                )
+                .into_iter()
+                .map(|c| format!("MCP server {name}: {c}")),
+            ),
+            Err(e) => changes.push(format!(
+                "MCP server {name} cannot be checked: {}",
+                e.message
+            )),
+        }
+    }
+    if changes.is_empty() {
+        return outlook;
+    }
+    refused(format!(
+        "MCP server changed since approval (the run stops at its first call, exit 36): {}",
+        changes.join("; ")
+    ))
 }

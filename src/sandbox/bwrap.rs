@@ -534,12 +534,13 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
-    fn temp_ws() -> (PathBuf, Workspace) {
+    /// A workspace under /tmp, removed when the test ends (also when it fails).
+    fn temp_ws() -> (crate::testing::RemoveOnDrop, Workspace) {
         let dir = std::env::temp_dir().join(format!("acode-bwrap-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
         let ws = Workspace::new(&dir).unwrap();
-        (ws.root().to_path_buf(), ws)
+        (crate::testing::RemoveOnDrop::new(ws.root()), ws)
     }
 
     fn run_in(bwrap: Option<&Path>, ws: &Workspace, code: &str) -> crate::process::CommandOutput {
@@ -662,9 +663,10 @@ mod tests {
         // Outside: a host directory that is writable without the sandbox (not under /tmp, which
         // is a private tmpfs inside the sandbox and would hide the write instead of failing it).
         // /var/tmp is not even visible inside; /etc is, read-only.
-        let outside =
-            PathBuf::from("/var/tmp").join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&outside).unwrap();
+        let outside = crate::testing::RemoveOnDrop::new(
+            PathBuf::from("/var/tmp").join(format!("acode-outside-{}", uuid::Uuid::new_v4())),
+        );
+        std::fs::create_dir_all(&*outside).unwrap();
         let target = outside.join("escaped");
         let out = run_in(Some(&bwrap), &ws, &write_code(&target));
         assert_ne!(out.exit_code, Some(0), "{out:?}");
@@ -686,7 +688,6 @@ mod tests {
         let out = run_in(None, &ws, &write_code(&target));
         assert_eq!(out.exit_code, Some(0), "{out:?}");
         assert!(target.exists());
-        let _ = std::fs::remove_dir_all(&outside);
 
         let inside = root.join("inside.txt");
         let out = run_in(Some(&bwrap), &ws, &write_code(&inside));

@@ -1116,7 +1116,7 @@ mod tests {
 
     /// A workspace with `.git/hooks`, a `sub/` directory and an existing top-level file, plus a
     /// directory outside it (not under /tmp, to be unlike the run's temp directory).
-    fn setup() -> (Workspace, PathBuf) {
+    fn setup() -> (Workspace, crate::testing::RemoveOnDrop) {
         let base = std::env::temp_dir().join(format!("acode-os-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(base.join(".git/hooks")).unwrap();
         std::fs::create_dir_all(base.join("sub")).unwrap();
@@ -1124,7 +1124,9 @@ mod tests {
         let outside =
             PathBuf::from("/var/tmp").join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&outside).unwrap();
-        (Workspace::new(&base).unwrap(), outside)
+        // Both removed when the test ends, also when it fails.
+        let cleanup = crate::testing::RemoveOnDrop::new(outside).and(&base);
+        (Workspace::new(&base).unwrap(), cleanup)
     }
 
     fn python(sb: &OsSandbox, ws: &Workspace, code: &str) -> CommandOutput {
@@ -1212,7 +1214,7 @@ mod tests {
             std::fs::read_to_string(root.join("top.txt")).unwrap(),
             "changed"
         );
-        let _ = std::fs::remove_dir_all(&outside);
+        drop(outside);
         // The temp dir goes with the sandbox.
         let temp = temp.to_path_buf();
         drop(sb);

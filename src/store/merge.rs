@@ -245,7 +245,7 @@ fn check_header(path: &Path) -> Result<(), InputProblem> {
     }
     if version <= 0 {
         return Err(InputProblem::NotAcode(
-            "its schema version is 0: acode-run never wrote to it".to_string(),
+            "its schema version is 0: acode-run never wrote to it, or its records are in the write-ahead log beside it (NAME-wal) and that was not copied with it".to_string(),
         ));
     }
     Ok(())

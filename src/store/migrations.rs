@@ -256,6 +256,17 @@ pub const MIGRATIONS: &[&str] = &[
     JOIN runs r ON r.run_id = n.run_id
     LEFT JOIN executions e ON e.execution_id = n.execution_id;
     "#,
+    // 18 (issue 43): whether a failed step was tolerated (`"on_failure": "continue"`: the run went
+    // on and does not fail for it), as the run decided, so the report says "failed, tolerated"
+    // from the record instead of guessing from the run's status; and each execution's call id (as
+    // in the events: `STEP#N`, `STEP#verify-K`), so `show` tells a step's attempts, its model's
+    // tool calls and its verify commands apart; and, when `--jsonl`'s reader went away mid-run,
+    // from which event on the events were not delivered.
+    r#"
+    ALTER TABLE steps ADD COLUMN tolerated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE executions ADD COLUMN call_id TEXT;
+    ALTER TABLE runs ADD COLUMN events_lost TEXT;
+    "#,
 ];
 
 /// The newest schema this binary knows.

@@ -22,7 +22,7 @@ pub use attest::{AttestationRecord, HostRequests, ModelTraffic, ProgramRun};
 pub use decisions::DecisionRow;
 pub use fleet::{ChangedFile, Changes, FleetRun, PolicyNarrowing, RunOrigin};
 pub use replay::{LlmTurnRow, RecordedStepRow};
-pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader};
+pub use report::{ArtifactCut, HeaderApproval, HeaderPin, RunHeader, StepCounts};
 pub use status::{RunStatus, StepState};
 
 use std::collections::BTreeMap;
@@ -133,6 +133,10 @@ pub struct RunRow {
     /// The repository's `HEAD` commit when the run started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// When `--jsonl`'s reader went away mid-run (`| head -1`): from which event on the events
+    /// were not delivered, and why. The run went on; this record is complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_lost: Option<String>,
 }
 
 /// A step as stored.
@@ -156,6 +160,9 @@ pub struct StepRow {
     pub error_code: Option<String>,
     /// Why, for a human.
     pub error_message: Option<String>,
+    /// A failure the run tolerated (`"on_failure": "continue"`): it went on and did not fail
+    /// for it.
+    pub tolerated: bool,
 }
 
 /// What one step spent on models, as recorded: tokens, model calls, dollars (`None` when no call
@@ -203,6 +210,10 @@ pub struct ExecutionRecord {
     /// For a command: SHA-256 of the file executed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program_sha256: Option<String>,
+    /// The call's id, as in the events (`STEP#N`, `STEP#verify-K`); `None` for a model turn and
+    /// in runs recorded before schema 15.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 /// Metadata of an artifact (content fetched separately with [`Store::artifact`]).
@@ -317,6 +328,8 @@ pub struct StepUpdate<'a> {
     pub error_message: Option<&'a str>,
     /// LLM tokens used by the step.
     pub tokens: (i64, i64),
+    /// A failure the run tolerates (`"on_failure": "continue"`).
+    pub tolerated: bool,
 }
 
 /// The database handle. One per run (or per CLI query); not shared between threads.
@@ -334,8 +347,11 @@ pub struct Store {
 /// How many WAL pages a connection whose checkpoints run in the background lets pile up before
 /// it checkpoints itself after all (the background thread fell behind or stopped): 40 MB.
 const FALLBACK_CHECKPOINT_PAGES: i64 = 10_000;
-/// How often the background thread checkpoints.
+/// How often the background thread looks at the WAL.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+/// The WAL size from which the background thread checkpoints (SQLite's own automatic checkpoint
+/// starts at 1000 pages, about as much).
+const CHECKPOINT_FROM_BYTES: u64 = 4 * 1024 * 1024;
 
 /// A thread with its own connection that copies the WAL into the database (`PRAGMA
 /// wal_checkpoint(PASSIVE)`: never waits for or blocks a writer) every [`CHECKPOINT_EVERY`].
@@ -350,6 +366,13 @@ struct Checkpointer {
 impl Checkpointer {
     fn start(path: &Path) -> Option<Checkpointer> {
         let conn = Connection::open(path).ok()?;
+        // As the run's own connections: WAL commits and checkpoints without the extra syncs of
+        // FULL (a directory sync, a WAL sync per checkpoint).
+        conn.pragma_update(None, "synchronous", "NORMAL").ok()?;
+        no_checkpoint_on_close(&conn);
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("acode-checkpoint".into())
@@ -357,7 +380,12 @@ impl Checkpointer {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(CHECKPOINT_EVERY)
                 {
-                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    // Only a WAL worth copying: a short run's few pages are checkpointed once,
+                    // when its last connection closes, not every 200 ms (each checkpoint is two
+                    // fsyncs).
+                    if std::fs::metadata(&wal).is_ok_and(|m| m.len() >= CHECKPOINT_FROM_BYTES) {
+                        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    }
                 }
             })
             .ok()?;
@@ -377,6 +405,18 @@ impl Drop for Checkpointer {
     }
 }
 
+/// Leaves the WAL as it is when the connection closes, instead of copying it into the database
+/// (two fsyncs) and deleting it: a one-step run's commits are a few pages. The next connection
+/// reads them from the WAL, a crash loses nothing more than `synchronous = NORMAL` may, and the
+/// WAL is copied once it is worth it (the run's background checkpoint from
+/// [`CHECKPOINT_FROM_BYTES`], SQLite's own every 1000 pages).
+fn no_checkpoint_on_close(conn: &Connection) {
+    let _ = conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    );
+}
+
 fn file_id(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
@@ -384,7 +424,8 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
 
 impl Store {
     /// The default database location inside a workspace.
-    pub const DEFAULT_PATH: &'static str = ".acode/executions.db";
+    pub const DEFAULT_PATH: &'static str =
+        concat!(crate::workspace::state::state_dir!(), "/executions.db");
 
     /// Opens (creating if needed) and migrates the database at `path`.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
@@ -433,6 +474,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        no_checkpoint_on_close(&conn);
         migrations::migrate(&mut conn)?;
         Ok(Store {
             conn,
@@ -600,7 +642,7 @@ impl Store {
             .prepare_cached(
                 "UPDATE steps SET status = ?3, attempts = attempts + ?4, started_at = COALESCE(started_at, ?5),
                  finished_at = ?6, error_code = ?7, error_message = ?8,
-                 prompt_tokens = ?9, completion_tokens = ?10
+                 prompt_tokens = ?9, completion_tokens = ?10, tolerated = ?11
                  WHERE run_id = ?1 AND step_id = ?2",
             )?
             .execute(params![
@@ -613,7 +655,8 @@ impl Store {
                 u.error_code,
                 message,
                 u.tokens.0,
-                u.tokens.1
+                u.tokens.1,
+                u.tolerated
             ])?;
         Ok(())
     }
@@ -636,12 +679,15 @@ impl Store {
             artifacts.iter().map(|a| self.scrub(&a.content)).collect();
         let network = self.scrub_network(network);
         let program_path = self.scrub_opt(e.program_path.as_deref());
+        let call_id = self.scrub_opt(e.call_id.as_deref());
         let tx = self.immediate()?;
         tx.prepare_cached(
             "INSERT INTO executions (execution_id, run_id, step_id, tool_name, arguments_json, started_at,
              duration_ms, success, exit_code, error_code, error_message, attempt, turn,
-             parent_execution_id, prompt_tokens, completion_tokens, program_path, program_sha256)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+             parent_execution_id, prompt_tokens, completion_tokens, program_path, program_sha256,
+             call_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+             ?19)",
         )?
         .execute(params![
             e.execution_id,
@@ -661,7 +707,8 @@ impl Store {
             e.prompt_tokens,
             e.completion_tokens,
             program_path,
-            e.program_sha256
+            e.program_sha256,
+            call_id
         ])?;
         for (a, content) in artifacts.iter().zip(&contents) {
             tx.prepare_cached(
@@ -724,6 +771,7 @@ impl Store {
             completion_tokens: None,
             program_path: None,
             program_sha256: None,
+            call_id: None,
         };
         self.record_execution(&record, &[], &[])?;
         self.conn
@@ -799,12 +847,23 @@ impl Store {
         Ok(())
     }
 
+    /// Records that `--jsonl`'s events of `run_id` were not delivered from some event on
+    /// (`what`: which, and why), once the run is over.
+    pub fn record_events_lost(&self, run_id: &str, what: &str) -> Result<(), StoreError> {
+        let what = self.scrub(what);
+        self.conn.execute(
+            "UPDATE runs SET events_lost = ?2 WHERE run_id = ?1",
+            params![run_id, what],
+        )?;
+        Ok(())
+    }
+
     /// The most recent runs, newest first.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi, kind, subject, repository, commit_sha
+             sandbox, landlock_abi, kind, subject, repository, commit_sha, events_lost
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt
@@ -819,7 +878,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT run_id, plan_id, plan_sha256, plan_path, workspace, started_at, finished_at,
              status, exit_code, prompt_tokens, completion_tokens, runner_pid, runner_token,
-             sandbox, landlock_abi, kind, subject, repository, commit_sha
+             sandbox, landlock_abi, kind, subject, repository, commit_sha, events_lost
              FROM runs WHERE run_id LIKE ?1 LIMIT 2",
         )?;
         let rows = stmt
@@ -841,7 +900,7 @@ impl Store {
     pub fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT step_id, position, tool, status, attempts, started_at, finished_at, error_code,
-             error_message FROM steps WHERE run_id = ?1 ORDER BY position",
+             error_message, tolerated FROM steps WHERE run_id = ?1 ORDER BY position",
         )?;
         let steps = stmt
             .query_map([run_id], |r| {
@@ -855,6 +914,7 @@ impl Store {
                     finished_at: r.get(6)?,
                     error_code: r.get(7)?,
                     error_message: r.get(8)?,
+                    tolerated: r.get(9)?,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
@@ -1129,7 +1189,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT execution_id, run_id, step_id, tool_name, arguments_json, started_at, duration_ms,
              success, exit_code, error_code, error_message, attempt, turn, parent_execution_id,
-             prompt_tokens, completion_tokens, program_path, program_sha256
+             prompt_tokens, completion_tokens, program_path, program_sha256, call_id
              FROM executions WHERE run_id = ?1 ORDER BY started_at, rowid",
         )?;
         let records = stmt
@@ -1153,6 +1213,7 @@ impl Store {
                     completion_tokens: r.get(15)?,
                     program_path: r.get(16)?,
                     program_sha256: r.get(17)?,
+                    call_id: r.get(18)?,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
@@ -1287,6 +1348,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
         subject: r.get(16)?,
         repository: r.get(17)?,
         commit: r.get(18)?,
+        events_lost: r.get(19)?,
     })
 }
 
@@ -1321,6 +1383,7 @@ mod tests {
             subject: None,
             repository: None,
             commit: None,
+            events_lost: None,
         };
         store
             .begin_run(

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Store, StoreError};
+use super::{ExecutionRecord, Store, StoreError};
 use crate::policy::network::NetworkRequest;
 
 /// What a run began under, recorded once at its start (and again when resumed): the part of the
@@ -180,5 +180,68 @@ impl Store {
             .query_map([run_id], |r| Ok((r.get(0)?, super::network_row(r, 1)?)))?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(rows)
+    }
+}
+/// What a step did, counted apart from its executions (`show`, the HTML report): a step's
+/// `attempts` column counts every execution row — each model turn, each call the model asked
+/// for, each verify command — so an agent step that ran once would read "attempts 6".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StepCounts {
+    /// Executions of the step's own tool call (retries, and a run again after a resume,
+    /// included): 0 for an agent step, whose work is its turns.
+    pub attempts: u32,
+    /// The model's turns (a turn retried after a transient error counts once).
+    pub turns: u32,
+    /// The calls the model asked for (a call retried counts once).
+    pub tool_calls: u32,
+    /// Runs of the step's `verify` commands (each command each time they ran).
+    pub verify_runs: u32,
+}
+
+impl StepCounts {
+    /// The counts of `step_id` from a run's executions.
+    pub fn of<'a>(
+        step_id: &str,
+        executions: impl IntoIterator<Item = &'a ExecutionRecord>,
+    ) -> Self {
+        let mut c = StepCounts::default();
+        let mut turns = std::collections::BTreeSet::new();
+        for e in executions.into_iter().filter(|e| e.step_id == step_id) {
+            let verify = e
+                .call_id
+                .as_deref()
+                .is_some_and(crate::tools::is_verify_call);
+            if e.tool_name == "llm" {
+                turns.insert(e.turn);
+            } else if e.parent_execution_id.is_some() {
+                c.tool_calls += u32::from(e.attempt <= 1);
+            } else if verify {
+                c.verify_runs += u32::from(e.attempt <= 1);
+            } else {
+                // Each execution of the step's own call: a retry, or the run again after a
+                // resume (whose cut-off attempt is recorded with the same number).
+                c.attempts += 1;
+            }
+        }
+        c.turns = turns.len() as u32;
+        c
+    }
+
+    /// `attempts 2`, `turns 3, tool calls 2, verify 1`: what `show` prints after a step's status.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.turns > 0 || self.tool_calls > 0 {
+            parts.push(format!("turns {}", self.turns));
+            parts.push(format!("tool calls {}", self.tool_calls));
+            if self.attempts > 1 {
+                parts.push(format!("attempts {}", self.attempts));
+            }
+        } else {
+            parts.push(format!("attempts {}", self.attempts));
+        }
+        if self.verify_runs > 0 {
+            parts.push(format!("verify {}", self.verify_runs));
+        }
+        parts.join(", ")
     }
 }

@@ -159,6 +159,16 @@ fn manifest_for(
 ) -> Result<Option<std::path::PathBuf>, ToolError> {
     let p = ws.resolve(path)?;
     match p.metadata() {
+        Ok(m) if m.is_dir() && !p.join("Cargo.toml").is_file() => Err(ToolError::InputMissing {
+            tool: NAME.to_string(),
+            message: format!(
+                "path: {} has no Cargo.toml; lsp_check runs `cargo check`, so it checks Rust \
+                 crates only: point path at the crate's directory, or check another language \
+                 with run_command and its own checker (for example `npx tsc --noEmit`, \
+                 `python3 -m mypy .`, `go vet ./...`)",
+                ws.display(&p)
+            ),
+        }),
         Ok(m) if m.is_dir() => Ok(Some(p.join("Cargo.toml"))),
         Ok(_) if p.file_name().is_some_and(|n| n == "Cargo.toml") => Ok(Some(p)),
         Ok(_) => Err(ToolError::invalid(
@@ -209,8 +219,9 @@ impl Tool for LspCheck {
     }
 
     fn description(&self) -> &'static str {
-        "Type-check a Rust crate with `cargo check` and return its compiler diagnostics \
-         (level, message, file, line, code); fails when there is any error."
+        "Type-check a Rust crate (a directory with Cargo.toml; Rust only) with `cargo check` and \
+         return its compiler diagnostics (level, message, file, line, code); fails when there is \
+         any error. For other languages use run_command with their own checker."
     }
 
     fn schema(&self) -> Value {
@@ -514,12 +525,13 @@ mod tests {
     #[test]
     fn cargo_failure_without_diagnostics_reports_stderr() {
         let ws = workspace_with("clean");
+        // A directory without a crate is refused before cargo starts (issue 43 §3).
         std::fs::create_dir_all(ws.root().join("empty")).unwrap();
-        let out = check(&ws, "empty", crate::sandbox::OsSandbox::unconfined()).unwrap();
-        assert!(!out.success);
-        let msg = out.error.unwrap();
-        assert!(msg.contains("without compiler diagnostics"), "{msg}");
-        assert!(msg.contains("Cargo.toml"), "{msg}");
+        let err = check(&ws, "empty", crate::sandbox::OsSandbox::unconfined()).unwrap_err();
+        assert!(matches!(err, ToolError::InputMissing { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("has no Cargo.toml"), "{msg}");
+        assert!(msg.contains("Rust crates only"), "{msg}");
 
         std::fs::write(ws.root().join("sub/Cargo.toml"), "[package\nname=").unwrap();
         let out = check(&ws, "sub", crate::sandbox::OsSandbox::unconfined()).unwrap();

@@ -50,6 +50,26 @@ pub struct ToolCall {
     pub turn: Option<u32>,
 }
 
+/// The call id of a step's `verify` command: `STEP#verify` for the single `command`, `STEP#verify-K`
+/// (1-based) for each of `commands` (docs/parallel.md). Written here once, with
+/// [`is_verify_call`], which the record and the progress lines read it with.
+pub fn verify_call_id(step_id: &str, listed: Option<usize>) -> String {
+    match listed {
+        Some(k) => format!("{step_id}#verify-{k}"),
+        None => format!("{step_id}#verify"),
+    }
+}
+
+/// Whether a call id is a `verify` command's ([`verify_call_id`]).
+pub fn is_verify_call(call_id: &str) -> bool {
+    call_id.rsplit_once('#').is_some_and(|(_, tail)| {
+        tail == "verify"
+            || tail
+                .strip_prefix("verify-")
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// A named blob of output kept in the database (`stdout`, `stderr`, `diff`, `diagnostics`, ...).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Artifact {
@@ -206,6 +226,16 @@ pub enum ToolError {
         /// The workspace-relative path looked for.
         path: std::path::PathBuf,
     },
+    /// A file the tool works on is not there (a crate's `Cargo.toml` for `lsp_check`): like
+    /// [`ToolError::ProgramMissing`], a failure when the call runs and accepted at validation
+    /// when an earlier step can create it.
+    #[error("{tool}: {message}")]
+    InputMissing {
+        /// The tool.
+        tool: String,
+        /// What is missing, where, and what to do instead.
+        message: String,
+    },
 }
 
 impl ToolError {
@@ -217,7 +247,8 @@ impl ToolError {
             ToolError::Io { .. }
             | ToolError::Failed(_)
             | ToolError::Transient(_)
-            | ToolError::ProgramMissing { .. } => ErrorKind::ToolFailed,
+            | ToolError::ProgramMissing { .. }
+            | ToolError::InputMissing { .. } => ErrorKind::ToolFailed,
             ToolError::Interrupted => ErrorKind::Interrupted,
         }
     }

@@ -44,7 +44,7 @@ impl SandboxViolation {
 pub const POLICY_FILE_NAME: &str = "acode-policy.json";
 
 /// Where files being written are staged before their atomic rename, relative to the root.
-pub const STAGING_DIR: &str = ".acode/tmp";
+pub const STAGING_DIR: &str = concat!(state::state_dir!(), "/tmp");
 
 /// Whether a resolved path will be read or written; writes have extra protected areas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

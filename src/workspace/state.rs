@@ -15,8 +15,18 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+/// The state directory's name in the workspace root, as a literal: written here once, so that
+/// the paths inside it (the database, the staging directory, skills) can be built from it with
+/// `concat!`, which takes literals, not constants.
+macro_rules! state_dir {
+    () => {
+        ".acode"
+    };
+}
+pub(crate) use state_dir;
+
 /// The state directory's name in the workspace root.
-pub const STATE_DIR: &str = ".acode";
+pub const STATE_DIR: &str = state_dir!();
 
 /// Entries of the state directory the runner opens, each checked not to be a link.
 const ENTRIES: &[&str] = &[

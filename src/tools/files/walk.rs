@@ -23,7 +23,7 @@ use crate::workspace::fs::{EntryKind, FsError};
 use crate::workspace::{Access, fs as kfs};
 
 /// Directories `file_search` and `file_glob` never enter: version control and acode-run's own.
-const SKIPPED_DIRS: &[&str] = &[".git", ".acode"];
+const SKIPPED_DIRS: &[&str] = &[".git", crate::workspace::state::STATE_DIR];
 
 /// Builds the result of a walking tool (see the module docs).
 pub(crate) fn json_result(data: Value, truncated: bool, note: Option<String>) -> ToolOutput {

@@ -524,11 +524,9 @@ fn the_shipped_agent_demo_plan_runs_against_the_scripted_model() {
 /// Opt-in: the same plan against a real model server, when `ACODE_E2E_LLM_URL` is set (and
 /// `ACODE_E2E_MODEL` or `ACODE_MODEL` names the model).
 #[test]
+#[ignore = "needs a real model server: ACODE_E2E_LLM_URL and ACODE_E2E_MODEL, then --ignored"]
 fn e2e_agent_demo_against_a_real_model_server() {
-    let Ok(url) = std::env::var("ACODE_E2E_LLM_URL") else {
-        eprintln!(
-            "skipped: set ACODE_E2E_LLM_URL (and ACODE_E2E_MODEL) to run against a real server"
-        );
+    let Some(url) = real_model_url() else {
         return;
     };
     let model = std::env::var("ACODE_E2E_MODEL")
@@ -676,4 +674,71 @@ fn the_anthropic_messages_provider_drives_the_same_loop() {
     assert_eq!(result["content"][0]["type"], "tool_result");
     assert_eq!(result["content"][0]["tool_use_id"], "toolu_01R3ad");
     assert!(q::<i64>(&t.db(), "SELECT prompt_tokens FROM runs") > 0);
+}
+
+/// `show` says an agent step's model turns, the calls the model asked for and its verify runs
+/// apart (issue 43 §3: a step that ran once read "attempts 6"), and the run's progress names each
+/// verify command as it starts.
+#[test]
+fn show_tells_turns_tool_calls_and_verify_runs_apart_and_verify_gets_a_progress_line() {
+    let t = TestDir::new();
+    t.file("src/lib.rs", LIB);
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text("All done."),
+        ScriptedResponse::chat_tool_calls(&[(
+            "file_edit",
+            json!({"path": "src/lib.rs", "old": "a - b", "new": "a + b"}),
+        )]),
+        ScriptedResponse::chat_text("Fixed for real."),
+    ]);
+    let plan = t.plan(
+        "v.json",
+        &json!({"plan_id": "verify", "steps": [
+        {"step_id": "fix", "tool": "agent",
+         "arguments": {"instruction": "Make add() add.", "tools": ["file_edit"]},
+         "verify": {"command": "grep -q \"a + b\" src/lib.rs", "max_cycles": 2}},
+        {"step_id": "again", "tool": "file_write", "arguments": {"path": "b.txt", "contents": "b"},
+         "verify": {"commands": ["grep -q b b.txt", "grep -c b b.txt"]}}]}),
+    );
+    t.approve(&plan);
+    let url = server.url();
+    let out = t.run(&[
+        plan.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "test-model",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    // Verify ran twice for `fix` (failed, then passed) and once per command for `again`.
+    assert_eq!(
+        err.matches("… verify: grep -q \"a + b\" src/lib.rs")
+            .count(),
+        2,
+        "{err}"
+    );
+    assert!(err.contains("… verify: grep -c b b.txt"), "{err}");
+    assert!(err.contains("… verify: grep -q b b.txt"), "{err}");
+
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let show = t.run(&["show", &run_id]);
+    assert_eq!(code(&show), 0, "{}", stderr(&show));
+    let text = stdout(&show);
+    let line = |step: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(step))
+            .unwrap_or_else(|| panic!("no line for {step}: {text}"))
+            .to_string()
+    };
+    assert!(
+        line("fix").ends_with("completed  turns 3, tool calls 1, verify 2"),
+        "{text}"
+    );
+    assert!(line("again").ends_with("attempts 1, verify 2"), "{text}");
+    // The step's own column still counts every execution (the events' `attempts`).
+    assert_eq!(
+        q::<i64>(&t.db(), "SELECT attempts FROM steps WHERE step_id = 'fix'"),
+        6
+    );
 }

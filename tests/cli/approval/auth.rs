@@ -167,9 +167,12 @@ fn with_an_approval_key_only_signed_approvals_run() {
 #[test]
 fn the_approval_key_never_reaches_a_command_even_if_the_policy_asks() {
     let t = TestDir::new();
+    // A second variable the policy passes through is the positive control: the command does
+    // see what env_passthrough names, so the key's absence is the refusal, not a command that
+    // sees no environment at all.
     t.file(
         "acode-policy.json",
-        r#"{"env_passthrough": ["ACODE_APPROVAL_KEY"]}"#,
+        r#"{"env_passthrough": ["ACODE_APPROVAL_KEY", "ACODE_TEST_PASSED_THROUGH"]}"#,
     );
     let plan = t.plan("p.json", &serde_json::json!({"plan_id": "k", "steps": [
         {"step_id": "env", "tool": "run_command", "arguments": {"command": "cat /proc/self/environ"}}]}));
@@ -182,10 +185,16 @@ fn the_approval_key_never_reaches_a_command_even_if_the_policy_asks() {
         "--sandbox",
         "none",
     ])
-    .env("ACODE_APPROVAL_KEY", key);
+    .env("ACODE_APPROVAL_KEY", key)
+    .env("ACODE_TEST_PASSED_THROUGH", "visible-7d1e");
     let out = c.output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let id: String = q(&t.db(), "SELECT execution_id FROM executions");
     let seen = stdout(&t.run(&["artifact", &id, "stdout"]));
+    assert!(
+        seen.contains("ACODE_TEST_PASSED_THROUGH=visible-7d1e"),
+        "the control variable reaches the command: {seen}"
+    );
     assert!(!seen.contains("ACODE_APPROVAL_KEY"), "{seen}");
+    assert!(!seen.contains(key), "{seen}");
 }

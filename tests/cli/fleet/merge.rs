@@ -221,7 +221,7 @@ fn one_run_id_with_different_content_is_refused_naming_both_files() {
     assert_eq!(code(&merge(&t, &out, &[&inputs[0]])), 0);
     // The same run as another machine's file tells it: one artifact differs.
     let other = t.root.join("other-machine.db");
-    std::fs::copy(&inputs[0], &other).unwrap();
+    copy_database(&inputs[0], &other);
     let c = rusqlite::Connection::open(&other).unwrap();
     c.execute(
         "UPDATE artifacts SET content = content || 'x' WHERE artifact_type = 'stdout'",
@@ -272,14 +272,14 @@ fn a_database_merge_cannot_take_is_refused_naming_it_and_nothing_is_written() {
         .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
         .unwrap();
     let newer = bad.join("newer.db");
-    std::fs::copy(&inputs[0], &newer).unwrap();
+    copy_database(&inputs[0], &newer);
     rusqlite::Connection::open(&newer)
         .unwrap()
         .pragma_update(None, "user_version", 999)
         .unwrap();
     let newer_bytes = sha(&newer);
     let forged = bad.join("forged.db");
-    std::fs::copy(&inputs[0], &forged).unwrap();
+    copy_database(&inputs[0], &forged);
     rusqlite::Connection::open(&forged)
         .unwrap()
         .execute(
@@ -288,7 +288,7 @@ fn a_database_merge_cannot_take_is_refused_naming_it_and_nothing_is_written() {
         )
         .unwrap();
     let late = bad.join("late.db");
-    std::fs::copy(&inputs[0], &late).unwrap();
+    copy_database(&inputs[0], &late);
     rusqlite::Connection::open(&late)
         .unwrap()
         .execute(
@@ -340,7 +340,7 @@ fn from_dir_merges_every_database_under_it() {
     for (i, db) in inputs.iter().enumerate() {
         let dir = downloaded.join(format!("records-{i}"));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(db, dir.join("executions.db")).unwrap();
+        copy_database(db, &dir.join("executions.db"));
         std::fs::write(dir.join("report.html"), "<p>not a database</p>").unwrap();
     }
     let out = t.root.join("fleet.db");

@@ -293,10 +293,7 @@ fn the_export_schema_lists_every_column() {
 /// and the questions docs/database.md asks it are answered: a view's rows as JSON, and SQL.
 #[test]
 fn datasette_serves_the_merged_database() {
-    if !e2e_net(
-        "datasette_serves_the_merged_database",
-        "datasette from the Python registry",
-    ) {
+    if !e2e_net("datasette from the Python registry") {
         return;
     }
     let t = TestDir::new();

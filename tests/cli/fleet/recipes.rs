@@ -110,7 +110,6 @@ fn validated(t: &TestDir, program: &Path, args: &[&str], file: &str, from: &str,
 #[test]
 fn the_fleet_recipes_pass_their_validators() {
     if !e2e_net(
-        "the_fleet_recipes_pass_their_validators",
         "kubernetes-validate and check-jsonschema (Python registry), @action-validator/cli (npm)",
     ) {
         return;

@@ -12,7 +12,7 @@ pub mod net;
 pub mod tls;
 
 pub use self::git::{git, raw_git, repo_with_commit};
-pub use self::net::{e2e_net, free_port, net_enabled};
+pub use self::net::{e2e_net, free_port, real_model_url};
 
 /// A test's private directory: `ws/` is the workspace, `outside/` a sibling that must stay untouched.
 pub struct TestDir {
@@ -270,6 +270,19 @@ pub fn assert_events_match_schema(events: &[serde_json::Value]) {
             .unwrap_or_else(|| panic!("event type {ty} is not in the schema"));
         let errors = acode_run::tools::schema::validate(alt, e, ty);
         assert!(errors.is_empty(), "{e}: {errors:?}");
+    }
+}
+
+/// Copies an execution database as a user copies the record: the file and its write-ahead log
+/// (`NAME-wal`, which holds the latest runs until a checkpoint; docs/database.md).
+pub fn copy_database(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::copy(from, to).unwrap();
+    let mut wal = from.as_os_str().to_owned();
+    wal.push("-wal");
+    if std::path::Path::new(&wal).exists() {
+        let mut to_wal = to.as_os_str().to_owned();
+        to_wal.push("-wal");
+        std::fs::copy(&wal, &to_wal).unwrap();
     }
 }
 

@@ -141,8 +141,7 @@ fn report(stdout: &str, who: &str) -> Value {
 
 #[test]
 fn the_python_sdk_client_drives_acode_run_mcp_in_each_mode() {
-    if !net_enabled() {
-        eprintln!("skipped: set ACODE_E2E_NET=1 to install the MCP Python SDK from PyPI");
+    if !e2e_net("the MCP Python SDK") {
         return;
     }
     let (t, run_id) = workspace_with_plans();
@@ -207,8 +206,7 @@ pub(crate) fn npm_install(dir: &Path, packages: &[&str]) -> Vec<String> {
 
 #[test]
 fn the_typescript_sdk_clients_drive_acode_run_mcp_in_each_mode() {
-    if !net_enabled() {
-        eprintln!("skipped: set ACODE_E2E_NET=1 to install the MCP TypeScript SDK from npm");
+    if !e2e_net("the MCP TypeScript SDK") {
         return;
     }
     let (t, run_id) = workspace_with_plans();

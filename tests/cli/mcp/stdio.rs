@@ -908,8 +908,7 @@ fn list_changed_during_an_agent_call_stops_the_agent_step_with_exit_36() {
 /// installed into the workspace, pinned by `approve` and called under bwrap.
 #[test]
 fn real_registry_servers_are_pinned_and_called_when_asked() {
-    if !net_enabled() {
-        eprintln!("skipped: set ACODE_E2E_NET=1 to install and run real MCP servers");
+    if !e2e_net("real MCP servers") {
         return;
     }
     let t = TestDir::new();

@@ -101,10 +101,7 @@ fn get(port: u16, path: &str) -> Option<Value> {
 
 #[test]
 fn a_run_is_read_back_from_arize_phoenix() {
-    if !e2e_net(
-        "a_run_is_read_back_from_arize_phoenix",
-        "arize-phoenix from the Python registry",
-    ) {
+    if !e2e_net("arize-phoenix from the Python registry") {
         return;
     }
     let t = TestDir::new();

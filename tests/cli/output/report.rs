@@ -487,3 +487,73 @@ fn the_agent_demo_report_is_the_readme_screenshot() {
     );
     assert!(root.join("docs/report.png").is_file());
 }
+
+/// A failure the plan tolerates (`"on_failure": "continue"`) reads "failed, tolerated" in the
+/// legend's colour, on its box and its timeline bar, and the header counts it as such, whether
+/// the run then completed or failed at a later step (issue 43 §3); a run's exit-code line says
+/// what the run did and nothing about reviews.
+#[test]
+fn a_tolerated_failure_reads_failed_tolerated_in_the_legends_colour() {
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["sh"], "auto_approve_commands": ["sh"]}).to_string(),
+    );
+    let page_of = |plan_id: &str, last_fails: bool| {
+        let plan = t.plan(
+            &format!("{plan_id}.json"),
+            &json!({"plan_id": plan_id, "steps": [
+                {"step_id": "flaky", "tool": "run_command", "on_failure": "continue",
+                 "arguments": {"argv": ["sh", "-c", "exit 3"]}},
+                {"step_id": "after", "tool": "run_command", "depends_on": ["flaky"],
+                 "arguments": {"argv": ["sh", "-c", if last_fails { "exit 5" } else { "true" }]}}]}),
+        );
+        let out = t.approve_and_run(&plan, &[]);
+        assert_eq!(
+            code(&out),
+            if last_fails { 30 } else { 0 },
+            "{}",
+            stderr(&out)
+        );
+        let run_id: String = q(
+            &t.db(),
+            &format!("SELECT run_id FROM runs WHERE plan_id = '{plan_id}'"),
+        );
+        let out = t.run(&["report", &run_id, "--html", "-"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        stdout(&out)
+    };
+    for (plan_id, last_fails) in [("tolerant", false), ("tolerant-then-failed", true)] {
+        let html = page_of(plan_id, last_fails);
+        assert!(
+            html.contains(
+                "<span class=\"badge\">failed, tolerated</span><b class=\"step-id\">flaky</b>"
+            ),
+            "{plan_id}: {html}"
+        );
+        assert!(
+            html.contains("<details class=\"step tolerated\" id=\"s0\""),
+            "{plan_id}: the box in the legend's colour: {html}"
+        );
+        assert!(
+            html.contains("<a class=\"b tolerated\" id=\"bar-0\""),
+            "{plan_id}: the bar in the legend's colour: {html}"
+        );
+        let counts = if last_fails {
+            "1 failed, 1 failed (tolerated)"
+        } else {
+            "1 completed, 1 failed (tolerated)"
+        };
+        assert!(
+            html.contains(&format!("id=\"step-counts\">{counts}<")),
+            "{plan_id}: {html}"
+        );
+        assert!(!html.contains("review"), "{plan_id}: {html}");
+        if !last_fails {
+            assert!(
+                html.contains("0 — the run completed; 1 failed step tolerated"),
+                "{html}"
+            );
+        }
+    }
+}

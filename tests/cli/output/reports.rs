@@ -293,3 +293,71 @@ fn json_carries_each_steps_result() {
             .contains("1 small.txt")
     );
 }
+
+/// A passing step carries its output in `<system-out>`, as docs/ci.md promises, cut to its last
+/// `JUNIT_PASSED_OUTPUT` bytes (issue 43 §3); a refused plan's JUnit failure lists each problem
+/// once, not once in the message and again in the list.
+#[test]
+fn junit_gives_passing_steps_their_bounded_output_and_a_refusal_each_problem_once() {
+    let t = TestDir::new();
+    t.file("present.txt", "hello from the passing step\n");
+    t.file("big.txt", &format!("{}the end\n", "x".repeat(200_000)));
+    let plan = t.plan("ok.json", &json!({"plan_id": "ok", "steps": [
+        {"step_id": "read", "tool": "file_read", "arguments": {"path": "present.txt"}},
+        {"step_id": "big", "tool": "file_read", "arguments": {"path": "big.txt"}},
+        {"step_id": "write", "tool": "file_write", "arguments": {"path": "x.txt", "contents": "x"}}]}));
+    t.approve(&plan);
+    let report = t.root.join("ok.xml");
+    let out = t
+        .cmd()
+        .env_remove("GITHUB_ACTIONS")
+        .args([plan.to_str().unwrap(), "--junit", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let xml = std::fs::read_to_string(&report).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+    let out_of = |name: &str| {
+        doc.descendants()
+            .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some(name))
+            .unwrap()
+            .children()
+            .find(|n| n.has_tag_name("system-out"))
+            .map(|n| n.text().unwrap_or_default().to_string())
+    };
+    let read = out_of("read").expect("a passing step's output");
+    assert!(read.contains("hello from the passing step"), "{read}");
+    let big = out_of("big").expect("a passing step's output");
+    assert!(big.ends_with("the end\n"), "the end is kept");
+    assert!(big.len() < 20_000, "bounded: {} bytes", big.len());
+    assert!(big.contains("earlier bytes not shown"), "the cut is said");
+    assert!(xml.len() < 40_000, "{} bytes", xml.len());
+
+    // A refusal: two problems, each listed once.
+    let bad = t.plan(
+        "bad.json",
+        &json!({"plan_id": "bad", "steps": [
+        {"step_id": "a", "tool": "file_teleport", "arguments": {}},
+        {"step_id": "b", "tool": "file_read", "arguments": {}}]}),
+    );
+    let report = t.root.join("bad.xml");
+    let out = t
+        .cmd()
+        .env_remove("GITHUB_ACTIONS")
+        .args([bad.to_str().unwrap(), "--junit", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let xml = std::fs::read_to_string(&report).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+    let failure = doc
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .unwrap()
+        .text()
+        .unwrap()
+        .to_string();
+    for needle in ["unknown tool \"file_teleport\"", "steps[1].arguments"] {
+        assert_eq!(failure.matches(needle).count(), 1, "{needle} in {failure}");
+    }
+}

@@ -528,10 +528,7 @@ fn disabled_or_unset_exports_nothing_and_a_bad_protocol_is_said() {
 /// installs `opentelemetry-proto` from the Python registry).
 #[test]
 fn the_python_opentelemetry_proto_package_decodes_the_trace() {
-    if !e2e_net(
-        "the_python_opentelemetry_proto_package_decodes_the_trace",
-        "opentelemetry-proto from the Python registry",
-    ) {
+    if !e2e_net("opentelemetry-proto from the Python registry") {
         return;
     }
     let t = TestDir::new();

@@ -416,9 +416,106 @@ fn tools_stdout_is_one_json_document_and_json_carries_the_allowlist() {
         allowed.contains(&json!("hostname")) && allowed.contains(&json!("cargo")),
         "{v}"
     );
-    assert_eq!(
-        v["run_command"]["auto_approve_commands"],
-        json!(["hostname"])
+    // Added to the built-in list (issue 43 §3), not replacing it.
+    let auto = v["run_command"]["auto_approve_commands"]
+        .as_array()
+        .unwrap();
+    assert!(
+        auto.contains(&json!("hostname")) && auto.contains(&json!("echo")),
+        "{v}"
     );
     assert_eq!(v["confirm_tools"], json!(["file_delete"]));
+}
+
+/// A remote MCP server whose host `network.allow` does not allow is refused by `validate`, with
+/// the line that allows it (issue 43 §3: only `approve` caught it); allowed, the plan is valid.
+#[test]
+fn a_remote_mcp_host_missing_from_network_allow_is_refused_with_the_fix() {
+    let t = TestDir::new();
+    let policy = |allow: &[&str]| {
+        t.file(
+            "acode-policy.json",
+            &json!({"network": {"allow": allow}, "mcp": {"servers": {"rs": {
+                "url": "https://mcp.example.org:8443/mcp", "tools": ["echo"]}}}})
+            .to_string(),
+        );
+    };
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+        {"step_id": "call", "tool": "mcp__rs__echo", "arguments": {"text": "hi"}}]}),
+    );
+    policy(&["other.example.org"]);
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("steps[0].tool: MCP server rs at https://mcp.example.org:8443/mcp is not allowed by the policy's network.allow"),
+        "{err}"
+    );
+    assert!(
+        err.contains("add \"mcp.example.org:8443\" to network.allow in acode-policy.json"),
+        "{err}"
+    );
+    policy(&["mcp.example.org:8443"]);
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// `lsp_check` checks Rust crates only: on a directory without `Cargo.toml` `validate` refuses it,
+/// saying so and what to use instead, unless an earlier step can create the manifest or its
+/// precondition skips the step when there is none; `tools` says it is Rust only.
+#[test]
+fn lsp_check_without_a_cargo_toml_is_refused_at_validate_with_the_fix() {
+    let t = TestDir::new();
+    t.file("package.json", "{}\n");
+    let check = json!({"step_id": "check", "tool": "lsp_check", "arguments": {"path": "."}});
+    let plan = t.plan("p.json", &json!({"plan_id": "p", "steps": [check]}));
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("steps[0].arguments: lsp_check: path: . has no Cargo.toml"),
+        "{err}"
+    );
+    assert!(err.contains("checks Rust crates only"), "{err}");
+    assert!(err.contains("run_command"), "{err}");
+
+    // An earlier step writes the manifest: valid (the run checks again).
+    let plan = t.plan(
+        "later.json",
+        &json!({"plan_id": "later", "steps": [
+            {"step_id": "init", "tool": "file_write",
+             "arguments": {"path": "Cargo.toml", "contents": "[package]\nname = \"x\"\n"}},
+            {"step_id": "check", "tool": "lsp_check", "arguments": {"path": "."},
+             "depends_on": ["init"]}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // A precondition that skips the step without a crate: valid.
+    let plan = t.plan(
+        "guarded.json",
+        &json!({"plan_id": "guarded", "steps": [
+            {"step_id": "check", "tool": "lsp_check", "arguments": {"path": "."},
+             "precondition": "Cargo workspace exists"}]}),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // With the manifest there: valid.
+    t.file("Cargo.toml", "[package]\nname = \"x\"\n");
+    let plan = t.plan("p.json", &json!({"plan_id": "p", "steps": [check]}));
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    let tools: serde_json::Value = serde_json::from_str(&stdout(&t.run(&["tools"]))).unwrap();
+    let lsp = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "lsp_check")
+        .unwrap();
+    assert!(
+        lsp["description"].as_str().unwrap().contains("Rust only"),
+        "{lsp}"
+    );
 }

@@ -220,6 +220,10 @@ fn beyond_schema(problem: &Value) -> Option<&'static str> {
         ),
         ("must be longer than zero", "a zero wall_clock budget"),
         ("at most 30 days", "a wall_clock budget over 30 days"),
+        (
+            "has no Cargo.toml",
+            "lsp_check on a directory of the workspace that holds no crate",
+        ),
     ];
     kinds
         .iter()
@@ -1044,6 +1048,10 @@ fn the_readmes_test_command_sets_up_what_the_tests_need_and_ci_runs_it() {
             .unwrap_or_else(|| panic!(".ci/run lacks {needle}"))
     };
     assert!(at("cargo clippy") < at("./scripts/test.sh"));
+    // CI is set by the script itself, before anything that tests (issue 43 §4).
+    assert!(at("export CI=true") < at("scripts/fuzz-smoke.sh"));
+    // The fuzz crate's own unit tests run too.
+    assert!(ci.contains("(cd fuzz && cargo test --lib)"), "{ci}");
     assert!(at("cargo fmt --check") < at("./scripts/test.sh"));
     assert!(
         !ci.contains("\ncargo test"),

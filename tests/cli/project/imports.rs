@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// A module path such as `["sandbox", "bwrap"]`.
-type ModPath = Vec<String>;
+pub(super) type ModPath = Vec<String>;
 
 /// Every module of the crate (one per file), with its source minus comments and test modules.
-fn modules() -> BTreeMap<ModPath, String> {
+pub(super) fn modules() -> BTreeMap<ModPath, String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut out = BTreeMap::new();
     for entry in walkdir::WalkDir::new(&src) {
@@ -102,7 +102,7 @@ fn reexports(modules: &BTreeMap<ModPath, String>) -> BTreeMap<(ModPath, String),
 
 /// The text without `//` comments and without everything from a `#[cfg(test)]` module on (test
 /// modules come last in this crate's files).
-fn code_only(text: &str) -> String {
+pub(super) fn code_only(text: &str) -> String {
     let mut out = String::new();
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {

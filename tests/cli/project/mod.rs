@@ -1,5 +1,6 @@
 //! The project as a whole: docs that run, a newcomer's first hour, the module layering, the library
-//! API, named skips, the schema property test and the real-project plans.
+//! API, named skips, the schema property test, the real-project plans and what reading the code
+//! should not trip over (`tidy`).
 
 mod dependencies;
 mod docs;
@@ -9,3 +10,4 @@ mod library;
 mod real_projects;
 mod schema_property;
 mod skips;
+mod tidy;

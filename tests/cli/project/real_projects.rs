@@ -114,8 +114,7 @@ fn run_project(name: &str, expect: &str, mode: Option<&str>) {
 }
 
 fn run_all(mode: Option<&str>) {
-    if !net_enabled() {
-        eprintln!("skipped: set ACODE_E2E_NET=1 to install from the package registries");
+    if !e2e_net("real projects' dependencies") {
         return;
     }
     for (name, expect) in PROJECTS {

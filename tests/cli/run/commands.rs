@@ -360,9 +360,11 @@ fn under_bwrap_writes_outside_fail_and_inside_succeed() {
     let t = TestDir::new();
     // Outside the workspace and not under /tmp (a private tmpfs inside the sandbox, which would hide
     // the write instead of refusing it).
-    let outside_dir = std::path::PathBuf::from("/var/tmp")
-        .join(format!("acode-outside-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&outside_dir).unwrap();
+    let outside_dir = acode_run::testing::RemoveOnDrop::new(
+        std::path::PathBuf::from("/var/tmp")
+            .join(format!("acode-outside-{}", uuid::Uuid::new_v4())),
+    );
+    std::fs::create_dir_all(&*outside_dir).unwrap();
     let escaped = outside_dir.join("escaped.txt");
     let outside = escaped.display().to_string();
     let plan = t.plan("b.json", &json!({"plan_id": "bwrap", "steps": [
@@ -378,7 +380,7 @@ fn under_bwrap_writes_outside_fail_and_inside_succeed() {
         why.contains("Read-only file system") || why.contains("No such file"),
         "{why}"
     );
-    let _ = std::fs::remove_dir_all(&outside_dir);
+    drop(outside_dir);
     let db = t.db();
     assert_eq!(
         q::<String>(&db, "SELECT status FROM steps WHERE step_id='inside'"),
@@ -567,4 +569,60 @@ fn a_sandbox_flag_weaker_than_the_approved_policy_is_refused_with_exit_3() {
     t.approve(&plan);
     let out = t.run(&[plan.to_str().unwrap(), "--sandbox", "bwrap"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// `auto_approve_commands` adds to the built-in list (issue 43 §3: adding `rg` made `echo` need a
+/// confirmation CI denies, exit 33); `{"replace": [...]}` is the list exactly, for a policy that
+/// wants to be asked about the built-in programs.
+#[test]
+fn auto_approve_commands_extends_the_default_list_unless_it_says_replace() {
+    let t = TestDir::new();
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "say", "tool": "run_command", "arguments": {"command": "echo hi"}}]}),
+    );
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["rg"], "auto_approve_commands": ["rg"]}).to_string(),
+    );
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(
+        code(&out),
+        0,
+        "echo is still auto-approved: {}",
+        stderr(&out)
+    );
+    let tools: serde_json::Value =
+        serde_json::from_str(&stdout(&t.run(&["tools", "--json"]))).unwrap();
+    let listed = tools["run_command"]["auto_approve_commands"].to_string();
+    assert!(
+        listed.contains("\"echo\"") && listed.contains("\"rg\""),
+        "{listed}"
+    );
+
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["rg"], "auto_approve_commands": {"replace": ["rg"]}})
+            .to_string(),
+    );
+    let out = t.approve_and_run(&plan, &[]);
+    assert_eq!(
+        code(&out),
+        33,
+        "replaced: echo needs confirmation: {}",
+        stderr(&out)
+    );
+
+    t.file(
+        "acode-policy.json",
+        &json!({"auto_approve_commands": {"replace": ["rg"], "extend": ["x"]}}).to_string(),
+    );
+    let out = t.run(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown field `extend`"),
+        "{}",
+        stderr(&out)
+    );
 }

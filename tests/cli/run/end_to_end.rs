@@ -481,3 +481,68 @@ fn the_readme_hello_plan_runs_with_its_committed_approval() {
         "${{run_id}} was substituted"
     );
 }
+
+/// `--jsonl | head -1` (issue 43 §3): once the reader is gone the run goes on, says once on stderr
+/// that the events are no longer delivered, and records it with the run (`show`, the database).
+#[test]
+fn a_jsonl_reader_that_goes_away_is_said_once_and_recorded() {
+    use std::io::BufRead;
+    let t = TestDir::new();
+    t.file(
+        "gate.py",
+        "import os, time\nfor _ in range(600):\n    if os.path.exists('go'): break\n    time.sleep(0.05)\n",
+    );
+    let mut steps = vec![json!({"step_id": "wait", "tool": "run_command",
+        "arguments": {"command": "python3 gate.py"}})];
+    for i in 0..3 {
+        steps.push(json!({"step_id": format!("w{i}"), "tool": "file_write",
+            "arguments": {"path": format!("out/{i}.txt"), "contents": "x"}}));
+    }
+    let plan = t.plan("p.json", &json!({"plan_id": "head", "steps": steps}));
+    t.approve(&plan);
+    let mut child = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = collect_stderr(&mut child);
+    // `head -1`: the first line, then the pipe closed.
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("\"run_started\""), "{first}");
+    std::fs::write(t.ws.join("go"), "").unwrap();
+    let status = child.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let err = err.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(0), "{err}");
+    for i in 0..3 {
+        assert_eq!(t.read(&format!("out/{i}.txt")), "x", "the run went on");
+    }
+    assert_eq!(err.matches("--jsonl: events from seq").count(), 1, "{err}");
+    assert!(
+        err.contains("were not delivered: the output was closed"),
+        "{err}"
+    );
+    let lost: String = q(&t.db(), "SELECT events_lost FROM runs");
+    assert!(lost.starts_with("events from seq "), "{lost}");
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let show = stdout(&t.run(&["show", &run_id]));
+    assert!(
+        show.contains("events    --jsonl events from seq "),
+        "{show}"
+    );
+    // A run whose reader stayed (`go` is there now) records nothing of the kind.
+    let out = t.run(&[plan.to_str().unwrap(), "--jsonl"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        q::<i64>(
+            &t.db(),
+            "SELECT count(*) FROM runs WHERE events_lost IS NULL"
+        ),
+        1
+    );
+}

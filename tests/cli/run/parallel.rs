@@ -26,6 +26,31 @@ fn intervals(t: &TestDir, ids: &[&str]) -> Vec<(i64, i64)> {
         .collect()
 }
 
+/// Four independent `parallel_safe` steps that meet: each marks that it started, then waits until
+/// all four have (for at most 1.5 s), so steps run together overlap however slowly a loaded
+/// runner starts them, and the overlap is read from the recorded start and end times, not from
+/// the wall clock (issue 43 §4). Call [`barrier_reset`] before each run.
+fn barrier_steps(t: &TestDir) -> Vec<Value> {
+    t.file(
+        "barrier.py",
+        "import os, sys, time\nopen('b/' + sys.argv[1], 'w').close()\nend = time.time() + 1.5\n\
+         while len(os.listdir('b')) < 4 and time.time() < end:\n    time.sleep(0.02)\n",
+    );
+    barrier_reset(t);
+    (0..4)
+        .map(|i| {
+            json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
+                   "parallel_safe": true, "arguments": {"argv": ["python3", "barrier.py", i.to_string()]}})
+        })
+        .collect()
+}
+
+/// Empties the barrier's meeting place before a run.
+fn barrier_reset(t: &TestDir) {
+    let _ = std::fs::remove_dir_all(t.ws.join("b"));
+    std::fs::create_dir_all(t.ws.join("b")).unwrap();
+}
+
 /// Whether every interval overlaps every other (they all ran at one moment).
 fn all_overlap(iv: &[(i64, i64)]) -> bool {
     let latest_start = iv.iter().map(|i| i.0).max().unwrap();
@@ -44,24 +69,18 @@ fn disjoint(iv: &[(i64, i64)]) -> bool {
 fn four_independent_sleeps_overlap_with_jobs_4_and_not_with_jobs_1() {
     let t = TestDir::new();
     allow_commands(&t, &["sleep", "sh"]);
-    let steps: Vec<Value> = (0..4)
-        .map(|i| {
-            json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
-                   "parallel_safe": true, "arguments": {"argv": ["sleep", "0.5"]}})
-        })
-        .collect();
+    let steps = barrier_steps(&t);
     let plan = t.plan("p.json", &json!({"plan_id": "sleeps", "steps": steps}));
     let ids = ["s0", "s1", "s2", "s3"];
-    let started = Instant::now();
     let out = t.approve_and_run(&plan, &["--jobs", "4"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
         all_overlap(&intervals(&t, &ids)),
         "{:?}",
         intervals(&t, &ids)
     );
     // The same plan with one job: one after another.
+    barrier_reset(&t);
     let out = t.run(&["run", plan.to_str().unwrap(), "--jobs", "1"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let run_id: String = q(
@@ -720,12 +739,30 @@ fn verify_commands_that_pass_overlap_and_a_single_command_works_as_before() {
         a.4 < b.5 && b.4 < a.5,
         "the two sleeps did not overlap: {rows:?}"
     );
-    let ids: Vec<String> = events(&out)
+    // Concurrent calls are announced as each starts, so the two of `two` come in either order
+    // (docs/parallel.md): the test asks for the set, each announced before its result, and
+    // step `two`'s calls before step `one`'s, which ran after it.
+    let evs = events(&out);
+    let at = |kind: &str, id: &str| {
+        evs.iter()
+            .position(|e| e["type"] == kind && e["call_id"] == id)
+            .unwrap_or_else(|| panic!("no {kind} for {id}"))
+    };
+    let mut ids: Vec<String> = evs
         .iter()
         .filter(|e| e["type"] == "tool_call" && e["tool"] == "run_command")
         .map(|e| e["call_id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(ids, ["two#verify-1", "two#verify-2", "one#verify"]);
+    assert_eq!(
+        ids.last().map(String::as_str),
+        Some("one#verify"),
+        "{ids:?}"
+    );
+    ids.sort();
+    assert_eq!(ids, ["one#verify", "two#verify-1", "two#verify-2"]);
+    for id in &ids {
+        assert!(at("tool_call", id) < at("tool_result", id), "{id}");
+    }
 }
 
 #[test]
@@ -935,12 +972,7 @@ fn latest_intervals(t: &TestDir, ids: &[&str]) -> Vec<(i64, i64)> {
 fn a_plans_defaults_jobs_is_used_capped_by_the_policy_and_overridden_by_the_flag() {
     let t = TestDir::new();
     allow_commands(&t, &["sleep", "sh"]);
-    let steps: Vec<Value> = (0..4)
-        .map(|i| {
-            json!({"step_id": format!("s{i}"), "tool": "run_command", "depends_on": [],
-                   "parallel_safe": true, "arguments": {"argv": ["sleep", "0.4"]}})
-        })
-        .collect();
+    let steps = barrier_steps(&t);
     let ids = ["s0", "s1", "s2", "s3"];
     let plan = t.plan(
         "p.json",
@@ -952,6 +984,7 @@ fn a_plans_defaults_jobs_is_used_capped_by_the_policy_and_overridden_by_the_flag
     let iv = latest_intervals(&t, &ids);
     assert!(all_overlap(&iv), "{iv:?}");
     // --jobs 1 overrides it: one after another.
+    barrier_reset(&t);
     let out = t.run(&["run", plan.to_str().unwrap(), "--jobs", "1"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let iv = latest_intervals(&t, &ids);
@@ -963,6 +996,7 @@ fn a_plans_defaults_jobs_is_used_capped_by_the_policy_and_overridden_by_the_flag
                 "jobs": 2})
         .to_string(),
     );
+    barrier_reset(&t);
     let out = t.approve_and_run(&plan, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let iv = latest_intervals(&t, &ids);

@@ -155,20 +155,71 @@ fn search_and_glob_roots_cannot_leave() {
     }
 }
 
+/// A directory the plan writes through is swapped for a link to the outside while the run is
+/// already under way (after validation and approval checked the plan), so only the write's own
+/// check at run time can refuse it: the first step waits in a command until the swap is done.
 #[test]
 fn a_symlink_planted_after_validation_is_still_refused_at_run_time() {
     let t = TestDir::new();
     std::fs::create_dir_all(t.ws.join("later")).unwrap();
-    // Step 1 is fine at validation; step 2 writes through `later/` which step 1's precondition
-    // window lets us swap for a symlink before the run starts.
+    std::fs::create_dir_all(t.ws.join("gate")).unwrap();
+    t.file(
+        "gate.py",
+        "import os, time\nopen('gate/started', 'w').write('1')\n\
+         for _ in range(600):\n    if os.path.exists('gate/go'): break\n    time.sleep(0.05)\n",
+    );
+    // Step `wait` holds the run until the test has swapped `later/`; step `w` then writes
+    // through it.
     let plan = t.plan("p.json", &json!({"plan_id": "toctou", "steps": [
-        {"step_id": "w", "tool": "file_write", "arguments": {"path": "later/x.txt", "contents": "pwned"}}]}));
+        {"step_id": "wait", "tool": "run_command", "arguments": {"command": "python3 gate.py"}},
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "later/x.txt", "contents": "pwned"},
+         "depends_on": ["wait"]}]}));
     t.approve(&plan);
+    let mut child = t
+        .cmd()
+        .args([plan.to_str().unwrap(), "--jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (events_text, err) = (collect_stdout(&mut child), collect_stderr(&mut child));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !t.ws.join("gate/started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first step never started: {}",
+            err.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     std::fs::remove_dir(t.ws.join("later")).unwrap();
     std::os::unix::fs::symlink(&t.outside, t.ws.join("later")).unwrap();
-    let out = t.run(&[plan.to_str().unwrap()]);
-    assert_eq!(code(&out), 32, "{}", stderr(&out));
+    std::fs::write(t.ws.join("gate/go"), "").unwrap();
+    let status = child.wait().unwrap();
+    // The pipes' threads end with the process.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let (events_text, err) = (
+        events_text.lock().unwrap().clone(),
+        err.lock().unwrap().clone(),
+    );
+    assert_eq!(status.code(), Some(32), "{err}");
     t.assert_outside_untouched();
+    let events: Vec<serde_json::Value> = events_text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The run started and the first step completed: validation let the plan through.
+    let event = |kind: &str, step: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == kind && e["step_id"] == step)
+            .unwrap_or_else(|| panic!("no {kind} for {step}: {events_text}"))
+            .clone()
+    };
+    event("step_completed", "wait");
+    let w = event("step_failed", "w");
+    assert_eq!(w["error_code"], "sandbox_violation", "{w}");
+    assert!(w["error"].as_str().unwrap().contains("later/x.txt"), "{w}");
 }
 
 #[test]

@@ -19,14 +19,7 @@ const MODES: [&str; 2] = ["bwrap", "landlock"];
 
 /// Whether the registry tests run: `ACODE_E2E_NET=1`; else a named skip (a failure under CI).
 fn registry(what: &str) -> bool {
-    if net_enabled() {
-        return true;
-    }
-    acode_run::testing::skip(
-        "ACODE_E2E_NET=1",
-        &format!("it installs {what} from the npm registry npm is configured with"),
-    );
-    false
+    e2e_net(what)
 }
 
 /// `npm install --prefix prefix package`, with npm's own configuration (its registry, its
