@@ -167,6 +167,9 @@ pub enum ExitCode {
     McpChanged = 36,
     /// A replay (`run --replay`) diverged from the recorded run (docs/replay.md).
     ReplayDiverged = 37,
+    /// A sandbox promise named by `--require` does not hold here (`doctor`, `run`): the pipeline
+    /// fails closed before any step runs.
+    PromiseNotHeld = 39,
     /// `import`: the plan was written, but some step lost something in conversion.
     ImportLossy = 40,
     /// `import`: some step (or the whole plan) could not be converted.
@@ -177,7 +180,7 @@ pub enum ExitCode {
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 16] = [
+    pub const ALL: [ExitCode; 17] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -191,6 +194,7 @@ impl ExitCode {
         ExitCode::ReviewChanges,
         ExitCode::McpChanged,
         ExitCode::ReplayDiverged,
+        ExitCode::PromiseNotHeld,
         ExitCode::ImportLossy,
         ExitCode::ImportRefused,
         ExitCode::Interrupted,
@@ -224,6 +228,9 @@ impl ExitCode {
             ExitCode::McpChanged => "an MCP server differs from what was approved",
             ExitCode::ReplayDiverged => {
                 "`run --replay`: a request to the model differs from the recorded run's"
+            }
+            ExitCode::PromiseNotHeld => {
+                "a sandbox promise named by `--require` does not hold here (`doctor`, `run`); nothing ran"
             }
             ExitCode::ImportLossy => "`import` wrote a plan with losses",
             ExitCode::ImportRefused => "`import` refused a step or the plan",
@@ -298,6 +305,8 @@ pub mod exit {
     pub const MCP_CHANGED: i32 = ExitCode::McpChanged.code();
     /// A replay diverged from the recorded run.
     pub const REPLAY_DIVERGED: i32 = ExitCode::ReplayDiverged.code();
+    /// A sandbox promise named by `--require` does not hold.
+    pub const PROMISE_NOT_HELD: i32 = ExitCode::PromiseNotHeld.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

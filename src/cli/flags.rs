@@ -51,6 +51,8 @@ pub enum Command {
     Mcp,
     /// Write a run's recorded model traffic as a replay file.
     Export,
+    /// Say which sandbox modes work here, which promises hold, and what a run would use.
+    Doctor,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -178,6 +180,12 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "Write a run's model traffic (redacted, as stored) with --replay FILE: JSON Lines that `run --replay FILE` answers agent steps from",
     },
     CommandDef {
+        command: Command::Doctor,
+        name: "doctor",
+        positionals: &[],
+        about: "Which sandbox modes work here and which `auto` picks (and why the others fail), which promises hold, whether the network proxy starts, the toolchain it was built with, the database and policy a run would use; --require PROMISE fails closed (exit 39)",
+    },
+    CommandDef {
         command: Command::Schema,
         name: "schema",
         positionals: &["plan|events"],
@@ -268,6 +276,8 @@ pub struct Args {
     pub replay: Option<String>,
     /// `--replay-lenient`.
     pub replay_lenient: bool,
+    /// `--require`: the sandbox promises that must hold here.
+    pub require: Vec<crate::sandbox::promises::Promise>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -336,6 +346,7 @@ impl Default for Args {
             intent: None,
             replay: None,
             replay_lenient: false,
+            require: Vec::new(),
             used: Vec::new(),
         }
     }
@@ -360,6 +371,7 @@ use Command::*;
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[
     Run, Resume, Approve, Reject, Runs, Show, Artifact, Report, Draft, Review, Do, Mcp, Export,
+    Doctor,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 const LLM_CMDS: &[Command] = &[Run, Resume, Draft, Review, Do];
@@ -377,7 +389,7 @@ pub const FLAGS: &[Flag] = &[
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
             Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Report, Skills,
-            Import, Mcp, Draft, Review, Do, Tools, Export,
+            Import, Mcp, Draft, Review, Do, Tools, Export, Doctor,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -603,7 +615,9 @@ pub const FLAGS: &[Flag] = &[
         name: "policy",
         value: Some("FILE"),
         doc: "Policy file [default: WORKSPACE/acode-policy.json if present]",
-        commands: &[Run, Resume, Validate, Preview, Approve, Import, Tools],
+        commands: &[
+            Run, Resume, Validate, Preview, Approve, Import, Tools, Doctor,
+        ],
         update: |a, v| {
             a.policy = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -613,7 +627,7 @@ pub const FLAGS: &[Flag] = &[
         name: "sandbox",
         value: Some("MODE"),
         doc: "OS sandbox for commands: auto, landlock, bwrap or none [default: the policy's, else auto]",
-        commands: EXEC_CMDS,
+        commands: &[Run, Resume, Doctor],
         update: |a, v| {
             a.sandbox = Some(val(v)?.parse()?);
             Ok(())
@@ -763,6 +777,21 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "require",
+        value: Some("PROMISE"),
+        doc: "A sandbox promise that must hold here, else exit 39 before any step runs (repeatable, or comma-separated): writes-confined, reads-confined, environments-private, network-confined, processes-hidden, paths-hidden, ioctls-confined, signals-scoped (docs/ci.md)",
+        commands: &[Run, Resume, Doctor],
+        update: |a, v| {
+            for name in val(v)?.split(',').map(str::trim) {
+                let promise = name.parse()?;
+                if !a.require.contains(&promise) {
+                    a.require.push(promise);
+                }
+            }
+            Ok(())
+        },
+    },
+    Flag {
         name: "jsonl",
         value: None,
         doc: "Write one JSON event per line to stdout (nothing else goes to stdout)",
@@ -778,6 +807,7 @@ pub const FLAGS: &[Flag] = &[
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
         commands: &[
             Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp, Tools, Artifact,
+            Doctor,
         ],
         update: |a, _| {
             a.json = true;

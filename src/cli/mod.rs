@@ -34,6 +34,7 @@ macro_rules! errln {
     }};
 }
 
+mod doctor;
 pub mod exit_codes;
 pub mod flags;
 mod hints;
@@ -141,6 +142,7 @@ fn refusal_kind(code: i32) -> &'static str {
         exit::USAGE => "usage",
         exit::UNAUTHORIZED => "unauthorized",
         exit::RERUN_NEEDED => "rerun_needed",
+        exit::PROMISE_NOT_HELD => "promise_not_held",
         exit::SANDBOX => "sandbox",
         _ => "internal",
     }
@@ -330,8 +332,10 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
                 redactor.redact_message(&hints::carry(&args, &e.message))
             );
             // A refusal that depended on the workspace names it (and the policy it read).
-            if matches!(e.code, exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX)
-                && let Some(note) = hints::workspace_note(&args)
+            if matches!(
+                e.code,
+                exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX | exit::PROMISE_NOT_HELD
+            ) && let Some(note) = hints::workspace_note(&args)
             {
                 errln!("{}", redactor.redact_message(&note));
             }
@@ -384,6 +388,7 @@ fn dispatch(
         Command::Mcp => mcp::cmd_mcp(args, redactor),
         Command::Import => import::cmd_import(args),
         Command::Export => replay::cmd_export(args, redactor),
+        Command::Doctor => doctor::cmd_doctor(args),
         Command::Tools => {
             let registry = tools_registry(args)?;
             if args.json {
@@ -430,7 +435,7 @@ fn pretty(v: &impl serde::Serialize) -> String {
 
 /// What the command line says about the session: `--workspace` (or the current directory),
 /// `--db` or `ACODE_DB`, `--policy`.
-fn session_options(args: &Args) -> SessionOptions {
+pub(crate) fn session_options(args: &Args) -> SessionOptions {
     let (db, db_named_by) = match (&args.db, std::env::var_os("ACODE_DB")) {
         (Some(p), _) => (Some(p.clone()), Some("--db")),
         (None, Some(p)) => (Some(PathBuf::from(p)), Some("ACODE_DB")),
@@ -1092,6 +1097,7 @@ fn execute_plan(
     options.rerun_interrupted = args.rerun_interrupted;
     options.llm_api_key = secrets.llm_api_key.clone();
     options.drop_step_results = !reports::needs_step_results(args);
+    options.require = args.require.clone();
     if args.sandbox == Some(crate::policy::SandboxMode::None) {
         // `--sandbox none` on the command line is the explicit request.
         options = options.without_os_sandbox();

@@ -11,6 +11,7 @@ mod approval;
 mod import;
 mod mcp;
 mod output;
+mod pipeline;
 mod plan;
 mod project;
 mod run;
