@@ -1152,4 +1152,29 @@ mod tests {
                 .contains("together")
         );
     }
+
+    #[test]
+    fn require_names_every_promise_and_takes_lists() {
+        let doc = FLAGS.iter().find(|f| f.name == "require").unwrap().doc;
+        assert!(
+            doc.contains(&crate::sandbox::promises::Promise::names()),
+            "{doc}"
+        );
+        let a = run(&[
+            "doctor",
+            "--require",
+            "reads-confined, paths-hidden",
+            "--require",
+            "reads-confined",
+        ]);
+        assert_eq!(
+            a.require.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            ["reads-confined", "paths-hidden"]
+        );
+        assert!(
+            parse(["doctor", "--require", "reads-confined,"])
+                .unwrap_err()
+                .contains("unknown sandbox promise \"\"")
+        );
+    }
 }

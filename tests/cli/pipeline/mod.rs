@@ -2,4 +2,5 @@
 //! GitHub Action run as GitHub runs it, the GitLab component under gitlab-ci-local, and the
 //! container image.
 
+mod doctor;
 mod toolchain;

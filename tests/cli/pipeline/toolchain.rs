@@ -2,6 +2,11 @@
 //! machines' default, which miscompiles it: docs/dependencies.md, "The toolchain") fails loudly —
 //! cargo refuses it by `rust-version`, and with `--ignore-rust-version` the build script refuses it
 //! naming the bug and the fix — instead of building.
+//!
+//! The second check builds the crate's `[package]` (its `rust-version` and `build.rs`) with an
+//! empty library instead of the whole crate: cargo schedules a package's build script after most
+//! of its dependencies, so the whole crate would compile a minute of dependencies with 1.95.0
+//! before the script ran; what the script refuses does not depend on them.
 
 use std::path::Path;
 use std::process::Command;
@@ -24,7 +29,7 @@ fn copy_crate(to: &Path) {
 fn check_with_bad_toolchain(dir: &Path, extra: &[&str]) -> std::process::Output {
     Command::new("cargo")
         .arg(format!("+{BAD}"))
-        .args(["check", "--offline", "--quiet", "-j", "1"])
+        .args(["check", "--offline", "--quiet"])
         .args(extra)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", dir.join("target"))
@@ -62,7 +67,22 @@ fn a_build_with_a_compiler_that_miscompiles_the_crate_is_refused_with_the_reason
     );
 
     // Past `rust-version`, the build script, with the bug and the way out.
-    let out = check_with_bad_toolchain(&dir, &["--ignore-rust-version"]);
+    let package = t.root.join("package");
+    std::fs::create_dir_all(package.join("src")).unwrap();
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let table = manifest
+        .split("\n[")
+        .next()
+        .filter(|t| t.starts_with("[package]"))
+        .expect("Cargo.toml starts with [package]");
+    std::fs::write(
+        package.join("Cargo.toml"),
+        format!("{table}\n[workspace]\n"),
+    )
+    .unwrap();
+    std::fs::copy(repo().join("build.rs"), package.join("build.rs")).unwrap();
+    std::fs::write(package.join("src/lib.rs"), "").unwrap();
+    let out = check_with_bad_toolchain(&package, &["--ignore-rust-version"]);
     let err = stderr(&out);
     assert!(!out.status.success(), "1.95.0 built the crate:\n{err}");
     for needle in [
@@ -74,11 +94,26 @@ fn a_build_with_a_compiler_that_miscompiles_the_crate_is_refused_with_the_reason
         assert!(err.contains(needle), "no {needle:?} in:\n{err}");
     }
     // Refused before the crate itself compiled: no library of it in the target directory.
-    let built = walkdir::WalkDir::new(dir.join("target"))
+    let built = walkdir::WalkDir::new(package.join("target"))
         .into_iter()
         .filter_map(Result::ok)
         .any(|e| e.file_name().to_string_lossy().starts_with("libacode_run"));
     assert!(!built, "the crate was compiled by 1.95.0");
+    // From inside a checkout (rust-toolchain.toml beside the manifest), cargo takes the pinned
+    // compiler, which the script lets through.
+    std::fs::copy(
+        repo().join("rust-toolchain.toml"),
+        package.join("rust-toolchain.toml"),
+    )
+    .unwrap();
+    let out = Command::new("cargo")
+        .args(["check", "--offline", "--quiet"])
+        .current_dir(&package)
+        .env("CARGO_TARGET_DIR", package.join("target"))
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]
