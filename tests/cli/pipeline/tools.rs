@@ -1,0 +1,64 @@
+//! The CI tools the pipeline tests run, installed once from the package registries (the ones npm's
+//! and pip's own configuration name) into `target/tmp/ci-tools-v1/` and kept there: pinned
+//! versions, listed in docs/dependencies.md ("Tools the pipeline tests run").
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// npm packages, pinned.
+const NPM: &[&str] = &["@action-validator/cli@0.6.0", "gitlab-ci-local@4.75.1"];
+/// PyPI packages, pinned.
+const PYPI: &[&str] = &["zizmor==1.32.0", "check-jsonschema==0.39.0"];
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("ci-tools-v1")
+}
+
+static INSTALLED: Mutex<bool> = Mutex::new(false);
+
+/// Installs every tool when not yet there (once per test process, under a lock).
+fn install() {
+    let mut done = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    if *done {
+        return;
+    }
+    let d = dir();
+    if !d.join(".complete").exists() {
+        std::fs::create_dir_all(&d).unwrap();
+        let out = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(d.join("node"))
+            .args(NPM)
+            .output()
+            .expect("npm runs (apt-get install npm)");
+        assert!(out.status.success(), "npm install: {out:?}");
+        let venv = d.join("venv");
+        let out = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "python3 -m venv: {out:?}");
+        let out = Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(PYPI)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pip install: {out:?}");
+        std::fs::write(d.join(".complete"), "").unwrap();
+    }
+    *done = true;
+}
+
+/// The command of an npm tool (`action-validator`, `gitlab-ci-local`).
+pub fn node(bin: &str) -> Command {
+    install();
+    Command::new(dir().join("node/node_modules/.bin").join(bin))
+}
+
+/// The command of a PyPI tool (`zizmor`, `check-jsonschema`).
+pub fn python(bin: &str) -> Command {
+    install();
+    Command::new(dir().join("venv/bin").join(bin))
+}
