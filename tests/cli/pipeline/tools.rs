@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 /// npm packages, pinned.
-const NPM: &[&str] = &["@action-validator/cli@0.6.0", "gitlab-ci-local@4.75.1"];
+const NPM: &[&str] = &["@action-validator/cli@0.6.0", "gitlab-ci-local@4.65.1"];
 /// PyPI packages, pinned.
 const PYPI: &[&str] = &["zizmor==1.32.0", "check-jsonschema==0.39.0"];
 
