@@ -42,7 +42,8 @@ fi
 rustup toolchain install >/dev/null
 rustup target add "$target" >/dev/null
 start=$SECONDS
-cargo build --release --locked --target "$target" --bin acode-run
+# The C that ring and SQLite compile goes through musl-gcc (musl's headers), not the host's gcc.
+CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target "$target" --bin acode-run
 bin="${CARGO_TARGET_DIR:-target}/$target/release/acode-run"
 if file "$bin" 2>/dev/null | grep -q 'dynamically linked'; then
   echo "scripts/image.sh: $bin is not static" >&2

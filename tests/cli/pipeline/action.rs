@@ -317,8 +317,14 @@ fn bad_inputs_fail_the_job_saying_which() {
         assert!(r.summary.contains("inputs were refused"), "{}", r.summary);
         assert!(!t.ws.join("out.txt").exists());
     }
+}
 
-    // An unknown promise: refused by acode-run itself (one list of names), exit 2.
+#[test]
+fn an_unknown_required_promise_fails_the_job_naming_the_valid_ones() {
+    if !enabled("an_unknown_required_promise_fails_the_job_naming_the_valid_ones") {
+        return;
+    }
+    // Refused by acode-run itself (one list of names), exit 2, before any step.
     warm_cache();
     let t = checkout();
     let r = job(&t, None, Executor::Host)
@@ -326,7 +332,8 @@ fn bad_inputs_fail_the_job_saying_which() {
     assert!(!r.success);
     assert_eq!(r.outputs["exit-code"], "2", "{}", r.log);
     assert!(
-        r.log.contains("unknown sandbox promise \"no-network\""),
+        r.log.contains("unknown sandbox promise \"no-network\"")
+            && r.log.contains("writes-confined, reads-confined"),
         "{}",
         r.log
     );

@@ -64,7 +64,15 @@ fn project(t: &TestDir, jobs: &[(&str, &[(&str, &str)])]) {
     git(t, &["add", "-A"]);
     git(t, &["commit", "-qm", "ci"]);
     // gitlab-ci-local reads the project's path from its remote (nothing is fetched).
-    git(t, &["remote", "add", "origin", "https://gitlab.invalid/acode/demo.git"]);
+    git(
+        t,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://gitlab.invalid/acode/demo.git",
+        ],
+    );
 }
 
 /// `gitlab-ci-local JOB` in the project, with the shared target directory.
