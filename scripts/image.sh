@@ -45,8 +45,9 @@ start=$SECONDS
 # The C that ring and SQLite compile goes through musl-gcc (musl's headers), not the host's gcc.
 CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target "$target" --bin acode-run
 bin="${CARGO_TARGET_DIR:-target}/$target/release/acode-run"
-if file "$bin" 2>/dev/null | grep -q 'dynamically linked'; then
-  echo "scripts/image.sh: $bin is not static" >&2
+# Static: no program interpreter (the dynamic loader) in its program headers.
+if ! readelf --program-headers "$bin" >/dev/null || readelf --program-headers "$bin" | grep -q INTERP; then
+  echo "scripts/image.sh: $bin is not a static executable" >&2
   exit 1
 fi
 echo "scripts/image.sh: static binary ready in $((SECONDS - start)) s" >&2

@@ -25,6 +25,22 @@ use crate::harness::*;
 /// The tag the tests build.
 const TAG: &str = "localhost/acode-run:test";
 
+/// What every container here runs with, as tests/cli/sandbox/container.rs: runc, no systemd
+/// cgroups, limits the runtime may set as this machine's own (its default `nofile` is refused),
+/// no network; the default seccomp profile and no added capability.
+const PODMAN: [&str; 10] = [
+    "--runtime",
+    "runc",
+    "--cgroup-manager",
+    "cgroupfs",
+    "--ulimit",
+    "nofile=4096:4096",
+    "--ulimit",
+    "nproc=4096:4096",
+    "--network",
+    "none",
+];
+
 fn enabled(test: &str) -> bool {
     let on = std::env::var("ACODE_E2E_CONTAINER").is_ok_and(|v| v == "1");
     if !on {
@@ -72,15 +88,9 @@ fn image() -> &'static str {
 /// default seccomp profile, no added capability, no network; `extra` podman options first.
 fn podman_run(t: &TestDir, uid: u32, extra: &[&str], argv: &[&str]) -> Output {
     Command::new("podman")
-        .args([
-            "run",
-            "--rm",
-            "--runtime",
-            "runc",
-            "--cgroup-manager",
-            "cgroupfs",
-        ])
-        .args(["--network", "none", "--user", &format!("{uid}:{uid}")])
+        .args(["run", "--rm"])
+        .args(PODMAN)
+        .args(["--user", &format!("{uid}:{uid}")])
         .args([
             "-e",
             "NO_COLOR=1",
@@ -251,8 +261,8 @@ fn the_action_runs_in_a_container_job() {
     let name = format!("acode-gha-{}", uuid::Uuid::new_v4().simple());
     let mount = |p: &Path, mode: &str| format!("{0}:{0}:{mode}", p.display());
     let out = Command::new("podman")
-        .args(["run", "-d", "--rm", "--name", &name, "--runtime", "runc"])
-        .args(["--cgroup-manager", "cgroupfs", "--network", "none"])
+        .args(["run", "-d", "--rm", "--name", &name])
+        .args(PODMAN)
         .args(["-v", &mount(repo(), "ro")])
         .args(["-v", &mount(&t.root, "rw")])
         .args(["-v", &mount(&cache_store(), "ro")])
