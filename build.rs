@@ -18,8 +18,10 @@ use std::process::Command;
 const FIXED_IN: (u64, u64) = (1, 97);
 
 fn main() {
+    // Not `rerun-if-env-changed=RUSTC`: cargo rebuilds on a change of compiler by itself, and a
+    // variable set in one caller's environment and not another's would rebuild the crate for
+    // nothing.
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=RUSTC");
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let version = match Command::new(&rustc).arg("--version").output() {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),

@@ -61,6 +61,7 @@ fn image() -> &'static str {
         let start = Instant::now();
         let out = Command::new(repo().join("scripts/image.sh"))
             .arg(TAG)
+            .envs(super::tools::QUICK_RELEASE)
             .current_dir(repo())
             .output()
             .expect("scripts/image.sh runs");
@@ -144,6 +145,15 @@ fn in_the_image(uid: u32) {
         "{doc:#}"
     );
     assert_eq!(doc["toolchain"]["profile"], "release");
+    assert_eq!(
+        doc["toolchain"]["rustc"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .nth(1),
+        Some(super::toolchain::pinned_channel().as_str()),
+        "{doc:#}"
+    );
     // What a container gives: bwrap refused (the masked /proc), Landlock, a command starts.
     let bwrap = doc["modes"]
         .as_array()

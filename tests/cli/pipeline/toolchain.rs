@@ -116,6 +116,17 @@ fn a_build_with_a_compiler_that_miscompiles_the_crate_is_refused_with_the_reason
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// The toolchain `rust-toolchain.toml` pins (`1.99.1`).
+pub fn pinned_channel() -> String {
+    let pinned = std::fs::read_to_string(repo().join("rust-toolchain.toml")).unwrap();
+    pinned
+        .lines()
+        .find_map(|l| l.strip_prefix("channel = "))
+        .expect("rust-toolchain.toml names a channel")
+        .trim_matches('"')
+        .to_string()
+}
+
 #[test]
 fn the_binary_says_which_compiler_built_it() {
     let t = TestDir::new();
@@ -123,12 +134,7 @@ fn the_binary_says_which_compiler_built_it() {
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out))
         .unwrap_or_else(|e| panic!("doctor --json printed no JSON ({e}):\n{}", stderr(&out)));
     let rustc = doc["toolchain"]["rustc"].as_str().unwrap_or_default();
-    let pinned = std::fs::read_to_string(repo().join("rust-toolchain.toml")).unwrap();
-    let channel = pinned
-        .lines()
-        .find_map(|l| l.strip_prefix("channel = "))
-        .unwrap()
-        .trim_matches('"');
+    let channel = pinned_channel();
     assert!(
         rustc.starts_with(&format!("rustc {channel} ")),
         "built with {rustc:?}, pinned {channel}"

@@ -6,6 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+/// Cargo settings for the release builds the tests start (the action's first `cargo install`,
+/// `scripts/image.sh`): unoptimised, without LTO, in many codegen units. The tests check what the
+/// steps do with the binary, not the optimiser; a release build of the crate takes minutes on two
+/// cores, which CI would pay twice (glibc for the action, musl for the image). The optimised
+/// builds are what docs/ci.md's times measure (by hand).
+pub const QUICK_RELEASE: [(&str, &str); 3] = [
+    ("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0"),
+    ("CARGO_PROFILE_RELEASE_LTO", "off"),
+    ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256"),
+];
+
 /// npm packages, pinned.
 const NPM: &[&str] = &["@action-validator/cli@0.6.0", "gitlab-ci-local@4.65.1"];
 /// PyPI packages, pinned.
