@@ -7,8 +7,8 @@
 //! The component builds acode-run from its source with `cargo install` (`source:` is this
 //! checkout). To keep this cheap, the jobs get `CARGO_TARGET_DIR` pointing at a copy of the
 //! target directory the action's first job built (`action.rs`, same checkout, toolchain and
-//! profile): cargo finds everything fresh and only installs the binary, as on a runner whose
-//! target directory persists. Opt-in with `ACODE_E2E_NET=1` (gitlab-ci-local comes from the npm
+//! profile settings, [`tools::QUICK_RELEASE`]): cargo finds everything fresh and only installs the
+//! binary, as on a runner whose target directory persists. Opt-in with `ACODE_E2E_NET=1` (gitlab-ci-local comes from the npm
 //! registry).
 
 use std::path::{Path, PathBuf};
@@ -80,9 +80,12 @@ fn run_job(t: &TestDir, job: &str, target: &Path) -> Output {
     let mut c: Command = tools::node("gitlab-ci-local");
     c.current_dir(&t.ws)
         .args(["--no-color", "--variable"])
-        .arg(format!("CARGO_TARGET_DIR={}", target.display()))
-        .arg(job)
-        .env("NO_COLOR", "1");
+        .arg(format!("CARGO_TARGET_DIR={}", target.display()));
+    // The profile the action's build used, so that cargo finds its work fresh.
+    for (k, v) in tools::QUICK_RELEASE {
+        c.arg("--variable").arg(format!("{k}={v}"));
+    }
+    c.arg(job).env("NO_COLOR", "1");
     for k in [
         "CI",
         "GITLAB_CI",
