@@ -696,8 +696,11 @@ fn tokenize(s: &str) -> Vec<String> {
     out
 }
 
-/// Copies a directory tree, keeping symlinks and modes.
+/// Copies a directory tree to `to` (its parents made), keeping symlinks and modes.
 pub fn copy_dir(from: &Path, to: &Path) {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
     let out = Command::new("cp")
         .arg("-a")
         .arg(from)
