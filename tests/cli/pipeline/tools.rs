@@ -1,6 +1,6 @@
 //! The CI tools the pipeline tests run, installed once from the package registries (the ones npm's
-//! and pip's own configuration name) into `target/tmp/ci-tools-v1/` and kept there: pinned
-//! versions, listed in docs/dependencies.md ("Tools the pipeline tests run").
+//! and pip's own configuration name) into `target/tmp/ci-tools-HASH/` (HASH of the pinned
+//! versions, so a new pin installs afresh) and kept there; listed in docs/dependencies.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +23,12 @@ const NPM: &[&str] = &["@action-validator/cli@0.6.0", "gitlab-ci-local@4.65.1"];
 const PYPI: &[&str] = &["zizmor==1.32.0", "check-jsonschema==0.39.0"];
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("ci-tools-v1")
+    // FNV-1a of the pins.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in NPM.iter().chain(PYPI).flat_map(|p| p.bytes().chain([0])) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ci-tools-{h:016x}"))
 }
 
 static INSTALLED: Mutex<bool> = Mutex::new(false);
