@@ -14,7 +14,6 @@
 //! cold job is a release build of the crate (minutes on two cores). The container job also needs
 //! `ACODE_E2E_CONTAINER=1` (the image of `scripts/image.sh`, in `image.rs`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
