@@ -275,10 +275,35 @@ pub fn diagnose(
         Some(SandboxMode::Auto) | None => policy.sandbox,
         Some(m) => m,
     };
+    // The rule `run` applies (SandboxWeakened): a flag cannot ask for less than the policy.
+    let weakened = (requested != SandboxMode::Auto
+        && super::strength(requested) < super::strength(policy.sandbox))
+    .then(|| {
+        format!(
+            "the policy asks for the {} sandbox; --sandbox {requested} would weaken it (a run is \
+             refused with exit 3)",
+            policy.sandbox
+        )
+    });
     let resolved = OsSandbox::resolve(requested, ws, &policy.limits);
     let proxy = proxy_check(&resolved, &policy, ws);
-    let run = match &resolved {
-        Ok(sb) => {
+    let run = match (&resolved, weakened) {
+        (_, Some(why)) => RunMode {
+            requested: requested.as_str().to_string(),
+            mode: None,
+            landlock_abi: None,
+            reason: None,
+            error: Some(why.clone()),
+            command_starts: Check {
+                ok: false,
+                detail: "no sandbox to start it in".to_string(),
+            },
+            promises: Promise::ALL
+                .into_iter()
+                .map(|p| promise_check(p, Some(format!("a run here is refused: {why}"))))
+                .collect(),
+        },
+        (Ok(sb), None) => {
             let allows_hosts = !policy.network.is_empty();
             RunMode {
                 requested: requested.as_str().to_string(),
@@ -293,7 +318,7 @@ pub fn diagnose(
                     .collect(),
             }
         }
-        Err(e) => RunMode {
+        (Err(e), None) => RunMode {
             requested: requested.as_str().to_string(),
             mode: None,
             landlock_abi: None,

@@ -215,6 +215,23 @@ fn without_a_sandbox_no_promise_holds_and_requiring_one_fails_closed() {
         doc["policy"]["path"],
         t.ws.join("acode-policy.json").display().to_string()
     );
+    // A flag cannot ask for less than the policy: doctor says the run would be refused.
+    t.file("acode-policy.json", r#"{"sandbox": "landlock"}"#);
+    let out = doctor(
+        &t,
+        None,
+        &["--sandbox", "none", "--require", "reads-confined"],
+    );
+    assert_exit_with(&out, 39, "would weaken it");
+    let doc = doctor_json(&t, None, &["--sandbox", "none"]);
+    assert!(doc["run"]["mode"].is_null(), "{doc:#}");
+    assert!(
+        doc["run"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("refused with exit 3"),
+        "{doc:#}"
+    );
 }
 
 #[test]
