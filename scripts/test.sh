@@ -24,12 +24,16 @@ declare -A provides=(
 provides[chromium]=chromium
 if [ "${ACODE_E2E_NET:-}" = 1 ]; then
   provides[npm]=npm
+  # gitlab-ci-local copies a job's files with rsync (tests/cli/pipeline/gitlab.rs).
+  provides[rsync]=rsync
 fi
 # The containment suite in real containers (tests/cli/sandbox/container.rs) is opt-in.
 if [ "${ACODE_E2E_CONTAINER:-}" = 1 ]; then
   provides[podman]=podman
   provides[runc]=runc
   provides[debootstrap]=debootstrap
+  # scripts/image.sh builds the static (musl) acode-run with musl-gcc for the C it compiles.
+  provides[musl-gcc]=musl-tools
 fi
 missing=()
 for cmd in "${!provides[@]}"; do

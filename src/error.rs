@@ -172,6 +172,9 @@ pub enum ExitCode {
     /// A budget in the approved plan (or `--token-budget`) ran out: the run stopped before the
     /// model call that would overspend it.
     BudgetExhausted = 38,
+    /// A sandbox promise named by `--require` does not hold here (`doctor`, `run`): the pipeline
+    /// fails closed before any step runs.
+    PromiseNotHeld = 39,
     /// `import`: the plan was written, but some step lost something in conversion.
     ImportLossy = 40,
     /// `import`: some step (or the whole plan) could not be converted.
@@ -195,7 +198,7 @@ pub enum ExitCode {
 
 impl ExitCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ExitCode; 23] = [
+    pub const ALL: [ExitCode; 24] = [
         ExitCode::Ok,
         ExitCode::Internal,
         ExitCode::Usage,
@@ -210,6 +213,7 @@ impl ExitCode {
         ExitCode::McpChanged,
         ExitCode::ReplayDiverged,
         ExitCode::BudgetExhausted,
+        ExitCode::PromiseNotHeld,
         ExitCode::ImportLossy,
         ExitCode::ImportRefused,
         ExitCode::AttestationSignature,
@@ -252,6 +256,9 @@ impl ExitCode {
             }
             ExitCode::BudgetExhausted => {
                 "a budget of the plan or a step (tokens, wall clock, model calls, cost) ran out"
+            }
+            ExitCode::PromiseNotHeld => {
+                "a sandbox promise named by `--require` does not hold here (`doctor`, `run`); nothing ran"
             }
             ExitCode::ImportLossy => "`import` wrote a plan with losses",
             ExitCode::ImportRefused => "`import` refused a step or the plan",
@@ -358,6 +365,8 @@ pub mod exit {
     pub const ATTESTED_RUN_FAILED: i32 = ExitCode::AttestedRunFailed.code();
     /// A budget ran out.
     pub const BUDGET_EXHAUSTED: i32 = ExitCode::BudgetExhausted.code();
+    /// A sandbox promise named by `--require` does not hold.
+    pub const PROMISE_NOT_HELD: i32 = ExitCode::PromiseNotHeld.code();
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp format used in the database and events.

@@ -35,14 +35,13 @@ pub fn skip(missing: &str, why: &str) {
         panic!("{name} cannot run: {missing} is missing ({why}); CI is set, so a skip fails");
     }
     eprintln!("skipped {name}: {missing} is missing ({why})");
-    if let Some(path) = std::env::var_os(SKIP_LOG_ENV) {
-        if let Ok(mut f) = std::fs::OpenOptions::new()
+    if let Some(path) = std::env::var_os(SKIP_LOG_ENV)
+        && let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-        {
-            let _ = writeln!(f, "{name}: {missing} ({why})");
-        }
+    {
+        let _ = writeln!(f, "{name}: {missing} ({why})");
     }
 }
 

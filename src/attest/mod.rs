@@ -159,6 +159,8 @@ pub struct SandboxFacts {
     pub landlock_abi: Option<i64>,
     /// Whether every promise of docs/security.md held.
     pub every_promise_held: bool,
+    /// The promises that held, by name (`writes-confined`, `reads-confined`, …).
+    pub held: Vec<String>,
     /// The promises that did not hold, one sentence each.
     pub not_held: Vec<String>,
 }
@@ -236,10 +238,7 @@ pub fn statement(store: &Store, run_id: &str) -> Result<Statement, AttestError> 
         })
         .collect();
     let mode = run.sandbox.clone().unwrap_or_else(|| "none".into());
-    let not_held = crate::sandbox::promises::not_held(
-        mode.parse().unwrap_or(crate::policy::SandboxMode::None),
-        run.landlock_abi.and_then(|a| u32::try_from(a).ok()),
-    );
+    let not_held = header.promises_not_held.clone();
     let steps = store
         .steps(&run_id)?
         .into_iter()
@@ -288,7 +287,8 @@ pub fn statement(store: &Store, run_id: &str) -> Result<Statement, AttestError> 
                 requested: header.sandbox_requested.clone(),
                 mode,
                 landlock_abi: run.landlock_abi,
-                every_promise_held: not_held.is_empty(),
+                every_promise_held: not_held.is_empty() && !header.promises_held.is_empty(),
+                held: header.promises_held.clone(),
                 not_held,
             },
             programs: store.programs_run(&run_id)?,

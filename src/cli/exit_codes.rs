@@ -131,6 +131,7 @@ impl RunnerError {
             RunnerError::Unauthorized { .. }
             | RunnerError::Rejected { .. }
             | RunnerError::SandboxWeakened { .. } => exit::UNAUTHORIZED,
+            RunnerError::PromisesNotHeld { .. } => exit::PROMISE_NOT_HELD,
             RunnerError::ApprovalWrite { .. } => exit::INTERNAL,
             RunnerError::Store(_) => exit::INTERNAL,
             RunnerError::Execution(e) => e.exit_code(),

@@ -57,6 +57,8 @@ pub enum Command {
     Verify,
     /// Merge run databases from many machines into one.
     Merge,
+    /// Say which sandbox modes work here, which promises hold, and what a run would use.
+    Doctor,
 }
 
 /// A subcommand's definition: name, positional arguments and one-line description.
@@ -202,6 +204,12 @@ pub const COMMANDS: &[CommandDef] = &[
         about: "Check an attestation offline: its signature (--key), its subjects against the files (--workspace), its approval (--allowed-signers); exit 0 when all hold",
     },
     CommandDef {
+        command: Command::Doctor,
+        name: "doctor",
+        positionals: &[],
+        about: "Which sandbox modes work here and which `auto` picks (and why the others fail), which promises hold, whether the network proxy starts, the toolchain it was built with, the database and policy a run would use; --require PROMISE fails closed (exit 39)",
+    },
+    CommandDef {
         command: Command::Schema,
         name: "schema",
         positionals: &["plan|events"],
@@ -308,6 +316,8 @@ pub struct Args {
     pub allowed_signers: Option<PathBuf>,
     /// `--from-dir` (merge).
     pub from_dir: Option<PathBuf>,
+    /// `--require`: the sandbox promises that must hold here.
+    pub require: Vec<crate::sandbox::promises::Promise>,
     /// Flags given, for the applicability check.
     used: Vec<&'static str>,
 }
@@ -384,6 +394,7 @@ impl Default for Args {
             key: None,
             allowed_signers: None,
             from_dir: None,
+            require: Vec::new(),
             used: Vec::new(),
         }
     }
@@ -408,7 +419,7 @@ use Command::*;
 const PLAN_CMDS: &[Command] = &[Run, Resume, Validate, Preview, Approve];
 const DB_CMDS: &[Command] = &[
     Run, Resume, Approve, Reject, Runs, Show, Artifact, Report, Draft, Review, Do, Mcp, Export,
-    Attest,
+    Attest, Doctor,
 ];
 const EXEC_CMDS: &[Command] = &[Run, Resume];
 /// Commands that write a SARIF file: a run, or `report` of a recorded one.
@@ -428,7 +439,8 @@ pub const FLAGS: &[Flag] = &[
         doc: "Workspace root; every plan path is relative to it and tools never leave it [default: .]",
         commands: &[
             Run, Resume, Validate, Preview, Approve, Reject, Runs, Show, Artifact, Report, Skills,
-            Import, Mcp, Draft, Review, Do, Tools, Export, Attest, Verify,
+            Import, Mcp, Draft, Review, Do, Tools, Export, Attest, Verify, Import, Mcp, Draft,
+            Review, Do, Tools, Export, Doctor,
         ],
         update: |a, v| {
             a.workspace = Some(PathBuf::from(val(v)?));
@@ -734,7 +746,9 @@ pub const FLAGS: &[Flag] = &[
         name: "policy",
         value: Some("FILE"),
         doc: "Policy file [default: WORKSPACE/acode-policy.json if present]",
-        commands: &[Run, Resume, Validate, Preview, Approve, Import, Tools],
+        commands: &[
+            Run, Resume, Validate, Preview, Approve, Import, Tools, Doctor,
+        ],
         update: |a, v| {
             a.policy = Some(PathBuf::from(val(v)?));
             Ok(())
@@ -744,7 +758,7 @@ pub const FLAGS: &[Flag] = &[
         name: "sandbox",
         value: Some("MODE"),
         doc: "OS sandbox for commands: auto, landlock, bwrap or none [default: the policy's, else auto]",
-        commands: EXEC_CMDS,
+        commands: &[Run, Resume, Doctor],
         update: |a, v| {
             a.sandbox = Some(val(v)?.parse()?);
             Ok(())
@@ -894,6 +908,21 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        name: "require",
+        value: Some("PROMISE"),
+        doc: "A sandbox promise that must hold here, else exit 39 before any step runs (repeatable, or comma-separated): writes-confined, reads-confined, environments-private, network-confined, processes-hidden, paths-hidden, ioctls-confined, signals-scoped (docs/ci.md)",
+        commands: &[Run, Resume, Doctor],
+        update: |a, v| {
+            for name in val(v)?.split(',').map(str::trim) {
+                let promise = name.parse()?;
+                if !a.require.contains(&promise) {
+                    a.require.push(promise);
+                }
+            }
+            Ok(())
+        },
+    },
+    Flag {
         name: "jsonl",
         value: None,
         doc: "Write one JSON event per line to stdout (nothing else goes to stdout); `export`: the run's rows, one object per line, to FILE or stdout",
@@ -909,7 +938,7 @@ pub const FLAGS: &[Flag] = &[
         doc: "Print the result as JSON on stdout: one object (`runs`: one array of run objects)",
         commands: &[
             Run, Resume, Validate, Preview, Runs, Show, Skills, Import, Mcp, Tools, Artifact,
-            Verify,
+            Verify, Doctor,
         ],
         update: |a, _| {
             a.json = true;
@@ -1298,6 +1327,31 @@ mod tests {
             parse(["p.json", "--json", "--jsonl"])
                 .unwrap_err()
                 .contains("together")
+        );
+    }
+
+    #[test]
+    fn require_names_every_promise_and_takes_lists() {
+        let doc = FLAGS.iter().find(|f| f.name == "require").unwrap().doc;
+        assert!(
+            doc.contains(&crate::sandbox::promises::Promise::names()),
+            "{doc}"
+        );
+        let a = run(&[
+            "doctor",
+            "--require",
+            "reads-confined, paths-hidden",
+            "--require",
+            "reads-confined",
+        ]);
+        assert_eq!(
+            a.require.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            ["reads-confined", "paths-hidden"]
+        );
+        assert!(
+            parse(["doctor", "--require", "reads-confined,"])
+                .unwrap_err()
+                .contains("unknown sandbox promise \"\"")
         );
     }
 }

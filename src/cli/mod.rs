@@ -35,6 +35,7 @@ macro_rules! errln {
 }
 
 mod attest;
+mod doctor;
 pub mod exit_codes;
 pub mod flags;
 mod fleet;
@@ -143,6 +144,7 @@ fn refusal_kind(code: i32) -> &'static str {
         exit::USAGE => "usage",
         exit::UNAUTHORIZED => "unauthorized",
         exit::RERUN_NEEDED => "rerun_needed",
+        exit::PROMISE_NOT_HELD => "promise_not_held",
         exit::SANDBOX => "sandbox",
         _ => "internal",
     }
@@ -332,8 +334,10 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
                 redactor.redact_message(&hints::carry(&args, &e.message))
             );
             // A refusal that depended on the workspace names it (and the policy it read).
-            if matches!(e.code, exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX)
-                && let Some(note) = hints::workspace_note(&args)
+            if matches!(
+                e.code,
+                exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX | exit::PROMISE_NOT_HELD
+            ) && let Some(note) = hints::workspace_note(&args)
             {
                 errln!("{}", redactor.redact_message(&note));
             }
@@ -390,6 +394,7 @@ fn dispatch(
         Command::Attest => attest::cmd_attest(args),
         Command::Verify => attest::cmd_verify(args),
         Command::Merge => fleet::cmd_merge(args),
+        Command::Doctor => doctor::cmd_doctor(args),
         Command::Tools => {
             let registry = tools_registry(args)?;
             if args.json {
@@ -436,7 +441,7 @@ fn pretty(v: &impl serde::Serialize) -> String {
 
 /// What the command line says about the session: `--workspace` (or the current directory),
 /// `--db` or `ACODE_DB`, `--policy`.
-fn session_options(args: &Args) -> SessionOptions {
+pub(crate) fn session_options(args: &Args) -> SessionOptions {
     let (db, db_named_by) = match (&args.db, std::env::var_os("ACODE_DB")) {
         (Some(p), _) => (Some(p.clone()), Some("--db")),
         (None, Some(p)) => (Some(PathBuf::from(p)), Some("ACODE_DB")),
@@ -1177,6 +1182,7 @@ fn execute_plan(
     options.llm_api_key = secrets.llm_api_key.clone();
     options.drop_step_results = !reports::needs_step_results(args);
     options.own_files = own_files(args);
+    options.require = args.require.clone();
     if args.sandbox == Some(crate::policy::SandboxMode::None) {
         // `--sandbox none` on the command line is the explicit request.
         options = options.without_os_sandbox();

@@ -554,7 +554,8 @@ pub struct RefusalProblem {
     pub location: String,
     /// What is wrong.
     pub message: String,
-    /// `invalid`, `sandbox`, `usage`, `unauthorized`, `rerun_needed` or `internal`.
+    /// `invalid`, `sandbox`, `usage`, `unauthorized`, `rerun_needed`, `promise_not_held` or
+    /// `internal`.
     pub kind: String,
     /// The line of the plan file, when known.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1478,6 +1478,19 @@ fn run_header(
         sandbox_requested: sandbox.requested().as_str().to_string(),
         sandbox_notes: sandbox.notes().to_vec(),
         jobs,
+        promises_held: crate::sandbox::promises::Promise::ALL
+            .into_iter()
+            .filter(|p| {
+                p.gap(
+                    sandbox.mode(),
+                    sandbox.landlock_abi(),
+                    sandbox.proxy().is_some(),
+                )
+                .is_none()
+            })
+            .map(|p| p.name().to_string())
+            .collect(),
+        promises_not_held: sandbox.not_held(),
         mcp: auth
             .mcp
             .iter()

@@ -48,6 +48,21 @@ pub fn main_if_requested() {
     std::process::exit(code)
 }
 
+/// The command line of the probe `exe` answers when it can forward: a harmless command of the
+/// runner's own (`doctor` starts it under the sandbox to see a command start there).
+pub fn probe_argv(exe: &Path) -> Vec<String> {
+    vec![
+        exe.to_string_lossy().into_owned(),
+        SUBCOMMAND.to_string(),
+        "--probe".to_string(),
+    ]
+}
+
+/// Whether `stdout` is the probe's answer.
+pub fn is_probe_answer(stdout: &str) -> bool {
+    stdout.trim() == PROBE_ANSWER
+}
+
 /// Whether `exe` can run the forwarder (it answers the probe).
 pub fn probe(exe: &Path) -> Result<(), String> {
     let out = std::process::Command::new(exe)

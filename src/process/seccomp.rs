@@ -49,6 +49,28 @@ impl Kind {
     }
 }
 
+/// Whether this kernel applies seccomp filters, as `doctor` reports it: `Ok` says so (and whether
+/// this process already runs under one, as in a container), `Err` why commands could not get the
+/// filter. Asked with `prctl(PR_GET_SECCOMP)`, which changes nothing.
+pub fn availability() -> Result<String, String> {
+    // SAFETY: PR_GET_SECCOMP takes no pointer and only reads the calling thread's mode.
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    match mode {
+        0 => Ok("available: commands get the filter refusing UDP, raw and packet sockets".into()),
+        2 => Ok(
+            "available; this process already runs under a filter (a container's), which commands \
+             keep, and they get acode-run's on top"
+                .into(),
+        ),
+        -1 => Err(format!(
+            "this kernel has no seccomp ({}): commands under bwrap and Landlock cannot get the \
+             filter refusing UDP, raw and packet sockets, so they do not start",
+            std::io::Error::last_os_error()
+        )),
+        other => Ok(format!("available (mode {other})")),
+    }
+}
+
 /// The installed program, kept alive for the children that point at it.
 pub struct Filter {
     kind: Kind,

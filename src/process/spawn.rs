@@ -46,6 +46,15 @@ pub enum Resource {
     Core,
 }
 
+/// `setrlimit`'s resource argument: glibc's `__rlimit_resource_t`, a plain `int` in musl (the
+/// static build for the container image).
+#[cfg(target_env = "gnu")]
+type RlimitResource = libc::__rlimit_resource_t;
+/// `setrlimit`'s resource argument: glibc's `__rlimit_resource_t`, a plain `int` in musl (the
+/// static build for the container image).
+#[cfg(not(target_env = "gnu"))]
+type RlimitResource = libc::c_int;
+
 impl Resource {
     /// Every resource, in the order of [`Resource::index`].
     const ALL: [Resource; MAX_LIMITS] = [
@@ -66,7 +75,7 @@ impl Resource {
         Self::ALL.get(usize::from(i)).copied()
     }
 
-    fn raw(self) -> libc::__rlimit_resource_t {
+    fn raw(self) -> RlimitResource {
         match self {
             Resource::AddressSpace => libc::RLIMIT_AS,
             Resource::FileSize => libc::RLIMIT_FSIZE,
@@ -182,7 +191,7 @@ struct ChildArgs {
     /// (target fd, source fd) for stdin, stdout, stderr.
     stdio: [(RawFd, RawFd); 3],
     parent: libc::pid_t,
-    limits: [(libc::__rlimit_resource_t, u64, u64); MAX_LIMITS],
+    limits: [(RlimitResource, u64, u64); MAX_LIMITS],
     n_limits: usize,
     /// The Landlock ruleset descriptor, or -1.
     landlock: RawFd,
@@ -425,7 +434,7 @@ pub fn spawn_fds(
     let argv_ptrs = pointers(&argv);
     let envp_ptrs = pointers(&envp);
 
-    let mut limits = [(0 as libc::__rlimit_resource_t, 0u64, 0u64); MAX_LIMITS];
+    let mut limits = [(0 as RlimitResource, 0u64, 0u64); MAX_LIMITS];
     let mut n_limits = 0;
     for l in setup.rlimits.iter().take(MAX_LIMITS) {
         limits[n_limits] = (l.resource.raw(), l.soft, l.hard);

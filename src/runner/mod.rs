@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+pub mod doctor;
 pub mod import;
 pub mod mcp_server;
 pub mod mcp_tools;
@@ -86,6 +87,9 @@ pub struct RunOptions {
     /// out of the workspace listing agent steps are shown (docs/replay.md). The database and a
     /// replay file are added by the runner.
     pub own_files: Vec<PathBuf>,
+    /// Sandbox promises that must hold in the mode the run resolves (`--require`): one that does
+    /// not is refused ([`RunnerError::PromisesNotHeld`]) before any step runs.
+    pub require: Vec<crate::sandbox::promises::Promise>,
     /// Set only by the named weakening calls.
     no_os_sandbox: bool,
     no_signature_check: bool,
@@ -173,6 +177,20 @@ pub enum RunnerError {
     /// The requested OS sandbox cannot be used here (fails closed).
     #[error("the OS sandbox was requested but cannot be used: {0}")]
     Sandbox(String),
+    /// A promise named by `--require` does not hold in the mode the run resolved here; nothing
+    /// ran.
+    #[error(
+        "the sandbox here ({mode}) does not hold what --require asks:\n{}\n  nothing was run; \
+         `acode-run doctor` says which modes work here and why the others fail (docs/ci.md, \
+         \"Which sandbox runs where\")",
+        .unmet.iter().map(|(p, why)| format!("  - {p}: {why}")).collect::<Vec<_>>().join("\n")
+    )]
+    PromisesNotHeld {
+        /// The mode resolved, as the run header names it.
+        mode: String,
+        /// Each required promise that does not hold, with why.
+        unmet: Vec<(crate::sandbox::promises::Promise, String)>,
+    },
     /// An option asks for a weaker OS sandbox than the approved policy names: the approval covers
     /// the policy, and a flag must not weaken it (SPEC §6).
     #[error(
@@ -538,6 +556,13 @@ impl PlanRunner {
         let sandbox = session
             .sandbox(&policy, requested)
             .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
+        let unmet = sandbox.unmet(&options.require);
+        if !unmet.is_empty() {
+            return Err(RunnerError::PromisesNotHeld {
+                mode: sandbox.describe(),
+                unmet,
+            });
+        }
 
         // A replay answers from recorded turns, checked against the plan before anything runs,
         // and asks the way the recorded run asked (its tool protocol, ...) unless told otherwise.

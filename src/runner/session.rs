@@ -431,6 +431,18 @@ impl Session {
         Ok((narrowed.policy, Some(note)))
     }
 
+    /// The policy file a command would read: the one given, else the workspace's
+    /// `acode-policy.json` when it exists (`None`: the defaults).
+    pub fn policy_path(&self) -> Option<PathBuf> {
+        match &self.policy_file {
+            Some(p) => Some(absolute(p)),
+            None => {
+                let p = self.workspace.root().join(Policy::FILE_NAME);
+                p.exists().then_some(p)
+            }
+        }
+    }
+
     /// Checks `.acode/` and the runner's files in it without following links, creating it (its
     /// `tmp` and `.gitignore`) on first use.
     pub fn prepare_state(&self) -> Result<(), SessionError> {

@@ -71,29 +71,6 @@ pub fn kernel_abi() -> Option<u32> {
     u32::try_from(v).ok().filter(|v| *v > 0)
 }
 
-/// What a given ABI cannot restrict, one sentence each, for the run header and the docs.
-pub fn missing_restrictions(abi: u32) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    if abi < 3 {
-        out.push("truncating an existing file anywhere is not restricted (Landlock ABI < 3)");
-    }
-    if abi < 4 {
-        out.push("TCP connect/bind is not restricted (Landlock ABI < 4)");
-    }
-    if abi < 5 {
-        out.push("device ioctls are not restricted (Landlock ABI < 5)");
-    }
-    if abi < 6 {
-        out.push(
-            "signals and abstract UNIX sockets outside the command are not scoped (Landlock ABI < 6)",
-        );
-    }
-    // Pathname UNIX sockets outside the workspace (Landlock ABI < 9 does not check `connect` by
-    // path) are held by the seccomp filter instead: commands under Landlock cannot create UNIX
-    // sockets at all (`process::seccomp::Kind::Landlock`).
-    out
-}
-
 /// Which rights a grant gives beneath its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Rights {
@@ -579,14 +556,5 @@ mod tests {
                 .unwrap()
                 .dir
         );
-    }
-
-    #[test]
-    fn every_abi_names_what_it_cannot_restrict() {
-        assert!(missing_restrictions(1).len() > missing_restrictions(7).len());
-        assert!(missing_restrictions(3).iter().any(|m| m.contains("TCP")));
-        assert!(!missing_restrictions(4).iter().any(|m| m.contains("TCP")));
-        // UDP is seccomp's (crate::process::seccomp), not a Landlock gap the header lists.
-        assert!(!missing_restrictions(9).iter().any(|m| m.contains("UDP")));
     }
 }

@@ -576,7 +576,21 @@ impl OsSandbox {
     /// The promises of SPEC §6 ("One view in every mode") this mode does not hold here
     /// ([`crate::sandbox::promises::not_held`]), for the run header, `preview` and the CI reports.
     pub fn not_held(&self) -> Vec<String> {
-        crate::sandbox::promises::not_held(self.mode, self.landlock_abi)
+        crate::sandbox::promises::not_held(self.mode, self.landlock_abi, self.proxy.is_some())
+    }
+
+    /// The promises of `required` this sandbox does not hold here, each with why (`run
+    /// --require`, `doctor --require`).
+    pub fn unmet(
+        &self,
+        required: &[crate::sandbox::promises::Promise],
+    ) -> Vec<(crate::sandbox::promises::Promise, String)> {
+        crate::sandbox::promises::unmet(
+            required,
+            self.mode,
+            self.landlock_abi,
+            self.proxy.is_some(),
+        )
     }
 
     /// What the run header says about the sandbox: what it does not restrict on this kernel, the

@@ -22,6 +22,12 @@ pub struct RunHeader {
     pub sandbox_notes: Vec<String>,
     /// Steps run at once at most (`--jobs`).
     pub jobs: usize,
+    /// The names of the sandbox's promises (docs/security.md) the mode held for this run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub promises_held: Vec<String>,
+    /// What the mode did not hold, one sentence each (empty when every promise held).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub promises_not_held: Vec<String>,
     /// MCP server name → what the approval pinned.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp: BTreeMap<String, HeaderPin>,

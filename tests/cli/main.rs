@@ -12,6 +12,7 @@ mod fleet;
 mod import;
 mod mcp;
 mod output;
+mod pipeline;
 mod plan;
 mod project;
 mod run;

@@ -200,13 +200,14 @@ pub fn send_with_fds(sock: &OwnedFd, payload: &[u8], fds: &[RawFd]) -> io::Resul
         // SAFETY: CMSG_SPACE/CMSG_LEN are pure computations.
         let (cspace, clen) = unsafe { (libc::CMSG_SPACE(bytes), libc::CMSG_LEN(bytes)) };
         msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = cspace as usize;
+        // `size_t` in glibc's msghdr and cmsghdr, `socklen_t` in musl's (the static build).
+        msg.msg_controllen = cspace as _;
         // SAFETY: msg_control points at `space`, large enough for one header and MAX_FDS fds.
         unsafe {
             let c = libc::CMSG_FIRSTHDR(&msg);
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = clen as usize;
+            (*c).cmsg_len = clen as _;
             std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast(), fds.len());
         }
     }
@@ -236,7 +237,7 @@ pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<Owne
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = space.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&space);
+    msg.msg_controllen = std::mem::size_of_val(&space) as _;
     let n = loop {
         // SAFETY: `msg` points at live buffers for the duration of the call.
         let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
@@ -255,7 +256,10 @@ pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<Owne
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                let count = ((*c).cmsg_len - libc::CMSG_LEN(0) as usize) / size_of::<RawFd>();
+                // `cmsg_len` is `size_t` in glibc, `socklen_t` in musl.
+                #[allow(clippy::unnecessary_cast)]
+                let len = (*c).cmsg_len as usize;
+                let count = (len - libc::CMSG_LEN(0) as usize) / size_of::<RawFd>();
                 for i in 0..count {
                     fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }

@@ -161,7 +161,7 @@ impl<'c, 'a> Pacer<'c, 'a> {
     /// Called once per unit of work; every few calls checks the cancel flag and the clock.
     pub(crate) fn tick(&mut self) -> Result<(), Halt> {
         self.ticks = self.ticks.wrapping_add(1);
-        if self.ticks % 16 != 0 {
+        if !self.ticks.is_multiple_of(16) {
             return Ok(());
         }
         if self.ctx.cancel.load(Ordering::Relaxed) {

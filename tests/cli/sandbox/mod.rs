@@ -9,7 +9,7 @@ mod escape;
 mod fallback;
 mod git_attacks;
 mod git_credentials;
-mod landlock;
+pub(crate) mod landlock;
 mod mirrors;
 mod network;
 mod node;
