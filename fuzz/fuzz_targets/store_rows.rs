@@ -76,6 +76,9 @@ fn record(store: &mut Store, workspace: &str) -> Result<(), StoreError> {
         landlock_abi: None,
         kind: "run".into(),
         subject: None,
+        repository: Some("https://example.invalid/fuzz.git".into()),
+        commit: Some("ab".repeat(20)),
+        events_lost: None,
     };
     store.begin_run(
         &run,
@@ -92,10 +95,13 @@ fn record(store: &mut Store, workspace: &str) -> Result<(), StoreError> {
                 decided_at: 1_700_000_000_000,
                 signature: "hmac-sha256:00".into(),
                 policy_sha256: PLAN_SHA.into(),
+                ..HeaderApproval::default()
             },
             sandbox_requested: "landlock".into(),
             sandbox_notes: vec!["note".into()],
             jobs: 2,
+            promises_held: vec!["writes".into()],
+            promises_not_held: Vec::new(),
             mcp: BTreeMap::from([(
                 "srv".into(),
                 HeaderPin {
@@ -114,6 +120,8 @@ fn record(store: &mut Store, workspace: &str) -> Result<(), StoreError> {
         decided_at: 1_700_000_000_000,
         reason: Some("fine".into()),
         overrides_rejection: false,
+        scheme: Some("hmac-sha256".into()),
+        signer_key: None,
     })?;
     store.record_instructions(RUN, &[("think".into(), "ab".repeat(32))])?;
     store.step_started(RUN, "build", 1_700_000_000_100)?;
@@ -136,6 +144,7 @@ fn record(store: &mut Store, workspace: &str) -> Result<(), StoreError> {
         completion_tokens: None,
         program_path: Some("/usr/bin/cargo".into()),
         program_sha256: Some("cd".repeat(32)),
+        call_id: None,
     };
     let mut stdout = Artifact::new("stdout", "line 1\nline 2\n".repeat(3));
     stdout.truncated = true;
@@ -172,6 +181,7 @@ fn record(store: &mut Store, workspace: &str) -> Result<(), StoreError> {
             error_code: None,
             error_message: None,
             tokens: (0, 0),
+            tolerated: false,
         },
     )?;
     store.step_started(RUN, "think", 1_700_000_000_400)?;
@@ -209,6 +219,7 @@ fn record(store: &mut Store, workspace: &str) -> Result<(), StoreError> {
             error_code: Some("tool_failed"),
             error_message: Some("it failed"),
             tokens: (12, 3),
+            tolerated: false,
         },
     )?;
     store.finish_run(RUN, RunStatus::Failed, 1, (12, 3))
