@@ -409,29 +409,57 @@ fn layer_of(top: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&top))
 }
 
+/// The top-level module a use names: its first segment, or for an item the crate root
+/// re-exports (`crate::Executor`, `crate::{ApprovedPlan, exit}`: `pub use executor::Executor` in
+/// `lib.rs`) the module that defines it, so a use through the front page is checked like the
+/// path it stands for.
+fn top_module_of(
+    target: &[String],
+    reexported: &BTreeMap<(ModPath, String), ModPath>,
+) -> Option<String> {
+    let first = target.first()?;
+    if layer_of(first).is_some() {
+        return Some(first.clone());
+    }
+    reexported
+        .get(&(Vec::new(), first.clone()))
+        .and_then(|def| def.first().cloned())
+}
+
 /// Every use of a higher layer's module, outside comments and test modules: `(from, to, module
 /// and the text that uses it)`.
 fn uses_against_the_layers() -> Vec<(String, String, String)> {
     let modules = modules();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let dirs: BTreeSet<ModPath> = modules
+        .keys()
+        .filter(|m| src.join(m.join("/")).join("mod.rs").exists())
+        .cloned()
+        .collect();
+    uses_against(&modules, &dirs)
+}
+
+/// [`uses_against_the_layers`] over `modules` (`dirs`: the `mod.rs` modules).
+fn uses_against(
+    modules: &BTreeMap<ModPath, String>,
+    dirs: &BTreeSet<ModPath>,
+) -> Vec<(String, String, String)> {
+    let reexported = reexports(modules);
     let mut out = Vec::new();
-    for (me, code) in &modules {
+    for (me, code) in modules {
         let Some(top) = me.first() else { continue };
         let Some(mine) = layer_of(top) else { continue };
-        let is_dir = src.join(me.join("/")).join("mod.rs").exists();
-        for (target, text) in references(me, is_dir, code) {
-            let Some(to) = target.first() else { continue };
-            if to == top {
+        for (target, text) in references(me, dirs.contains(me), code) {
+            let Some(to) = top_module_of(&target, &reexported) else {
+                continue;
+            };
+            if &to == top {
                 continue;
             }
-            if let Some(theirs) = layer_of(to)
+            if let Some(theirs) = layer_of(&to)
                 && theirs < mine
             {
-                out.push((
-                    top.clone(),
-                    to.clone(),
-                    format!("src/{}: {text}", me.join("/")),
-                ));
+                out.push((top.clone(), to, format!("src/{}: {text}", me.join("/"))));
             }
         }
     }
@@ -490,6 +518,44 @@ fn the_layer_check_finds_a_use_of_a_higher_layer() {
         .map(String::as_str)
         .collect();
     assert_eq!(ups, ["cli"]);
+}
+
+/// A use through an item the crate root re-exports (`crate::Executor`, `crate::{Plan, …}`) is
+/// checked as a use of the module that defines it: an upward one is found, one downward or
+/// within the layer is not.
+#[test]
+fn the_layer_check_follows_the_crate_roots_reexports() {
+    let m = |path: &str, code: &str| {
+        let path: ModPath = if path.is_empty() {
+            Vec::new()
+        } else {
+            path.split("::").map(String::from).collect()
+        };
+        (path, code.to_string())
+    };
+    let modules: BTreeMap<ModPath, String> = [
+        m(
+            "",
+            "pub use executor::{ExecutionError, Executor};\npub use error::exit;\n",
+        ),
+        m("executor", "pub struct Executor;\n"),
+        m("error", "pub mod exit {}\n"),
+        m("tools", "use crate::{Executor, exit};\n"),
+        m("tools::x", "fn f() -> crate::ExecutionError { todo!() }\n"),
+        m("stages", "use crate::Executor;\n"),
+    ]
+    .into_iter()
+    .collect();
+    let found = uses_against(&modules, &BTreeSet::from([vec!["tools".to_string()]]));
+    let named: Vec<(&str, &str)> = found
+        .iter()
+        .map(|(f, t, _)| (f.as_str(), t.as_str()))
+        .collect();
+    assert_eq!(
+        named,
+        [("tools", "executor"), ("tools", "executor")],
+        "{found:?}"
+    );
 }
 
 /// The line count of every `.rs` file under `dir`.
