@@ -6,6 +6,7 @@ mod dependencies;
 mod docs;
 mod first_hour;
 mod imports;
+mod lengths;
 mod library;
 mod real_projects;
 mod schema_property;
