@@ -1350,4 +1350,54 @@ mod tests {
             Err(AuthError::PolicyNotRecorded)
         ));
     }
+
+    #[test]
+    fn check_refuses_each_thing_that_is_not_this_approval() {
+        let p = plan();
+        let a = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(a.check(&p).is_ok());
+        assert!(ApprovedPlan::new(p.clone(), a.clone()).is_ok());
+        // The hash in either case is the same hash.
+        let mut upper = a.clone();
+        upper.plan_sha256 = upper.plan_sha256.to_uppercase();
+        assert!(upper.check(&p).is_ok());
+        let mut pending = a.clone();
+        pending.status = AuthStatus::Pending;
+        assert!(matches!(pending.check(&p), Err(AuthError::Pending)));
+        let mut rejected = a.clone();
+        rejected.status = AuthStatus::Rejected;
+        assert!(matches!(rejected.check(&p), Err(AuthError::Rejected { by }) if by == "alice"));
+        let mut other_id = a.clone();
+        other_id.plan_id = "q".into();
+        assert!(matches!(
+            other_id.check(&p),
+            Err(AuthError::PlanIdMismatch { approved, found }) if approved == "q" && found == "p"
+        ));
+        let mut edited = p.clone();
+        edited.sha256 = "0".repeat(64);
+        assert!(matches!(
+            a.check(&edited),
+            Err(AuthError::Changed { actual, .. }) if actual == edited.sha256
+        ));
+        assert!(ApprovedPlan::new(edited, a).is_err());
+    }
+
+    /// A plan file edited on disk after the run approved its bytes is refused by `recheck`.
+    #[test]
+    fn recheck_reads_the_plan_file_again() {
+        let dir = std::env::temp_dir().join(format!("acode-recheck-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("p.json");
+        let bytes = br#"{"plan_id":"p","steps":[{"step_id":"a","tool":"t"}]}"#;
+        std::fs::write(&file, bytes).unwrap();
+        let mut p = plan();
+        p.sha256 = crate::util::sha256_hex(bytes);
+        p.source = Some(file.clone());
+        let a = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        let approved = ApprovedPlan::new(p, a).unwrap();
+        assert!(approved.recheck().is_ok());
+        std::fs::write(&file, br#"{"plan_id":"p","steps":[]}"#).unwrap();
+        assert!(matches!(approved.recheck(), Err(AuthError::Changed { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
