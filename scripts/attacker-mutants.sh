@@ -58,7 +58,10 @@ if [ "$list" = 1 ]; then
   exit 0
 fi
 
-# Backups of the files being mutated, restored whatever happens.
+# shellcheck source=scripts/mutants-common.sh
+source scripts/mutants-common.sh
+# Backups of the files being mutated, restored whatever happens (and Cargo.toml, see
+# mutants-common.sh).
 backup="$(mktemp -d)"
 restore() {
   if [ -f "$backup/manifest" ]; then
@@ -67,96 +70,113 @@ restore() {
   fi
 }
 cleanup() { restore; rm -rf "$backup"; }
-trap cleanup EXIT
+MUTANTS_EXIT_HOOK=cleanup
+trap _mutants_exit EXIT
 trap 'exit 130' INT TERM
 
-# cargo test ARGS -- --exact FILTER, quietly; the output is kept for the report.
+# cargo test ARGS, niced, its output kept in $1 for the report. The unit tests run without the
+# crate's dev-dependency on itself (mutants-common.sh), so they need the feature given.
 cargo_test() {
   local out="$1"
   shift
   nice -n 10 cargo test "$@" >"$out" 2>&1
 }
-split() { # "LEVEL ARGS... FILTER" -> cargo args in $args, filter in $filter
+split() { # "LEVEL ARGS... FILTER" -> level in $level, cargo args in $args, filter in $filter
   local -a w
   read -r -a w <<<"$1"
+  level="${w[0]}"
   filter="${w[${#w[@]}-1]}"
   args=("${w[@]:1:${#w[@]}-2}")
+  if [ "$level" = unit ]; then args+=(--features testing); fi
 }
 
 status=0
 declare -a report
-# 1. Every test named, unmutated, must pass (one run per cargo target, all filters at once).
-declare -A by_target=()
-for n in "${names[@]}"; do
-  while read -r line; do
-    [ -n "$line" ] || continue
-    split "$line"
-    key="${args[*]}"
-    by_target[$key]+=" $filter"
-  done < <(tests_of "$n")
-done
-for key in "${!by_target[@]}"; do
-  read -r -a targs <<<"$key"
-  read -r -a filters <<<"${by_target[$key]}"
-  log="$backup/control.log"
-  if ! cargo_test "$log" "${targs[@]}" -- --exact "${filters[@]}"; then
-    echo "attacker-mutants: the tests fail WITHOUT any mutant (cargo test $key):" >&2
-    grep -E '^test .* FAILED|panicked|error(\[|:)' "$log" | head -20 >&2
-    exit 1
-  fi
-  ran=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
-  if [ "$ran" -lt "${#filters[@]}" ]; then
-    echo "attacker-mutants: cargo test $key ran $ran test(s) of the ${#filters[@]} named:" >&2
-    for f in "${filters[@]}"; do grep -q "^test $f \.\.\. ok" "$log" || echo "  missing: $f" >&2; done
-    exit 1
-  fi
-done
+levels=(unit)
+[ "$quick" = 1 ] || levels+=(cli)
+for want in "${levels[@]}"; do
+  if [ "$want" = unit ]; then unit_tests_only; else all_test_targets; fi
+  # 1. Every test named at this level, unmutated, must pass (one run per cargo target).
+  declare -A by_target=()
+  for n in "${names[@]}"; do
+    while read -r line; do
+      [ -n "$line" ] || continue
+      split "$line"
+      [ "$level" = "$want" ] || continue
+      by_target["${args[*]}"]+=" $filter"
+    done < <(tests_of "$n")
+  done
+  for key in "${!by_target[@]}"; do
+    read -r -a targs <<<"$key"
+    read -r -a filters <<<"${by_target[$key]}"
+    log="$backup/control.log"
+    if ! cargo_test "$log" "${targs[@]}" -- --exact "${filters[@]}"; then
+      echo "attacker-mutants: the tests fail WITHOUT any mutant (cargo test $key):" >&2
+      grep -E '^test .* FAILED|panicked|^error' "$log" | head -20 >&2
+      exit 1
+    fi
+    for f in "${filters[@]}"; do
+      grep -q "^test $f \.\.\. ok" "$log" || {
+        echo "attacker-mutants: cargo test $key has no test $f (renamed? update the entry)" >&2
+        exit 1
+      }
+    done
+  done
+  unset by_target
 
-# 2. Each mutant, each of its tests.
-for n in "${names[@]}"; do
-  mapfile -t lines < <(tests_of "$n")
-  if [ "${#lines[@]}" -eq 0 ]; then
-    report+=("$n|-|not run (no unit-level test; run without --quick)|0")
-    continue
-  fi
-  mkdir -p "$backup/files"
-  : >"$backup/manifest"
-  while read -r f; do
-    mkdir -p "$backup/files/$(dirname "$f")"
-    cp -p "$f" "$backup/files/$f"
-    echo "$f" >>"$backup/manifest"
-  done < <(files_of "$n")
-  if ! git apply --check "$dir/$n.patch" 2>"$backup/apply.log"; then
-    report+=("$n|-|BROKEN: the patch no longer applies ($(head -1 "$backup/apply.log"))|0")
-    status=1
-    restore
-    continue
-  fi
-  git apply "$dir/$n.patch"
-  for line in "${lines[@]}"; do
-    split "$line"
-    started=$SECONDS
-    log="$backup/$n.log"
-    if ! cargo_test "$log" --no-run "${args[@]}"; then
-      report+=("$n|$filter|BROKEN: the mutant does not compile|$((SECONDS - started))")
-      status=1
+  # 2. Each mutant, each of its tests at this level.
+  for n in "${names[@]}"; do
+    mapfile -t lines < <(tests_of "$n")
+    mine=()
+    for line in "${lines[@]}"; do
+      split "$line"
+      [ "$level" != "$want" ] || mine+=("$line")
+    done
+    if [ "${#mine[@]}" -eq 0 ]; then
+      [ "$want" != unit ] || [ "$quick" = 0 ] ||
+        report+=("$n|-|not run (no unit-level test; run without --quick)|0")
       continue
     fi
-    if cargo_test "$log" "${args[@]}" -- --exact "$filter"; then
-      report+=("$n|$filter|SURVIVED|$((SECONDS - started))")
+    mkdir -p "$backup/files"
+    : >"$backup/manifest"
+    while read -r f; do
+      mkdir -p "$backup/files/$(dirname "$f")"
+      cp -p "$f" "$backup/files/$f"
+      echo "$f" >>"$backup/manifest"
+    done < <(files_of "$n")
+    if ! git apply --check "$dir/$n.patch" 2>"$backup/apply.log"; then
+      report+=("$n|-|BROKEN: the patch no longer applies ($(head -1 "$backup/apply.log"))|0")
       status=1
-    else
-      report+=("$n|$filter|killed|$((SECONDS - started))")
+      restore
+      continue
     fi
+    git apply "$dir/$n.patch"
+    for line in "${mine[@]}"; do
+      split "$line"
+      started=$SECONDS
+      log="$backup/$n.log"
+      if ! cargo_test "$log" --no-run "${args[@]}"; then
+        report+=("$n|$filter|BROKEN: the mutant does not compile|$((SECONDS - started))")
+        status=1
+        continue
+      fi
+      if cargo_test "$log" "${args[@]}" -- --exact "$filter"; then
+        report+=("$n|$filter|SURVIVED|$((SECONDS - started))")
+        status=1
+      else
+        report+=("$n|$filter|killed|$((SECONDS - started))")
+      fi
+    done
+    restore
   done
-  restore
 done
+all_test_targets
 
 printf '%-34s %-9s %5s  %s\n' "mutant" "result" "secs" "test"
 for r in "${report[@]}"; do
   IFS='|' read -r n t res secs <<<"$r"
   printf '%-34s %-9s %5s  %s\n' "$n" "${res%% *}" "$secs" "$t"
-  case "$res" in killed | not*) ;; *) [ "$res" = SURVIVED ] || echo "    $res" ;; esac
+  case "$res" in killed | SURVIVED) ;; *) echo "    $res" ;; esac
 done
 if [ "$status" != 0 ]; then
   echo "attacker-mutants: a hand-made mutant survived or an entry is broken (see above)" >&2

@@ -9,19 +9,27 @@
 # an EXIT trap set by unit_tests_only puts them back whatever happens.
 
 UNIT_CARGO_ARGS=(-C --lib -C --features=testing)
+# The cargo-mutants release the scores in docs/testing.md were measured with.
+CARGO_MUTANTS_VERSION=27.1.0
 _mutants_saved=""
 
 unit_tests_only() {
   [ -z "$_mutants_saved" ] || return 0
   _mutants_saved="$(mktemp -d)"
   cp -p Cargo.toml Cargo.lock "$_mutants_saved/"
-  trap all_test_targets EXIT
+  trap _mutants_exit EXIT
   trap 'exit 130' INT TERM
   grep -q '^acode_run = { path = "\.", features = \["testing"\] }$' Cargo.toml || {
     echo "mutants: Cargo.toml has no dev-dependency line acode_run = { path = \".\", ... } to set aside" >&2
     return 1
   }
   sed -i 's/^acode_run = { path = "\.", features = \["testing"\] }$/# &/' Cargo.toml
+}
+
+# What the EXIT trap does: Cargo.toml back, then the caller's own clean-up ($MUTANTS_EXIT_HOOK).
+_mutants_exit() {
+  all_test_targets
+  [ -z "${MUTANTS_EXIT_HOOK:-}" ] || "$MUTANTS_EXIT_HOOK"
 }
 
 all_test_targets() {
@@ -31,21 +39,24 @@ all_test_targets() {
   _mutants_saved=""
 }
 
-# The unit tests of a trust-core file's module (`cargo test --lib FILTER`), and the end-to-end
+# The unit tests of a trust-core file's module (`cargo test --lib FILTER...`: libtest takes
+# several filters), and the end-to-end
 # tests of its area (`cargo test --test cli FILTER`, tests/cli/): the narrow tests a mutant of
 # that file is run against, cheapest first.
 unit_filter_of() {
   case "$1" in
+    src/plan/auth.rs | src/plan/signers.rs) echo plan::auth plan::signers ;;
     src/plan/*) echo plan:: ;;
     src/attest/*) echo attest:: ;;
+    src/mcp/pins.rs) echo mcp::pins tools::mcp ;;
     src/mcp/*) echo mcp:: ;;
-    src/redact.rs) echo redact:: ;;
+    src/redact.rs) echo redact:: store:: ;;
     src/net/*) echo net:: ;;
     src/workspace/*) echo workspace:: ;;
     src/sandbox/*) echo sandbox:: ;;
     src/process/*) echo process:: ;;
     src/policy/*) echo policy:: ;;
-    src/runner/*) echo runner:: ;;
+    src/runner/*) echo runner:: plan::auth ;;
     *) echo "" ;;
   esac
 }

@@ -18,6 +18,8 @@
 # Usage: scripts/mutants-diff.sh [--list]   (--list: say what would run, run nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/mutants-common.sh
+source scripts/mutants-common.sh
 
 list=0
 [ "${1:-}" = --list ] && list=1
@@ -46,6 +48,12 @@ fi
 echo "mutants-diff: trust-core files changed since $(git rev-parse --short "$base"):"
 git diff --stat "$base" -- "${core[@]}" | sed 's/^/  /'
 
+# cargo-mutants itself, the version docs/testing.md's numbers were made with, when missing (a
+# few minutes of compiling on a fresh machine, so only when there is something to mutate).
+if ! cargo mutants --version >/dev/null 2>&1; then
+  echo "mutants-diff: installing cargo-mutants $CARGO_MUTANTS_VERSION"
+  nice -n 10 cargo install --locked "cargo-mutants@$CARGO_MUTANTS_VERSION"
+fi
 listed="$out/listed.json"
 cargo mutants --list --json --in-diff "$diff" >"$listed"
 picked="$out/picked.txt"
@@ -68,59 +76,34 @@ fi
 sed 's/^/  /' "$picked"
 [ "$list" = 1 ] && exit 0
 
-# The unit-test module and the end-to-end test area of each trust-core file.
-module_of() {
-  case "$1" in
-    src/plan/*) echo plan:: ;;
-    src/attest/*) echo attest:: ;;
-    src/mcp/*) echo mcp:: ;;
-    src/redact.rs) echo redact:: ;;
-    src/net/*) echo net:: ;;
-    src/workspace/*) echo workspace:: ;;
-    src/sandbox/*) echo sandbox:: ;;
-    src/process/*) echo process:: ;;
-    src/policy/*) echo policy:: ;;
-    src/runner/*) echo runner:: ;;
-  esac
-}
-area_of() {
-  case "$1" in
-    src/plan/auth.rs | src/plan/signers.rs | src/attest/* | src/runner/*) echo approval:: ;;
-    src/mcp/*) echo mcp:: ;;
-    src/redact.rs) echo output::secrets ;;
-    src/net/*) echo sandbox::network ;;
-    src/workspace/* | src/sandbox/* | src/process/*) echo sandbox:: ;;
-    src/policy/*) echo sandbox:: ;;
-    src/plan/*) echo plan:: ;;
-  esac
-}
-
 status=0
 # One cargo mutants run per file, so each gets its own test filters.
 for file in $(sed 's/:.*//' "$picked" | sort -u); do
-  regex="$(grep -F "$file:" "$picked" | python3 -c '
-import re, sys
-print("|".join("^" + re.escape(l.rstrip("\n")) + "$" for l in sys.stdin if l.strip()))')"
-  name="$(echo "$file" | tr '/.' '__')"
-  echo "mutants-diff: $file: unit tests $(module_of "$file")"
+  regex="$(grep -F "$file:" "$picked" | names_regex)"
+  dir="$out/$(echo "$file" | sed 's|^src/||; s|[/.]|_|g')"
+  mkdir -p "$dir/cli"
+  echo "mutants-diff: $file: unit tests $(unit_filter_of "$file")"
+  unit_tests_only
   rc=0
   nice -n 10 cargo mutants --in-place --baseline=skip --timeout 180 --no-shuffle \
-    -f "$file" --re "$regex" -o "$out/$name" -C --lib -- "$(module_of "$file")" || rc=$?
+    -f "$file" --re "$regex" -o "$dir" "${UNIT_CARGO_ARGS[@]}" -- -- $(unit_filter_of "$file") || rc=$?
+  all_test_targets
   case "$rc" in
     0 | 3) continue ;; # all caught (3: some timed out, which a test run notices too)
     2) ;;              # missed: try the end-to-end tests
     *) echo "mutants-diff: cargo mutants failed ($rc) on $file" >&2; status=1; continue ;;
   esac
-  echo "mutants-diff: $file: $(wc -l <"$out/$name/mutants.out/missed.txt") survived the unit tests; end-to-end tests $(area_of "$file")"
+  echo "mutants-diff: $file: $(wc -l <"$dir/mutants.out/missed.txt") survived the unit tests; end-to-end tests $(cli_filter_of "$file")"
+  regex="$(names_regex <"$dir/mutants.out/missed.txt")"
   rc=0
-  nice -n 10 cargo mutants --in-place --baseline=skip --timeout 600 --no-shuffle --iterate \
-    -f "$file" --re "$regex" -o "$out/$name" -C --test -C cli -- "$(area_of "$file")" || rc=$?
+  nice -n 10 cargo mutants --in-place --baseline=skip --timeout 600 --no-shuffle \
+    -f "$file" --re "$regex" -o "$dir/cli" -C --test -C cli -- "$(cli_filter_of "$file")" || rc=$?
   case "$rc" in
     0 | 3) ;;
     2)
       echo "mutants-diff: MISSED in $file (no test fails with it; kill it with a test, or list it" \
         "as equivalent in .cargo/mutants.toml and docs/testing.md):" >&2
-      sed 's/^/  /' "$out/$name/mutants.out/missed.txt" >&2
+      sed 's/^/  /' "$dir/cli/mutants.out/missed.txt" >&2
       status=1
       ;;
     *) echo "mutants-diff: cargo mutants failed ($rc) on $file" >&2; status=1 ;;

@@ -17,11 +17,14 @@
 #   --targets   which test targets cargo builds and runs for each mutant (default `--lib`, the
 #               unit tests); `--targets '--test cli'` with `-- sandbox::` after it for a second
 #               pass over the survivors (CARGO_MUTANTS_EXTRA=--iterate skips those caught before)
-#   after --:   test name filters given to cargo test
+#   after --:   test name filters (default: the unit tests of each file's module, or with
+#               --targets '--test cli' the end-to-end tests of its area; scripts/mutants-common.sh)
 # The mutants are tested in place (cargo mutants --in-place: the tree is restored after each),
 # one at a time, niced, with a timeout; the counts are in DIR/mutants.out/{caught,missed,...}.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/mutants-common.sh
+source scripts/mutants-common.sh
 
 seed="$(date -u +%Y%m%d)"
 count=200
@@ -46,8 +49,8 @@ files=(-f 'src/workspace/**' -f 'src/sandbox/**' -f 'src/process/**' -f 'src/pol
   -f src/plan/parse.rs -f src/plan/validate.rs -f src/runner/mod.rs -f src/runner/signing.rs)
 
 # Every mutant of those files (after .cargo/mutants.toml's exclusions), as JSON; then the sample.
-all="$(mktemp)"
-trap 'rm -f "$all"' EXIT
+mkdir -p "$out"
+all="$out/all.json"
 cargo mutants --list --json "${files[@]}" >"$all"
 sample="$(python3 - "$all" "$seed" "$count" <<'EOF'
 import json, random, re, sys
@@ -74,15 +77,38 @@ if [ "$list" = 1 ]; then
   exit 0
 fi
 
-# Exactly those: one anchored regex per name.
-regex="$(printf '%s\n' "$sample" | python3 -c '
-import re, sys
-print("|".join("^" + re.escape(l.rstrip("\n")) + "$" for l in sys.stdin if l.strip()))')"
-mkdir -p "$out"
 printf '%s\n' "$sample" >"$out/sample.txt"
+# Exactly those, one cargo mutants run per file (one anchored --re per name), each against the
+# unit tests of the file's module unless filters are given.
 cargo_args=()
-for a in $targets; do cargo_args+=(-C "$a"); done
-# shellcheck disable=SC2086 # CARGO_MUTANTS_EXTRA is a list of flags
-nice -n 10 cargo mutants --in-place --baseline=skip --timeout 300 --no-shuffle \
-  ${CARGO_MUTANTS_EXTRA:-} "${files[@]}" --re "$regex" -o "$out" \
-  "${cargo_args[@]}" -- "${filters[@]}"
+if [ "$targets" = --lib ]; then
+  unit_tests_only
+  cargo_args=("${UNIT_CARGO_ARGS[@]}")
+else
+  for a in $targets; do cargo_args+=(-C "$a"); done
+fi
+status=0
+for file in $(printf '%s\n' "$sample" | sed 's/:.*//' | sort -u); do
+  regex="$(printf '%s\n' "$sample" | grep -F "$file:" | names_regex)"
+  dir="$out/$(echo "$file" | sed 's|^src/||; s|[/.]|_|g')"
+  mkdir -p "$dir"
+  if [ "${#filters[@]}" -gt 0 ]; then
+    tests=("${filters[@]}")
+  elif [ "$targets" = --lib ]; then
+    read -r -a tests <<<"$(unit_filter_of "$file")"
+  else
+    read -r -a tests <<<"$(cli_filter_of "$file")"
+  fi
+  echo "mutants-sample: $file: $(grep -cF "$file:" <<<"$sample") mutant name(s), tests ${tests[*]}"
+  rc=0
+  # shellcheck disable=SC2086 # CARGO_MUTANTS_EXTRA is a list of flags
+  nice -n 10 cargo mutants --in-place --baseline=skip --timeout 300 --no-shuffle \
+    ${CARGO_MUTANTS_EXTRA:-} -f "$file" --re "$regex" -o "$dir" \
+    "${cargo_args[@]}" -- -- "${tests[@]}" || rc=$?
+  case "$rc" in 0 | 2 | 3) [ "$rc" != 2 ] || status=2 ;; *) exit "$rc" ;; esac
+done
+# The totals over every file.
+for kind in caught missed unviable timeout; do
+  printf '%s %s\n' "$kind" "$(cat "$out"/*/mutants.out/$kind.txt 2>/dev/null | wc -l)"
+done | tee "$out/totals.txt"
+exit "$status"

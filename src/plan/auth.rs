@@ -1400,4 +1400,192 @@ mod tests {
         assert!(matches!(approved.recheck(), Err(AuthError::Changed { .. })));
         let _ = std::fs::remove_dir_all(&dir);
     }
+    /// How an approval is proven is named the same everywhere (header, report, JUnit, events).
+    #[test]
+    fn how_an_approval_is_proven_is_named() {
+        assert_eq!(
+            [Scheme::Ssh, Scheme::Hmac, Scheme::None].map(Scheme::name),
+            ["ssh", "hmac", "none"]
+        );
+        let signer = |who: &str| crate::plan::signers::VerifiedSigner {
+            principal: who.into(),
+            key: "SHA256:x".into(),
+            algorithm: "ssh-ed25519".into(),
+            line: 1,
+        };
+        let ssh = ApprovalProof {
+            scheme: Scheme::Ssh,
+            verified: true,
+            signers: vec![signer("alice@example.com"), signer("bob@example.com")],
+            required: Some(2),
+        };
+        // The verified principals, never the claimed name; without signers, the claim.
+        assert_eq!(
+            ssh.approver("mallory"),
+            "alice@example.com, bob@example.com"
+        );
+        assert_eq!(ApprovalProof::default().approver("mallory"), "mallory");
+        assert_eq!(ssh.standing(), "verified (ssh)");
+        let hmac = ApprovalProof {
+            scheme: Scheme::Hmac,
+            verified: true,
+            ..ApprovalProof::default()
+        };
+        assert_eq!(hmac.standing(), "verified (hmac, shared key)");
+        for unproven in [
+            ApprovalProof::default(),
+            ApprovalProof {
+                scheme: Scheme::Ssh,
+                ..ApprovalProof::default()
+            },
+            ApprovalProof {
+                scheme: Scheme::Hmac,
+                ..ApprovalProof::default()
+            },
+        ] {
+            assert_eq!(unproven.standing(), "claimed", "{unproven:?}");
+        }
+        // The run header's word for the signature.
+        let p = plan();
+        let unsigned = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        let state = |a: &PlanAuthorization, key: Option<&[u8]>| {
+            ApprovedPlan::new_verified(p.clone(), a.clone(), key)
+                .unwrap()
+                .signature_state()
+        };
+        assert_eq!(state(&unsigned, None), "none");
+        let hmac_signed = unsigned.clone().signed(b"k");
+        assert_eq!(state(&hmac_signed, None), "unchecked");
+        assert_eq!(state(&hmac_signed, Some(b"k")), "verified");
+        let mut ssh_signed = unsigned.clone();
+        ssh_signed.ssh_signatures.push(SshSignature {
+            signature: "not checked here".into(),
+            added_at: 0,
+        });
+        assert_eq!(state(&ssh_signed, None), "unchecked");
+    }
+
+    /// What `approve` needs beyond the plan's path is named only for what a signature cures.
+    #[test]
+    fn the_refusals_a_signature_cures_ask_for_one() {
+        let sign = " --sign KEY (a key allowed_signers lists; docs/approvals.md)";
+        for cured in [
+            AuthError::NotSshSigned {
+                allowed_signers: "f".into(),
+            },
+            AuthError::SignaturesRefused(vec![]),
+            AuthError::TooFewApprovers {
+                required: 2,
+                verified: vec![],
+                refused: vec![],
+            },
+            AuthError::PrincipalRequired {
+                why: "w".into(),
+                condition: "network",
+                principals: vec![],
+                verified: vec![],
+            },
+        ] {
+            assert_eq!(cured.approve_flags(), sign, "{cured:?}");
+        }
+        for other in [
+            AuthError::Pending,
+            AuthError::BadSignature,
+            AuthError::Unsigned,
+        ] {
+            assert_eq!(other.approve_flags(), "", "{other:?}");
+        }
+    }
+
+    /// A second approver's signature is over the same decision whoever and whenever decided;
+    /// a decision on other bytes, another policy or another status is not the same one.
+    #[test]
+    fn the_same_decision_is_the_same_ssh_message() {
+        let a = full_approval();
+        let mut later = a.clone();
+        later.decided_by = "bob".into();
+        later.decided_at += 1000;
+        assert!(a.same_decision(&later));
+        for (field, covered, edit) in field_edits() {
+            let mut edited = a.clone();
+            edit(&mut edited);
+            assert_eq!(!a.same_decision(&edited), covered, "{field}");
+        }
+    }
+
+    /// The approval file: written atomically next to the plan, read back as written; missing
+    /// means pending; damaged is refused naming the file; a rejection counts only for the
+    /// bytes it rejected.
+    #[test]
+    fn the_approval_file_round_trips_and_a_rejection_stands_for_its_bytes() {
+        let dir = std::env::temp_dir().join(format!("acode-auth-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan_path = dir.join("p.json");
+        assert_eq!(approval_path(&plan_path), dir.join("p.json.approval"));
+        let p = plan();
+        let missing = load(&plan_path, &p).unwrap();
+        assert_eq!(missing.status, AuthStatus::Pending);
+        assert_eq!(missing.plan_id, "p");
+        assert!(rejection_in_file(&plan_path, &p).is_none());
+        let a = full_approval().signed(b"k");
+        assert_eq!(store(&plan_path, &a).unwrap(), dir.join("p.json.approval"));
+        assert_eq!(load(&plan_path, &p).unwrap(), a);
+        assert!(rejection_in_file(&plan_path, &p).is_none(), "an approval");
+        let no = PlanAuthorization::decide(&p, AuthStatus::Rejected, "bob");
+        store(&plan_path, &no).unwrap();
+        assert_eq!(rejection_in_file(&plan_path, &p), Some(no));
+        let mut other_bytes = p.clone();
+        other_bytes.sha256 = "0".repeat(64);
+        assert!(rejection_in_file(&plan_path, &other_bytes).is_none());
+        // Nothing but the approval is left behind.
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["p.json.approval"]);
+        std::fs::write(approval_path(&plan_path), "{not json").unwrap();
+        let err = load(&plan_path, &p).unwrap_err();
+        assert!(matches!(err, AuthError::BadApprovalFile { .. }), "{err}");
+        assert!(err.to_string().contains("p.json.approval"), "{err}");
+        std::fs::remove_file(approval_path(&plan_path)).unwrap();
+        std::fs::create_dir(approval_path(&plan_path)).unwrap();
+        assert!(matches!(load(&plan_path, &p), Err(AuthError::Input { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_blank_name_is_no_name() {
+        let who = decided_by(Some("   "));
+        assert!(!who.trim().is_empty(), "{who:?}");
+    }
+
+    /// Under the HMAC key: an unsigned approval is refused as unsigned, an SSH-only one as the
+    /// other scheme, and one that carries both is proven by its HMAC signature.
+    #[test]
+    fn under_the_shared_key_each_refusal_says_what_is_missing() {
+        let p = plan();
+        let policy = Policy::default();
+        let key = Trust::Hmac(b"k".to_vec());
+        let unsigned = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(matches!(
+            unsigned.prove(&p, &policy, &key, 0),
+            Err(AuthError::Unsigned)
+        ));
+        let (ssh, _) = ssh_key(8, "alice@example.com");
+        let mut ssh_only = unsigned.clone();
+        ssh_sign(&mut ssh_only, &ssh);
+        assert!(matches!(
+            ssh_only.prove(&p, &policy, &key, 0),
+            Err(AuthError::SchemeMismatch(_))
+        ));
+        let mut both = unsigned.signed(b"k");
+        ssh_sign(&mut both, &ssh);
+        let proof = both.prove(&p, &policy, &key, 0).unwrap();
+        assert_eq!((proof.scheme, proof.verified), (Scheme::Hmac, true));
+        assert!(proof.signers.is_empty());
+        assert_eq!(
+            both.prove(&p, &policy, &Trust::Anyone, 0).unwrap(),
+            ApprovalProof::default()
+        );
+    }
 }

@@ -6,6 +6,7 @@ mod docs;
 mod first_hour;
 mod imports;
 mod library;
+mod mutation;
 mod real_projects;
 mod schema_property;
 mod skips;
