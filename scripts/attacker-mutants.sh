@@ -134,7 +134,7 @@ for want in "${levels[@]}"; do
     done
     if [ "${#mine[@]}" -eq 0 ]; then
       [ "$want" != unit ] || [ "$quick" = 0 ] ||
-        report+=("$n|-|not run (no unit-level test; run without --quick)|0")
+        report+=("$n|-|skipped (no unit-level test; run without --quick)|0")
       continue
     fi
     mkdir -p "$backup/files"

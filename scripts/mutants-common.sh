@@ -41,8 +41,9 @@ all_test_targets() {
 
 # The unit tests of a trust-core file's module (`cargo test --lib FILTER...`: libtest takes
 # several filters), and the end-to-end
-# tests of its area (`cargo test --test cli FILTER`, tests/cli/): the narrow tests a mutant of
-# that file is run against, cheapest first.
+# tests of its area (`cargo test --test cli FILTER...`, tests/cli/; never the container or
+# registry suites, which take minutes a test): the narrow tests a mutant of that file is run
+# against, cheapest first.
 unit_filter_of() {
   case "$1" in
     src/plan/auth.rs | src/plan/signers.rs) echo plan::auth plan::signers ;;
@@ -68,7 +69,10 @@ cli_filter_of() {
     src/mcp/*) echo mcp::stdio ;;
     src/redact.rs) echo output::secrets ;;
     src/net/*) echo sandbox::network ;;
-    src/workspace/* | src/sandbox/* | src/process/* | src/policy/*) echo sandbox:: ;;
+    src/workspace/*) echo sandbox::escape sandbox::race sandbox::git_attacks ;;
+    src/sandbox/*) echo sandbox::bwrap_attacks sandbox::escape sandbox::landlock sandbox::fallback ;;
+    src/process/*) echo sandbox::supervisor run::commands ;;
+    src/policy/*) echo sandbox::programs sandbox::credentials sandbox::git_credentials sandbox::network ;;
     src/plan/*) echo plan:: ;;
     *) echo "" ;;
   esac

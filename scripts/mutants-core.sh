@@ -9,6 +9,8 @@
 # Hours on two shared cores: run it in the background (nohup ... &) and read the results later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The filters are several words on purpose (libtest takes several).
+# shellcheck disable=SC2046
 # shellcheck source=scripts/mutants-common.sh
 source scripts/mutants-common.sh
 
@@ -37,7 +39,7 @@ for file in "${files[@]}"; do
   echo "mutants-core: $file: unit tests $(unit_filter_of "$file") ($(date -u +%FT%TZ))"
   rc=0
   nice -n 10 cargo mutants --in-place --baseline=skip --timeout 180 --no-shuffle --iterate \
-    -f "$file" -o "$out" "${UNIT_CARGO_ARGS[@]}" -- "$(unit_filter_of "$file")" || rc=$?
+    -f "$file" -o "$out" "${UNIT_CARGO_ARGS[@]}" -- -- $(unit_filter_of "$file") || rc=$?
   all_test_targets
   echo "mutants-core: $file: unit pass exit $rc after $((SECONDS - started)) s"
   if [ "$rc" = 2 ] && [ "$unit_only" = 0 ]; then
@@ -45,7 +47,7 @@ for file in "${files[@]}"; do
     echo "mutants-core: $file: $(wc -l <"$out/mutants.out/missed.txt") survived; end-to-end tests $(cli_filter_of "$file")"
     rc=0
     nice -n 10 cargo mutants --in-place --baseline=skip --timeout 900 --no-shuffle \
-      -f "$file" --re "$missed" -o "$out/cli" -C --test -C cli -- "$(cli_filter_of "$file")" || rc=$?
+      -f "$file" --re "$missed" -o "$out/cli" -C --test -C cli -- -- $(cli_filter_of "$file") || rc=$?
     echo "mutants-core: $file: end-to-end pass exit $rc after $((SECONDS - started)) s"
   fi
   case "$rc" in

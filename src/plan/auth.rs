@@ -1588,4 +1588,90 @@ mod tests {
             ApprovalProof::default()
         );
     }
+
+    /// A plan that reaches further (here: one with an agent step) needs one of the reserved
+    /// principals among its signers; a plan that does not, does not.
+    #[test]
+    fn a_reserved_principal_is_required_only_where_the_plan_reaches_that_far() {
+        let (alice, _) = ssh_key(11, "alice@example.com");
+        let (sec, _) = ssh_key(12, "sec@example.com");
+        let lines = format!(
+            "alice@example.com {}\nsec@example.com,security@example.com {}\n",
+            alice.public_key().to_openssh().unwrap(),
+            sec.public_key().to_openssh().unwrap()
+        );
+        let trust = Trust::Ssh(crate::plan::signers::AllowedSigners::parse(&lines, "f").unwrap());
+        let policy = Policy::parse(
+            r#"{"approvals": {"allowed_signers": "f",
+                "require_principal": {"agent": ["security@example.com"]}}}"#,
+        )
+        .unwrap();
+        let plain = plan();
+        let agent = crate::plan::parse::parse(
+            br#"{"plan_id":"p","steps":[{"step_id":"a","tool":"agent","arguments":{"goal":"g"}}]}"#,
+        )
+        .unwrap();
+        let signed = |p: &Plan, key: &ssh_key::PrivateKey| {
+            let mut a =
+                PlanAuthorization::decide(p, AuthStatus::Approved, "x").under_policy(&policy);
+            ssh_sign(&mut a, key);
+            a
+        };
+        assert!(
+            signed(&plain, &alice)
+                .prove(&plain, &policy, &trust, 0)
+                .is_ok()
+        );
+        let err = signed(&agent, &alice)
+            .prove(&agent, &policy, &trust, 0)
+            .unwrap_err();
+        assert!(
+            matches!(&err, AuthError::PrincipalRequired { condition: "agent", verified, .. }
+                if verified == &["alice@example.com".to_string()]),
+            "{err}"
+        );
+        // A line that names the reserved principal among others counts.
+        let proof = signed(&agent, &sec)
+            .prove(&agent, &policy, &trust, 0)
+            .unwrap();
+        assert_eq!(proof.approver("x"), "sec@example.com,security@example.com");
+    }
+
+    /// Skills the approval recorded must still be the ones the plan uses.
+    #[test]
+    fn an_approved_skill_that_is_gone_refuses_the_plan() {
+        let dir = std::env::temp_dir().join(format!("acode-skills-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ws = crate::workspace::Workspace::new(&dir).unwrap();
+        let p = plan();
+        let a = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(a.check_skills(&p, &ws).is_ok());
+        let mut with_skill = a.clone();
+        with_skill
+            .skills
+            .insert(".acode/skills/s/SKILL.md".into(), "1".repeat(64));
+        let err = with_skill.check_skills(&p, &ws).unwrap_err();
+        assert!(matches!(err, AuthError::SkillChanged(_)), "{err}");
+        let approved = ApprovedPlan::new(p, with_skill).unwrap();
+        assert!(approved.check_skills(&ws).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The login name is the user database's name for this uid: compared with /etc/passwd,
+    /// where the machines that run the tests keep it.
+    #[test]
+    fn the_login_name_is_the_user_databases() {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() }.to_string();
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let listed = passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[2] == uid).then(|| f[0].to_string())
+        });
+        match listed {
+            Some(name) => assert_eq!(login_name(), Some(name)),
+            // Another user database (NSS): whatever it says, never a blank name.
+            None => assert!(login_name().is_none_or(|n| !n.trim().is_empty())),
+        }
+    }
 }
