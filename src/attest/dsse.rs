@@ -142,4 +142,73 @@ mod tests {
         assert_eq!(decode("+/8"), Some(vec![0xfb, 0xff]));
         assert_eq!(decode("!!"), None);
     }
+
+    /// An attestation key from a fixed seed, read from the PKCS#8 file CI would hold.
+    fn key(seed: u8) -> AttestKey {
+        use ed25519_dalek::pkcs8::EncodePrivateKey;
+        let pem = ed25519_dalek::SigningKey::from_bytes(&[seed; 32])
+            .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
+            .unwrap();
+        let path = std::env::temp_dir().join(format!("acode-dsse-key-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&path, pem.as_bytes()).unwrap();
+        let key = AttestKey::load(&path);
+        let _ = std::fs::remove_file(&path);
+        key.unwrap()
+    }
+
+    #[test]
+    fn a_signature_covers_the_payload_type_and_the_payload() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let k = key(1);
+        let env = Envelope::sign("application/vnd.in-toto+json", br#"{"a":1}"#, &k);
+        assert_eq!(env.verify(&k.public()), Ok(br#"{"a":1}"#.to_vec()));
+        assert_eq!(env.signatures.len(), 1);
+        assert_eq!(env.signatures[0].keyid, k.public().keyid());
+        assert_eq!(
+            Envelope::parse(&serde_json::to_vec(&env).unwrap()),
+            Ok(env.clone())
+        );
+        let refused = |e: &Envelope| {
+            e.verify(&k.public()) == Err(DsseError::BadSignature(k.public().fingerprint()))
+        };
+        // The same signature over another type, or another payload, or under another key.
+        let mut other_type = env.clone();
+        other_type.payload_type = "application/json".into();
+        assert!(refused(&other_type));
+        let mut other_payload = env.clone();
+        other_payload.payload = b64.encode(br#"{"a":2}"#);
+        assert!(refused(&other_payload));
+        assert!(matches!(
+            env.verify(&key(2).public()),
+            Err(DsseError::BadSignature(_))
+        ));
+        // One signature that verifies is enough, wherever it stands; none, or a payload that
+        // is not base64, is not an envelope.
+        let mut two = env.clone();
+        two.signatures.insert(
+            0,
+            EnvelopeSignature {
+                keyid: String::new(),
+                sig: b64.encode([0u8; 64]),
+            },
+        );
+        assert!(two.verify(&k.public()).is_ok());
+        let mut none = env.clone();
+        none.signatures.clear();
+        assert!(matches!(
+            none.verify(&k.public()),
+            Err(DsseError::Malformed(_))
+        ));
+        let mut garbled = env.clone();
+        garbled.payload = "!!".into();
+        assert!(matches!(
+            garbled.verify(&k.public()),
+            Err(DsseError::Malformed(_))
+        ));
+        // One document, one reading.
+        assert!(matches!(
+            Envelope::parse(br#"{"payload":"","payload":"","payloadType":"x","signatures":[]}"#),
+            Err(DsseError::Malformed(_))
+        ));
+    }
 }

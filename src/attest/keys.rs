@@ -194,3 +194,130 @@ impl PublicKey {
             .is_ok_and(|sig| self.0.verify(message, &sig).is_ok())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+    use ed25519_dalek::pkcs8::{EncodePrivateKey, EncodePublicKey};
+
+    /// `text` in a file of its own, removed when the returned guard drops.
+    struct KeyFile(std::path::PathBuf);
+    impl KeyFile {
+        fn new(bytes: &[u8]) -> KeyFile {
+            let path =
+                std::env::temp_dir().join(format!("acode-attest-key-{}", uuid::Uuid::new_v4()));
+            std::fs::write(&path, bytes).unwrap();
+            KeyFile(path)
+        }
+    }
+    impl Drop for KeyFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    const SEED: [u8; 32] = [7; 32];
+
+    #[test]
+    fn the_ci_key_reads_from_openssh_or_pkcs8_and_its_public_half_from_either_form() {
+        let dalek = ed25519_dalek::SigningKey::from_bytes(&SEED);
+        let openssh = ssh_key::PrivateKey::from(ssh_key::private::Ed25519Keypair::from_seed(&SEED))
+            .to_openssh(ssh_key::LineEnding::LF)
+            .unwrap();
+        let pkcs8 = dalek.to_pkcs8_pem(LineEnding::LF).unwrap();
+        let a = AttestKey::load(&KeyFile::new(openssh.as_bytes()).0).unwrap();
+        let b = AttestKey::load(&KeyFile::new(pkcs8.as_bytes()).0).unwrap();
+        assert_eq!(a.public(), b.public());
+        assert_eq!(a.sign(b"m"), dalek.sign(b"m").to_bytes());
+        assert!(a.public().verifies(b"m", &a.sign(b"m")));
+        assert!(!a.public().verifies(b"n", &a.sign(b"m")));
+        assert!(!a.public().verifies(b"m", &a.sign(b"m")[..63]));
+        let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
+        assert!(!a.public().verifies(b"m", &other.sign(b"m").to_bytes()));
+        // The public half: an OpenSSH line (with a comment) or SPKI PEM.
+        let line = a.public().openssh();
+        assert!(line.starts_with("ssh-ed25519 AAAA"), "{line}");
+        assert_eq!(
+            PublicKey::parse(&format!("{line} ci@example.com\n")),
+            Ok(a.public())
+        );
+        let spki = dalek
+            .verifying_key()
+            .to_public_key_pem(LineEnding::LF)
+            .unwrap();
+        assert_eq!(PublicKey::parse(&spki), Ok(a.public()));
+        assert_eq!(
+            PublicKey::load(&KeyFile::new(spki.as_bytes()).0).unwrap(),
+            a.public()
+        );
+        assert_eq!(
+            a.public().hex(),
+            crate::util::hex(dalek.verifying_key().as_bytes())
+        );
+        let fingerprint = ssh_key::PublicKey::from_openssh(&line)
+            .unwrap()
+            .fingerprint(ssh_key::HashAlg::Sha256)
+            .to_string();
+        assert_eq!(a.public().fingerprint(), fingerprint);
+        let keyid = a.public().keyid();
+        assert_eq!(keyid.len(), 64);
+        assert_ne!(keyid, PublicKey(other.verifying_key()).keyid());
+        assert!(format!("{a:?}").contains(&line), "{a:?}");
+    }
+
+    #[test]
+    fn other_keys_and_files_are_refused_saying_why() {
+        let refused = |bytes: &[u8]| {
+            AttestKey::load(&KeyFile::new(bytes).0)
+                .unwrap_err()
+                .to_string()
+        };
+        let public = PublicKey(ed25519_dalek::SigningKey::from_bytes(&SEED).verifying_key());
+        for (bytes, why) in [
+            (
+                public.openssh().into_bytes(),
+                "expected an ed25519 private key",
+            ),
+            (
+                b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".to_vec(),
+                "not an ed25519 PKCS#8 key",
+            ),
+            (
+                b"-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+                    .to_vec(),
+                "not a readable OpenSSH private key",
+            ),
+            (vec![0xff, 0xfe, 0x00], "not a text key file"),
+        ] {
+            let err = refused(&bytes);
+            assert!(err.contains(why), "{err}");
+            assert!(err.starts_with("key file /"), "{err}");
+        }
+        let missing = std::env::temp_dir().join(format!("acode-no-key-{}", uuid::Uuid::new_v4()));
+        assert!(matches!(
+            AttestKey::load(&missing),
+            Err(KeyError::Read { .. })
+        ));
+        // A public key of another type: the P-256 generator point is a valid key.
+        let xy = "6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296\
+                  4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5";
+        let mut g = vec![4u8];
+        g.extend(
+            (0..xy.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&xy[i..i + 2], 16).unwrap()),
+        );
+        let ecdsa = ssh_key::public::EcdsaPublicKey::from_sec1_bytes(&g).unwrap();
+        let line = ssh_key::PublicKey::from(ssh_key::public::KeyData::Ecdsa(ecdsa))
+            .to_openssh()
+            .unwrap();
+        let err = PublicKey::parse(&line).unwrap_err();
+        assert!(err.contains("a ecdsa-sha2-nistp256 key"), "{err}");
+        let err = PublicKey::parse("ssh-ed25519 !!!").unwrap_err();
+        assert!(err.contains("expected an ed25519 public key"), "{err}");
+        let err = PublicKey::parse("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----")
+            .unwrap_err();
+        assert!(err.contains("not an ed25519 public key in PEM"), "{err}");
+    }
+}

@@ -209,4 +209,88 @@ mod tests {
         forged.description = "other".into();
         assert!(!forged.is_consistent("t"));
     }
+
+    #[test]
+    fn a_tool_pin_hashes_its_canonical_definition() {
+        let schema = json!({"type": "object", "properties": {"b": {}, "a": {}}});
+        assert_eq!(
+            canonical("t", "Says hi.", &schema),
+            r#"{"description":"Says hi.","inputSchema":{"properties":{"a":{},"b":{}},"type":"object"},"name":"t"}"#
+        );
+        let pin = pin_tool(&tool("Says hi.", schema.clone()));
+        assert_eq!(
+            pin.sha256,
+            sha256_hex(canonical("t", "Says hi.", &schema).as_bytes())
+        );
+        assert_eq!(pin.description, "Says hi.");
+        assert_eq!(pin.schema(), schema);
+        // The name is part of what is pinned: the same definition under another name differs.
+        assert!(!pin.is_consistent("u"));
+        let mut damaged = pin.clone();
+        damaged.input_schema = "{not json".into();
+        assert_eq!(damaged.schema(), Value::Null);
+        assert!(!damaged.is_consistent("t"));
+    }
+
+    #[test]
+    fn each_identity_field_and_a_forged_hash_are_named() {
+        let listed = vec![tool("Says hi.", json!({}))];
+        let pin = pin_server(&id(), &listed, &["t".into()], None).unwrap();
+        assert_eq!(
+            (
+                pin.protocol_version.as_str(),
+                pin.server_name.as_str(),
+                pin.server_version.as_str()
+            ),
+            ("2025-11-25", "s", "1")
+        );
+        assert_eq!(pin.ca_cert_sha256, None);
+        let other = Identity {
+            protocol_version: "2024-11-05".into(),
+            name: "evil".into(),
+            version: "2".into(),
+        };
+        assert_eq!(
+            differences(&pin, &other, &listed),
+            vec![
+                r#"protocol version was "2025-11-25", is now "2024-11-05""#,
+                r#"serverInfo.name was "s", is now "evil""#,
+                r#"serverInfo.version was "1", is now "2""#,
+            ]
+        );
+        // A pin whose hash was edited by hand no longer matches the unchanged tool.
+        let mut forged = pin.clone();
+        forged.tools.get_mut("t").unwrap().sha256 = "0".repeat(64);
+        assert_eq!(
+            differences(&forged, &id(), &listed),
+            vec!["tool t: its definition changed"]
+        );
+        let err = pin_server(&id(), &listed, &["u".into()], None).unwrap_err();
+        assert!(
+            err.contains("\"u\"") && err.contains("it offers: t"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_ca_file_is_compared_with_the_pinned_one() {
+        let a = "a".repeat(64);
+        let mut pin = pin_server(&id(), &[], &[], Some(&a)).unwrap();
+        assert_eq!(pin.ca_cert_sha256.as_deref(), Some(a.as_str()));
+        assert_eq!(ca_difference(&pin, Some(&a)), None);
+        assert_eq!(
+            ca_difference(&pin, Some(&"b".repeat(64))).as_deref(),
+            Some("its CA file (ca_cert) was sha256 aaaaaaaaaaaa…, is now sha256 bbbbbbbbbbbb…")
+        );
+        assert_eq!(
+            ca_difference(&pin, None).as_deref(),
+            Some("its CA file (ca_cert) was sha256 aaaaaaaaaaaa…, is now none")
+        );
+        pin.ca_cert_sha256 = None;
+        assert_eq!(ca_difference(&pin, None), None);
+        assert_eq!(
+            ca_difference(&pin, Some("abc")).as_deref(),
+            Some("its CA file (ca_cert) was none, is now sha256 abc…")
+        );
+    }
 }

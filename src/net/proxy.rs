@@ -1066,4 +1066,73 @@ mod tests {
             );
         }
     }
+
+    /// An HTTP server on 127.0.0.1 that hands each request head it receives to the test and
+    /// answers `hello`.
+    fn recording_upstream() -> (u16, std::sync::mpsc::Receiver<String>) {
+        let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+                let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+            }
+        });
+        (port, rx)
+    }
+
+    /// What the upstream receives of a plain HTTP request: the origin-form request line, the
+    /// client's own headers, and none of the proxy's (the run's token in `Proxy-Authorization`
+    /// must never leave the machine), with `Connection: close` once.
+    #[test]
+    fn the_upstream_never_sees_the_proxys_own_headers() {
+        let (port, received) = recording_upstream();
+        let (p, dir) = proxy(&[&format!("localhost:{port}")]);
+        let token = p.new_token();
+        let credentials = auth(&token);
+        let answer = ask(
+            &p,
+            &format!(
+                "GET http://localhost:{port}/x?y=1 HTTP/1.1\r\nHost: localhost:{port}\r\n\
+                 {credentials}Proxy-Connection: keep-alive\r\nConnection: keep-alive\r\n\
+                 Keep-Alive: timeout=5\r\nX-Client: kept\r\n\r\n"
+            ),
+        );
+        assert!(answer.ends_with("hello"), "{answer}");
+        let head = received.recv_timeout(Duration::from_secs(10)).unwrap();
+        let lines: Vec<&str> = head.split("\r\n").collect();
+        assert_eq!(lines[0], "GET /x?y=1 HTTP/1.1", "{head}");
+        assert!(!head.contains(credentials.trim_end()), "{head}");
+        let named = |name: &str| {
+            lines
+                .iter()
+                .filter(|l| {
+                    l.split(':')
+                        .next()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+                })
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        for gone in ["Proxy-Authorization", "Proxy-Connection", "Keep-Alive"] {
+            assert!(named(gone).is_empty(), "{gone} was forwarded: {head}");
+        }
+        assert_eq!(named("Connection"), ["Connection: close"], "{head}");
+        assert_eq!(named("X-Client"), ["X-Client: kept"], "{head}");
+        assert_eq!(named("Host"), [format!("Host: localhost:{port}")], "{head}");
+        assert!(head.ends_with("\r\n\r\n"), "{head}");
+        let log = p.finish(&token);
+        assert_eq!((log.len(), log[0].status), (1, 200), "{log:?}");
+        drop(p);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -1350,4 +1350,328 @@ mod tests {
             Err(AuthError::PolicyNotRecorded)
         ));
     }
+
+    #[test]
+    fn check_refuses_each_thing_that_is_not_this_approval() {
+        let p = plan();
+        let a = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(a.check(&p).is_ok());
+        assert!(ApprovedPlan::new(p.clone(), a.clone()).is_ok());
+        // The hash in either case is the same hash.
+        let mut upper = a.clone();
+        upper.plan_sha256 = upper.plan_sha256.to_uppercase();
+        assert!(upper.check(&p).is_ok());
+        let mut pending = a.clone();
+        pending.status = AuthStatus::Pending;
+        assert!(matches!(pending.check(&p), Err(AuthError::Pending)));
+        let mut rejected = a.clone();
+        rejected.status = AuthStatus::Rejected;
+        assert!(matches!(rejected.check(&p), Err(AuthError::Rejected { by }) if by == "alice"));
+        let mut other_id = a.clone();
+        other_id.plan_id = "q".into();
+        assert!(matches!(
+            other_id.check(&p),
+            Err(AuthError::PlanIdMismatch { approved, found }) if approved == "q" && found == "p"
+        ));
+        let mut edited = p.clone();
+        edited.sha256 = "0".repeat(64);
+        assert!(matches!(
+            a.check(&edited),
+            Err(AuthError::Changed { actual, .. }) if actual == edited.sha256
+        ));
+        assert!(ApprovedPlan::new(edited, a).is_err());
+    }
+
+    /// A plan file edited on disk after the run approved its bytes is refused by `recheck`.
+    #[test]
+    fn recheck_reads_the_plan_file_again() {
+        let dir = std::env::temp_dir().join(format!("acode-recheck-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("p.json");
+        let bytes = br#"{"plan_id":"p","steps":[{"step_id":"a","tool":"t"}]}"#;
+        std::fs::write(&file, bytes).unwrap();
+        let mut p = plan();
+        p.sha256 = crate::util::sha256_hex(bytes);
+        p.source = Some(file.clone());
+        let a = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        let approved = ApprovedPlan::new(p, a).unwrap();
+        assert!(approved.recheck().is_ok());
+        std::fs::write(&file, br#"{"plan_id":"p","steps":[]}"#).unwrap();
+        assert!(matches!(approved.recheck(), Err(AuthError::Changed { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    /// How an approval is proven is named the same everywhere (header, report, JUnit, events).
+    #[test]
+    fn how_an_approval_is_proven_is_named() {
+        assert_eq!(
+            [Scheme::Ssh, Scheme::Hmac, Scheme::None].map(Scheme::name),
+            ["ssh", "hmac", "none"]
+        );
+        let signer = |who: &str| crate::plan::signers::VerifiedSigner {
+            principal: who.into(),
+            key: "SHA256:x".into(),
+            algorithm: "ssh-ed25519".into(),
+            line: 1,
+        };
+        let ssh = ApprovalProof {
+            scheme: Scheme::Ssh,
+            verified: true,
+            signers: vec![signer("alice@example.com"), signer("bob@example.com")],
+            required: Some(2),
+        };
+        // The verified principals, never the claimed name; without signers, the claim.
+        assert_eq!(
+            ssh.approver("mallory"),
+            "alice@example.com, bob@example.com"
+        );
+        assert_eq!(ApprovalProof::default().approver("mallory"), "mallory");
+        assert_eq!(ssh.standing(), "verified (ssh)");
+        let hmac = ApprovalProof {
+            scheme: Scheme::Hmac,
+            verified: true,
+            ..ApprovalProof::default()
+        };
+        assert_eq!(hmac.standing(), "verified (hmac, shared key)");
+        for unproven in [
+            ApprovalProof::default(),
+            ApprovalProof {
+                scheme: Scheme::Ssh,
+                ..ApprovalProof::default()
+            },
+            ApprovalProof {
+                scheme: Scheme::Hmac,
+                ..ApprovalProof::default()
+            },
+        ] {
+            assert_eq!(unproven.standing(), "claimed", "{unproven:?}");
+        }
+        // The run header's word for the signature.
+        let p = plan();
+        let unsigned = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        let state = |a: &PlanAuthorization, key: Option<&[u8]>| {
+            ApprovedPlan::new_verified(p.clone(), a.clone(), key)
+                .unwrap()
+                .signature_state()
+        };
+        assert_eq!(state(&unsigned, None), "none");
+        let hmac_signed = unsigned.clone().signed(b"k");
+        assert_eq!(state(&hmac_signed, None), "unchecked");
+        assert_eq!(state(&hmac_signed, Some(b"k")), "verified");
+        let mut ssh_signed = unsigned.clone();
+        ssh_signed.ssh_signatures.push(SshSignature {
+            signature: "not checked here".into(),
+            added_at: 0,
+        });
+        assert_eq!(state(&ssh_signed, None), "unchecked");
+    }
+
+    /// What `approve` needs beyond the plan's path is named only for what a signature cures.
+    #[test]
+    fn the_refusals_a_signature_cures_ask_for_one() {
+        let sign = " --sign KEY (a key allowed_signers lists; docs/approvals.md)";
+        for cured in [
+            AuthError::NotSshSigned {
+                allowed_signers: "f".into(),
+            },
+            AuthError::SignaturesRefused(vec![]),
+            AuthError::TooFewApprovers {
+                required: 2,
+                verified: vec![],
+                refused: vec![],
+            },
+            AuthError::PrincipalRequired {
+                why: "w".into(),
+                condition: "network",
+                principals: vec![],
+                verified: vec![],
+            },
+        ] {
+            assert_eq!(cured.approve_flags(), sign, "{cured:?}");
+        }
+        for other in [
+            AuthError::Pending,
+            AuthError::BadSignature,
+            AuthError::Unsigned,
+        ] {
+            assert_eq!(other.approve_flags(), "", "{other:?}");
+        }
+    }
+
+    /// A second approver's signature is over the same decision whoever and whenever decided;
+    /// a decision on other bytes, another policy or another status is not the same one.
+    #[test]
+    fn the_same_decision_is_the_same_ssh_message() {
+        let a = full_approval();
+        let mut later = a.clone();
+        later.decided_by = "bob".into();
+        later.decided_at += 1000;
+        assert!(a.same_decision(&later));
+        for (field, covered, edit) in field_edits() {
+            let mut edited = a.clone();
+            edit(&mut edited);
+            assert_eq!(!a.same_decision(&edited), covered, "{field}");
+        }
+    }
+
+    /// The approval file: written atomically next to the plan, read back as written; missing
+    /// means pending; damaged is refused naming the file; a rejection counts only for the
+    /// bytes it rejected.
+    #[test]
+    fn the_approval_file_round_trips_and_a_rejection_stands_for_its_bytes() {
+        let dir = std::env::temp_dir().join(format!("acode-auth-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan_path = dir.join("p.json");
+        assert_eq!(approval_path(&plan_path), dir.join("p.json.approval"));
+        let p = plan();
+        let missing = load(&plan_path, &p).unwrap();
+        assert_eq!(missing.status, AuthStatus::Pending);
+        assert_eq!(missing.plan_id, "p");
+        assert!(rejection_in_file(&plan_path, &p).is_none());
+        let a = full_approval().signed(b"k");
+        assert_eq!(store(&plan_path, &a).unwrap(), dir.join("p.json.approval"));
+        assert_eq!(load(&plan_path, &p).unwrap(), a);
+        assert!(rejection_in_file(&plan_path, &p).is_none(), "an approval");
+        let no = PlanAuthorization::decide(&p, AuthStatus::Rejected, "bob");
+        store(&plan_path, &no).unwrap();
+        assert_eq!(rejection_in_file(&plan_path, &p), Some(no));
+        let mut other_bytes = p.clone();
+        other_bytes.sha256 = "0".repeat(64);
+        assert!(rejection_in_file(&plan_path, &other_bytes).is_none());
+        // Nothing but the approval is left behind.
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["p.json.approval"]);
+        std::fs::write(approval_path(&plan_path), "{not json").unwrap();
+        let err = load(&plan_path, &p).unwrap_err();
+        assert!(matches!(err, AuthError::BadApprovalFile { .. }), "{err}");
+        assert!(err.to_string().contains("p.json.approval"), "{err}");
+        std::fs::remove_file(approval_path(&plan_path)).unwrap();
+        std::fs::create_dir(approval_path(&plan_path)).unwrap();
+        assert!(matches!(load(&plan_path, &p), Err(AuthError::Input { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_blank_name_is_no_name() {
+        let who = decided_by(Some("   "));
+        assert!(!who.trim().is_empty(), "{who:?}");
+    }
+
+    /// Under the HMAC key: an unsigned approval is refused as unsigned, an SSH-only one as the
+    /// other scheme, and one that carries both is proven by its HMAC signature.
+    #[test]
+    fn under_the_shared_key_each_refusal_says_what_is_missing() {
+        let p = plan();
+        let policy = Policy::default();
+        let key = Trust::Hmac(b"k".to_vec());
+        let unsigned = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(matches!(
+            unsigned.prove(&p, &policy, &key, 0),
+            Err(AuthError::Unsigned)
+        ));
+        let (ssh, _) = ssh_key(8, "alice@example.com");
+        let mut ssh_only = unsigned.clone();
+        ssh_sign(&mut ssh_only, &ssh);
+        assert!(matches!(
+            ssh_only.prove(&p, &policy, &key, 0),
+            Err(AuthError::SchemeMismatch(_))
+        ));
+        let mut both = unsigned.signed(b"k");
+        ssh_sign(&mut both, &ssh);
+        let proof = both.prove(&p, &policy, &key, 0).unwrap();
+        assert_eq!((proof.scheme, proof.verified), (Scheme::Hmac, true));
+        assert!(proof.signers.is_empty());
+        assert_eq!(
+            both.prove(&p, &policy, &Trust::Anyone, 0).unwrap(),
+            ApprovalProof::default()
+        );
+    }
+
+    /// A plan that reaches further (here: one with an agent step) needs one of the reserved
+    /// principals among its signers; a plan that does not, does not.
+    #[test]
+    fn a_reserved_principal_is_required_only_where_the_plan_reaches_that_far() {
+        let (alice, _) = ssh_key(11, "alice@example.com");
+        let (sec, _) = ssh_key(12, "sec@example.com");
+        let lines = format!(
+            "alice@example.com {}\nsec@example.com,security@example.com {}\n",
+            alice.public_key().to_openssh().unwrap(),
+            sec.public_key().to_openssh().unwrap()
+        );
+        let trust = Trust::Ssh(crate::plan::signers::AllowedSigners::parse(&lines, "f").unwrap());
+        let policy = Policy::parse(
+            r#"{"approvals": {"allowed_signers": "f",
+                "require_principal": {"agent": ["security@example.com"]}}}"#,
+        )
+        .unwrap();
+        let plain = plan();
+        let agent = crate::plan::parse::parse(
+            br#"{"plan_id":"p","steps":[{"step_id":"a","tool":"agent","arguments":{"goal":"g"}}]}"#,
+        )
+        .unwrap();
+        let signed = |p: &Plan, key: &ssh_key::PrivateKey| {
+            let mut a =
+                PlanAuthorization::decide(p, AuthStatus::Approved, "x").under_policy(&policy);
+            ssh_sign(&mut a, key);
+            a
+        };
+        assert!(
+            signed(&plain, &alice)
+                .prove(&plain, &policy, &trust, 0)
+                .is_ok()
+        );
+        let err = signed(&agent, &alice)
+            .prove(&agent, &policy, &trust, 0)
+            .unwrap_err();
+        assert!(
+            matches!(&err, AuthError::PrincipalRequired { condition: "agent", verified, .. }
+                if verified == &["alice@example.com".to_string()]),
+            "{err}"
+        );
+        // A line that names the reserved principal among others counts.
+        let proof = signed(&agent, &sec)
+            .prove(&agent, &policy, &trust, 0)
+            .unwrap();
+        assert_eq!(proof.approver("x"), "sec@example.com,security@example.com");
+    }
+
+    /// Skills the approval recorded must still be the ones the plan uses.
+    #[test]
+    fn an_approved_skill_that_is_gone_refuses_the_plan() {
+        let dir = std::env::temp_dir().join(format!("acode-skills-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ws = crate::workspace::Workspace::new(&dir).unwrap();
+        let p = plan();
+        let a = PlanAuthorization::decide(&p, AuthStatus::Approved, "alice");
+        assert!(a.check_skills(&p, &ws).is_ok());
+        let mut with_skill = a.clone();
+        with_skill
+            .skills
+            .insert(".acode/skills/s/SKILL.md".into(), "1".repeat(64));
+        let err = with_skill.check_skills(&p, &ws).unwrap_err();
+        assert!(matches!(err, AuthError::SkillChanged(_)), "{err}");
+        let approved = ApprovedPlan::new(p, with_skill).unwrap();
+        assert!(approved.check_skills(&ws).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The login name is the user database's name for this uid: compared with /etc/passwd,
+    /// where the machines that run the tests keep it.
+    #[test]
+    fn the_login_name_is_the_user_databases() {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() }.to_string();
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let listed = passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[2] == uid).then(|| f[0].to_string())
+        });
+        match listed {
+            Some(name) => assert_eq!(login_name(), Some(name)),
+            // Another user database (NSS): whatever it says, never a blank name.
+            None => assert!(login_name().is_none_or(|n| !n.trim().is_empty())),
+        }
+    }
 }

@@ -862,4 +862,141 @@ mod tests {
         assert!(!user_present(&[0u8, 0, 0, 0, 0, 4, 0, 0, 0, 7]));
         assert!(!user_present(&[1u8, 2]));
     }
+
+    /// A throwaway ed25519 key from a fixed seed: its public half as an `allowed_signers` key,
+    /// and its signature over `message` made for `namespace`, as `ssh-keygen -Y sign -n` makes it.
+    fn signed(seed: u8, namespace: &str, message: &[u8]) -> (String, String) {
+        let key =
+            ssh_key::PrivateKey::from(ssh_key::private::Ed25519Keypair::from_seed(&[seed; 32]));
+        let sig = key
+            .sign(namespace, HashAlg::Sha512, message)
+            .unwrap()
+            .to_pem(ssh_key::LineEnding::LF)
+            .unwrap();
+        (key.public_key().to_openssh().unwrap(), sig)
+    }
+
+    const MESSAGE: &[u8] = b"acode-run approval message v1\nplan_id \"p\"\n";
+
+    #[test]
+    fn a_signature_made_for_another_namespace_never_counts() {
+        let (public, ours) = signed(3, NAMESPACE, MESSAGE);
+        let allowed = AllowedSigners::parse(&format!("alice@example.com {public}"), "f").unwrap();
+        let signer = allowed.verify(&ours, MESSAGE, 0).unwrap();
+        assert_eq!(
+            (signer.principal.as_str(), signer.line),
+            ("alice@example.com", 1)
+        );
+        assert_eq!(signer.algorithm, "ssh-ed25519");
+        assert!(signer.key.starts_with("SHA256:"), "{}", signer.key);
+        // The same key over the same bytes, for git commits, for files, for a near miss.
+        for other in ["git", "file", "acode-run-approval-v0", "acode-run"] {
+            let (_, theirs) = signed(3, other, MESSAGE);
+            assert_eq!(
+                allowed.verify(&theirs, MESSAGE, 0),
+                Err(SignatureRefusal::WrongNamespace {
+                    found: other.to_string(),
+                    expected: NAMESPACE,
+                }),
+                "{other}"
+            );
+        }
+        // A key whose line allows other namespaces only does not sign ours either; a pattern
+        // that includes ours does.
+        let only_git = format!("alice@example.com namespaces=\"git,file\" {public}");
+        let only_git = AllowedSigners::parse(&only_git, "f").unwrap();
+        assert!(matches!(
+            only_git.verify(&ours, MESSAGE, 0),
+            Err(SignatureRefusal::NamespaceNotAllowed { line: 1, .. })
+        ));
+        let pattern = format!("alice@example.com namespaces=\"git,acode-run-*\" {public}");
+        let pattern = AllowedSigners::parse(&pattern, "f").unwrap();
+        assert!(pattern.verify(&ours, MESSAGE, 0).is_ok());
+    }
+
+    #[test]
+    fn a_key_counts_only_inside_its_validity_window() {
+        let (public, sig) = signed(4, NAMESPACE, MESSAGE);
+        // 2024-01-01 and 2025-01-01 UTC.
+        let (after, before) = (1_704_067_200, 1_735_689_600);
+        let line = format!(
+            "alice@example.com valid-after=\"20240101Z\",valid-before=\"20250101Z\" {public}"
+        );
+        let allowed = AllowedSigners::parse(&line, "f").unwrap();
+        // Both ends count, as in ssh-keygen; a second outside does not.
+        assert!(allowed.verify(&sig, MESSAGE, after).is_ok());
+        assert!(allowed.verify(&sig, MESSAGE, before).is_ok());
+        let early = allowed.verify(&sig, MESSAGE, after - 1).unwrap_err();
+        assert!(
+            matches!(&early, SignatureRefusal::NotYetValid { line: 1, after, .. }
+                if after == "2024-01-01 00:00:00 UTC"),
+            "{early:?}"
+        );
+        let late = allowed.verify(&sig, MESSAGE, before + 1).unwrap_err();
+        assert!(
+            matches!(&late, SignatureRefusal::Expired { line: 1, before, .. }
+                if before == "2025-01-01 00:00:00 UTC"),
+            "{late:?}"
+        );
+        // Each bound alone.
+        let open_end = AllowedSigners::parse(
+            &format!("alice@example.com valid-after=\"20240101Z\" {public}"),
+            "f",
+        )
+        .unwrap();
+        assert!(open_end.verify(&sig, MESSAGE, i64::MAX).is_ok());
+        assert!(open_end.verify(&sig, MESSAGE, after - 1).is_err());
+        let open_start = AllowedSigners::parse(
+            &format!("alice@example.com valid-before=\"20250101Z\" {public}"),
+            "f",
+        )
+        .unwrap();
+        assert!(open_start.verify(&sig, MESSAGE, 0).is_ok());
+        assert!(open_start.verify(&sig, MESSAGE, before + 1).is_err());
+    }
+
+    #[test]
+    fn the_first_line_that_lets_a_key_count_names_its_signer() {
+        let (public, sig) = signed(5, NAMESPACE, MESSAGE);
+        let (other, _) = signed(6, NAMESPACE, MESSAGE);
+        // The key's first line has expired, its second is a cert-authority line, its third
+        // counts; a line of another key in between changes nothing.
+        let text = format!(
+            "old@example.com valid-before=\"20000101Z\" {public}\n\
+             bob@example.com {other}\n\
+             ca@example.com cert-authority {public}\n\
+             alice@example.com {public}\n"
+        );
+        let allowed = AllowedSigners::parse(&text, "f").unwrap();
+        let signer = allowed.verify(&sig, MESSAGE, 1_000_000_000).unwrap();
+        assert_eq!(
+            (signer.principal.as_str(), signer.line),
+            ("alice@example.com", 4)
+        );
+        assert_eq!(allowed.entry(&signer).map(|e| e.line), Some(4));
+        // Without the last line, the first refusal is the one reported.
+        let text = text.lines().take(3).collect::<Vec<_>>().join("\n");
+        let allowed = AllowedSigners::parse(&text, "f").unwrap();
+        assert!(matches!(
+            allowed.verify(&sig, MESSAGE, 1_000_000_000),
+            Err(SignatureRefusal::Expired { line: 1, .. })
+        ));
+        let ca_only = AllowedSigners::parse(&format!("ca cert-authority {public}"), "f").unwrap();
+        assert!(matches!(
+            ca_only.verify(&sig, MESSAGE, 0),
+            Err(SignatureRefusal::OnlyAuthority { line: 1, .. })
+        ));
+        // A key no line lists.
+        let stranger = AllowedSigners::parse(&format!("bob@example.com {other}"), "f").unwrap();
+        assert!(matches!(
+            stranger.verify(&sig, MESSAGE, 0),
+            Err(SignatureRefusal::UnknownKey { source_file, .. }) if source_file == "f"
+        ));
+        // Over other bytes: the signature does not match.
+        let alone = AllowedSigners::parse(&format!("alice {public}"), "f").unwrap();
+        assert!(matches!(
+            alone.verify(&sig, b"acode-run approval message v1\nplan_id \"q\"\n", 0),
+            Err(SignatureRefusal::Mismatch { .. })
+        ));
+    }
 }

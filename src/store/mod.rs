@@ -1398,4 +1398,64 @@ mod tests {
         assert_eq!(settings.token_budget, Some(100000));
         assert_eq!(settings.model.as_deref(), Some("m-[REDACTED]"));
     }
+
+    /// Every kind of artifact an execution records is redacted on the way in, whatever its
+    /// type: stdout, stderr, a diff, an MCP server's stderr, one never seen before.
+    #[test]
+    fn every_artifact_kind_is_redacted() {
+        let mut store = Store::open_in_memory().unwrap();
+        let redactor = Redactor::new();
+        redactor.add_values(["s3cr3t-value"]);
+        store.set_redactor(Arc::new(redactor));
+        let run = RunRow {
+            run_id: "r1".into(),
+            plan_id: "p".into(),
+            plan_sha256: "00".into(),
+            plan_path: None,
+            workspace: "/ws".into(),
+            started_at: 1,
+            finished_at: None,
+            status: RunStatus::Running,
+            exit_code: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            sandbox: None,
+            landlock_abi: None,
+            kind: "run".into(),
+            subject: None,
+        };
+        store
+            .begin_run(&run, "{}", "{}", &[("s", 0, "run_command")])
+            .unwrap();
+        let kinds = ["stdout", "stderr", "diff", "mcp_stderr", "new_kind"];
+        let artifacts: Vec<Artifact> = kinds
+            .iter()
+            .map(|k| Artifact::new(k, format!("{k}: token=s3cr3t-value\n")))
+            .collect();
+        let e = ExecutionRecord {
+            execution_id: "e1".into(),
+            run_id: "r1".into(),
+            step_id: "s".into(),
+            tool_name: "run_command".into(),
+            arguments_json: "{}".into(),
+            started_at: 1,
+            duration_ms: 1,
+            success: true,
+            exit_code: Some(0),
+            error_code: None,
+            error_message: None,
+            attempt: 1,
+            turn: None,
+            parent_execution_id: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            program_path: None,
+            program_sha256: None,
+        };
+        store.record_execution(&e, &artifacts, &[]).unwrap();
+        for k in kinds {
+            let stored = store.artifact("e1", k).unwrap().content;
+            assert_eq!(stored, format!("{k}: token=[REDACTED]\n"), "{k}");
+        }
+    }
 }

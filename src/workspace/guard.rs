@@ -368,4 +368,56 @@ mod tests {
         );
         std::fs::remove_dir_all(&outside).unwrap();
     }
+
+    /// An approval file is kept for restoring up to 1 MiB (exactly 1 MiB included): a bigger one,
+    /// or one that is not a regular file, is reported as changed and as not restorable.
+    #[test]
+    fn approvals_up_to_the_restore_limit_come_back_and_bigger_ones_are_named() {
+        let ws = ws();
+        let r = ws.root();
+        let limit = MAX_RESTORE_BYTES as usize;
+        std::fs::write(r.join("plans/big.json.approval"), vec![b'a'; limit]).unwrap();
+        std::fs::write(r.join("plans/huge.json.approval"), vec![b'b'; limit + 1]).unwrap();
+        let g = ProtectedGuard::before(&ws);
+        std::fs::write(r.join("plans/big.json.approval"), "x").unwrap();
+        std::fs::write(r.join("plans/huge.json.approval"), "y").unwrap();
+        let err = g.after().unwrap_err();
+        assert_eq!(
+            std::fs::read(r.join("plans/big.json.approval")).unwrap(),
+            vec![b'a'; limit]
+        );
+        assert!(
+            err.reason
+                .contains("huge.json.approval: cannot be restored"),
+            "{err}"
+        );
+        assert!(!err.reason.contains("big.json.approval"), "{err}");
+        assert!(err.subject.contains("big.json.approval"), "{err}");
+        let _ = std::fs::remove_dir_all(r);
+    }
+
+    /// Any change of an approval counts — its bytes, only its times, its mode — and a protected
+    /// directory that appears with nothing in it is still removed.
+    #[test]
+    fn a_touch_or_a_chmod_of_an_approval_is_a_change() {
+        use std::os::unix::fs::PermissionsExt;
+        let ws = ws();
+        let file = ws.root().join("plans/p.json.approval");
+        let g = ProtectedGuard::before(&ws);
+        assert_eq!(g.after(), Ok(()));
+        // Same bytes, same size, new times.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&file, "signed").unwrap();
+        assert!(g.after().is_err());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "signed");
+        let g = ProtectedGuard::before(&ws);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(g.after().is_err());
+        let g = ProtectedGuard::before(&ws);
+        std::fs::create_dir(ws.root().join(".acode")).unwrap();
+        let err = g.after().unwrap_err();
+        assert!(err.subject.contains(".acode"), "{err}");
+        assert!(!ws.root().join(".acode").exists());
+        let _ = std::fs::remove_dir_all(ws.root());
+    }
 }

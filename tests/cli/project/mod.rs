@@ -8,6 +8,7 @@ mod first_hour;
 mod imports;
 mod lengths;
 mod library;
+mod mutation;
 mod real_projects;
 mod schema_property;
 mod skips;
