@@ -1096,7 +1096,7 @@ mod tests {
     #[test]
     fn the_upstream_never_sees_the_proxys_own_headers() {
         let (port, received) = recording_upstream();
-        let (p, dir) = proxy(&[&format!("localhost:{port}")]);
+        let p = proxy(&[&format!("localhost:{port}")]);
         let token = p.new_token();
         let credentials = auth(&token);
         let answer = ask(
@@ -1133,6 +1133,5 @@ mod tests {
         let log = p.finish(&token);
         assert_eq!((log.len(), log[0].status), (1, 200), "{log:?}");
         drop(p);
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

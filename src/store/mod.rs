@@ -1423,6 +1423,9 @@ mod tests {
             landlock_abi: None,
             kind: "run".into(),
             subject: None,
+            repository: None,
+            commit: None,
+            events_lost: None,
         };
         store
             .begin_run(&run, "{}", "{}", &[("s", 0, "run_command")])
@@ -1451,6 +1454,7 @@ mod tests {
             completion_tokens: None,
             program_path: None,
             program_sha256: None,
+            call_id: None,
         };
         store.record_execution(&e, &artifacts, &[]).unwrap();
         for k in kinds {

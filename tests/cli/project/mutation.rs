@@ -73,7 +73,10 @@ fn every_attacker_mutant_names_tests_that_exist_and_is_documented() {
             );
         }
     }
-    assert!(unit_level >= 10, "only {unit_level} unit-level tests: CI runs those");
+    assert!(
+        unit_level >= 10,
+        "only {unit_level} unit-level tests: CI runs those"
+    );
 }
 
 #[test]
@@ -95,7 +98,10 @@ fn every_mutant_left_out_says_why() {
         } else if in_list && (trimmed.starts_with('\'') || trimmed.starts_with('"')) {
             entries += 1;
             let quoted = trimmed.trim_end_matches(',');
-            assert!(reason, ".cargo/mutants.toml: {quoted} has no reason above it");
+            assert!(
+                reason,
+                ".cargo/mutants.toml: {quoted} has no reason above it"
+            );
             let regex = match quoted.strip_prefix('\'') {
                 Some(literal) => literal.trim_end_matches('\'').to_string(),
                 None => serde_json::from_str::<String>(quoted).unwrap(),
