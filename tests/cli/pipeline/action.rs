@@ -68,6 +68,9 @@ pub fn checkout() -> TestDir {
     t
 }
 
+/// How many jobs this test process has made (each gets its own runner directory).
+static JOBS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A job for `t`'s checkout: the action at this repository, a runner directory of its own, the
 /// shared cache store, `PATH` with `bin` first when given.
 pub fn job(t: &TestDir, bin: Option<&Path>, executor: Executor) -> Job {
@@ -75,7 +78,12 @@ pub fn job(t: &TestDir, bin: Option<&Path>, executor: Executor) -> Job {
     Job {
         action_path: repo().to_path_buf(),
         workspace: t.ws.clone(),
-        runner: t.root.join("runner"),
+        // A runner directory of its own for every job, as GitHub gives each job: two jobs on one
+        // checkout (a refused one, then one with the CI key) each upload their `acode-run` artifact.
+        runner: t.root.join(format!(
+            "runner-{}",
+            JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        )),
         cache_store: cache_store(),
         env: super::tools::QUICK_RELEASE
             .iter()
