@@ -57,12 +57,11 @@ pub(super) fn write(
     store
         .record_attestation(&full_id, &record)
         .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "attestation of run {full_id} ({subjects} file(s), signed by {}) → {}",
         record.key,
         out.display()
-    );
+    ));
     Ok(())
 }
 
@@ -118,7 +117,7 @@ pub(super) fn cmd_verify(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 for line in &verified.lines {
                     shell.err_line(crate::terminal::line(line));
                 }
-                errln!(shell, "verified: {}", path.display());
+                shell.err_line(format_args!("verified: {}", path.display()));
             }
             Ok(exit::OK)
         }

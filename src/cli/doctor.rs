@@ -36,9 +36,7 @@ pub(super) fn cmd_doctor(args: &super::Args, shell: &Shell) -> Result<i32, CliEr
             )
         })
         .collect();
-    errln!(
-        shell,
-        "acode-run: the sandbox a run would use here ({}) does not hold what --require asks:\n{}\n  \
+    shell.err_line(format_args!("acode-run: the sandbox a run would use here ({}) does not hold what --require asks:\n{}\n  \
          a pipeline that requires it fails here, before any plan runs (docs/ci.md, \"Which \
          sandbox runs where\")",
         report
@@ -46,8 +44,7 @@ pub(super) fn cmd_doctor(args: &super::Args, shell: &Shell) -> Result<i32, CliEr
             .mode
             .as_deref()
             .unwrap_or("none: a run is refused"),
-        lines.join("\n")
-    );
+        lines.join("\n")));
     Ok(exit::PROMISE_NOT_HELD)
 }
 
@@ -57,23 +54,22 @@ fn mark(ok: bool, bad: &str) -> String {
 }
 
 fn print_report(shell: &Shell, r: &DoctorReport) {
-    outln!(shell, "acode-run doctor: {}", r.workspace.display());
-    outln!(shell, "");
-    outln!(shell, "sandbox modes here:");
+    shell.out_line(format_args!("acode-run doctor: {}", r.workspace.display()));
+    shell.out_line("");
+    shell.out_line("sandbox modes here:");
     for m in &r.modes {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "  {:<9} {} {}",
             m.mode,
             mark(m.works, "FAILS"),
             m.detail
-        );
+        ));
     }
-    outln!(shell, "  auto picks {}", r.auto);
+    shell.out_line(format_args!("  auto picks {}", r.auto));
     if let Some(why) = &r.auto_reason {
-        outln!(shell, "    because {why}");
+        shell.out_line(format_args!("    because {why}"));
     }
-    outln!(shell, "");
+    shell.out_line("");
     let run = &r.run;
     match (&run.mode, &run.error) {
         (Some(mode), _) => {
@@ -81,59 +77,48 @@ fn print_report(shell: &Shell, r: &DoctorReport) {
                 .landlock_abi
                 .map(|a| format!(" (Landlock ABI {a})"))
                 .unwrap_or_default();
-            outln!(
-                shell,
+            shell.out_line(format_args!(
                 "a run here: --sandbox {} -> {mode}{abi}",
                 run.requested
-            );
+            ));
         }
-        (None, Some(e)) => outln!(
-            shell,
+        (None, Some(e)) => shell.out_line(format_args!(
             "a run here: --sandbox {} is refused: {e}",
             run.requested
-        ),
+        )),
         (None, None) => {}
     }
-    outln!(
-        shell,
+    shell.out_line(format_args!(
         "  {} {}",
         mark(run.command_starts.ok, "FAILS"),
         run.command_starts.detail
-    );
-    outln!(shell, "promises (docs/security.md) under it:");
+    ));
+    shell.out_line("promises (docs/security.md) under it:");
     for p in &run.promises {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "  {} {:<21} {}",
             mark(p.holds, "NOT HELD"),
             p.name,
             p.why_not.as_deref().unwrap_or(&p.what)
-        );
+        ));
     }
-    outln!(shell, "");
-    outln!(
-        shell,
+    shell.out_line("");
+    shell.out_line(format_args!(
         "seccomp:        {} {}",
         mark(r.seccomp.ok, "FAILS"),
         r.seccomp.detail
-    );
-    outln!(
-        shell,
+    ));
+    shell.out_line(format_args!(
         "network proxy:  {} {}",
         mark(r.network_proxy.ok, "FAILS"),
         r.network_proxy.detail
-    );
+    ));
     let t = &r.toolchain;
-    outln!(
-        shell,
+    shell.out_line(format_args!(
         "toolchain:      acode-run {} built by {} for {} ({})",
-        t.version,
-        t.rustc,
-        t.target,
-        t.profile
-    );
-    outln!(
-        shell,
+        t.version, t.rustc, t.target, t.profile
+    ));
+    shell.out_line(format_args!(
         "database:       {} ({}; {})",
         r.database.path.display(),
         r.database.named_by,
@@ -142,20 +127,18 @@ fn print_report(shell: &Shell, r: &DoctorReport) {
         } else {
             "not created yet"
         }
-    );
+    ));
     match &r.policy.path {
-        Some(p) => outln!(
-            shell,
+        Some(p) => shell.out_line(format_args!(
             "policy:         {} {}: {}",
             mark(r.policy.ok, "FAILS"),
             p.display(),
             r.policy.detail
-        ),
-        None => outln!(
-            shell,
+        )),
+        None => shell.out_line(format_args!(
             "policy:         {} none (no acode-policy.json): the defaults, {}",
             mark(r.policy.ok, "FAILS"),
             r.policy.detail
-        ),
+        )),
     }
 }

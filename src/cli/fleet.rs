@@ -20,19 +20,18 @@ pub(super) fn cmd_merge(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let quiet = args.quiet;
     let report = crate::store::merge::merge(&out, &inputs, |input| {
         if !quiet && total > 1 && total <= 20 {
-            errln!(shell, "merging {}", input.display());
+            shell.err_line(format_args!("merging {}", input.display()));
         }
     })
     .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "merged {} into {}: {} added, {} already there; {} decision and review row(s) added",
         crate::terminal::count(report.inputs, "database"),
         out.display(),
         crate::terminal::count(report.runs_added, "run"),
         report.runs_present,
         report.log_rows_added
-    );
+    ));
     Ok(exit::OK)
 }
 
@@ -85,11 +84,10 @@ pub(super) fn cmd_export_rows(args: &Args, shell: &Shell) -> Result<i32, CliErro
             rows
         }
     };
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "wrote {} of run {run_id}{}",
         crate::terminal::count(rows, "row"),
         target.map(|f| format!(" to {f}")).unwrap_or_default()
-    );
+    ));
     Ok(exit::OK)
 }

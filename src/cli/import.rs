@@ -44,19 +44,17 @@ pub fn cmd_import(args: &Args, shell: &Shell) -> Result<i32, CliError> {
             // The next steps as they work when pasted: with the workspace (and database) this
             // import was given, and the policy it wrote.
             let policy = written_policy.as_deref();
-            errln!(
-                shell,
+            shell.err_line(format_args!(
                 "wrote {} (not approved: `{}`, then `{}`)",
                 out.display(),
                 super::hints::next_step(args, "preview", out, policy),
                 super::hints::next_step(args, "approve", out, policy)
-            );
+            ));
             if let Some(p) = &written_policy {
-                errln!(
-                    shell,
+                shell.err_line(format_args!(
                     "wrote {} (the policy its commands need; pass it with --policy)",
                     p.display()
-                );
+                ));
             }
         } else {
             shell.err_line("nothing written: the plan was refused");

@@ -1,20 +1,6 @@
 //! The `acode-run` command line: parse flags, do the command, map every error to an exit code here
 //! and nowhere else.
 
-/// A human line on stdout, through the invocation's [`shell::Shell`] (redacted, sanitised).
-macro_rules! outln {
-    ($shell:expr, $($arg:tt)*) => {
-        $shell.out_line(format_args!($($arg)*))
-    };
-}
-
-/// A human line on stderr, through the invocation's [`shell::Shell`] (redacted, sanitised).
-macro_rules! errln {
-    ($shell:expr, $($arg:tt)*) => {
-        $shell.err_line(format_args!($($arg)*))
-    };
-}
-
 mod attest;
 mod doctor;
 pub mod exit_codes;
@@ -270,14 +256,14 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             return exit::OK;
         }
         Parsed::Usage(text) => {
-            errln!(shell, "{}", text.trim_end());
+            shell.err_line(format_args!("{}", text.trim_end()));
             shell.error("no command or plan given");
             let err = CliError::new(exit::USAGE, "no command or plan given".to_string());
             report_refusal(&shell, raw_machine, None, &err, "command line", "");
             return err.code;
         }
         Parsed::Version => {
-            outln!(shell, "acode-run {}", flags::VERSION);
+            shell.out_line(format_args!("acode-run {}", flags::VERSION));
             return exit::OK;
         }
         Parsed::Run(a) => a,
@@ -383,16 +369,13 @@ fn dispatch(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, 
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
             use crate::policy::{DEFAULT_ALLOWLIST, DEFAULT_CONFIRM_TOOLS};
-            errln!(
-                shell,
-                "run_command's built-in allowlist (allowed, and run without asking): {}
+            shell.err_line(format_args!("run_command's built-in allowlist (allowed, and run without asking): {}
                  acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \
                  unless also in \"auto_approve_commands\"), \"commands\" replaces the list.
                  Tools that always ask (\"confirm_tools\"): {}
                  (`acode-run tools --json` prints all of it as one JSON document, for this workspace's policy)",
                 DEFAULT_ALLOWLIST.join(", "),
-                DEFAULT_CONFIRM_TOOLS.join(", ")
-            );
+                DEFAULT_CONFIRM_TOOLS.join(", ")));
             Ok(exit::OK)
         }
         Command::Schema => match args.positionals[0].as_str() {
@@ -527,16 +510,14 @@ fn cmd_skills(args: &Args, shell: &Shell) -> Result<i32, CliError> {
         return Ok(exit::OK);
     }
     if found.is_empty() {
-        errln!(
-            shell,
+        shell.err_line(format_args!(
             "no skills found (looked in {})",
             plan::skills::SEARCH_DIRS.join(", ")
-        );
+        ));
     }
     for r in &found {
         match r {
-            Ok(s) => outln!(
-                shell,
+            Ok(s) => shell.out_line(format_args!(
                 "{:<24} {:<40} tools: {:<30} {}",
                 crate::terminal::line(&s.name),
                 crate::terminal::line(s.front.description.as_deref().unwrap_or("-")),
@@ -548,8 +529,11 @@ fn cmd_skills(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                         .unwrap_or_else(|| "(the step's)".into())
                 ),
                 s.path
-            ),
-            Err(e) => outln!(shell, "error: {}", crate::terminal::line(&e.to_string())),
+            )),
+            Err(e) => shell.out_line(format_args!(
+                "error: {}",
+                crate::terminal::line(&e.to_string())
+            )),
         }
     }
     Ok(exit::OK)
@@ -597,39 +581,35 @@ fn cmd_validate(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 }
                 shell.out_json_line(&out, Origin::Runner);
             } else {
-                errln!(
-                    shell,
+                shell.err_line(format_args!(
                     "{}: valid plan {} ({}, sha256 {})",
                     path.display(),
                     plan_id,
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
-                );
+                ));
                 for (name, program) in &mcp_programs {
-                    errln!(
-                        shell,
+                    shell.err_line(format_args!(
                         "  mcp server {}: starts {}",
                         crate::terminal::line(name),
                         crate::terminal::line(program)
-                    );
+                    ));
                 }
                 let mut asking = Vec::new();
                 for (i, why) in &confirmations {
                     let id = &plan.steps[*i].step_id;
-                    errln!(
-                        shell,
+                    shell.err_line(format_args!(
                         "  step {} asks for confirmation: {}",
                         crate::terminal::line(&redactor.redact(id)),
                         redactor.redact(why)
-                    );
+                    ));
                     asking.push(id.clone());
                 }
                 if confirmations_complete && let Some(line) = confirmation_outlook(args, &asking) {
                     shell.err_line(redactor.redact(&line));
                 }
                 for (step_id, r) in skills {
-                    errln!(
-                        shell,
+                    shell.err_line(format_args!(
                         "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
                         crate::terminal::line(&step_id),
                         r.skill.name,
@@ -647,20 +627,22 @@ fn cmd_validate(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                             .max_turns
                             .map(|n| format!(", max-turns {n}"))
                             .unwrap_or_default()
-                    );
+                    ));
                     for piece in &r.pieces {
                         match piece {
                             plan::skills::Piece::Text { text } => {
                                 for l in text.lines() {
-                                    errln!(shell, "    | {}", crate::terminal::line(l));
+                                    shell.err_line(format_args!(
+                                        "    | {}",
+                                        crate::terminal::line(l)
+                                    ));
                                 }
                             }
                             plan::skills::Piece::Command { command, .. } => {
-                                errln!(
-                                    shell,
+                                shell.err_line(format_args!(
                                     "    | [output of run_command `{}`]",
                                     crate::terminal::line(command)
-                                )
+                                ))
                             }
                         }
                     }
@@ -718,8 +700,7 @@ fn record_decision(
         .decide(d.plan, path, d.policy, &request)
         .map_err(|e| CliError::new(e.exit_code(), redactor.redact(&e.to_string()).into_owned()))?;
     let auth = decided.authorization;
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "{} plan {} (sha256 {}) by {}{} → {}",
         if d.status == AuthStatus::Approved {
             "approved"
@@ -737,7 +718,7 @@ fn record_decision(
             None => String::new(),
         },
         decided.written.display()
-    );
+    ));
     Ok(auth)
 }
 
@@ -787,11 +768,10 @@ fn cmd_preview(args: &Args, shell: &Shell) -> Result<i32, CliError> {
         Err(e) => vec![e.clone()],
     };
     for line in lines {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "sandbox: {}",
             crate::terminal::line(&redactor.redact(&line))
-        );
+        ));
     }
     if let Some(line) = confirmation_outlook(args, &asking) {
         shell.out_line(redactor.redact(&line));
@@ -806,13 +786,12 @@ fn will_fail(shell: &Shell, failing: &[String]) -> i32 {
     if failing.is_empty() {
         return exit::OK;
     }
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "acode-run: {} will fail as the workspace is now ({}): exit {}",
         crate::terminal::count(failing.len(), "step"),
         shell.redactor().redact(&crate::events::id_list(failing)),
         exit::STEP_FAILED
-    );
+    ));
     exit::STEP_FAILED
 }
 
@@ -989,17 +968,14 @@ fn write_signing_message(
     } else {
         "reject"
     };
-    errln!(
-        shell,
-        "wrote the message to sign for {verb} of plan {} (sha256 {}) to {}\n  sign it:   ssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 {}\n  attach it: acode-run {verb} {} --add-signature {}.sig",
+    shell.err_line(format_args!("wrote the message to sign for {verb} of plan {} (sha256 {}) to {}\n  sign it:   ssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 {}\n  attach it: acode-run {verb} {} --add-signature {}.sig",
         redactor.redact(&plan.plan_id),
         plan.sha256,
         out.display(),
         crate::plan::signers::NAMESPACE,
         out.display(),
         path.display(),
-        out.display(),
-    );
+        out.display()));
     Ok(exit::OK)
 }
 
@@ -1148,12 +1124,11 @@ fn execute_plan(
         ),
     })?;
     if args.approve {
-        errln!(
-            shell,
+        shell.err_line(format_args!(
             "approved plan {} (sha256 {})",
             redactor.redact(&runner.plan().plan_id),
             runner.plan().sha256
-        );
+        ));
     }
     if let Some(warning) = runner.sandbox().warning() {
         shell.warn(redactor.redact(warning));
@@ -1162,22 +1137,20 @@ fn execute_plan(
         // What the workspace's own policy did to the approved one (docs/security.md): what it
         // asked beyond is never granted, and is said even with --quiet.
         if !args.quiet && !n.narrowed.is_empty() {
-            errln!(
-                shell,
+            shell.err_line(format_args!(
                 "acode-run: the workspace's {} narrows the approved policy:",
                 n.path
-            );
+            ));
             for line in &n.narrowed {
-                errln!(shell, "  {}", redactor.redact(line));
+                shell.err_line(format_args!("  {}", redactor.redact(line)));
             }
         }
         for line in &n.ignored {
-            errln!(
-                shell,
+            shell.err_line(format_args!(
                 "acode-run: warning: {} asks beyond the approved policy, ignored: {}",
                 n.path,
                 redactor.redact(line)
-            );
+            ));
         }
     }
     let sandbox = crate::events::SandboxInfo::of(runner.sandbox());
@@ -1306,18 +1279,12 @@ fn cmd_runs(args: &Args, shell: &Shell) -> Result<i32, CliError> {
         shell.out_json(&runs, Origin::Runner);
         return Ok(exit::OK);
     }
-    outln!(
-        shell,
+    shell.out_line(format_args!(
         "{:<36}  {:<6} {:<24} {:<11} {:>4}  STARTED (UTC)",
-        "RUN_ID",
-        "KIND",
-        "PLAN",
-        "STATUS",
-        "EXIT"
-    );
+        "RUN_ID", "KIND", "PLAN", "STATUS", "EXIT"
+    ));
     for r in runs {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "{:<36}  {:<6} {:<24} {:<11} {:>4}  {}",
             r.run_id,
             crate::terminal::line(&r.kind),
@@ -1327,7 +1294,7 @@ fn cmd_runs(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into()),
             format_ms(r.started_at)
-        );
+        ));
     }
     Ok(exit::OK)
 }
@@ -1380,25 +1347,22 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
         return Ok(exit::OK);
     }
     let r = &detail.run;
-    outln!(shell, "run       {}", r.run_id);
-    outln!(
-        shell,
+    shell.out_line(format_args!("run       {}", r.run_id));
+    shell.out_line(format_args!(
         "plan      {} (sha256 {})",
         crate::terminal::line(&r.plan_id),
         r.plan_sha256
-    );
-    outln!(shell, "workspace {}", r.workspace);
+    ));
+    shell.out_line(format_args!("workspace {}", r.workspace));
     if r.repository.is_some() || r.commit.is_some() {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "repository {} at {}",
             r.repository.as_deref().unwrap_or("(no origin)"),
             r.commit.as_deref().unwrap_or("(no commit)")
-        );
+        ));
     }
     if let Some(changes) = &shown.changes {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "changed   {}{}",
             crate::terminal::count(changes.total, "file"),
             changes
@@ -1407,19 +1371,21 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 .take(10)
                 .map(|f| format!("\n  {} {}", f.status, f.path))
                 .collect::<String>()
-        );
+        ));
     }
     if let Some(n) = &shown.repository_policy {
-        outln!(shell, "repository policy {} (sha256 {})", n.path, n.sha256);
+        shell.out_line(format_args!(
+            "repository policy {} (sha256 {})",
+            n.path, n.sha256
+        ));
         for line in &n.narrowed {
-            outln!(shell, "  narrowed: {line}");
+            shell.out_line(format_args!("  narrowed: {line}"));
         }
         for line in &n.ignored {
-            outln!(shell, "  ignored: {line}");
+            shell.out_line(format_args!("  ignored: {line}"));
         }
     }
-    outln!(
-        shell,
+    shell.out_line(format_args!(
         "status    {} (exit {}), started {}{}",
         r.status,
         r.exit_code
@@ -1432,41 +1398,38 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 f.saturating_sub(r.started_at) as f64 / 1000.0
             ))
             .unwrap_or_default()
-    );
+    ));
     if let Some(of) = replay_of {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "replay of {of} (its recorded model answers; docs/replay.md)"
-        );
+        ));
     }
     if let Some(lost) = &r.events_lost {
-        outln!(shell, "events    --jsonl {lost}");
+        shell.out_line(format_args!("events    --jsonl {lost}"));
     }
     if r.prompt_tokens.saturating_add(r.completion_tokens) > 0 {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "tokens    {} prompt + {} completion",
-            r.prompt_tokens,
-            r.completion_tokens
-        );
+            r.prompt_tokens, r.completion_tokens
+        ));
     }
     if let Some(line) = shown.provenance.approval_line() {
-        outln!(shell, "approved  by {}", crate::terminal::line(&line));
+        shell.out_line(format_args!(
+            "approved  by {}",
+            crate::terminal::line(&line)
+        ));
     }
-    outln!(
-        shell,
+    shell.out_line(format_args!(
         "attested  {}",
         crate::terminal::line(&shown.provenance.attestation_line())
-    );
+    ));
     if !decisions.is_empty() {
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "\ndecisions on this plan (sha256 {}):",
             r.plan_sha256
-        );
+        ));
         for d in decisions {
-            outln!(
-                shell,
+            shell.out_line(format_args!(
                 "  {} {:<8} by {}{}{}",
                 format_ms(d.decided_at),
                 d.verdict,
@@ -1484,15 +1447,14 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                     .as_ref()
                     .map(|why| format!(": {why}"))
                     .unwrap_or_default()
-            );
+            ));
         }
     }
-    outln!(shell, "\nsteps:");
+    shell.out_line("\nsteps:");
     for s in &detail.steps {
         let counts =
             crate::store::StepCounts::of(&s.step_id, detail.executions.iter().map(|e| &e.record));
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "  {:>3}. {:<24} {:<14} {:<10} {}{}",
             s.position.saturating_add(1),
             crate::terminal::line(&s.step_id),
@@ -1507,9 +1469,9 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 .as_ref()
                 .map(|c| format!("  [{c}] {}", s.error_message.clone().unwrap_or_default()))
                 .unwrap_or_default()
-        );
+        ));
     }
-    outln!(shell, "\nexecutions:");
+    shell.out_line("\nexecutions:");
     for e in &detail.executions {
         let rec = &e.record;
         let arts: Vec<String> = e
@@ -1529,8 +1491,7 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 )
             })
             .collect();
-        outln!(
-            shell,
+        shell.out_line(format_args!(
             "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
             rec.execution_id,
             crate::terminal::line(&rec.step_id),
@@ -1547,12 +1508,12 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
                 .as_ref()
                 .map(|m| format!("\n      {m}"))
                 .unwrap_or_default()
-        );
+        ));
         if let (Some(path), Some(sha)) = (&rec.program_path, &rec.program_sha256) {
-            outln!(shell, "      program: {path} (sha256 {sha})");
+            shell.out_line(format_args!("      program: {path} (sha256 {sha})"));
         }
         for r in &e.network {
-            outln!(shell, "      network: {}", describe_request(r));
+            shell.out_line(format_args!("      network: {}", describe_request(r)));
         }
     }
     Ok(exit::OK)
@@ -1583,35 +1544,32 @@ fn cmd_artifact(args: &Args, shell: &Shell) -> Result<i32, CliError> {
             return Ok(exit::OK);
         }
         if list.is_empty() {
-            outln!(shell, "execution {id} has no artifacts");
+            shell.out_line(format_args!("execution {id} has no artifacts"));
         }
         for a in &list {
-            outln!(
-                shell,
+            shell.out_line(format_args!(
                 "{:<12} {:>10} bytes{}  acode-run artifact {id} {}",
                 a.artifact_type,
                 a.bytes,
                 if a.truncated { " (truncated)" } else { "" },
                 a.artifact_type
-            );
+            ));
         }
         return Ok(exit::OK);
     }
     let a = store.artifact(&args.positionals[0], &args.positionals[1])?;
     shell.out_page(&a.content);
     if a.lossy {
-        errln!(
-            shell,
-            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD"
+        shell.err_line(
+            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD",
         );
     }
     if a.truncated {
-        errln!(
-            shell,
+        shell.err_line(format_args!(
             "acode-run: note: artifact truncated: {} of {} bytes kept",
             a.content.len(),
             a.bytes
-        );
+        ));
     }
     Ok(exit::OK)
 }

@@ -62,13 +62,12 @@ pub(super) fn cmd_export(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     }
     let steps: std::collections::BTreeSet<&str> =
         source.turns.iter().map(|t| t.step.as_str()).collect();
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "wrote {} model turn(s) of {} agent step(s) of run {} to {out}",
         source.turns.len(),
         steps.len(),
         source.header.run_id
-    );
+    ));
     for problem in source.problems() {
         shell.warn(format_args!(
             "a replay will refuse this: {}",
@@ -93,13 +92,12 @@ pub(super) fn report_divergences(shell: &Shell, client: &ReplayClient) {
     if all.is_empty() {
         return;
     }
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "acode-run: replay: {} request(s) differed from the recorded ones and were answered \
          anyway (--replay-lenient); each is on its model turn's `warnings` artifact:",
         all.len()
-    );
+    ));
     for d in all.iter().take(5) {
-        errln!(shell, "  - {}", shell.redactor().redact(d));
+        shell.err_line(format_args!("  - {}", shell.redactor().redact(d)));
     }
 }

@@ -326,6 +326,30 @@ impl Shell {
         self.write(Stream::Err, self.redactor.redact_message(text).as_bytes());
     }
 
+    // ---- questions ----------------------------------------------------------------------------
+
+    /// Whether a question can be asked: stdin and stderr are both a terminal.
+    pub(crate) fn can_ask(&self) -> bool {
+        use std::io::IsTerminal;
+        let stderr_is_terminal = match self.err.0 {
+            Target::Stderr => io::stderr().is_terminal(),
+            _ => false,
+        };
+        stderr_is_terminal && io::stdin().is_terminal()
+    }
+
+    /// `question` on stderr (no newline added), then the line the user answers on stdin; `None`
+    /// when stdin ends (or cannot be read) first.
+    pub(crate) fn ask(&self, question: impl Display) -> Option<String> {
+        use std::io::BufRead;
+        self.err_text(question);
+        let mut line = String::new();
+        match io::stdin().lock().read_line(&mut line) {
+            Ok(n) if n > 0 => Some(line),
+            _ => None,
+        }
+    }
+
     // ---- streamed text ------------------------------------------------------------------------
 
     /// A writer of text blocks to `stream`, each redacted with every rule before it is written and

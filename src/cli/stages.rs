@@ -6,7 +6,6 @@
 //! approval: `draft` writes the plan unapproved; `do` asks on a terminal and stops after the draft
 //! (exit 3) when there is none.
 
-use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -79,7 +78,7 @@ fn stage_err(e: crate::stages::StageError) -> CliError {
 }
 
 fn announce(shell: &Shell, stage: &str, what: &str) {
-    errln!(shell, "[{stage}] {what}");
+    shell.err_line(format_args!("[{stage}] {what}"));
 }
 
 /// What `draft` was asked: the goal and, for a revision, the old plan and why it changes.
@@ -251,9 +250,9 @@ fn draft_to_file(
     if let Some(prev) = &req.previous {
         let old: serde_json::Value = serde_json::from_str(&prev.text).unwrap_or_default();
         let new: serde_json::Value = serde_json::from_str(&drafted.text).unwrap_or_default();
-        errln!(shell, "changes from {}:", prev.plan_id);
+        shell.err_line(format_args!("changes from {}:", prev.plan_id));
         for line in draft::describe_changes(&old, &new) {
-            errln!(shell, "  {}", crate::terminal::line(&line));
+            shell.err_line(format_args!("  {}", crate::terminal::line(&line)));
         }
     }
     if let Ok(p) = crate::preview::preview(&drafted.plan, executor.workspace(), executor.policy()) {
@@ -282,11 +281,10 @@ pub(super) fn cmd_draft(
     }
     let mut executor = stage_executor(args, shell, secrets, args.revise.as_deref())?;
     let (out, _) = draft_to_file(args, shell, &mut executor)?;
-    errln!(
-        shell,
+    shell.err_line(format_args!(
         "review it, then approve it with: {}",
         super::hints::next_step(args, "approve", &out, None)
-    );
+    ));
     Ok(exit::OK)
 }
 
@@ -374,21 +372,17 @@ fn review_run(
             Some(l) => format!("{}:{l}", f.file),
             None => f.file.clone(),
         };
-        errln!(
-            shell,
+        shell.err_line(format_args!(
             "  [{}] {}: {}",
             crate::terminal::line(&f.severity),
             crate::terminal::line(&at),
             crate::terminal::line(&f.message)
-        );
+        ));
     }
     Ok(match r.verdict {
         Verdict::Approve => exit::OK,
         Verdict::RequestChanges => {
-            errln!(
-                shell,
-                "revise the plan from these findings with: acode-run draft --revise PLAN --from-review {run_id}"
-            );
+            shell.err_line(format_args!("revise the plan from these findings with: acode-run draft --revise PLAN --from-review {run_id}"));
             exit::REVIEW_CHANGES
         }
     })
@@ -399,8 +393,7 @@ pub(super) fn cmd_do(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Res
     let redactor = shell.redactor();
     let mut executor = stage_executor(args, shell, secrets, None)?;
     let (path, plan) = draft_to_file(args, shell, &mut executor)?;
-    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    if !interactive {
+    if !shell.can_ask() {
         // A refusal like any other (exit 3): under GitHub Actions it gets its annotation, job
         // summary and GITHUB_OUTPUT, so the CI page says why nothing ran.
         return Err(CliError::new(
@@ -414,18 +407,19 @@ pub(super) fn cmd_do(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Res
         ));
     }
     loop {
-        shell.err_text(format_args!(
+        let Some(line) = shell.ask(format_args!(
             "approve and run {}? [y]es / [n]o / [e]dit: ",
             path.display()
-        ));
-        let mut line = String::new();
-        if std::io::stdin().lock().read_line(&mut line).unwrap_or(0) == 0 {
+        )) else {
             return Ok(exit::UNAUTHORIZED);
-        }
+        };
         match line.trim() {
             "y" | "yes" => break,
             "n" | "no" => {
-                errln!(shell, "not approved; the draft stays in {}", path.display());
+                shell.err_line(format_args!(
+                    "not approved; the draft stays in {}",
+                    path.display()
+                ));
                 return Ok(exit::UNAUTHORIZED);
             }
             "e" | "edit" => {
