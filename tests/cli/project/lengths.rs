@@ -41,7 +41,7 @@ const NOT_YET: &[(&str, &str)] = &[
 
 /// `text` with the insides of comments, string literals and character literals blanked (newlines
 /// kept), so that braces and `fn` are only looked for in code.
-fn blank_literals(text: &str) -> String {
+pub(super) fn blank_literals(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
