@@ -1302,51 +1302,66 @@ fn cmd_runs(args: &Args, shell: &Shell) -> Result<i32, CliError> {
 fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let shown =
         session(args, None)?.show_run(&args.positionals[0], crate::executor::STEP_OUTPUT_BYTES)?;
-    let (detail, decisions, replay_of) = (&shown.detail, &shown.decisions, &shown.replay_of);
     if args.json {
-        let mut value = serde_json::to_value(detail).unwrap_or_default();
-        // Each step's result: the artifacts of its last execution, bounded.
-        let mut outputs = shown.outputs.clone();
-        if let Some(steps) = value.get_mut("steps").and_then(|s| s.as_array_mut()) {
-            for step in steps {
-                let id = step["step_id"].as_str().unwrap_or_default().to_string();
-                if let (Some(obj), Some(result)) = (step.as_object_mut(), outputs.remove(&id)) {
-                    obj.insert(
-                        "result".into(),
-                        serde_json::to_value(result).unwrap_or_default(),
-                    );
-                }
-            }
-        }
-        if let Some(obj) = value.as_object_mut() {
-            obj.insert(
-                "decisions".into(),
-                serde_json::to_value(decisions).unwrap_or_default(),
-            );
-            obj.insert(
-                "approval".into(),
-                serde_json::to_value(&shown.provenance.approval).unwrap_or_default(),
-            );
-            obj.insert(
-                "attestation".into(),
-                serde_json::to_value(&shown.provenance.attestation).unwrap_or_default(),
-            );
-        }
-        if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
-            run["replay_of"] = serde_json::Value::String(of.clone());
-        }
-        if let Some(run) = value.get_mut("run") {
-            if let Some(changes) = &shown.changes {
-                run["changes"] = serde_json::to_value(changes).unwrap_or_default();
-            }
-            if let Some(narrowing) = &shown.repository_policy {
-                run["repository_policy"] = serde_json::to_value(narrowing).unwrap_or_default();
-            }
-        }
-        shell.out_json(&value, Origin::Runner);
+        shell.out_json(&show_document(&shown), Origin::Runner);
         return Ok(exit::OK);
     }
-    let r = &detail.run;
+    show_run(shell, &shown);
+    show_decisions(shell, &shown.decisions, &shown.detail.run.plan_sha256);
+    show_steps(shell, &shown.detail);
+    Ok(exit::OK)
+}
+
+/// `show --json`'s document: the run's detail, each step with its result (the artifacts of its
+/// last execution, bounded), the decisions on its plan, its provenance and what it changed.
+fn show_document(shown: &crate::runner::queries::ShownRun) -> serde_json::Value {
+    let (detail, decisions, replay_of) = (&shown.detail, &shown.decisions, &shown.replay_of);
+    let mut value = serde_json::to_value(detail).unwrap_or_default();
+    // Each step's result: the artifacts of its last execution, bounded.
+    let mut outputs = shown.outputs.clone();
+    if let Some(steps) = value.get_mut("steps").and_then(|s| s.as_array_mut()) {
+        for step in steps {
+            let id = step["step_id"].as_str().unwrap_or_default().to_string();
+            if let (Some(obj), Some(result)) = (step.as_object_mut(), outputs.remove(&id)) {
+                obj.insert(
+                    "result".into(),
+                    serde_json::to_value(result).unwrap_or_default(),
+                );
+            }
+        }
+    }
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert(
+            "decisions".into(),
+            serde_json::to_value(decisions).unwrap_or_default(),
+        );
+        obj.insert(
+            "approval".into(),
+            serde_json::to_value(&shown.provenance.approval).unwrap_or_default(),
+        );
+        obj.insert(
+            "attestation".into(),
+            serde_json::to_value(&shown.provenance.attestation).unwrap_or_default(),
+        );
+    }
+    if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
+        run["replay_of"] = serde_json::Value::String(of.clone());
+    }
+    if let Some(run) = value.get_mut("run") {
+        if let Some(changes) = &shown.changes {
+            run["changes"] = serde_json::to_value(changes).unwrap_or_default();
+        }
+        if let Some(narrowing) = &shown.repository_policy {
+            run["repository_policy"] = serde_json::to_value(narrowing).unwrap_or_default();
+        }
+    }
+    value
+}
+
+/// `show`'s first lines: the run, its plan, workspace, changes, status and provenance.
+fn show_run(shell: &Shell, shown: &crate::runner::queries::ShownRun) {
+    let replay_of = &shown.replay_of;
+    let r = &shown.detail.run;
     shell.out_line(format_args!("run       {}", r.run_id));
     shell.out_line(format_args!(
         "plan      {} (sha256 {})",
@@ -1423,10 +1438,14 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
         "attested  {}",
         crate::terminal::line(&shown.provenance.attestation_line())
     ));
+}
+
+/// `show`'s approvals and rejections of the run's plan (`sha256`), oldest first.
+fn show_decisions(shell: &Shell, decisions: &[crate::store::DecisionRow], sha256: &str) {
     if !decisions.is_empty() {
         shell.out_line(format_args!(
             "\ndecisions on this plan (sha256 {}):",
-            r.plan_sha256
+            sha256
         ));
         for d in decisions {
             shell.out_line(format_args!(
@@ -1450,6 +1469,10 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
             ));
         }
     }
+}
+
+/// `show`'s steps and executions (with their artifacts, programs and network requests).
+fn show_steps(shell: &Shell, detail: &crate::store::RunDetail) {
     shell.out_line("\nsteps:");
     for s in &detail.steps {
         let counts =
@@ -1516,7 +1539,6 @@ fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
             shell.out_line(format_args!("      network: {}", describe_request(r)));
         }
     }
-    Ok(exit::OK)
 }
 
 /// One network request as `show` and the progress lines print it.

@@ -17,7 +17,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("executor/mod.rs", "run_plan"),
     ("executor/agent.rs", "run"),
     ("runner/mod.rs", "prepare"),
-    ("cli/mod.rs", "cmd_show"),
     ("cli/flags.rs", "parse"),
     ("executor/agent.rs", "chat"),
     ("executor/mod.rs", "run_step"),
