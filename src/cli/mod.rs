@@ -1163,6 +1163,12 @@ fn execute_plan(
         replay::announce(shell, client);
     }
     let (outputs, loss) = progress_outputs_noting_loss(args, shell);
+    // A prompt quotes the step's arguments: the Shell's, which redacts them.
+    let runner = if runner.settings().confirm == Some(ConfirmMode::Prompt) {
+        runner.with_confirmation(shell.confirmation_prompt(cancel.clone()))
+    } else {
+        runner
+    };
     let (result, mut executor) = runner
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)

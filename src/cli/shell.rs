@@ -23,6 +23,9 @@
 //!   [`Redactor::redact_message`], nothing else changed.
 //! - **streamed blocks** ([`Shell::blocks`]): `preview`'s text, written block by block as it is
 //!   rendered, each block through [`Redactor::redact`].
+//! - **questions**: `do`'s ([`Shell::ask`]) as a human line; a run's confirmation prompt
+//!   ([`Shell::confirmation_prompt`]), which quotes a step's arguments, line by line through
+//!   [`Redactor::redact`].
 //!
 //! In machine mode (`--json`, `--jsonl`) stdout carries only JSON: a human line meant for stdout
 //! goes to stderr instead.
@@ -36,11 +39,12 @@
 
 use std::fmt::Display;
 use std::io::{self, Write};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use crate::events::human::{HumanPrinter, stderr_wants_color};
 use crate::events::jsonl::JsonlWriter;
-use crate::executor::ProgressCallback;
+use crate::executor::{CancellableStdin, ConfirmationCallback, ProgressCallback, TerminalPrompt};
 use crate::redact::Redactor;
 
 /// What [`JsonlWriter::lost`] hands out: from which event on `--jsonl` was not delivered.
@@ -385,6 +389,27 @@ impl Shell {
         (outputs, loss)
     }
 
+    /// The confirmation gate of a run that asks at the terminal (`--confirm prompt`): the
+    /// library's [`TerminalPrompt`] reading stdin (`cancel` ends the wait), its questions — which
+    /// quote a step's arguments — written to stderr line by line through this Shell's redactor.
+    pub(crate) fn confirmation_prompt(
+        &self,
+        cancel: Arc<AtomicBool>,
+    ) -> Arc<dyn ConfirmationCallback> {
+        let questions = RedactedLines {
+            to: self.err.clone(),
+            redactor: self.redactor.clone(),
+            pending: Vec::new(),
+        };
+        Arc::new(
+            TerminalPrompt::new(
+                io::BufReader::new(CancellableStdin::new(cancel.clone())),
+                questions,
+            )
+            .with_cancel(cancel),
+        )
+    }
+
     /// Stdout and stderr for a library writer that speaks a protocol and redacts each value it
     /// writes itself with this Shell's redactor (the MCP server's JSON-RPC replies and its log):
     /// a pass over its serialised bytes could not see a secret JSON escaped.
@@ -429,6 +454,47 @@ impl JsonLines<'_> {
     /// Flushes what was written.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.to.flush()
+    }
+}
+
+/// A writer of text that redacts each whole line with every rule before it reaches its stream,
+/// and what is left of a line when flushed (a question waiting for its answer), so a secret is
+/// never cut in two by the writes a `write!` makes ([`Shell::confirmation_prompt`]).
+struct RedactedLines {
+    to: Output,
+    redactor: Arc<Redactor>,
+    pending: Vec<u8>,
+}
+
+impl RedactedLines {
+    fn emit(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let text = String::from_utf8_lossy(bytes);
+        self.to.write_all(self.redactor.redact(&text).as_bytes())
+    }
+}
+
+impl Write for RedactedLines {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        if let Some(end) = self.pending.iter().rposition(|&b| b == b'\n') {
+            let lines: Vec<u8> = self.pending.drain(..=end).collect();
+            self.emit(&lines)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let rest = std::mem::take(&mut self.pending);
+        if !rest.is_empty() {
+            self.emit(&rest)?;
+        }
+        self.to.flush()
+    }
+}
+
+impl Drop for RedactedLines {
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
 
@@ -574,6 +640,28 @@ mod tests {
         }
         assert_eq!(out.matches("id [REDACTED]").count(), 26, "{out}");
         assert_eq!(err.matches("id [REDACTED]").count(), 6, "{err}");
+    }
+
+    /// The confirmation prompt's writer redacts a secret cut across writes, and the question left
+    /// without a newline when it is flushed.
+    #[test]
+    fn prompt_lines_are_redacted_across_writes() {
+        let (sh, cap) = shell();
+        let mut w = RedactedLines {
+            to: sh.err.clone(),
+            redactor: sh.redactor.clone(),
+            pending: Vec::new(),
+        };
+        for piece in [
+            "arguments: shell-known-",
+            "secret-4711 and\nallow? ",
+            SECRET,
+        ] {
+            w.write_all(piece.as_bytes()).unwrap();
+        }
+        assert_eq!(cap.err(), "arguments: [REDACTED] and\n");
+        w.flush().unwrap();
+        assert_eq!(cap.err(), "arguments: [REDACTED] and\nallow? [REDACTED]");
     }
 
     /// A document of the runner's words keeps a message about a secret-named field; a document

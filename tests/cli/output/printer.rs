@@ -1,7 +1,8 @@
 //! The one printer (issue 44 §4): every byte the command line writes goes through `cli::Shell`,
 //! which redacts. Two secrets are planted so that they reach every kind of output the command line
 //! has — human progress on stderr, `--jsonl` events, `--json` results, error messages and machine
-//! refusals, GitHub annotations, `validate`, `preview`, `approve`, `show`, `runs`, `artifact`,
+//! refusals, GitHub annotations, a confirmation prompt, `validate`, `preview`, `approve`, `show`,
+//! `runs`, `artifact`,
 //! reports written to stdout and `doctor` — and both streams of every invocation are searched:
 //! neither secret is ever there, and `[REDACTED]` stands where each was, so the test cannot pass by
 //! printing nothing.
@@ -64,7 +65,7 @@ fn check(failures: &mut Vec<String>, what: &str, out: &Output, marks: &[(On, &st
 fn plan(t: &TestDir) -> std::path::PathBuf {
     t.file(
         "acode-policy.json",
-        r#"{"allow_commands": ["sh"], "auto_approve_commands": ["sh", "echo"]}"#,
+        r#"{"allow_commands": ["sh", "printf"], "auto_approve_commands": ["sh", "echo"]}"#,
     );
     t.plan(
         "printer.json",
@@ -172,6 +173,34 @@ fn no_output_path_prints_a_secret() {
         &[(On::Out, "\"ship-"), (On::Out, "out-listed-")],
     );
     assert!(stderr(&out).contains("::"), "{}", stderr(&out));
+
+    // A confirmation prompt quotes the step's arguments (`printf` asks first); stdin is closed, so
+    // it is denied.
+    let ask = t.plan(
+        "ask.json",
+        &json!({
+            "plan_id": "ask", "variables": {"deploy": ""}, "secrets": ["deploy"],
+            "steps": [{"step_id": "look", "tool": "run_command",
+                       "arguments": {"argv": ["printf", format!("env-{ENV_SECRET}"), "listed-${deploy}"]}}]
+        }),
+    );
+    let out = run(&[
+        "run",
+        ask.to_str().unwrap(),
+        "--approve",
+        "--confirm",
+        "prompt",
+    ]);
+    assert_eq!(code(&out), 33, "{}", stderr(&out));
+    check(
+        &mut failures,
+        "run --confirm prompt",
+        &out,
+        &[
+            (On::Err, "arguments: {\"argv\":[\"printf\",\"env-"),
+            (On::Err, "\"listed-"),
+        ],
+    );
 
     // Reading the record back: show, runs, an artifact, the reports written to stdout.
     for args in [
