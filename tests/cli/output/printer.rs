@@ -2,10 +2,9 @@
 //! which redacts. Two secrets are planted so that they reach every kind of output the command line
 //! has — human progress on stderr, `--jsonl` events, `--json` results, error messages and machine
 //! refusals, GitHub annotations, a confirmation prompt, `validate`, `preview`, `approve`, `show`,
-//! `runs`, `artifact`,
-//! reports written to stdout and `doctor` — and both streams of every invocation are searched:
-//! neither secret is ever there, and `[REDACTED]` stands where each was, so the test cannot pass by
-//! printing nothing.
+//! `runs`, `artifact`, reports and `export --jsonl` written to stdout, and `doctor` — and both
+//! streams of every invocation are searched: neither secret is ever there, and `[REDACTED]`
+//! stands where each was, so the test cannot pass by printing nothing.
 //!
 //! - [`ENV_SECRET`] is in the runner's environment under a secret-looking name (`SHIP_TOKEN`), so
 //!   the redactor knows it from the start; the test writes it into the plan's id, a step id, a
@@ -211,6 +210,7 @@ fn no_output_path_prints_a_secret() {
         vec!["report", &run_id, "--html", "-"],
         vec!["report", &run_id, "--junit", "-"],
         vec!["report", &run_id, "--sarif", "-"],
+        vec!["export", &run_id, "--jsonl"],
     ] {
         let out = t.run_with(&args, &env);
         assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
