@@ -408,14 +408,33 @@ impl Redactor {
     /// Redact values this way *before* serialising them: a secret holding `"` or `\` is escaped
     /// by serialisation and no longer matches itself.
     pub fn redact_value(&self, v: &Value) -> Value {
+        self.redact_value_with(v, true)
+    }
+
+    /// [`Redactor::redact_value`] with the rules of [`Redactor::redact_message`], for a document
+    /// of the runner's own words (a diagnosis, a listing): known values and token formats go, a
+    /// message about a field named `api_key: …` stays readable.
+    pub fn redact_value_message(&self, v: &Value) -> Value {
+        self.redact_value_with(v, false)
+    }
+
+    fn redact_value_with(&self, v: &Value, assignments: bool) -> Value {
         match v {
-            Value::String(s) => Value::String(self.redact(s).into_owned()),
-            Value::Array(items) => {
-                Value::Array(items.iter().map(|i| self.redact_value(i)).collect())
-            }
+            Value::String(s) => Value::String(self.apply(s, assignments).into_owned()),
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|i| self.redact_value_with(i, assignments))
+                    .collect(),
+            ),
             Value::Object(map) => Value::Object(
                 map.iter()
-                    .map(|(k, v)| (self.redact(k).into_owned(), self.redact_value(v)))
+                    .map(|(k, v)| {
+                        (
+                            self.apply(k, assignments).into_owned(),
+                            self.redact_value_with(v, assignments),
+                        )
+                    })
                     .collect(),
             ),
             other => other.clone(),

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::shell::{Origin, Shell};
 use super::{Args, CliError};
 use crate::attest::keys::{ATTEST_KEY_ENV, AttestKey, PublicKey};
 use crate::attest::verify::VerifyRequest;
@@ -28,6 +29,7 @@ pub(super) fn signing_key() -> Result<AttestKey, CliError> {
 /// Writes the attestation of `run_id` to `out`, signed with `key`, and records that it was
 /// written; says so on stderr.
 pub(super) fn write(
+    shell: &Shell,
     store: &mut Store,
     run_id: &str,
     key: &AttestKey,
@@ -55,19 +57,20 @@ pub(super) fn write(
     store
         .record_attestation(&full_id, &record)
         .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
-    errln!(
+    shell.err_line(format_args!(
         "attestation of run {full_id} ({subjects} file(s), signed by {}) → {}",
         record.key,
         out.display()
-    );
+    ));
     Ok(())
 }
 
 /// `acode-run attest RUN_ID FILE`.
-pub(super) fn cmd_attest(args: &Args) -> Result<i32, CliError> {
+pub(super) fn cmd_attest(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let key = signing_key()?;
     let mut store = super::query_store(args)?;
     write(
+        shell,
         &mut store,
         &args.positionals[0],
         &key,
@@ -77,7 +80,7 @@ pub(super) fn cmd_attest(args: &Args) -> Result<i32, CliError> {
 }
 
 /// `acode-run verify ATTESTATION --key FILE [--workspace DIR] [--allowed-signers FILE]`.
-pub(super) fn cmd_verify(args: &Args) -> Result<i32, CliError> {
+pub(super) fn cmd_verify(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let path = Path::new(&args.positionals[0]);
     let usage = |m: String| CliError::new(exit::USAGE, m);
     let envelope =
@@ -109,12 +112,12 @@ pub(super) fn cmd_verify(args: &Args) -> Result<i32, CliError> {
                     "checks": verified.lines,
                     "statement": verified.statement,
                 });
-                outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                shell.out_json(&doc, Origin::Runner);
             } else {
                 for line in &verified.lines {
-                    errln!("{}", crate::terminal::line(line));
+                    shell.err_line(crate::terminal::line(line));
                 }
-                errln!("verified: {}", path.display());
+                shell.err_line(format_args!("verified: {}", path.display()));
             }
             Ok(exit::OK)
         }
@@ -126,7 +129,7 @@ pub(super) fn cmd_verify(args: &Args) -> Result<i32, CliError> {
                     "exit_code": code,
                     "problem": failure.to_string(),
                 });
-                outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                shell.out_json(&doc, Origin::Runner);
                 return Ok(code);
             }
             Err(CliError::new(

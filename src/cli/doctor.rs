@@ -1,6 +1,7 @@
 //! `acode-run doctor [--json] [--require PROMISE…]`: prints what [`crate::runner::doctor`] found
 //! (stdout), and fails closed with exit 39 when a required promise does not hold here.
 
+use super::shell::{Origin, Shell};
 use super::{CliError, session_options};
 use crate::error::exit;
 use crate::runner::doctor::{self, DoctorReport};
@@ -8,7 +9,7 @@ use crate::runner::session::Session;
 
 /// Runs the checks and prints them; exit 39 when `--require` names a promise that does not hold,
 /// 1 when `/proc` is not mounted (nothing can be checked).
-pub(super) fn cmd_doctor(args: &super::Args) -> Result<i32, CliError> {
+pub(super) fn cmd_doctor(args: &super::Args, shell: &Shell) -> Result<i32, CliError> {
     // Before the session: without /proc, opening the workspace fails in ways that do not say why.
     doctor::check_proc().map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
     let options = session_options(args);
@@ -17,9 +18,9 @@ pub(super) fn cmd_doctor(args: &super::Args) -> Result<i32, CliError> {
     let report = doctor::diagnose(&session, args.sandbox, named_by.as_deref(), &args.require)
         .map_err(|e| CliError::new(exit::INTERNAL, e.to_string()))?;
     if args.json {
-        outln!("{}", super::pretty(&report));
+        shell.out_json(&report, Origin::Runner);
     } else {
-        print_report(&report);
+        print_report(shell, &report);
     }
     if report.requirements_met() {
         return Ok(exit::OK);
@@ -35,8 +36,7 @@ pub(super) fn cmd_doctor(args: &super::Args) -> Result<i32, CliError> {
             )
         })
         .collect();
-    errln!(
-        "acode-run: the sandbox a run would use here ({}) does not hold what --require asks:\n{}\n  \
+    shell.err_line(format_args!("acode-run: the sandbox a run would use here ({}) does not hold what --require asks:\n{}\n  \
          a pipeline that requires it fails here, before any plan runs (docs/ci.md, \"Which \
          sandbox runs where\")",
         report
@@ -44,8 +44,7 @@ pub(super) fn cmd_doctor(args: &super::Args) -> Result<i32, CliError> {
             .mode
             .as_deref()
             .unwrap_or("none: a run is refused"),
-        lines.join("\n")
-    );
+        lines.join("\n")));
     Ok(exit::PROMISE_NOT_HELD)
 }
 
@@ -54,18 +53,23 @@ fn mark(ok: bool, bad: &str) -> String {
     format!("{:<9}", if ok { "ok" } else { bad })
 }
 
-fn print_report(r: &DoctorReport) {
-    humanln!("acode-run doctor: {}", r.workspace.display());
-    humanln!("");
-    humanln!("sandbox modes here:");
+fn print_report(shell: &Shell, r: &DoctorReport) {
+    shell.out_line(format_args!("acode-run doctor: {}", r.workspace.display()));
+    shell.out_line("");
+    shell.out_line("sandbox modes here:");
     for m in &r.modes {
-        humanln!("  {:<9} {} {}", m.mode, mark(m.works, "FAILS"), m.detail);
+        shell.out_line(format_args!(
+            "  {:<9} {} {}",
+            m.mode,
+            mark(m.works, "FAILS"),
+            m.detail
+        ));
     }
-    humanln!("  auto picks {}", r.auto);
+    shell.out_line(format_args!("  auto picks {}", r.auto));
     if let Some(why) = &r.auto_reason {
-        humanln!("    because {why}");
+        shell.out_line(format_args!("    because {why}"));
     }
-    humanln!("");
+    shell.out_line("");
     let run = &r.run;
     match (&run.mode, &run.error) {
         (Some(mode), _) => {
@@ -73,45 +77,48 @@ fn print_report(r: &DoctorReport) {
                 .landlock_abi
                 .map(|a| format!(" (Landlock ABI {a})"))
                 .unwrap_or_default();
-            humanln!("a run here: --sandbox {} -> {mode}{abi}", run.requested);
+            shell.out_line(format_args!(
+                "a run here: --sandbox {} -> {mode}{abi}",
+                run.requested
+            ));
         }
-        (None, Some(e)) => humanln!("a run here: --sandbox {} is refused: {e}", run.requested),
+        (None, Some(e)) => shell.out_line(format_args!(
+            "a run here: --sandbox {} is refused: {e}",
+            run.requested
+        )),
         (None, None) => {}
     }
-    humanln!(
+    shell.out_line(format_args!(
         "  {} {}",
         mark(run.command_starts.ok, "FAILS"),
         run.command_starts.detail
-    );
-    humanln!("promises (docs/security.md) under it:");
+    ));
+    shell.out_line("promises (docs/security.md) under it:");
     for p in &run.promises {
-        humanln!(
+        shell.out_line(format_args!(
             "  {} {:<21} {}",
             mark(p.holds, "NOT HELD"),
             p.name,
             p.why_not.as_deref().unwrap_or(&p.what)
-        );
+        ));
     }
-    humanln!("");
-    humanln!(
+    shell.out_line("");
+    shell.out_line(format_args!(
         "seccomp:        {} {}",
         mark(r.seccomp.ok, "FAILS"),
         r.seccomp.detail
-    );
-    humanln!(
+    ));
+    shell.out_line(format_args!(
         "network proxy:  {} {}",
         mark(r.network_proxy.ok, "FAILS"),
         r.network_proxy.detail
-    );
+    ));
     let t = &r.toolchain;
-    humanln!(
+    shell.out_line(format_args!(
         "toolchain:      acode-run {} built by {} for {} ({})",
-        t.version,
-        t.rustc,
-        t.target,
-        t.profile
-    );
-    humanln!(
+        t.version, t.rustc, t.target, t.profile
+    ));
+    shell.out_line(format_args!(
         "database:       {} ({}; {})",
         r.database.path.display(),
         r.database.named_by,
@@ -120,18 +127,18 @@ fn print_report(r: &DoctorReport) {
         } else {
             "not created yet"
         }
-    );
+    ));
     match &r.policy.path {
-        Some(p) => humanln!(
+        Some(p) => shell.out_line(format_args!(
             "policy:         {} {}: {}",
             mark(r.policy.ok, "FAILS"),
             p.display(),
             r.policy.detail
-        ),
-        None => humanln!(
+        )),
+        None => shell.out_line(format_args!(
             "policy:         {} none (no acode-policy.json): the defaults, {}",
             mark(r.policy.ok, "FAILS"),
             r.policy.detail
-        ),
+        )),
     }
 }

@@ -1,15 +1,14 @@
 //! The command line's side of issue 48: `merge OUT IN… [--from-dir DIR]` and `export RUN_ID
 //! --jsonl [FILE]` (`report` without a run id is in `reports.rs`).
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::shell::Shell;
 use super::{Args, CliError, query_store};
 use crate::error::exit;
-use crate::redact::Redactor;
 
 /// `merge OUT IN… [--from-dir DIR]`: the inputs into OUT, all or nothing; what it did on stderr.
-pub(super) fn cmd_merge(args: &Args) -> Result<i32, CliError> {
+pub(super) fn cmd_merge(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let out = PathBuf::from(&args.positionals[0]);
     let mut inputs: Vec<PathBuf> = args.positionals[1..].iter().map(PathBuf::from).collect();
     if let Some(dir) = &args.from_dir {
@@ -21,32 +20,31 @@ pub(super) fn cmd_merge(args: &Args) -> Result<i32, CliError> {
     let quiet = args.quiet;
     let report = crate::store::merge::merge(&out, &inputs, |input| {
         if !quiet && total > 1 && total <= 20 {
-            errln!("merging {}", input.display());
+            shell.err_line(format_args!("merging {}", input.display()));
         }
     })
     .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
-    errln!(
+    shell.err_line(format_args!(
         "merged {} into {}: {} added, {} already there; {} decision and review row(s) added",
         crate::terminal::count(report.inputs, "database"),
         out.display(),
         crate::terminal::count(report.runs_added, "run"),
         report.runs_present,
         report.log_rows_added
-    );
+    ));
     Ok(exit::OK)
 }
 
 /// `export RUN_ID --jsonl [FILE]`: every row of the run, one object per line, through this
 /// process's redactor once more; to FILE (replaced whole, or not at all) or stdout.
-pub(super) fn cmd_export_rows(args: &Args, redactor: &Redactor) -> Result<i32, CliError> {
+pub(super) fn cmd_export_rows(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let store = query_store(args)?;
     let run_id = &args.positionals[0];
     let target = args.positionals.get(1).filter(|f| f.as_str() != "-");
-    let write = |w: &mut dyn std::io::Write| -> Result<usize, crate::store::export::ExportError> {
+    // Each row redacted by the Shell, to stdout or into the file.
+    let write = |lines: &mut super::shell::JsonLines<'_>| -> Result<usize, crate::store::export::ExportError> {
         store.export_run(run_id, &mut |row| {
-            let row = redactor.redact_value(&serde_json::Value::Object(row));
-            serde_json::to_writer(&mut *w, &row)?;
-            w.write_all(b"\n")
+            lines.write(&serde_json::Value::Object(row))
         })
     };
     let failed = |e: crate::store::export::ExportError| match e {
@@ -56,12 +54,7 @@ pub(super) fn cmd_export_rows(args: &Args, redactor: &Redactor) -> Result<i32, C
         }
     };
     let rows = match target {
-        None => {
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let rows = write(&mut out).map_err(failed)?;
-            let _ = out.flush();
-            rows
-        }
+        None => shell.out_json_lines(write).map_err(failed)?,
         Some(file) => {
             let path = Path::new(file);
             let temp = crate::util::temp_beside(path);
@@ -69,8 +62,9 @@ pub(super) fn cmd_export_rows(args: &Args, redactor: &Redactor) -> Result<i32, C
                 .map_err(crate::store::export::ExportError::Io)
                 .and_then(|f| {
                     let mut w = std::io::BufWriter::new(f);
-                    let rows = write(&mut w)?;
-                    w.flush()?;
+                    let mut lines = shell.json_lines_to(&mut w);
+                    let rows = write(&mut lines)?;
+                    lines.flush()?;
                     Ok(rows)
                 });
             let rows = match written {
@@ -90,10 +84,10 @@ pub(super) fn cmd_export_rows(args: &Args, redactor: &Redactor) -> Result<i32, C
             rows
         }
     };
-    errln!(
+    shell.err_line(format_args!(
         "wrote {} of run {run_id}{}",
         crate::terminal::count(rows, "row"),
         target.map(|f| format!(" to {f}")).unwrap_or_default()
-    );
+    ));
     Ok(exit::OK)
 }

@@ -5,13 +5,14 @@
 use std::path::{Path, PathBuf};
 
 use super::flags::Args;
+use super::shell::{Origin, Shell};
 use super::{CliError, workspace_session};
 use crate::error::exit;
 use crate::import::odincode::{self, Status};
 use crate::runner::import::import_plan;
 
 /// See the module docs.
-pub fn cmd_import(args: &Args) -> Result<i32, CliError> {
+pub fn cmd_import(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let input = PathBuf::from(&args.positionals[1]);
     let session = workspace_session(args, None)?;
     let outcome = import_plan(
@@ -36,30 +37,27 @@ pub fn cmd_import(args: &Args) -> Result<i32, CliError> {
             "policy": written_policy.as_ref().map(|p| p.display().to_string()),
             "report": imported.report,
         });
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-        );
+        shell.out_json(&v, Origin::Runner);
     } else {
-        humanln!("{}", odincode::render(&imported.report).trim_end());
+        shell.out_line(odincode::render(&imported.report).trim_end());
         if outcome.plan.is_some() {
             // The next steps as they work when pasted: with the workspace (and database) this
             // import was given, and the policy it wrote.
             let policy = written_policy.as_deref();
-            errln!(
+            shell.err_line(format_args!(
                 "wrote {} (not approved: `{}`, then `{}`)",
                 out.display(),
                 super::hints::next_step(args, "preview", out, policy),
                 super::hints::next_step(args, "approve", out, policy)
-            );
+            ));
             if let Some(p) = &written_policy {
-                errln!(
+                shell.err_line(format_args!(
                     "wrote {} (the policy its commands need; pass it with --policy)",
                     p.display()
-                );
+                ));
             }
         } else {
-            errln!("nothing written: the plan was refused");
+            shell.err_line("nothing written: the plan was refused");
         }
     }
     Ok(code)

@@ -3,19 +3,18 @@
 //! policy's MCP servers offer and whether it matches a plan's pins.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use super::{Args, CliError, pretty, redacted_session, workspace_session};
+use super::shell::{Origin, Shell};
+use super::{Args, CliError, redacted_session, workspace_session};
 use crate::error::exit;
 use crate::plan;
-use crate::redact::Redactor;
 use crate::runner::mcp_tools::list_server_tools;
 
 /// `acode-run mcp` (serve) or `acode-run mcp tools [POLICY] [PLAN]` (or `mcp tools PLAN`).
-pub(super) fn cmd_mcp(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+pub(super) fn cmd_mcp(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     match args.positionals.first().map(String::as_str) {
-        None => serve(args, redactor),
-        Some("tools") => mcp_tools(args),
+        None => serve(args, shell),
+        Some("tools") => mcp_tools(args, shell),
         Some(other) => Err(CliError::new(
             exit::USAGE,
             format!(
@@ -30,7 +29,7 @@ pub(super) fn cmd_mcp(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliE
 
 /// Starts each server the policy declares, lists its tools, and compares them with the pins in
 /// PLAN's approval when a plan is given. Exit 36 when anything differs from the pins.
-fn mcp_tools(args: &Args) -> Result<i32, CliError> {
+fn mcp_tools(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     // `mcp tools PLAN` (one argument that reads as a plan) checks PLAN's pins against the
     // workspace's policy; otherwise the first argument is a policy file.
     let (policy_arg, plan_arg) = match (args.positionals.get(1), args.positionals.get(2)) {
@@ -42,7 +41,7 @@ fn mcp_tools(args: &Args) -> Result<i32, CliError> {
     let session = workspace_session(args, policy_arg.map(PathBuf::from))?;
     let report = list_server_tools(&session, plan_arg.map(Path::new))?;
     if args.json {
-        outln!("{}", pretty(&report));
+        shell.out_json(&report, Origin::Runner);
     } else {
         let mut out = String::new();
         for s in &report.servers {
@@ -58,7 +57,7 @@ fn mcp_tools(args: &Args) -> Result<i32, CliError> {
                 out.push_str(&format!("  {} — {}: {desc:?}\n", t.name, t.status));
             }
         }
-        out!("{}", crate::terminal::text(&out));
+        shell.out_text(out);
     }
     Ok(if report.differs {
         exit::MCP_CHANGED
@@ -67,15 +66,13 @@ fn mcp_tools(args: &Args) -> Result<i32, CliError> {
     })
 }
 
-/// The server over stdin, stdout and stderr (its log), until stdin ends.
-fn serve(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
-    let session = redacted_session(args, None, redactor)?;
+/// The server over stdin, stdout and stderr (its log), until stdin ends. The server is library
+/// code that redacts every reply value by value with the session's redactor, which is the
+/// Shell's; the Shell lends it its streams ([`Shell::protocol_streams`]).
+fn serve(args: &Args, shell: &Shell) -> Result<i32, CliError> {
+    let session = redacted_session(args, None, shell.redactor())?;
     let stdin = std::io::stdin();
-    crate::runner::mcp_server::serve_lines(
-        &session,
-        &mut stdin.lock(),
-        &mut std::io::stdout(),
-        &mut std::io::stderr(),
-    );
+    let (mut out, mut log) = shell.protocol_streams();
+    crate::runner::mcp_server::serve_lines(&session, &mut stdin.lock(), &mut out, &mut log);
     Ok(exit::OK)
 }

@@ -1,39 +1,6 @@
 //! The `acode-run` command line: parse flags, do the command, map every error to an exit code here
 //! and nowhere else.
 
-/// `println!` that ignores a closed stdout (`acode-run tools | head`), instead of panicking.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-/// `print!` that ignores a closed stdout.
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-/// `println!` for human-readable text on stdout: through the terminal sanitiser, since it carries
-/// ids, tool names and messages from plans, models and commands. Not for JSON.
-macro_rules! humanln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), "{}", crate::terminal::text(&format!($($arg)*)));
-    }};
-}
-
-/// `eprintln!` that ignores a closed stderr; stderr is human-readable only, so always sanitised.
-macro_rules! errln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "{}", crate::terminal::text(&format!($($arg)*)));
-    }};
-}
-
 mod attest;
 mod doctor;
 pub mod exit_codes;
@@ -44,9 +11,10 @@ mod import;
 mod mcp;
 mod replay;
 mod reports;
+mod shell;
 mod stages;
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,8 +22,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use flags::{Args, Command, Parsed};
 
 use crate::error::exit;
-use crate::events::human::{HumanPrinter, stderr_wants_color};
-use crate::events::jsonl::JsonlWriter;
 use crate::events::{Event, EventKind, RefusalProblem};
 use crate::executor::{ConfirmMode, Driven, Fanout, ProgressCallback};
 use crate::plan::{self, AuthStatus, Plan, PlanAuthorization};
@@ -66,6 +32,7 @@ use crate::runner::{PlanRunner, RunOptions, RunSettings, RunnerError, Target};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 use crate::workspace::Workspace;
+use shell::{Origin, Shell, Stream};
 
 /// A failure the CLI reports: a message for stderr and the exit code.
 #[derive(Debug)]
@@ -153,19 +120,19 @@ fn refusal_kind(code: i32) -> &'static str {
 /// With `--jsonl` or `--json`, writes the one event / object an invocation that ended without a run
 /// owes a machine reading stdout (SPEC §10).
 fn report_refusal(
+    shell: &Shell,
     machine: Machine,
     args: Option<&Args>,
     e: &CliError,
     location: &str,
     run_id: &str,
-    redactor: &Redactor,
 ) {
     let listed: Vec<String> = e
         .problems
         .iter()
         .map(|p| format!("{}: {}", p.location, p.message))
         .collect();
-    reports::write_refusal(args, location, e.code, &e.message, &listed, redactor);
+    reports::write_refusal(shell, args, location, e.code, &e.message, &listed);
     if machine == Machine::None {
         return;
     }
@@ -198,11 +165,11 @@ fn report_refusal(
         }),
     };
     if let Ok(v) = value {
-        let v = redactor.redact_value(&v);
+        // The refusal's message may quote what the plan or a command said: every rule.
         if machine == Machine::Jsonl {
-            outln!("{v}");
+            shell.out_json_line(&v, Origin::Outside);
         } else {
-            outln!("{}", pretty(&v));
+            shell.out_json(&v, Origin::Outside);
         }
     }
 }
@@ -272,46 +239,48 @@ pub const EVENTS_SCHEMA: &str = include_str!("../../docs/events.schema.json");
 /// Runs the CLI with the arguments after the program name; returns the process exit code.
 pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
     let redactor = Arc::new(Redactor::from_env());
+    let shell = Shell::new(redactor.clone());
     let raw_machine = Machine::from_raw(&args);
     let parsed = match flags::parse(args) {
         Ok(p) => p,
         Err(e) => {
-            errln!("acode-run: {e}");
+            shell.error(&e);
             let err = CliError::new(exit::USAGE, e);
-            report_refusal(raw_machine, None, &err, "command line", "", &redactor);
+            report_refusal(&shell, raw_machine, None, &err, "command line", "");
             return err.code;
         }
     };
     let args = match parsed {
         Parsed::Help(text) => {
-            out!("{text}");
+            shell.out_page(&text);
             return exit::OK;
         }
         Parsed::Usage(text) => {
-            errln!("{}", text.trim_end());
-            errln!("acode-run: no command or plan given");
+            shell.err_line(format_args!("{}", text.trim_end()));
+            shell.error("no command or plan given");
             let err = CliError::new(exit::USAGE, "no command or plan given".to_string());
-            report_refusal(raw_machine, None, &err, "command line", "", &redactor);
+            report_refusal(&shell, raw_machine, None, &err, "command line", "");
             return err.code;
         }
         Parsed::Version => {
-            outln!("acode-run {}", flags::VERSION);
+            shell.out_line(format_args!("acode-run {}", flags::VERSION));
             return exit::OK;
         }
         Parsed::Run(a) => a,
     };
+    let shell = shell.machine(Machine::of(&args) != Machine::None);
     let secrets = match RunnerSecrets::read() {
         Ok(s) => s,
         Err(e) => {
-            errln!("acode-run: {e}");
+            shell.error(&e);
             let err = CliError::new(exit::USAGE, e.to_string());
             report_refusal(
+                &shell,
                 Machine::of(&args),
                 Some(&args),
                 &err,
                 "environment",
                 "",
-                &redactor,
             );
             return err.code;
         }
@@ -324,22 +293,19 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
             .filter(|(k, _)| crate::redact::is_secret_name(k))
             .map(|(_, v)| v.clone()),
     );
-    match dispatch(&args, &redactor, &secrets) {
+    match dispatch(&args, &shell, &secrets) {
         Ok(code) => code,
         Err(e) => {
-            // The runner's own message: known secrets and token formats go, its words stay.
-            // Every next step it prints carries the options that chose the workspace.
-            errln!(
-                "acode-run: {}",
-                redactor.redact_message(&hints::carry(&args, &e.message))
-            );
+            // The runner's own message (the Shell redacts known secrets and token formats, its
+            // words stay). Every next step it prints carries the options that chose the workspace.
+            shell.error(hints::carry(&args, &e.message));
             // A refusal that depended on the workspace names it (and the policy it read).
             if matches!(
                 e.code,
                 exit::USAGE | exit::UNAUTHORIZED | exit::SANDBOX | exit::PROMISE_NOT_HELD
             ) && let Some(note) = hints::workspace_note(&args)
             {
-                errln!("{}", redactor.redact_message(&note));
+                shell.err_line(note);
             }
             // The plan file or the run id the command was about.
             // (`import odincode PLAN`: the plan, not the source's name.)
@@ -355,76 +321,70 @@ pub fn main_with_args(args: Vec<std::ffi::OsString>) -> i32 {
                 ""
             };
             report_refusal(
+                &shell,
                 Machine::of(&args),
                 Some(&args),
                 &e,
                 &location,
                 run_id,
-                &redactor,
             );
             e.code
         }
     }
 }
 
-fn dispatch(
-    args: &Args,
-    redactor: &Arc<Redactor>,
-    secrets: &RunnerSecrets,
-) -> Result<i32, CliError> {
+fn dispatch(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, CliError> {
     match args.command {
-        Command::Run => cmd_run(args, redactor, secrets),
-        Command::Resume => cmd_resume(args, redactor, secrets),
-        Command::Validate => cmd_validate(args, redactor),
-        Command::Preview => cmd_preview(args, redactor),
-        Command::Draft => stages::cmd_draft(args, redactor, secrets),
-        Command::Review => stages::cmd_review(args, redactor, secrets),
-        Command::Do => stages::cmd_do(args, redactor, secrets),
-        Command::Approve => cmd_decide(args, redactor, secrets, AuthStatus::Approved),
-        Command::Reject => cmd_decide(args, redactor, secrets, AuthStatus::Rejected),
-        Command::Runs => cmd_runs(args),
-        Command::Show => cmd_show(args),
-        Command::Artifact => cmd_artifact(args),
-        Command::Report => reports::cmd_report(args, redactor),
-        Command::Skills => cmd_skills(args),
-        Command::Mcp => mcp::cmd_mcp(args, redactor),
-        Command::Import => import::cmd_import(args),
-        Command::Export if args.jsonl => fleet::cmd_export_rows(args, redactor),
-        Command::Export => replay::cmd_export(args, redactor),
-        Command::Attest => attest::cmd_attest(args),
-        Command::Verify => attest::cmd_verify(args),
-        Command::Merge => fleet::cmd_merge(args),
-        Command::Doctor => doctor::cmd_doctor(args),
+        Command::Run => cmd_run(args, shell, secrets),
+        Command::Resume => cmd_resume(args, shell, secrets),
+        Command::Validate => cmd_validate(args, shell),
+        Command::Preview => cmd_preview(args, shell),
+        Command::Draft => stages::cmd_draft(args, shell, secrets),
+        Command::Review => stages::cmd_review(args, shell, secrets),
+        Command::Do => stages::cmd_do(args, shell, secrets),
+        Command::Approve => cmd_decide(args, shell, secrets, AuthStatus::Approved),
+        Command::Reject => cmd_decide(args, shell, secrets, AuthStatus::Rejected),
+        Command::Runs => cmd_runs(args, shell),
+        Command::Show => cmd_show(args, shell),
+        Command::Artifact => cmd_artifact(args, shell),
+        Command::Report => reports::cmd_report(args, shell),
+        Command::Skills => cmd_skills(args, shell),
+        Command::Mcp => mcp::cmd_mcp(args, shell),
+        Command::Import => import::cmd_import(args, shell),
+        Command::Export if args.jsonl => fleet::cmd_export_rows(args, shell),
+        Command::Export => replay::cmd_export(args, shell),
+        Command::Attest => attest::cmd_attest(args, shell),
+        Command::Verify => attest::cmd_verify(args, shell),
+        Command::Merge => fleet::cmd_merge(args, shell),
+        Command::Doctor => doctor::cmd_doctor(args, shell),
         Command::Tools => {
             let registry = tools_registry(args)?;
             if args.json {
                 // One document for programs: the tools, and what run_command may run here.
                 let policy = session(args, None)?.policy()?;
-                outln!("{}", pretty(&tools_document(&registry, &policy)));
+                shell.out_json(&tools_document(&registry, &policy), Origin::Runner);
                 return Ok(exit::OK);
             }
-            outln!("{}", pretty(&registry.describe()));
+            shell.out_json(&registry.describe(), Origin::Runner);
             // For people (stderr, so `tools | jq` still reads one JSON document): which programs
             // run_command may run, and which ask first, when no policy file says otherwise.
             use crate::policy::{DEFAULT_ALLOWLIST, DEFAULT_CONFIRM_TOOLS};
-            errln!(
-                "run_command's built-in allowlist (allowed, and run without asking): {}
+            shell.err_line(format_args!("run_command's built-in allowlist (allowed, and run without asking): {}
                  acode-policy.json: \"allow_commands\" adds programs (they ask for confirmation \
                  unless also in \"auto_approve_commands\"), \"commands\" replaces the list.
                  Tools that always ask (\"confirm_tools\"): {}
                  (`acode-run tools --json` prints all of it as one JSON document, for this workspace's policy)",
                 DEFAULT_ALLOWLIST.join(", "),
-                DEFAULT_CONFIRM_TOOLS.join(", ")
-            );
+                DEFAULT_CONFIRM_TOOLS.join(", ")));
             Ok(exit::OK)
         }
         Command::Schema => match args.positionals[0].as_str() {
             "plan" => {
-                out!("{PLAN_SCHEMA}");
+                shell.out_page(PLAN_SCHEMA);
                 Ok(exit::OK)
             }
             "events" => {
-                out!("{EVENTS_SCHEMA}");
+                shell.out_page(EVENTS_SCHEMA);
                 Ok(exit::OK)
             }
             other => Err(CliError::new(
@@ -433,10 +393,6 @@ fn dispatch(
             )),
         },
     }
-}
-
-fn pretty(v: &impl serde::Serialize) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
 /// What the command line says about the session: `--workspace` (or the current directory),
@@ -534,7 +490,7 @@ fn tools_registry(args: &Args) -> Result<ToolRegistry, CliError> {
 }
 
 /// `skills`: every skill in the workspace, in search order; broken ones with their error.
-fn cmd_skills(args: &Args) -> Result<i32, CliError> {
+fn cmd_skills(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let session = workspace_session(args, None)?;
     let ws = session.workspace();
     let found = plan::skills::list(ws);
@@ -550,18 +506,18 @@ fn cmd_skills(args: &Args) -> Result<i32, CliError> {
                 Err(e) => serde_json::json!({"error": e.to_string()}),
             })
             .collect();
-        outln!("{}", pretty(&serde_json::json!({ "skills": items })));
+        shell.out_json(&serde_json::json!({ "skills": items }), Origin::Runner);
         return Ok(exit::OK);
     }
     if found.is_empty() {
-        errln!(
+        shell.err_line(format_args!(
             "no skills found (looked in {})",
             plan::skills::SEARCH_DIRS.join(", ")
-        );
+        ));
     }
     for r in &found {
         match r {
-            Ok(s) => outln!(
+            Ok(s) => shell.out_line(format_args!(
                 "{:<24} {:<40} tools: {:<30} {}",
                 crate::terminal::line(&s.name),
                 crate::terminal::line(s.front.description.as_deref().unwrap_or("-")),
@@ -573,14 +529,18 @@ fn cmd_skills(args: &Args) -> Result<i32, CliError> {
                         .unwrap_or_else(|| "(the step's)".into())
                 ),
                 s.path
-            ),
-            Err(e) => outln!("error: {}", crate::terminal::line(&e.to_string())),
+            )),
+            Err(e) => shell.out_line(format_args!(
+                "error: {}",
+                crate::terminal::line(&e.to_string())
+            )),
         }
     }
     Ok(exit::OK)
 }
 
-fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_validate(args: &Args, shell: &Shell) -> Result<i32, CliError> {
+    let redactor = shell.redactor();
     let path = PathBuf::from(&args.positionals[0]);
     let session = redacted_session(args, Some(&path), redactor)?;
     match session.validate(&path, &args.vars) {
@@ -619,37 +579,37 @@ fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> 
                             .collect::<serde_json::Map<_, _>>()
                     );
                 }
-                outln!("{out}");
+                shell.out_json_line(&out, Origin::Runner);
             } else {
-                errln!(
+                shell.err_line(format_args!(
                     "{}: valid plan {} ({}, sha256 {})",
                     path.display(),
                     plan_id,
                     crate::terminal::count(plan.steps.len(), "step"),
                     plan.sha256
-                );
+                ));
                 for (name, program) in &mcp_programs {
-                    errln!(
+                    shell.err_line(format_args!(
                         "  mcp server {}: starts {}",
                         crate::terminal::line(name),
                         crate::terminal::line(program)
-                    );
+                    ));
                 }
                 let mut asking = Vec::new();
                 for (i, why) in &confirmations {
                     let id = &plan.steps[*i].step_id;
-                    errln!(
+                    shell.err_line(format_args!(
                         "  step {} asks for confirmation: {}",
                         crate::terminal::line(&redactor.redact(id)),
                         redactor.redact(why)
-                    );
+                    ));
                     asking.push(id.clone());
                 }
                 if confirmations_complete && let Some(line) = confirmation_outlook(args, &asking) {
-                    errln!("{}", redactor.redact(&line));
+                    shell.err_line(redactor.redact(&line));
                 }
                 for (step_id, r) in skills {
-                    errln!(
+                    shell.err_line(format_args!(
                         "  step {}: skill {} ({}, sha256 {}), tools offered: {}{}{}",
                         crate::terminal::line(&step_id),
                         r.skill.name,
@@ -667,19 +627,22 @@ fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> 
                             .max_turns
                             .map(|n| format!(", max-turns {n}"))
                             .unwrap_or_default()
-                    );
+                    ));
                     for piece in &r.pieces {
                         match piece {
                             plan::skills::Piece::Text { text } => {
                                 for l in text.lines() {
-                                    errln!("    | {}", crate::terminal::line(l));
+                                    shell.err_line(format_args!(
+                                        "    | {}",
+                                        crate::terminal::line(l)
+                                    ));
                                 }
                             }
                             plan::skills::Piece::Command { command, .. } => {
-                                errln!(
+                                shell.err_line(format_args!(
                                     "    | [output of run_command `{}`]",
                                     crate::terminal::line(command)
-                                )
+                                ))
                             }
                         }
                     }
@@ -689,8 +652,8 @@ fn cmd_validate(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> 
         }
         Err(SessionError::Plan(e)) => {
             if args.json {
-                let doc = serde_json::json!({"valid": false, "problems": e.problems()}).to_string();
-                outln!("{}", redactor.redact_message(&doc));
+                let doc = serde_json::json!({"valid": false, "problems": e.problems()});
+                shell.out_json_line(&doc, Origin::Runner);
                 Ok(e.exit_code())
             } else {
                 Err(CliError::new(e.exit_code(), e.to_string()))
@@ -714,11 +677,12 @@ struct Decision<'a> {
 /// rejection is overridden only by an explicit `approve`) and says what was written.
 fn record_decision(
     args: &Args,
-    redactor: &Redactor,
+    shell: &Shell,
     secrets: &RunnerSecrets,
     path: &Path,
     d: Decision,
 ) -> Result<PlanAuthorization, CliError> {
+    let redactor = shell.redactor();
     let request = crate::runner::DecisionRequest {
         status: d.status,
         by: args.by.clone(),
@@ -736,7 +700,7 @@ fn record_decision(
         .decide(d.plan, path, d.policy, &request)
         .map_err(|e| CliError::new(e.exit_code(), redactor.redact(&e.to_string()).into_owned()))?;
     let auth = decided.authorization;
-    errln!(
+    shell.err_line(format_args!(
         "{} plan {} (sha256 {}) by {}{} → {}",
         if d.status == AuthStatus::Approved {
             "approved"
@@ -754,12 +718,13 @@ fn record_decision(
             None => String::new(),
         },
         decided.written.display()
-    );
+    ));
     Ok(auth)
 }
 
 /// `preview`: the plan's effect, step by step, with nothing written.
-fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+fn cmd_preview(args: &Args, shell: &Shell) -> Result<i32, CliError> {
+    let redactor = shell.redactor();
     let path = PathBuf::from(&args.positionals[0]);
     let session = redacted_session(args, Some(&path), redactor)?;
     let ws = session.workspace();
@@ -776,9 +741,9 @@ fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
         session.approval(&path, &plan, &policy),
     );
     if args.json {
-        // A closed stdout is ignored, as `outln!` does.
+        // A closed stdout is ignored, as for every other output.
         let _ = reports::write_preview_json(
-            &mut std::io::stdout().lock(),
+            shell,
             &plan,
             ws,
             &policy,
@@ -787,7 +752,6 @@ fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
                 sandbox: &sandbox,
                 approval: &approval,
             },
-            redactor,
         )
         .map_err(|problems| cannot_preview(&plan, &problems))?;
         let failing = crate::preview::failing_steps(&plan, ws, &policy)
@@ -796,45 +760,38 @@ fn cmd_preview(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
             .into_iter()
             .map(|i| plan.steps[i].step_id.clone())
             .collect();
-        return Ok(will_fail(&failing, redactor));
+        return Ok(will_fail(shell, &failing));
     }
-    let (asking, failing) = show_preview(
-        &plan,
-        ws,
-        &policy,
-        redactor,
-        &mut std::io::stdout().lock(),
-        false,
-    )?;
+    let (asking, failing) = show_preview(shell, &plan, ws, &policy, Stream::Out, false)?;
     let lines = match &sandbox {
         Ok(info) => info.lines(),
         Err(e) => vec![e.clone()],
     };
     for line in lines {
-        outln!(
+        shell.out_line(format_args!(
             "sandbox: {}",
             crate::terminal::line(&redactor.redact(&line))
-        );
+        ));
     }
     if let Some(line) = confirmation_outlook(args, &asking) {
-        outln!("{}", redactor.redact(&line));
+        shell.out_line(redactor.redact(&line));
     }
-    outln!("{}", redactor.redact(&approval_line(&approval)));
-    Ok(will_fail(&failing, redactor))
+    shell.out_line(redactor.redact(&approval_line(&approval)));
+    Ok(will_fail(shell, &failing))
 }
 
 /// `preview`'s exit code: 30 (what the run would end with) when a step will fail as the workspace
 /// is now, saying which on stderr; else 0.
-fn will_fail(failing: &[String], redactor: &Redactor) -> i32 {
+fn will_fail(shell: &Shell, failing: &[String]) -> i32 {
     if failing.is_empty() {
         return exit::OK;
     }
-    errln!(
+    shell.err_line(format_args!(
         "acode-run: {} will fail as the workspace is now ({}): exit {}",
         crate::terminal::count(failing.len(), "step"),
-        redactor.redact(&crate::events::id_list(failing)),
+        shell.redactor().redact(&crate::events::id_list(failing)),
         exit::STEP_FAILED
-    );
+    ));
     exit::STEP_FAILED
 }
 
@@ -909,36 +866,35 @@ fn cannot_preview(plan: &Plan, problems: &[plan::Problem]) -> CliError {
     )
 }
 
-/// Prints the preview of `plan` to `to` block by block, redacted, holding one step at a time (a
-/// 100 000-step plan is shown in bounded memory, SPEC §11); the bytes are those of
-/// `redact(render(preview))`, except that with `trim_end` the text ends in exactly one newline
-/// (as `approve` shows it). Returns the ids of the steps that ask for confirmation, and of those
-/// that will fail as the workspace is now.
+/// Prints the preview of `plan` to `stream` block by block through the Shell (each block
+/// redacted), holding one step at a time (a 100 000-step plan is shown in bounded memory, SPEC
+/// §11); the bytes are those of `redact(render(preview))`, except that with `trim_end` the text
+/// ends in exactly one newline (as `approve` shows it). Returns the ids of the steps that ask for
+/// confirmation, and of those that will fail as the workspace is now.
 fn show_preview(
+    shell: &Shell,
     plan: &Plan,
     ws: &Workspace,
     policy: &Policy,
-    redactor: &Redactor,
-    to: &mut dyn std::io::Write,
+    stream: Stream,
     trim_end: bool,
 ) -> Result<(Vec<String>, Vec<String>), CliError> {
-    let mut to = std::io::BufWriter::new(to);
+    let mut to = shell.blocks(stream);
     // One block behind, so that the last one can be trimmed.
     let mut pending: Option<String> = None;
     let rendered = crate::preview::render_each(plan, ws, policy, |block| {
-        if let Some(p) = pending.take() {
-            let _ = to.write_all(p.as_bytes());
+        if let Some(p) = pending.replace(block.to_string()) {
+            to.write(&p);
         }
-        pending = Some(redactor.redact(block).into_owned());
     })
     .map_err(|problems| cannot_preview(plan, &problems))?;
     let last = pending.unwrap_or_default();
-    let _ = if trim_end {
-        writeln!(to, "{}", last.trim_end())
+    if trim_end {
+        to.write_last_line(&last);
     } else {
-        to.write_all(last.as_bytes())
-    };
-    let _ = to.flush();
+        to.write(&last);
+    }
+    to.finish();
     let ids = |v: Vec<usize>| -> Vec<String> {
         v.into_iter()
             .map(|i| plan.steps[i].step_id.clone())
@@ -949,10 +905,11 @@ fn show_preview(
 
 fn cmd_decide(
     args: &Args,
-    redactor: &Arc<Redactor>,
+    shell: &Shell,
     secrets: &RunnerSecrets,
     status: AuthStatus,
 ) -> Result<i32, CliError> {
+    let redactor = shell.redactor();
     let path = PathBuf::from(&args.positionals[0]);
     let session = redacted_session(args, Some(&path), redactor)?;
     let ws = session.workspace();
@@ -967,17 +924,10 @@ fn cmd_decide(
     };
     if status == AuthStatus::Approved && !args.quiet {
         // The approver sees the plan's effect, with the secrets it now knows redacted.
-        show_preview(
-            &plan,
-            ws,
-            &policy,
-            redactor,
-            &mut std::io::stderr().lock(),
-            true,
-        )?;
+        show_preview(shell, &plan, ws, &policy, Stream::Err, true)?;
     }
     if let Some(out) = &args.message {
-        return write_signing_message(args, redactor, &session, &plan, &path, &policy, status, out);
+        return write_signing_message(args, shell, &session, &plan, &path, &policy, status, out);
     }
     let decision = Decision {
         plan: &plan,
@@ -986,7 +936,7 @@ fn cmd_decide(
         status,
         may_override: true,
     };
-    record_decision(args, redactor, secrets, &path, decision)?;
+    record_decision(args, shell, secrets, &path, decision)?;
     Ok(exit::OK)
 }
 
@@ -995,7 +945,7 @@ fn cmd_decide(
 #[allow(clippy::too_many_arguments)]
 fn write_signing_message(
     args: &Args,
-    redactor: &Redactor,
+    shell: &Shell,
     session: &Session,
     plan: &Plan,
     path: &Path,
@@ -1003,6 +953,7 @@ fn write_signing_message(
     status: AuthStatus,
     out: &Path,
 ) -> Result<i32, CliError> {
+    let redactor = shell.redactor();
     let auth = session
         .decision(plan, path, policy, status, args.by.as_deref())
         .map_err(|e| CliError::new(e.exit_code(), redactor.redact(&e.to_string()).into_owned()))?;
@@ -1017,16 +968,14 @@ fn write_signing_message(
     } else {
         "reject"
     };
-    errln!(
-        "wrote the message to sign for {verb} of plan {} (sha256 {}) to {}\n  sign it:   ssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 {}\n  attach it: acode-run {verb} {} --add-signature {}.sig",
+    shell.err_line(format_args!("wrote the message to sign for {verb} of plan {} (sha256 {}) to {}\n  sign it:   ssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 {}\n  attach it: acode-run {verb} {} --add-signature {}.sig",
         redactor.redact(&plan.plan_id),
         plan.sha256,
         out.display(),
         crate::plan::signers::NAMESPACE,
         out.display(),
         path.display(),
-        out.display(),
-    );
+        out.display()));
     Ok(exit::OK)
 }
 
@@ -1054,11 +1003,7 @@ fn install_signal_handlers(cancel: Arc<AtomicBool>) {
     });
 }
 
-fn cmd_run(
-    args: &Args,
-    redactor: &Arc<Redactor>,
-    secrets: &RunnerSecrets,
-) -> Result<i32, CliError> {
+fn cmd_run(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, CliError> {
     let target = if args.resume {
         Target::Latest
     } else {
@@ -1066,7 +1011,7 @@ fn cmd_run(
     };
     execute_plan(
         args,
-        redactor,
+        shell,
         secrets,
         Some(&PathBuf::from(&args.positionals[0])),
         target,
@@ -1074,14 +1019,10 @@ fn cmd_run(
     .map(|(code, _)| code)
 }
 
-fn cmd_resume(
-    args: &Args,
-    redactor: &Arc<Redactor>,
-    secrets: &RunnerSecrets,
-) -> Result<i32, CliError> {
+fn cmd_resume(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, CliError> {
     execute_plan(
         args,
-        redactor,
+        shell,
         secrets,
         None,
         Target::Run(args.positionals[0].clone()),
@@ -1090,36 +1031,19 @@ fn cmd_resume(
 }
 
 /// The progress outputs the flags ask for: human lines on stderr (failures only with `--quiet`), JSONL events
-/// on stdout with `--jsonl`; both through the run's redactor.
-fn progress_outputs(args: &Args, redactor: &Arc<Redactor>) -> Vec<Box<dyn ProgressCallback>> {
-    progress_outputs_noting_loss(args, redactor).0
+/// on stdout with `--jsonl`; both the Shell's ([`Shell::progress_outputs`]).
+fn progress_outputs(args: &Args, shell: &Shell) -> Vec<Box<dyn ProgressCallback>> {
+    progress_outputs_noting_loss(args, shell).0
 }
 
 /// [`progress_outputs`], with where the `--jsonl` writer notes events it could not deliver
-/// ([`JsonlWriter::lost`]), to be recorded with the run.
+/// (`JsonlWriter::lost`), to be recorded with the run.
 fn progress_outputs_noting_loss(
     args: &Args,
-    redactor: &Arc<Redactor>,
-) -> (Vec<Box<dyn ProgressCallback>>, Option<JsonlLoss>) {
-    let mut outputs: Vec<Box<dyn ProgressCallback>> = Vec::new();
-    let mut loss = None;
-    let human = HumanPrinter::new(std::io::stderr(), stderr_wants_color(), redactor.clone());
-    // `--quiet` still says which steps failed and what they printed.
-    outputs.push(Box::new(if args.quiet {
-        human.failures_only()
-    } else {
-        human
-    }));
-    if args.jsonl {
-        let writer = JsonlWriter::new(std::io::stdout(), redactor.clone());
-        loss = Some(writer.lost());
-        outputs.push(Box::new(writer));
-    }
-    (outputs, loss)
+    shell: &Shell,
+) -> (Vec<Box<dyn ProgressCallback>>, Option<shell::JsonlLoss>) {
+    shell.progress_outputs(args.quiet, args.jsonl)
 }
-
-/// What [`JsonlWriter::lost`] hands out.
-type JsonlLoss = Arc<std::sync::Mutex<Option<String>>>;
 
 /// The options the flags give that shape a run (recorded on it, checked again by `resume`).
 fn run_settings(args: &Args) -> RunSettings {
@@ -1145,11 +1069,12 @@ fn run_settings(args: &Args) -> RunSettings {
 /// library prepares and runs, and this prints. The exit code and the id of the run it carried out.
 fn execute_plan(
     args: &Args,
-    redactor: &Arc<Redactor>,
+    shell: &Shell,
     secrets: &RunnerSecrets,
     plan_path: Option<&Path>,
     target: Target,
 ) -> Result<(i32, String), CliError> {
+    let redactor = shell.redactor();
     // The attestation key is read before anything runs: a run asked to attest that could not
     // would otherwise leave changes no one can vouch for.
     let attest_key = match &args.attest {
@@ -1199,33 +1124,33 @@ fn execute_plan(
         ),
     })?;
     if args.approve {
-        errln!(
+        shell.err_line(format_args!(
             "approved plan {} (sha256 {})",
             redactor.redact(&runner.plan().plan_id),
             runner.plan().sha256
-        );
+        ));
     }
     if let Some(warning) = runner.sandbox().warning() {
-        eprintln!("acode-run: warning: {}", redactor.redact(warning));
+        shell.warn(redactor.redact(warning));
     }
     if let Some(n) = runner.repository_policy() {
         // What the workspace's own policy did to the approved one (docs/security.md): what it
         // asked beyond is never granted, and is said even with --quiet.
         if !args.quiet && !n.narrowed.is_empty() {
-            errln!(
+            shell.err_line(format_args!(
                 "acode-run: the workspace's {} narrows the approved policy:",
                 n.path
-            );
+            ));
             for line in &n.narrowed {
-                errln!("  {}", redactor.redact(line));
+                shell.err_line(format_args!("  {}", redactor.redact(line)));
             }
         }
         for line in &n.ignored {
-            errln!(
+            shell.err_line(format_args!(
                 "acode-run: warning: {} asks beyond the approved policy, ignored: {}",
                 n.path,
                 redactor.redact(line)
-            );
+            ));
         }
     }
     let sandbox = crate::events::SandboxInfo::of(runner.sandbox());
@@ -1235,9 +1160,15 @@ fn execute_plan(
     if let Some(client) = &replaying
         && !args.quiet
     {
-        replay::announce(client, redactor);
+        replay::announce(shell, client);
     }
-    let (outputs, loss) = progress_outputs_noting_loss(args, redactor);
+    let (outputs, loss) = progress_outputs_noting_loss(args, shell);
+    // A prompt quotes the step's arguments: the Shell's, which redacts them.
+    let runner = if runner.settings().confirm == Some(ConfirmMode::Prompt) {
+        runner.with_confirmation(shell.confirmation_prompt(cancel.clone()))
+    } else {
+        runner
+    };
     let (result, mut executor) = runner
         .with_progress(Arc::new(Fanout(outputs)))
         .with_cancel_flag(cancel)
@@ -1248,23 +1179,25 @@ fn execute_plan(
         })?;
     // Before the reports, which say whether it was written.
     let attested = match (&args.attest, &attest_key) {
-        (Some(out), Some(key)) => attest::write(executor.store_mut(), &result.run_id, key, out),
+        (Some(out), Some(key)) => {
+            attest::write(shell, executor.store_mut(), &result.run_id, key, out)
+        }
         _ => Ok(()),
     };
     let lost = loss.and_then(|l| l.lock().map_or(None, |l| l.clone()));
     if let Some(what) = lost
         && let Err(e) = executor.store().record_events_lost(&result.run_id, &what)
     {
-        eprintln!("acode-run: warning: cannot record that --jsonl {what}: {e}");
+        shell.warn(format_args!("cannot record that --jsonl {what}: {e}"));
     }
-    reports::write(args, &result, executor.store(), redactor, &sandbox);
-    warn_about_telemetry(executor.store(), &result.run_id, redactor);
+    reports::write(shell, args, &result, executor.store(), &sandbox);
+    warn_about_telemetry(shell, executor.store(), &result.run_id);
     if let Some(client) = replaying {
-        replay::report_divergences(&client, redactor);
+        replay::report_divergences(shell, &client);
     }
     if args.json {
         // A closed stdout is ignored, as for every other output.
-        let _ = reports::write_json(&mut std::io::stdout().lock(), &result, redactor);
+        let _ = reports::write_json(shell, &result);
     }
     // A run whose attestation could not be written ends with that error (after its reports).
     attested?;
@@ -1273,7 +1206,7 @@ fn execute_plan(
 
 /// Says on stderr when the run's traces did not all reach the collector, or could not be sent
 /// (docs/observability.md): the run's outcome is not changed by it.
-fn warn_about_telemetry(store: &Store, run_id: &str, redactor: &Redactor) {
+fn warn_about_telemetry(shell: &Shell, store: &Store, run_id: &str) {
     let Some(json) = store.telemetry(run_id).ok().flatten() else {
         return;
     };
@@ -1283,13 +1216,13 @@ fn warn_about_telemetry(store: &Store, run_id: &str, redactor: &Redactor) {
     let dropped = stats["dropped"].as_u64().unwrap_or(0);
     let error = stats["error"].as_str();
     if dropped > 0 || error.is_some() {
-        eprintln!(
-            "acode-run: warning: OpenTelemetry: {} span(s) exported, {dropped} dropped{}",
+        shell.warn(format_args!(
+            "OpenTelemetry: {} span(s) exported, {dropped} dropped{}",
             stats["exported"].as_u64().unwrap_or(0),
             error
-                .map(|e| format!(" ({})", redactor.redact(e)))
+                .map(|e| format!(" ({})", shell.redactor().redact(e)))
                 .unwrap_or_default()
-        );
+        ));
     }
 }
 
@@ -1346,22 +1279,18 @@ impl From<crate::report::html::HtmlError> for CliError {
     }
 }
 
-fn cmd_runs(args: &Args) -> Result<i32, CliError> {
+fn cmd_runs(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let runs = session(args, None)?.list_runs(args.limit)?;
     if args.json {
-        outln!("{}", pretty(&runs));
+        shell.out_json(&runs, Origin::Runner);
         return Ok(exit::OK);
     }
-    humanln!(
+    shell.out_line(format_args!(
         "{:<36}  {:<6} {:<24} {:<11} {:>4}  STARTED (UTC)",
-        "RUN_ID",
-        "KIND",
-        "PLAN",
-        "STATUS",
-        "EXIT"
-    );
+        "RUN_ID", "KIND", "PLAN", "STATUS", "EXIT"
+    ));
     for r in runs {
-        humanln!(
+        shell.out_line(format_args!(
             "{:<36}  {:<6} {:<24} {:<11} {:>4}  {}",
             r.run_id,
             crate::terminal::line(&r.kind),
@@ -1371,75 +1300,90 @@ fn cmd_runs(args: &Args) -> Result<i32, CliError> {
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into()),
             format_ms(r.started_at)
-        );
+        ));
     }
     Ok(exit::OK)
 }
 
-fn cmd_show(args: &Args) -> Result<i32, CliError> {
+fn cmd_show(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let shown =
         session(args, None)?.show_run(&args.positionals[0], crate::executor::STEP_OUTPUT_BYTES)?;
-    let (detail, decisions, replay_of) = (&shown.detail, &shown.decisions, &shown.replay_of);
     if args.json {
-        let mut value = serde_json::to_value(detail).unwrap_or_default();
-        // Each step's result: the artifacts of its last execution, bounded.
-        let mut outputs = shown.outputs.clone();
-        if let Some(steps) = value.get_mut("steps").and_then(|s| s.as_array_mut()) {
-            for step in steps {
-                let id = step["step_id"].as_str().unwrap_or_default().to_string();
-                if let (Some(obj), Some(result)) = (step.as_object_mut(), outputs.remove(&id)) {
-                    obj.insert(
-                        "result".into(),
-                        serde_json::to_value(result).unwrap_or_default(),
-                    );
-                }
-            }
-        }
-        if let Some(obj) = value.as_object_mut() {
-            obj.insert(
-                "decisions".into(),
-                serde_json::to_value(decisions).unwrap_or_default(),
-            );
-            obj.insert(
-                "approval".into(),
-                serde_json::to_value(&shown.provenance.approval).unwrap_or_default(),
-            );
-            obj.insert(
-                "attestation".into(),
-                serde_json::to_value(&shown.provenance.attestation).unwrap_or_default(),
-            );
-        }
-        if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
-            run["replay_of"] = serde_json::Value::String(of.clone());
-        }
-        if let Some(run) = value.get_mut("run") {
-            if let Some(changes) = &shown.changes {
-                run["changes"] = serde_json::to_value(changes).unwrap_or_default();
-            }
-            if let Some(narrowing) = &shown.repository_policy {
-                run["repository_policy"] = serde_json::to_value(narrowing).unwrap_or_default();
-            }
-        }
-        outln!("{}", pretty(&value));
+        shell.out_json(&show_document(&shown), Origin::Runner);
         return Ok(exit::OK);
     }
-    let r = &detail.run;
-    humanln!("run       {}", r.run_id);
-    humanln!(
+    show_run(shell, &shown);
+    show_decisions(shell, &shown.decisions, &shown.detail.run.plan_sha256);
+    show_steps(shell, &shown.detail);
+    Ok(exit::OK)
+}
+
+/// `show --json`'s document: the run's detail, each step with its result (the artifacts of its
+/// last execution, bounded), the decisions on its plan, its provenance and what it changed.
+fn show_document(shown: &crate::runner::queries::ShownRun) -> serde_json::Value {
+    let (detail, decisions, replay_of) = (&shown.detail, &shown.decisions, &shown.replay_of);
+    let mut value = serde_json::to_value(detail).unwrap_or_default();
+    // Each step's result: the artifacts of its last execution, bounded.
+    let mut outputs = shown.outputs.clone();
+    if let Some(steps) = value.get_mut("steps").and_then(|s| s.as_array_mut()) {
+        for step in steps {
+            let id = step["step_id"].as_str().unwrap_or_default().to_string();
+            if let (Some(obj), Some(result)) = (step.as_object_mut(), outputs.remove(&id)) {
+                obj.insert(
+                    "result".into(),
+                    serde_json::to_value(result).unwrap_or_default(),
+                );
+            }
+        }
+    }
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert(
+            "decisions".into(),
+            serde_json::to_value(decisions).unwrap_or_default(),
+        );
+        obj.insert(
+            "approval".into(),
+            serde_json::to_value(&shown.provenance.approval).unwrap_or_default(),
+        );
+        obj.insert(
+            "attestation".into(),
+            serde_json::to_value(&shown.provenance.attestation).unwrap_or_default(),
+        );
+    }
+    if let (Some(of), Some(run)) = (&replay_of, value.get_mut("run")) {
+        run["replay_of"] = serde_json::Value::String(of.clone());
+    }
+    if let Some(run) = value.get_mut("run") {
+        if let Some(changes) = &shown.changes {
+            run["changes"] = serde_json::to_value(changes).unwrap_or_default();
+        }
+        if let Some(narrowing) = &shown.repository_policy {
+            run["repository_policy"] = serde_json::to_value(narrowing).unwrap_or_default();
+        }
+    }
+    value
+}
+
+/// `show`'s first lines: the run, its plan, workspace, changes, status and provenance.
+fn show_run(shell: &Shell, shown: &crate::runner::queries::ShownRun) {
+    let replay_of = &shown.replay_of;
+    let r = &shown.detail.run;
+    shell.out_line(format_args!("run       {}", r.run_id));
+    shell.out_line(format_args!(
         "plan      {} (sha256 {})",
         crate::terminal::line(&r.plan_id),
         r.plan_sha256
-    );
-    humanln!("workspace {}", r.workspace);
+    ));
+    shell.out_line(format_args!("workspace {}", r.workspace));
     if r.repository.is_some() || r.commit.is_some() {
-        humanln!(
+        shell.out_line(format_args!(
             "repository {} at {}",
             r.repository.as_deref().unwrap_or("(no origin)"),
             r.commit.as_deref().unwrap_or("(no commit)")
-        );
+        ));
     }
     if let Some(changes) = &shown.changes {
-        humanln!(
+        shell.out_line(format_args!(
             "changed   {}{}",
             crate::terminal::count(changes.total, "file"),
             changes
@@ -1448,18 +1392,21 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .take(10)
                 .map(|f| format!("\n  {} {}", f.status, f.path))
                 .collect::<String>()
-        );
+        ));
     }
     if let Some(n) = &shown.repository_policy {
-        humanln!("repository policy {} (sha256 {})", n.path, n.sha256);
+        shell.out_line(format_args!(
+            "repository policy {} (sha256 {})",
+            n.path, n.sha256
+        ));
         for line in &n.narrowed {
-            humanln!("  narrowed: {line}");
+            shell.out_line(format_args!("  narrowed: {line}"));
         }
         for line in &n.ignored {
-            humanln!("  ignored: {line}");
+            shell.out_line(format_args!("  ignored: {line}"));
         }
     }
-    humanln!(
+    shell.out_line(format_args!(
         "status    {} (exit {}), started {}{}",
         r.status,
         r.exit_code
@@ -1472,31 +1419,42 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 f.saturating_sub(r.started_at) as f64 / 1000.0
             ))
             .unwrap_or_default()
-    );
+    ));
     if let Some(of) = replay_of {
-        humanln!("replay of {of} (its recorded model answers; docs/replay.md)");
+        shell.out_line(format_args!(
+            "replay of {of} (its recorded model answers; docs/replay.md)"
+        ));
     }
     if let Some(lost) = &r.events_lost {
-        humanln!("events    --jsonl {lost}");
+        shell.out_line(format_args!("events    --jsonl {lost}"));
     }
     if r.prompt_tokens.saturating_add(r.completion_tokens) > 0 {
-        humanln!(
+        shell.out_line(format_args!(
             "tokens    {} prompt + {} completion",
-            r.prompt_tokens,
-            r.completion_tokens
-        );
+            r.prompt_tokens, r.completion_tokens
+        ));
     }
     if let Some(line) = shown.provenance.approval_line() {
-        humanln!("approved  by {}", crate::terminal::line(&line));
+        shell.out_line(format_args!(
+            "approved  by {}",
+            crate::terminal::line(&line)
+        ));
     }
-    humanln!(
+    shell.out_line(format_args!(
         "attested  {}",
         crate::terminal::line(&shown.provenance.attestation_line())
-    );
+    ));
+}
+
+/// `show`'s approvals and rejections of the run's plan (`sha256`), oldest first.
+fn show_decisions(shell: &Shell, decisions: &[crate::store::DecisionRow], sha256: &str) {
     if !decisions.is_empty() {
-        humanln!("\ndecisions on this plan (sha256 {}):", r.plan_sha256);
+        shell.out_line(format_args!(
+            "\ndecisions on this plan (sha256 {}):",
+            sha256
+        ));
         for d in decisions {
-            humanln!(
+            shell.out_line(format_args!(
                 "  {} {:<8} by {}{}{}",
                 format_ms(d.decided_at),
                 d.verdict,
@@ -1514,14 +1472,18 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                     .as_ref()
                     .map(|why| format!(": {why}"))
                     .unwrap_or_default()
-            );
+            ));
         }
     }
-    humanln!("\nsteps:");
+}
+
+/// `show`'s steps and executions (with their artifacts, programs and network requests).
+fn show_steps(shell: &Shell, detail: &crate::store::RunDetail) {
+    shell.out_line("\nsteps:");
     for s in &detail.steps {
         let counts =
             crate::store::StepCounts::of(&s.step_id, detail.executions.iter().map(|e| &e.record));
-        humanln!(
+        shell.out_line(format_args!(
             "  {:>3}. {:<24} {:<14} {:<10} {}{}",
             s.position.saturating_add(1),
             crate::terminal::line(&s.step_id),
@@ -1536,9 +1498,9 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .as_ref()
                 .map(|c| format!("  [{c}] {}", s.error_message.clone().unwrap_or_default()))
                 .unwrap_or_default()
-        );
+        ));
     }
-    humanln!("\nexecutions:");
+    shell.out_line("\nexecutions:");
     for e in &detail.executions {
         let rec = &e.record;
         let arts: Vec<String> = e
@@ -1558,7 +1520,7 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 )
             })
             .collect();
-        humanln!(
+        shell.out_line(format_args!(
             "  {} {:<20} {:<14} {} {:>6} ms attempt {}{}{}",
             rec.execution_id,
             crate::terminal::line(&rec.step_id),
@@ -1575,15 +1537,14 @@ fn cmd_show(args: &Args) -> Result<i32, CliError> {
                 .as_ref()
                 .map(|m| format!("\n      {m}"))
                 .unwrap_or_default()
-        );
+        ));
         if let (Some(path), Some(sha)) = (&rec.program_path, &rec.program_sha256) {
-            humanln!("      program: {path} (sha256 {sha})");
+            shell.out_line(format_args!("      program: {path} (sha256 {sha})"));
         }
         for r in &e.network {
-            humanln!("      network: {}", describe_request(r));
+            shell.out_line(format_args!("      network: {}", describe_request(r)));
         }
     }
-    Ok(exit::OK)
 }
 
 /// One network request as `show` and the progress lines print it.
@@ -1601,44 +1562,42 @@ fn describe_request(r: &crate::policy::network::NetworkRequest) -> String {
     )
 }
 
-fn cmd_artifact(args: &Args) -> Result<i32, CliError> {
+fn cmd_artifact(args: &Args, shell: &Shell) -> Result<i32, CliError> {
     let store = query_store(args)?;
     if args.positionals.len() < 2 {
         // No type: which there are, and the command that prints each.
         let (id, list) = store.artifact_list(&args.positionals[0])?;
         if args.json {
-            outln!("{}", pretty(&list));
+            shell.out_json(&list, Origin::Runner);
             return Ok(exit::OK);
         }
         if list.is_empty() {
-            humanln!("execution {id} has no artifacts");
+            shell.out_line(format_args!("execution {id} has no artifacts"));
         }
         for a in &list {
-            humanln!(
+            shell.out_line(format_args!(
                 "{:<12} {:>10} bytes{}  acode-run artifact {id} {}",
                 a.artifact_type,
                 a.bytes,
                 if a.truncated { " (truncated)" } else { "" },
                 a.artifact_type
-            );
+            ));
         }
         return Ok(exit::OK);
     }
     let a = store.artifact(&args.positionals[0], &args.positionals[1])?;
-    let mut out = std::io::stdout();
-    let _ = out.write_all(a.content.as_bytes());
-    let _ = out.flush();
+    shell.out_page(&a.content);
     if a.lossy {
-        errln!(
-            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD"
+        shell.err_line(
+            "acode-run: note: the output was not valid UTF-8; invalid bytes are shown as U+FFFD",
         );
     }
     if a.truncated {
-        errln!(
+        shell.err_line(format_args!(
             "acode-run: note: artifact truncated: {} of {} bytes kept",
             a.content.len(),
             a.bytes
-        );
+        ));
     }
     Ok(exit::OK)
 }

@@ -1,13 +1,12 @@
 //! `export RUN_ID --replay FILE` and the command line's side of `run --replay` (docs/replay.md).
 
 use std::path::Path;
-use std::sync::Arc;
 
+use super::shell::Shell;
 use super::{Args, CliError, query_store};
 use crate::error::exit;
 use crate::llm::LlmClient;
 use crate::llm::replay::ReplayClient;
-use crate::redact::Redactor;
 use crate::runner::replay::{from_store, names_file};
 
 /// The `--replay` value as recorded in the run's settings: a file as its absolute path (so
@@ -25,7 +24,8 @@ pub(super) fn setting(value: &str) -> String {
 /// Writes run `RUN_ID`'s model traffic as a replay file: the header, then one answered turn per
 /// line, as stored (redacted when recorded) and through this process's redactor once more. Warns
 /// about turns a replay would refuse.
-pub(super) fn cmd_export(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, CliError> {
+pub(super) fn cmd_export(args: &Args, shell: &Shell) -> Result<i32, CliError> {
+    let redactor = shell.redactor();
     let Some(out) = args.replay.as_deref() else {
         return Err(CliError::new(exit::USAGE, "export needs --replay FILE"));
     };
@@ -62,42 +62,42 @@ pub(super) fn cmd_export(args: &Args, redactor: &Arc<Redactor>) -> Result<i32, C
     }
     let steps: std::collections::BTreeSet<&str> =
         source.turns.iter().map(|t| t.step.as_str()).collect();
-    errln!(
+    shell.err_line(format_args!(
         "wrote {} model turn(s) of {} agent step(s) of run {} to {out}",
         source.turns.len(),
         steps.len(),
         source.header.run_id
-    );
+    ));
     for problem in source.problems() {
-        errln!(
-            "acode-run: warning: a replay will refuse this: {}",
+        shell.warn(format_args!(
+            "a replay will refuse this: {}",
             redactor.redact(&problem)
-        );
+        ));
     }
     Ok(exit::OK)
 }
 
 /// Says, before a replay runs, where its answers come from.
-pub(super) fn announce(client: &ReplayClient, redactor: &Redactor) {
-    errln!(
-        "acode-run: agent steps are answered by a {} (no model is asked; docs/replay.md)",
-        redactor.redact(&client.describe())
-    );
+pub(super) fn announce(shell: &Shell, client: &ReplayClient) {
+    shell.error(format_args!(
+        "agent steps are answered by a {} (no model is asked; docs/replay.md)",
+        shell.redactor().redact(&client.describe())
+    ));
 }
 
 /// After a lenient replay: says how many requests differed from the recorded ones, and the first
 /// few (each is recorded on its model turn's `warnings` artifact).
-pub(super) fn report_divergences(client: &ReplayClient, redactor: &Redactor) {
+pub(super) fn report_divergences(shell: &Shell, client: &ReplayClient) {
     let all = client.divergences();
     if all.is_empty() {
         return;
     }
-    errln!(
+    shell.err_line(format_args!(
         "acode-run: replay: {} request(s) differed from the recorded ones and were answered \
          anyway (--replay-lenient); each is on its model turn's `warnings` artifact:",
         all.len()
-    );
+    ));
     for d in all.iter().take(5) {
-        errln!("  - {}", redactor.redact(d));
+        shell.err_line(format_args!("  - {}", shell.redactor().redact(d)));
     }
 }

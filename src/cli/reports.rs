@@ -7,8 +7,8 @@
 use std::io::Write;
 
 use super::flags::{Annotations, Args};
+use super::shell::Shell;
 use crate::executor::ExecutionResult;
-use crate::redact::Redactor;
 use crate::report::{ArtifactSource, github, html, junit};
 
 /// Whether GitHub annotations are wanted: `--annotations`, else `GITHUB_ACTIONS=true`.
@@ -28,7 +28,7 @@ pub(super) fn needs_step_results(args: &Args) -> bool {
 
 /// Appends `text` to the file an environment variable names (`GITHUB_STEP_SUMMARY`,
 /// `GITHUB_OUTPUT`); a failure is a warning naming `what`.
-fn append_to_env_file(var: &str, what: &str, text: &str) {
+fn append_to_env_file(shell: &Shell, var: &str, what: &str, text: &str) {
     let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) else {
         return;
     };
@@ -38,10 +38,10 @@ fn append_to_env_file(var: &str, what: &str, text: &str) {
         .open(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()));
     if let Err(e) = appended {
-        eprintln!(
-            "acode-run: warning: cannot append the {what} to {}: {e}",
+        shell.warn(format_args!(
+            "cannot append the {what} to {}: {e}",
             std::path::Path::new(&path).display()
-        );
+        ));
     }
 }
 
@@ -50,13 +50,14 @@ fn append_to_env_file(var: &str, what: &str, text: &str) {
 /// summary and `$GITHUB_OUTPUT`, so a CI page says why instead of nothing. `subject` is the plan
 /// or run the command was about.
 pub(super) fn write_refusal(
+    shell: &Shell,
     args: Option<&Args>,
     subject: &str,
     exit_code: i32,
     message: &str,
     problems: &[String],
-    redactor: &Redactor,
 ) {
+    let redactor = shell.redactor();
     let refusal = crate::report::Refusal {
         subject,
         exit_code,
@@ -69,27 +70,29 @@ pub(super) fn write_refusal(
     if let Some(path) = args_of_run.and_then(|a| a.junit.as_ref()) {
         let xml = junit::render_refusal(&refusal, redactor);
         if let Err(e) = std::fs::write(path, xml) {
-            eprintln!(
-                "acode-run: warning: cannot write the JUnit report {}: {e}",
+            shell.warn(format_args!(
+                "cannot write the JUnit report {}: {e}",
                 path.display()
-            );
+            ));
         }
     }
     if let Some(path) = args_of_run.and_then(|a| a.report_html.as_ref()) {
-        write_html(path, html::render_refusal(&refusal, redactor).as_bytes());
+        write_html(
+            shell,
+            path,
+            html::render_refusal(&refusal, redactor).as_bytes(),
+        );
     }
     let github = match args {
         Some(a) => wants_github(a),
         None => std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
     };
     if github {
-        let line = github::refusal_annotation(&refusal, redactor);
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(line.as_bytes());
-        let _ = err.flush();
+        shell.err_page(&github::refusal_annotation(&refusal, redactor));
         let summary = github::refusal_summary(&refusal, redactor);
-        append_to_env_file("GITHUB_STEP_SUMMARY", "job summary", &summary);
+        append_to_env_file(shell, "GITHUB_STEP_SUMMARY", "job summary", &summary);
         append_to_env_file(
+            shell,
             "GITHUB_OUTPUT",
             "step outputs",
             &github::outputs(exit_code, "refused", ""),
@@ -97,30 +100,35 @@ pub(super) fn write_refusal(
     }
 }
 
-/// Writes `page` to `path` (`-`: stdout).
-pub(super) fn write_page(path: &std::path::Path, page: &[u8]) -> std::io::Result<()> {
+/// Writes `page` to `path` (`-`: stdout, through the Shell).
+pub(super) fn write_page(
+    shell: &Shell,
+    path: &std::path::Path,
+    page: &[u8],
+) -> std::io::Result<()> {
     if path.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        out.write_all(page).and_then(|()| out.flush())
+        shell.out_page(&String::from_utf8_lossy(page));
+        Ok(())
     } else {
         std::fs::write(path, page)
     }
 }
 
 /// Writes `page` to `path` (`-`: stdout); a failure is a warning.
-fn write_html(path: &std::path::Path, page: &[u8]) {
-    if let Err(e) = write_page(path, page) {
-        eprintln!(
-            "acode-run: warning: cannot write the HTML report {}: {e}",
+fn write_html(shell: &Shell, path: &std::path::Path, page: &[u8]) {
+    if let Err(e) = write_page(shell, path, page) {
+        shell.warn(format_args!(
+            "cannot write the HTML report {}: {e}",
             path.display()
-        );
+        ));
     }
 }
 
 /// `acode-run report RUN_ID --html FILE`: the run's page, rendered completely before the file is
 /// opened, so an unknown run or an unreadable database writes nothing.
-pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
+pub(super) fn cmd_report(args: &Args, shell: &Shell) -> Result<i32, super::CliError> {
     use crate::error::exit;
+    let redactor = shell.redactor();
     if args.report_html.is_none() && args.sarif.is_none() && args.junit.is_none() {
         return Err(super::CliError::new(
             exit::USAGE,
@@ -128,18 +136,18 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
         ));
     }
     let Some(run_id) = args.positionals.first() else {
-        return cmd_fleet_report(args, redactor);
+        return cmd_fleet_report(args, shell);
     };
     let store = super::query_store(args)?;
     if let Some(path) = &args.sarif {
         let run_id = store.run(run_id)?.run_id;
-        write_sarif(&store, &run_id, redactor, path)
+        write_sarif(shell, &store, &run_id, path)
             .map_err(|e| super::CliError::new(exit::INTERNAL, e))?;
     }
     if let Some(path) = &args.report_html {
         let mut page = Vec::new();
         html::render(&store, run_id, redactor, &mut page)?;
-        write_page(path, &page).map_err(|e| {
+        write_page(shell, path, &page).map_err(|e| {
             super::CliError::new(
                 exit::INTERNAL,
                 format!("cannot write the HTML report {}: {e}", path.display()),
@@ -151,7 +159,7 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
         let result = crate::report::recorded::result(&store, run_id)?;
         let provenance = crate::report::Provenance::read(&store, &result.run_id);
         let xml = junit::render(&result, &store, redactor, None, &provenance);
-        write_page(path, xml.as_bytes()).map_err(|e| {
+        write_page(shell, path, xml.as_bytes()).map_err(|e| {
             super::CliError::new(
                 exit::INTERNAL,
                 format!("cannot write the JUnit report {}: {e}", path.display()),
@@ -164,7 +172,8 @@ pub(super) fn cmd_report(args: &Args, redactor: &Redactor) -> Result<i32, super:
 /// `report --html FILE` / `--junit FILE` without a run id: the fleet page and a testsuite per
 /// run, each rendered whole before its file is opened (a database that cannot be read writes
 /// nothing).
-fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliError> {
+fn cmd_fleet_report(args: &Args, shell: &Shell) -> Result<i32, super::CliError> {
+    let redactor = shell.redactor();
     let store = super::query_store(args)?;
     if store.fleet_run_ids()?.is_empty() {
         return Err(super::CliError::new(
@@ -175,7 +184,7 @@ fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliE
     if let Some(path) = &args.report_html {
         let mut page = Vec::new();
         crate::report::fleet::render(&store, redactor, &mut page)?;
-        write_page(path, &page).map_err(|e| {
+        write_page(shell, path, &page).map_err(|e| {
             super::CliError::new(
                 crate::error::exit::INTERNAL,
                 format!("cannot write the fleet page {}: {e}", path.display()),
@@ -184,7 +193,7 @@ fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliE
     }
     if let Some(path) = &args.junit {
         let xml = crate::report::recorded::fleet_junit(&store, redactor)?;
-        write_page(path, xml.as_bytes()).map_err(|e| {
+        write_page(shell, path, xml.as_bytes()).map_err(|e| {
             super::CliError::new(
                 crate::error::exit::INTERNAL,
                 format!("cannot write the JUnit report {}: {e}", path.display()),
@@ -196,63 +205,63 @@ fn cmd_fleet_report(args: &Args, redactor: &Redactor) -> Result<i32, super::CliE
 
 /// Writes run `run_id`'s SARIF file to `path` (`-`: stdout); the error says what failed.
 fn write_sarif(
+    shell: &Shell,
     store: &crate::store::Store,
     run_id: &str,
-    redactor: &Redactor,
     path: &std::path::Path,
 ) -> Result<(), String> {
-    let doc = crate::report::sarif::render(store, run_id, redactor)
+    let doc = crate::report::sarif::render(store, run_id, shell.redactor())
         .map_err(|e| format!("cannot write the SARIF file {}: {e}", path.display()))?;
     let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
-    write_page(path, text.as_bytes())
+    write_page(shell, path, text.as_bytes())
         .map_err(|e| format!("cannot write the SARIF file {}: {e}", path.display()))
 }
 
 /// Writes every report the flags and environment ask for; `store` is the run's database.
 pub(super) fn write(
+    shell: &Shell,
     args: &Args,
     result: &ExecutionResult,
     store: &crate::store::Store,
-    redactor: &Redactor,
     sandbox: &crate::events::SandboxInfo,
 ) {
+    let redactor = shell.redactor();
     let source: &dyn ArtifactSource = store;
     let provenance = crate::report::Provenance::read(store, &result.run_id);
     if let Some(path) = &args.junit {
         let xml = junit::render(result, source, redactor, Some(sandbox), &provenance);
         if let Err(e) = std::fs::write(path, xml) {
-            eprintln!(
-                "acode-run: warning: cannot write the JUnit report {}: {e}",
+            shell.warn(format_args!(
+                "cannot write the JUnit report {}: {e}",
                 path.display()
-            );
+            ));
         }
     }
     if let Some(path) = &args.sarif
-        && let Err(e) = write_sarif(store, &result.run_id, redactor, path)
+        && let Err(e) = write_sarif(shell, store, &result.run_id, path)
     {
-        eprintln!("acode-run: warning: {e}");
+        shell.warn(e);
     }
     if let Some(path) = &args.report_html {
         let mut page = Vec::new();
         match html::render(store, &result.run_id, redactor, &mut page) {
-            Ok(()) => write_html(path, &page),
-            Err(e) => eprintln!(
-                "acode-run: warning: cannot write the HTML report {}: {e}",
+            Ok(()) => write_html(shell, path, &page),
+            Err(e) => shell.warn(format_args!(
+                "cannot write the HTML report {}: {e}",
                 path.display()
-            ),
+            )),
         }
     }
     if wants_github(args) {
-        let lines = github::annotations(result, source, redactor);
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(lines.as_bytes());
-        let _ = err.flush();
+        shell.err_page(&github::annotations(result, source, redactor));
         append_to_env_file(
+            shell,
             "GITHUB_STEP_SUMMARY",
             "job summary",
             &github::summary(result, redactor, Some(sandbox), &provenance),
         );
         append_to_env_file(
+            shell,
             "GITHUB_OUTPUT",
             "step outputs",
             &github::outputs(result.exit_code, result.status.as_str(), &result.run_id),
@@ -260,76 +269,26 @@ pub(super) fn write(
     }
 }
 
-/// A JSON object streamed with its `steps` written in their place: `top`'s entries in key order
-/// (the order a `serde_json::Map` has) and `steps` between the keys before and after it, so a
-/// step list serialised one step at a time gives the bytes the whole value would have.
-struct WithSteps<T> {
-    top: serde_json::Map<String, serde_json::Value>,
-    steps: T,
-}
-
-impl<T: serde::Serialize> serde::Serialize for WithSteps<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(Some(self.top.len() + 1))?;
-        let mut steps_written = false;
-        for (k, v) in &self.top {
-            if !steps_written && k.as_str() > "steps" {
-                map.serialize_entry("steps", &self.steps)?;
-                steps_written = true;
-            }
-            map.serialize_entry(k, v)?;
-        }
-        if !steps_written {
-            map.serialize_entry("steps", &self.steps)?;
-        }
-        map.end()
-    }
-}
-
-/// `run --json`: the run's result as pretty JSON on `out`, every string through the redactor.
+/// `run --json`: the run's result as pretty JSON on stdout, through the Shell (every string
+/// redacted).
 ///
 /// Written step by step instead of as one redacted `Value` tree: a tree of a 100 000-step result
 /// (plus its redacted copy and the text) took hundreds of MB, while a step at a time keeps the
-/// output's cost at one step. The bytes are the same as `to_string_pretty` of the whole redacted
-/// value: keys in the sorted order a `serde_json::Map` has, `steps` at its place among them.
-pub(super) fn write_json(
-    out: &mut dyn Write,
-    result: &ExecutionResult,
-    redactor: &Redactor,
-) -> std::io::Result<()> {
-    use serde::ser::SerializeSeq;
-
-    struct Steps<'a>(&'a [crate::executor::StepResult], &'a Redactor);
-    impl serde::Serialize for Steps<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut seq = s.serialize_seq(Some(self.0.len()))?;
-            for step in self.0 {
-                let value = serde_json::to_value(step).map_err(serde::ser::Error::custom)?;
-                seq.serialize_element(&self.1.redact_value(&value))?;
-            }
-            seq.end()
-        }
-    }
-
-    // Everything but the steps is a handful of fields: redacted as a value, like the steps.
+/// output's cost at one step ([`Shell::out_json_streamed`]). The bytes are the same as
+/// `to_string_pretty` of the whole redacted value: keys in the sorted order a `serde_json::Map`
+/// has, `steps` at its place among them.
+pub(super) fn write_json(shell: &Shell, result: &ExecutionResult) -> std::io::Result<()> {
+    // Everything but the steps is a handful of fields.
     let mut top = match serde_json::to_value(result.without_steps())? {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),
     };
     top.remove("steps");
-    let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
-        serde_json::Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    };
-    let whole = WithSteps {
-        top,
-        steps: Steps(&result.steps, redactor),
-    };
-    let mut buffered = std::io::BufWriter::new(out);
-    serde_json::to_writer_pretty(&mut buffered, &whole)?;
-    buffered.write_all(b"\n")?;
-    buffered.flush()
+    shell.out_json_streamed(top, "steps", |emit| {
+        for step in &result.steps {
+            emit(serde_json::to_value(step));
+        }
+    })
 }
 
 /// What a run started now would do beyond the plan's steps, for `preview --json`: the
@@ -351,49 +310,14 @@ pub(super) struct Outlook<'a> {
 ///
 /// [`Preview`]: crate::preview::Preview
 pub(super) fn write_preview_json(
-    out: &mut dyn Write,
+    shell: &Shell,
     plan: &crate::plan::Plan,
     ws: &crate::workspace::Workspace,
     policy: &crate::policy::Policy,
     outlook: &Outlook,
-    redactor: &Redactor,
 ) -> Result<std::io::Result<()>, Vec<crate::plan::Problem>> {
-    use serde::ser::SerializeSeq;
-    use std::cell::RefCell;
-
     let walk = crate::preview::Walk::new(plan, ws)?;
     let notes = walk.notes(plan, ws, policy);
-    struct Steps<'a> {
-        walk: RefCell<Option<crate::preview::Walk>>,
-        plan: &'a crate::plan::Plan,
-        ws: &'a crate::workspace::Workspace,
-        policy: &'a crate::policy::Policy,
-        redactor: &'a Redactor,
-    }
-    impl serde::Serialize for Steps<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut seq = s.serialize_seq(Some(self.plan.steps.len()))?;
-            let mut failed = None;
-            if let Some(walk) = self.walk.borrow_mut().take() {
-                walk.run(self.plan, self.ws, self.policy, |_, step| {
-                    if failed.is_some() {
-                        return;
-                    }
-                    let written = serde_json::to_value(&step)
-                        .map_err(serde::ser::Error::custom)
-                        .and_then(|v| seq.serialize_element(&self.redactor.redact_value(&v)));
-                    if let Err(e) = written {
-                        failed = Some(e);
-                    }
-                });
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            seq.end()
-        }
-    }
-
     // The fields of `Preview` but its steps, as `serde_json::to_value` of it would have them.
     let mut top = serde_json::Map::new();
     top.insert("plan_id".into(), plan.plan_id.clone().into());
@@ -424,30 +348,19 @@ pub(super) fn write_preview_json(
         "approval".into(),
         serde_json::to_value(outlook.approval).unwrap_or_default(),
     );
-    let top = match redactor.redact_value(&serde_json::Value::Object(top)) {
-        serde_json::Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    };
-    let whole = WithSteps {
-        top,
-        steps: Steps {
-            walk: RefCell::new(Some(walk)),
-            plan,
-            ws,
-            policy,
-            redactor,
-        },
-    };
-    let mut buffered = std::io::BufWriter::new(out);
-    Ok(serde_json::to_writer_pretty(&mut buffered, &whole)
-        .map_err(std::io::Error::from)
-        .and_then(|()| buffered.write_all(b"\n"))
-        .and_then(|()| buffered.flush()))
+    Ok(shell.out_json_streamed(top, "steps", |emit| {
+        walk.run(plan, ws, policy, |_, step| {
+            emit(serde_json::to_value(&step))
+        });
+    }))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use crate::cli::flags::{Parsed, parse};
+    use crate::cli::shell::Shell;
     use crate::error::ErrorKind;
     use crate::executor::{ExecutionResult, RunStatus, StepResult, StepStatus};
     use crate::redact::Redactor;
@@ -456,7 +369,7 @@ mod tests {
     /// gives, secrets redacted in every field (an id, an error, an output).
     #[test]
     fn streamed_json_is_the_whole_redacted_value() {
-        let redactor = Redactor::new();
+        let redactor = Arc::new(Redactor::new());
         redactor.add_values(["hunter2-secret-value"]);
         let step = |id: &str, error: Option<&str>| StepResult {
             step_id: id.into(),
@@ -497,11 +410,11 @@ mod tests {
                 prompt_tokens: 5,
                 completion_tokens: 6,
             };
-            let mut streamed = Vec::new();
-            super::write_json(&mut streamed, &result, &redactor).unwrap();
+            let (shell, captured) = Shell::capturing(redactor.clone());
+            super::write_json(&shell, &result).unwrap();
             let whole = redactor.redact_value(&serde_json::to_value(&result).unwrap());
             let expected = serde_json::to_string_pretty(&whole).unwrap() + "\n";
-            let streamed = String::from_utf8(streamed).unwrap();
+            let streamed = captured.out();
             assert_eq!(streamed, expected);
             assert!(!streamed.contains("hunter2"), "{streamed}");
         }

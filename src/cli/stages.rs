@@ -6,12 +6,12 @@
 //! approval: `draft` writes the plan unapproved; `do` asks on a terminal and stops after the draft
 //! (exit 3) when there is none.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use super::flags::Args;
+use super::shell::{Origin, Shell};
 use super::{
     CliError, Decision, RunnerSecrets, Target, execute_plan, llm_config, record_decision,
     sandboxed_workspace,
@@ -19,7 +19,6 @@ use super::{
 use crate::error::exit;
 use crate::executor::{Driven, Executor, Fanout};
 use crate::plan::AuthStatus;
-use crate::redact::Redactor;
 use crate::stages::draft::{self, DraftRequest, Previous};
 use crate::stages::review::{self, Verdict};
 
@@ -30,10 +29,11 @@ const STAGE_TURNS: u32 = 12;
 /// command line's model, progress outputs and Ctrl-C.
 fn stage_executor(
     args: &Args,
-    redactor: &Arc<Redactor>,
+    shell: &Shell,
     secrets: &RunnerSecrets,
     plan_hint: Option<&Path>,
 ) -> Result<Executor, CliError> {
+    let redactor = shell.redactor();
     let session = super::redacted_session(args, plan_hint, redactor)?;
     let policy = session.policy()?;
     let (config, agent) = llm_config(args, secrets, &policy)?;
@@ -46,19 +46,17 @@ fn stage_executor(
     let cancel = Arc::new(AtomicBool::new(false));
     super::install_signal_handlers(cancel.clone());
     Ok(executor
-        .with_progress(Arc::new(Fanout(super::progress_outputs(args, redactor))))
+        .with_progress(Arc::new(Fanout(super::progress_outputs(args, shell))))
         .with_cancel_flag(cancel))
 }
 
 /// Writes a stage event on stdout with `--jsonl` (the run events of the stage's conversations
 /// come between its `stage_started` and `stage_completed`).
-fn emit_stage(args: &Args, redactor: &Redactor, kind: crate::events::EventKind) {
+fn emit_stage(args: &Args, shell: &Shell, kind: crate::events::EventKind) {
     if !args.jsonl {
         return;
     }
-    if let Ok(v) = serde_json::to_value(crate::events::Event::standalone("", kind)) {
-        outln!("{}", redactor.redact_value(&v));
-    }
+    shell.out_json_line(&crate::events::Event::standalone("", kind), Origin::Outside);
 }
 
 fn stage_completed(
@@ -79,8 +77,8 @@ fn stage_err(e: crate::stages::StageError) -> CliError {
     CliError::new(e.exit_code(), e.to_string())
 }
 
-fn announce(stage: &str, what: &str) {
-    errln!("[{stage}] {what}");
+fn announce(shell: &Shell, stage: &str, what: &str) {
+    shell.err_line(format_args!("[{stage}] {what}"));
 }
 
 /// What `draft` was asked: the goal and, for a revision, the old plan and why it changes.
@@ -186,6 +184,7 @@ fn exists(out: &Path) -> CliError {
 /// Drafts and writes the plan; returns where it was written.
 fn draft_to_file(
     args: &Args,
+    shell: &Shell,
     executor: &mut Executor,
 ) -> Result<(PathBuf, crate::plan::Plan), CliError> {
     let req = draft_request(args, executor)?;
@@ -193,10 +192,14 @@ fn draft_to_file(
     if out.exists() {
         return Err(exists(&out));
     }
-    announce("planner", &format!("drafting a plan for: {}", req.goal));
+    announce(
+        shell,
+        "planner",
+        &format!("drafting a plan for: {}", req.goal),
+    );
     emit_stage(
         args,
-        executor.store().redactor(),
+        shell,
         crate::events::EventKind::StageStarted {
             stage: "planner".into(),
             subject: req.goal.clone(),
@@ -206,6 +209,7 @@ fn draft_to_file(
     let mut rejected = |attempt: u32, of: u32, problems: &[String]| {
         let first = problems.first().map(String::as_str).unwrap_or("no answer");
         announce(
+            shell,
             "planner",
             &format!(
                 "attempt {attempt} of {of} not accepted ({}): {}",
@@ -218,7 +222,7 @@ fn draft_to_file(
         Ok(d) => d,
         Err(e) => {
             let done = stage_completed("planner", "failed", e.exit_code(), Vec::new());
-            emit_stage(args, executor.store().redactor(), done);
+            emit_stage(args, shell, done);
             return Err(stage_err(e));
         }
     };
@@ -231,8 +235,9 @@ fn draft_to_file(
         ),
     })?;
     let done = stage_completed("planner", "drafted", exit::OK, drafted.run_ids.clone());
-    emit_stage(args, executor.store().redactor(), done);
+    emit_stage(args, shell, done);
     announce(
+        shell,
         "planner",
         &format!(
             "wrote {} (plan {}, {}, {}), NOT approved",
@@ -245,13 +250,13 @@ fn draft_to_file(
     if let Some(prev) = &req.previous {
         let old: serde_json::Value = serde_json::from_str(&prev.text).unwrap_or_default();
         let new: serde_json::Value = serde_json::from_str(&drafted.text).unwrap_or_default();
-        errln!("changes from {}:", prev.plan_id);
+        shell.err_line(format_args!("changes from {}:", prev.plan_id));
         for line in draft::describe_changes(&old, &new) {
-            errln!("  {}", crate::terminal::line(&line));
+            shell.err_line(format_args!("  {}", crate::terminal::line(&line)));
         }
     }
     if let Ok(p) = crate::preview::preview(&drafted.plan, executor.workspace(), executor.policy()) {
-        errln!("{}", crate::preview::render(&p).trim_end());
+        shell.err_line(crate::preview::render(&p).trim_end());
     }
     Ok((out, drafted.plan))
 }
@@ -259,7 +264,7 @@ fn draft_to_file(
 /// `acode-run draft`.
 pub(super) fn cmd_draft(
     args: &Args,
-    redactor: &Arc<Redactor>,
+    shell: &Shell,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
     // Mistakes found before the database is opened leave nothing behind (no `.acode/`).
@@ -274,19 +279,19 @@ pub(super) fn cmd_draft(
     if let Some(out) = args.output.as_ref().filter(|o| o.exists()) {
         return Err(exists(out));
     }
-    let mut executor = stage_executor(args, redactor, secrets, args.revise.as_deref())?;
-    let (out, _) = draft_to_file(args, &mut executor)?;
-    errln!(
+    let mut executor = stage_executor(args, shell, secrets, args.revise.as_deref())?;
+    let (out, _) = draft_to_file(args, shell, &mut executor)?;
+    shell.err_line(format_args!(
         "review it, then approve it with: {}",
         super::hints::next_step(args, "approve", &out, None)
-    );
+    ));
     Ok(exit::OK)
 }
 
 /// `acode-run review`.
 pub(super) fn cmd_review(
     args: &Args,
-    redactor: &Arc<Redactor>,
+    shell: &Shell,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
     // A run to review is in an existing database: do not create one to say it is not there.
@@ -300,9 +305,9 @@ pub(super) fn cmd_review(
             ),
         ));
     }
-    let mut executor = stage_executor(args, redactor, secrets, None)?;
+    let mut executor = stage_executor(args, shell, secrets, None)?;
     let run_id = resolve_run(&executor, &args.positionals[0])?;
-    review_run(args, &mut executor, &run_id)
+    review_run(args, shell, &mut executor, &run_id)
 }
 
 /// A run id from a unique prefix.
@@ -314,11 +319,16 @@ fn resolve_run(executor: &Executor, given: &str) -> Result<String, CliError> {
         .map_err(|e| CliError::new(exit::USAGE, e.to_string()))
 }
 
-fn review_run(args: &Args, executor: &mut Executor, run_id: &str) -> Result<i32, CliError> {
-    announce("reviewer", &format!("reviewing run {run_id}"));
+fn review_run(
+    args: &Args,
+    shell: &Shell,
+    executor: &mut Executor,
+    run_id: &str,
+) -> Result<i32, CliError> {
+    announce(shell, "reviewer", &format!("reviewing run {run_id}"));
     emit_stage(
         args,
-        executor.store().redactor(),
+        shell,
         crate::events::EventKind::StageStarted {
             stage: "reviewer".into(),
             subject: run_id.to_string(),
@@ -334,7 +344,7 @@ fn review_run(args: &Args, executor: &mut Executor, run_id: &str) -> Result<i32,
         Ok(o) => o,
         Err(e) => {
             let done = stage_completed("reviewer", "failed", e.exit_code(), Vec::new());
-            emit_stage(args, executor.store().redactor(), done);
+            emit_stage(args, shell, done);
             return Err(stage_err(e));
         }
     };
@@ -343,16 +353,17 @@ fn review_run(args: &Args, executor: &mut Executor, run_id: &str) -> Result<i32,
         Verdict::RequestChanges => ("request_changes", exit::REVIEW_CHANGES),
     };
     let done = stage_completed("reviewer", verdict_name, code, outcome.run_ids.clone());
-    emit_stage(args, executor.store().redactor(), done);
+    emit_stage(args, shell, done);
     let r = &outcome.review;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        shell.out_json(r, Origin::Outside);
     }
     let verdict = match r.verdict {
         Verdict::Approve => "approve",
         Verdict::RequestChanges => "request_changes",
     };
     announce(
+        shell,
         "reviewer",
         &crate::terminal::line(&format!("{verdict}: {}", r.summary)),
     );
@@ -361,34 +372,28 @@ fn review_run(args: &Args, executor: &mut Executor, run_id: &str) -> Result<i32,
             Some(l) => format!("{}:{l}", f.file),
             None => f.file.clone(),
         };
-        errln!(
+        shell.err_line(format_args!(
             "  [{}] {}: {}",
             crate::terminal::line(&f.severity),
             crate::terminal::line(&at),
             crate::terminal::line(&f.message)
-        );
+        ));
     }
     Ok(match r.verdict {
         Verdict::Approve => exit::OK,
         Verdict::RequestChanges => {
-            errln!(
-                "revise the plan from these findings with: acode-run draft --revise PLAN --from-review {run_id}"
-            );
+            shell.err_line(format_args!("revise the plan from these findings with: acode-run draft --revise PLAN --from-review {run_id}"));
             exit::REVIEW_CHANGES
         }
     })
 }
 
 /// `acode-run do`: draft → preview → approve at a terminal → run → review.
-pub(super) fn cmd_do(
-    args: &Args,
-    redactor: &Arc<Redactor>,
-    secrets: &RunnerSecrets,
-) -> Result<i32, CliError> {
-    let mut executor = stage_executor(args, redactor, secrets, None)?;
-    let (path, plan) = draft_to_file(args, &mut executor)?;
-    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    if !interactive {
+pub(super) fn cmd_do(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, CliError> {
+    let redactor = shell.redactor();
+    let mut executor = stage_executor(args, shell, secrets, None)?;
+    let (path, plan) = draft_to_file(args, shell, &mut executor)?;
+    if !shell.can_ask() {
         // A refusal like any other (exit 3): under GitHub Actions it gets its annotation, job
         // summary and GITHUB_OUTPUT, so the CI page says why nothing ran.
         return Err(CliError::new(
@@ -402,19 +407,19 @@ pub(super) fn cmd_do(
         ));
     }
     loop {
-        eprint!(
+        let Some(line) = shell.ask(format_args!(
             "approve and run {}? [y]es / [n]o / [e]dit: ",
             path.display()
-        );
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        if std::io::stdin().lock().read_line(&mut line).unwrap_or(0) == 0 {
+        )) else {
             return Ok(exit::UNAUTHORIZED);
-        }
+        };
         match line.trim() {
             "y" | "yes" => break,
             "n" | "no" => {
-                errln!("not approved; the draft stays in {}", path.display());
+                shell.err_line(format_args!(
+                    "not approved; the draft stays in {}",
+                    path.display()
+                ));
                 return Ok(exit::UNAUTHORIZED);
             }
             "e" | "edit" => {
@@ -437,13 +442,13 @@ pub(super) fn cmd_do(
         // The person answered "y" to these bytes: an explicit approval.
         may_override: true,
     };
-    record_decision(args, redactor, secrets, &path, decision)?;
-    announce("executor", &format!("running {}", path.display()));
+    record_decision(args, shell, secrets, &path, decision)?;
+    announce(shell, "executor", &format!("running {}", path.display()));
     // The run this command started, by its id: another run on the same database meanwhile
     // is not the one reviewed.
-    let (code, run_id) = execute_plan(args, redactor, secrets, Some(&path), Target::New)?;
+    let (code, run_id) = execute_plan(args, shell, secrets, Some(&path), Target::New)?;
     if code == exit::OK {
-        review_run(args, &mut executor, &run_id)
+        review_run(args, shell, &mut executor, &run_id)
     } else {
         Ok(code)
     }

@@ -1,6 +1,6 @@
 //! The project as a whole: docs that run, a newcomer's first hour, the module layering, the library
-//! API, named skips, the schema property test, the real-project plans and what reading the code
-//! should not trip over (`tidy`).
+//! API, named skips, who writes to the streams (`streams`), the schema property test, the
+//! real-project plans and what reading the code should not trip over (`tidy`).
 
 mod dependencies;
 mod docs;
@@ -12,4 +12,5 @@ mod mutation;
 mod real_projects;
 mod schema_property;
 mod skips;
+mod streams;
 mod tidy;
