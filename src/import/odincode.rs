@@ -661,7 +661,6 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
 
 /// Converts one step (without its precondition).
 fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
-    let raw_json = "output is the command's raw text, not odincode's parsed JSON";
     Ok(match s.tool.as_str() {
         "file_read" => Converted::one("file_read", json!({"path": s.require(&["path"])?})),
         "file_write" | "file_create" => {
@@ -683,125 +682,10 @@ fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
             "acode-run's lsp_check fails the step when cargo reports an error; odincode's reports \
              the diagnostics and succeeds",
         ),
-        "memory_query" => {
-            let mut a = Map::new();
-            let mut lost = Vec::new();
-            if let Some(t) = s.get(&["tool"]) {
-                a.insert("tool".into(), json!(t));
-            }
-            if flag(s, "success_only", false) {
-                a.insert("status".into(), json!("ok"));
-            }
-            // odincode ignores a value it cannot parse (`.ok()`), so do we.
-            if let Some(l) = s.get(&["limit"]).and_then(|v| v.trim().parse::<u64>().ok()) {
-                if l == 0 {
-                    lost.push("limit 0 (odincode returns nothing) becomes 1".to_string());
-                }
-                a.insert("limit".into(), json!(l.clamp(1, 100)));
-                if l > 100 {
-                    lost.push(format!("limit {l} is capped at 100"));
-                }
-            }
-            if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
-                a.insert("since".into(), json!(since.max(0).to_string()));
-            }
-            for gone in ["session_id", "until", "include_output"] {
-                if let Some(v) = s.get(&[gone]) {
-                    lost.push(format!("'{gone}' {v:?} has no equivalent in history"));
-                }
-            }
-            let mut c = Converted::one("history", Value::Object(a));
-            c.lost = lost;
-            c
-        }
-        "execution_summary" => {
-            let mut a = Map::new();
-            if let Some(t) = s.get(&["tool"]) {
-                a.insert("tool".into(), json!(t));
-            }
-            if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
-                a.insert("since".into(), json!(since.max(0).to_string()));
-            }
-            a.insert("limit".into(), json!(100));
-            let mut c = Converted::one("history", Value::Object(a)).lost(
-                "aggregate counts (total, successes, failures, rate) are not computed: history \
-                 lists the newest 100 executions",
-            );
-            for gone in ["session_id", "until"] {
-                if let Some(v) = s.get(&[gone]) {
-                    c.lost
-                        .push(format!("'{gone}' {v:?} has no equivalent in history"));
-                }
-            }
-            c
-        }
-        "git_status" => Converted::one(
-            "run_command",
-            command(
-                vec!["git".into(), "status".into(), "--porcelain".into()],
-                s.get(&["repo_root"]),
-            ),
-        )
-        .lost(raw_json),
-        "git_diff" => match s.get(&["path"]) {
-            // odincode returns this diff as text too.
-            Some(p) => Converted::one(
-                "run_command",
-                command(
-                    vec!["git".into(), "diff".into(), "--".into(), p.into()],
-                    s.get(&["repo_root"]),
-                ),
-            ),
-            None => Converted::one(
-                "run_command",
-                command(
-                    vec!["git".into(), "diff".into(), "--numstat".into()],
-                    s.get(&["repo_root"]),
-                ),
-            )
-            .lost(raw_json),
-        },
-        "git_log" => {
-            let limit = s
-                .get(&["limit"])
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(20);
-            Converted::one(
-                "run_command",
-                command(
-                    vec![
-                        "git".into(),
-                        "log".into(),
-                        "--pretty=format:%H|%an|%ai|%s".into(),
-                        format!("-n{limit}"),
-                    ],
-                    s.get(&["repo_root"]),
-                ),
-            )
-            .lost(raw_json)
-            .lost("fails in a repository without commits, where odincode returns an empty list")
-        }
-        "wc" => {
-            let paths_str = s.require(&["paths"])?;
-            let paths: Vec<String> = serde_json::from_str(paths_str)
-                .unwrap_or_else(|_| paths_str.split(',').map(|p| p.trim().to_string()).collect());
-            let mut argv = vec!["wc".to_string()];
-            for (name, default, opt) in [
-                ("lines", true, "-l"),
-                ("words", true, "-w"),
-                ("chars", true, "-m"),
-                ("bytes", false, "-c"),
-            ] {
-                if flag(s, name, default) {
-                    argv.push(opt.into());
-                }
-            }
-            if paths.iter().any(|p| p.starts_with('-')) {
-                return Err("a path starting with '-' would be read by wc as an option".into());
-            }
-            argv.extend(paths);
-            Converted::one("run_command", command(argv, None)).lost(raw_json)
-        }
+        "memory_query" => convert_memory_query(s),
+        "execution_summary" => convert_execution_summary(s),
+        "git_status" | "git_diff" | "git_log" => convert_git(s),
+        "wc" => convert_wc(s)?,
         "display_text" => {
             let text = s.get(&["text"]).unwrap_or("");
             let c = Converted::one(
@@ -814,33 +698,7 @@ fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
                 c
             }
         }
-        "bash_exec" => {
-            let cmd = s.require(&["command"])?;
-            if let Some(op) = shell_syntax(cmd) {
-                return Err(format!(
-                    "the command uses shell syntax ({op}); acode-run runs programs without a shell, \
-                     so it cannot run it as written. Split it into steps (a pipe's output can be \
-                     searched with file_search, a redirection written with file_write)"
-                ));
-            }
-            let argv = shlex::split(cmd)
-                .filter(|a| !a.is_empty())
-                .ok_or_else(|| format!("cannot split the command {cmd:?} (unbalanced quotes?)"))?;
-            let mut a = command(argv, s.get(&["working_dir"]));
-            // odincode's default is 30 s; acode-run's policy default is longer, so say it.
-            let ms = match s.get(&["timeout_ms"]) {
-                Some(v) => v.trim().parse::<u64>().unwrap_or(30_000),
-                None => 30_000,
-            };
-            let secs = ms.div_ceil(1000).max(1);
-            a["timeout_s"] = json!(secs);
-            let c = Converted::one("run_command", a);
-            if ms % 1000 != 0 {
-                c.lost(format!("timeout {ms} ms is rounded up to {secs} s"))
-            } else {
-                c
-            }
-        }
+        "bash_exec" => convert_bash_exec(s)?,
         "splice_patch" => {
             let file = s.require(&["file", "file_path"])?;
             let symbol = s.require(&["symbol", "name"])?;
@@ -881,6 +739,170 @@ fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
                 "{other:?} is not in odincode's tool whitelist (odincode rejects this plan)"
             ));
         }
+    })
+}
+
+/// What a converted command step loses: odincode parses some commands' output into JSON.
+const RAW_JSON: &str = "output is the command's raw text, not odincode's parsed JSON";
+
+/// `memory_query` as `history`: its filters where history has them, the rest named as lost.
+fn convert_memory_query(s: &OdinStep) -> Converted {
+    let mut a = Map::new();
+    let mut lost = Vec::new();
+    if let Some(t) = s.get(&["tool"]) {
+        a.insert("tool".into(), json!(t));
+    }
+    if flag(s, "success_only", false) {
+        a.insert("status".into(), json!("ok"));
+    }
+    // odincode ignores a value it cannot parse (`.ok()`), so do we.
+    if let Some(l) = s.get(&["limit"]).and_then(|v| v.trim().parse::<u64>().ok()) {
+        if l == 0 {
+            lost.push("limit 0 (odincode returns nothing) becomes 1".to_string());
+        }
+        a.insert("limit".into(), json!(l.clamp(1, 100)));
+        if l > 100 {
+            lost.push(format!("limit {l} is capped at 100"));
+        }
+    }
+    if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
+        a.insert("since".into(), json!(since.max(0).to_string()));
+    }
+    for gone in ["session_id", "until", "include_output"] {
+        if let Some(v) = s.get(&[gone]) {
+            lost.push(format!("'{gone}' {v:?} has no equivalent in history"));
+        }
+    }
+    let mut c = Converted::one("history", Value::Object(a));
+    c.lost = lost;
+    c
+}
+
+/// `execution_summary` as `history`'s newest 100 executions (no aggregate counts).
+fn convert_execution_summary(s: &OdinStep) -> Converted {
+    let mut a = Map::new();
+    if let Some(t) = s.get(&["tool"]) {
+        a.insert("tool".into(), json!(t));
+    }
+    if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
+        a.insert("since".into(), json!(since.max(0).to_string()));
+    }
+    a.insert("limit".into(), json!(100));
+    let mut c = Converted::one("history", Value::Object(a)).lost(
+        "aggregate counts (total, successes, failures, rate) are not computed: history \
+         lists the newest 100 executions",
+    );
+    for gone in ["session_id", "until"] {
+        if let Some(v) = s.get(&[gone]) {
+            c.lost
+                .push(format!("'{gone}' {v:?} has no equivalent in history"));
+        }
+    }
+    c
+}
+
+/// The git tools as `git` commands (odincode parses their output into JSON; here it stays text).
+fn convert_git(s: &OdinStep) -> Converted {
+    match s.tool.as_str() {
+        "git_status" => Converted::one(
+            "run_command",
+            command(
+                vec!["git".into(), "status".into(), "--porcelain".into()],
+                s.get(&["repo_root"]),
+            ),
+        )
+        .lost(RAW_JSON),
+        "git_diff" => match s.get(&["path"]) {
+            // odincode returns this diff as text too.
+            Some(p) => Converted::one(
+                "run_command",
+                command(
+                    vec!["git".into(), "diff".into(), "--".into(), p.into()],
+                    s.get(&["repo_root"]),
+                ),
+            ),
+            None => Converted::one(
+                "run_command",
+                command(
+                    vec!["git".into(), "diff".into(), "--numstat".into()],
+                    s.get(&["repo_root"]),
+                ),
+            )
+            .lost(RAW_JSON),
+        },
+        _ => {
+            let limit = s
+                .get(&["limit"])
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(20);
+            Converted::one(
+                "run_command",
+                command(
+                    vec![
+                        "git".into(),
+                        "log".into(),
+                        "--pretty=format:%H|%an|%ai|%s".into(),
+                        format!("-n{limit}"),
+                    ],
+                    s.get(&["repo_root"]),
+                ),
+            )
+            .lost(RAW_JSON)
+            .lost("fails in a repository without commits, where odincode returns an empty list")
+        }
+    }
+}
+
+/// `wc` as the `wc` program with the same counts; a path that wc would read as an option is refused.
+fn convert_wc(s: &OdinStep) -> Result<Converted, String> {
+    let paths_str = s.require(&["paths"])?;
+    let paths: Vec<String> = serde_json::from_str(paths_str)
+        .unwrap_or_else(|_| paths_str.split(',').map(|p| p.trim().to_string()).collect());
+    let mut argv = vec!["wc".to_string()];
+    for (name, default, opt) in [
+        ("lines", true, "-l"),
+        ("words", true, "-w"),
+        ("chars", true, "-m"),
+        ("bytes", false, "-c"),
+    ] {
+        if flag(s, name, default) {
+            argv.push(opt.into());
+        }
+    }
+    if paths.iter().any(|p| p.starts_with('-')) {
+        return Err("a path starting with '-' would be read by wc as an option".into());
+    }
+    argv.extend(paths);
+    Ok(Converted::one("run_command", command(argv, None)).lost(RAW_JSON))
+}
+
+/// `bash_exec` as `run_command` without a shell: shell syntax is refused, the timeout rounded up to
+/// whole seconds.
+fn convert_bash_exec(s: &OdinStep) -> Result<Converted, String> {
+    let cmd = s.require(&["command"])?;
+    if let Some(op) = shell_syntax(cmd) {
+        return Err(format!(
+            "the command uses shell syntax ({op}); acode-run runs programs without a shell, \
+             so it cannot run it as written. Split it into steps (a pipe's output can be \
+             searched with file_search, a redirection written with file_write)"
+        ));
+    }
+    let argv = shlex::split(cmd)
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| format!("cannot split the command {cmd:?} (unbalanced quotes?)"))?;
+    let mut a = command(argv, s.get(&["working_dir"]));
+    // odincode's default is 30 s; acode-run's policy default is longer, so say it.
+    let ms = match s.get(&["timeout_ms"]) {
+        Some(v) => v.trim().parse::<u64>().unwrap_or(30_000),
+        None => 30_000,
+    };
+    let secs = ms.div_ceil(1000).max(1);
+    a["timeout_s"] = json!(secs);
+    let c = Converted::one("run_command", a);
+    Ok(if ms % 1000 != 0 {
+        c.lost(format!("timeout {ms} ms is rounded up to {secs} s"))
+    } else {
+        c
     })
 }
 

@@ -22,6 +22,8 @@
 //!   [`crate::process::spawn`] for how it is started and why only async-signal-safe calls run there.
 
 pub mod foreground;
+pub mod helper;
+pub mod interrupt;
 pub mod seccomp;
 pub mod spawn;
 pub mod supervisor;
