@@ -19,7 +19,7 @@
 //! virtualenv and the interpreter it was made from, a pyenv version, an nvm node, the
 //! `node_modules` tree that holds a Node program (its dependencies are beside it), or the prefix
 //! of `PREFIX/bin/prog`; never the home directory itself, and never a credential file inside what is
-//! shown ([`crate::policy::view::credential_paths`]). A program that cannot be shown without exposing the home
+//! shown ([`crate::policy::credentials::credential_paths`]). A program that cannot be shown without exposing the home
 //! directory is refused when the plan is validated.
 //!
 //! What ran is audited: [`Executed::sha256`] is the SHA-256 of the file executed (a script's own
@@ -388,7 +388,7 @@ fn program_roots(
     // A script runs its `#!` interpreter, which must be visible too (a virtualenv's `bin/pip`
     // names the virtualenv's python, a link to an interpreter outside). Best effort: when it
     // cannot be shown, the script fails as it would have. System scripts name system interpreters.
-    if !crate::policy::view::is_system(real)
+    if !crate::policy::host::dirs::is_system(real)
         && let Some(interp) = shebang_interpreter(real, path_var)
     {
         let interp_real = std::fs::canonicalize(&interp).unwrap_or_else(|_| interp.clone());
@@ -438,7 +438,7 @@ fn shebang_interpreter(path: &Path, path_var: Option<&str>) -> Option<PathBuf> {
 
 /// Whether every bwrap sandbox shows `path` already: the workspace and the system directories.
 fn shown_already(path: &Path, ws: &Workspace) -> bool {
-    path.starts_with(ws.root()) || crate::policy::view::is_system(path)
+    path.starts_with(ws.root()) || crate::policy::host::dirs::is_system(path)
 }
 
 fn add_install_root(
@@ -489,7 +489,7 @@ fn add_install_root(
             .map(|a| a.to_path_buf());
     }
     // `PREFIX/bin/prog` → `PREFIX`, unless that is the home directory or above it.
-    let home = crate::policy::view::home();
+    let home = crate::policy::host::dirs::home();
     let too_wide =
         |p: &Path| p.parent().is_none() || home.as_ref().is_some_and(|h| h.starts_with(p));
     if root.is_none() {

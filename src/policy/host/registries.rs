@@ -16,43 +16,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::policy::config_secrets::strip_userinfo;
-use crate::policy::network::HostRule;
+use crate::policy::credentials::strip_userinfo;
+use crate::policy::network::{HostRule, Registry};
 use crate::process::helper::{how_it_failed, run_helper, runner_env};
 
-/// A package client whose configured registry hosts an entry stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Registry {
-    /// cargo (crates).
-    Cargo,
-    /// npm (node packages).
-    Npm,
-    /// pip (Python packages).
-    Pypi,
-}
-
 impl Registry {
-    /// `cargo`, `npm` or `pypi` (also `pip`).
-    pub fn parse(name: &str) -> Result<Registry, String> {
-        match name {
-            "cargo" => Ok(Registry::Cargo),
-            "npm" => Ok(Registry::Npm),
-            "pypi" | "pip" => Ok(Registry::Pypi),
-            other => Err(format!(
-                "unknown registry {other:?} (expected registry:cargo, registry:npm or registry:pypi)"
-            )),
-        }
-    }
-
-    /// The entry as written in a policy.
-    pub fn entry(self) -> &'static str {
-        match self {
-            Registry::Cargo => "registry:cargo",
-            Registry::Npm => "registry:npm",
-            Registry::Pypi => "registry:pypi",
-        }
-    }
-
     /// The hosts the client is configured to use, as rules sourced from this entry, and the
     /// variables that give a sandboxed client the same configuration; an error says what could
     /// not be found (the run does not start: allowing nothing would fail later, less clearly).
