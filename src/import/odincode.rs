@@ -616,30 +616,7 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
         );
     }
     // Apply ours in order, and compare with what odincode would write.
-    let mut ours = before.clone();
-    let mut steps = Vec::new();
-    for (address, expect, action) in ops {
-        let op = EditOp::Lines {
-            address: address.clone(),
-            expect: expect.clone(),
-            action: action.clone(),
-        };
-        ours = apply_edit(&op, &ours, &path)
-            .map_err(|e| format!("the converted edit would fail: {e}"))?
-            .after;
-        let mut a = json!({"path": path, "expect": expect});
-        match address {
-            Address::Line(k) => a["line"] = json!(k),
-            Address::Range(x, y) => a["lines"] = json!([x, y]),
-            Address::Containing(t) => a["line_containing"] = json!(t),
-        }
-        match action {
-            LineAction::Replace(t) => a["replace"] = json!(t),
-            LineAction::InsertAfter(t) => a["insert_after"] = json!(t),
-            LineAction::Delete => a["delete"] = json!(true),
-        }
-        steps.push(("file_edit".to_string(), a));
-    }
+    let (ours, steps) = edit_steps(ops, &before, &path)?;
     let theirs = odin_edit_result(&odin_after);
     let mut c = Converted {
         steps,
@@ -657,6 +634,40 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
     }
     ctx.sim.set(&path, Some(ours));
     Ok(c)
+}
+
+/// The `file_edit` steps for `ops`, each applied in turn to `before` (as the run will), and the
+/// text they leave; an edit that would fail is an error here, not at run time.
+fn edit_steps(
+    ops: Vec<(Address, String, LineAction)>,
+    before: &str,
+    path: &str,
+) -> Result<(String, Vec<(String, Value)>), String> {
+    let mut ours = before.to_string();
+    let mut steps = Vec::new();
+    for (address, expect, action) in ops {
+        let op = EditOp::Lines {
+            address: address.clone(),
+            expect: expect.clone(),
+            action: action.clone(),
+        };
+        ours = apply_edit(&op, &ours, path)
+            .map_err(|e| format!("the converted edit would fail: {e}"))?
+            .after;
+        let mut a = json!({"path": path, "expect": expect});
+        match address {
+            Address::Line(k) => a["line"] = json!(k),
+            Address::Range(x, y) => a["lines"] = json!([x, y]),
+            Address::Containing(t) => a["line_containing"] = json!(t),
+        }
+        match action {
+            LineAction::Replace(t) => a["replace"] = json!(t),
+            LineAction::InsertAfter(t) => a["insert_after"] = json!(t),
+            LineAction::Delete => a["delete"] = json!(true),
+        }
+        steps.push(("file_edit".to_string(), a));
+    }
+    Ok((ours, steps))
 }
 
 /// Converts one step (without its precondition).

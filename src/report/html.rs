@@ -1005,32 +1005,7 @@ impl Page<'_> {
         for a in &cuts {
             match a.artifact_type.as_str() {
                 "mcp_request" => self.mcp_call(s, &a.head),
-                "diff" => {
-                    let _ = write!(s, "<div class=\"muted\">diff</div><pre class=\"diff\">");
-                    let text = self.cut_text(a, Some(&r.execution_id));
-                    for line in text.lines() {
-                        let class = if line.starts_with("+++") || line.starts_with("---") {
-                            "hunk"
-                        } else if line.starts_with('+') {
-                            "add"
-                        } else if line.starts_with('-') {
-                            "del"
-                        } else if line.starts_with("@@") {
-                            "hunk"
-                        } else if line.starts_with('\u{1}') {
-                            "cut"
-                        } else {
-                            ""
-                        };
-                        let line = line.strip_prefix('\u{1}').unwrap_or(line);
-                        if class.is_empty() {
-                            let _ = writeln!(s, "{}", self.esc(line));
-                        } else {
-                            let _ = write!(s, "<span class=\"{class}\">{}</span>", self.esc(line));
-                        }
-                    }
-                    s.push_str("</pre>\n");
-                }
+                "diff" => self.diff(s, &self.cut_text(a, Some(&r.execution_id))),
                 _ if a.stored_chars == 0 && a.bytes == 0 => {
                     let _ = writeln!(
                         s,
@@ -1076,6 +1051,33 @@ impl Page<'_> {
         }
         s.push_str("</div>\n");
         Ok(())
+    }
+
+    /// A diff artifact, each line classed (added, removed, hunk, cut).
+    fn diff(&self, s: &mut String, text: &str) {
+        let _ = write!(s, "<div class=\"muted\">diff</div><pre class=\"diff\">");
+        for line in text.lines() {
+            let class = if line.starts_with("+++") || line.starts_with("---") {
+                "hunk"
+            } else if line.starts_with('+') {
+                "add"
+            } else if line.starts_with('-') {
+                "del"
+            } else if line.starts_with("@@") {
+                "hunk"
+            } else if line.starts_with('\u{1}') {
+                "cut"
+            } else {
+                ""
+            };
+            let line = line.strip_prefix('\u{1}').unwrap_or(line);
+            if class.is_empty() {
+                let _ = writeln!(s, "{}", self.esc(line));
+            } else {
+                let _ = write!(s, "<span class=\"{class}\">{}</span>", self.esc(line));
+            }
+        }
+        s.push_str("</pre>\n");
     }
 
     /// An MCP call's server, tool and the pin it was checked against.

@@ -25,12 +25,8 @@ const NOT_YET: &[(&str, &str)] = &[
     ("report/sarif.rs", "render"),
     ("report/fleet.rs", "render"),
     ("report/fleet.rs", "section"),
-    ("report/html.rs", "execution"),
-    ("report/junit.rs", "suite"),
     ("plan/parse.rs", "parse_partial"),
     ("events/otel/mod.rs", "write_event"),
-    ("store/merge.rs", "copy_runs"),
-    ("import/odincode.rs", "convert_file_edit"),
     ("import/odincode.rs", "import"),
 ];
 
