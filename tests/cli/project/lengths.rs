@@ -23,8 +23,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("executor/mod.rs", "run_step"),
     ("runner/doctor.rs", "diagnose"),
     ("report/sarif.rs", "render"),
-    ("report/fleet.rs", "render"),
-    ("report/fleet.rs", "section"),
     ("plan/parse.rs", "parse_partial"),
     ("events/otel/mod.rs", "write_event"),
     ("import/odincode.rs", "import"),
