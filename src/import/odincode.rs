@@ -1055,28 +1055,7 @@ pub fn import(
     }
 
     // A reading intent holds only if every converted step reads; odincode does not enforce it.
-    let mut plan_lost = Vec::new();
-    let mut kept_intent = intent;
-    if let Some(i) = intent.filter(|i| i.is_read_only()) {
-        let writers: Vec<String> = produced
-            .iter()
-            .flatten()
-            .filter(|(_, st)| {
-                !crate::tools::READ_ONLY_TOOLS.contains(&st["tool"].as_str().unwrap_or(""))
-            })
-            .map(|(id, st)| format!("{id} ({})", st["tool"].as_str().unwrap_or("")))
-            .collect();
-        if !writers.is_empty() {
-            kept_intent = None;
-            plan_lost.push(format!(
-                "intent {:?} not kept: acode-run holds a plan with intent {:?} to changing nothing \
-                 and running no command, and {} would not pass (odincode treats intent as a hint)",
-                odin_intent.clone().unwrap_or_default(),
-                i.as_str(),
-                writers.join(", ")
-            ));
-        }
-    }
+    let (kept_intent, plan_lost) = kept_intent(intent, odin_intent.as_deref(), &produced);
 
     // Build, validate, and refuse the steps the validator refuses; then once more.
     let registry = ToolRegistry::builtin();
@@ -1104,39 +1083,7 @@ pub fn import(
             plan = Some(value);
             break;
         }
-        // Which acode-run step each `steps[N]` names, in the built order.
-        let order: Vec<usize> = produced
-            .iter()
-            .enumerate()
-            .flat_map(|(i, v)| std::iter::repeat_n(i, v.len()))
-            .collect();
-        let mut refused_any = false;
-        let mut plan_level = Vec::new();
-        for p in &problems {
-            let idx = p
-                .location
-                .strip_prefix("steps[")
-                .and_then(|r| r.split(']').next())
-                .and_then(|n| n.parse::<usize>().ok())
-                .and_then(|n| order.get(n).copied());
-            match idx {
-                Some(i) if round == 0 => {
-                    let r = &mut reports[i];
-                    r.status = Status::Refused;
-                    let msg = format!(
-                        "acode-run refuses the converted step: {}: {}",
-                        p.location, p.message
-                    );
-                    r.reason = Some(match r.reason.take() {
-                        Some(prev) => format!("{prev}; {msg}"),
-                        None => msg,
-                    });
-                    produced[i].clear();
-                    refused_any = true;
-                }
-                _ => plan_level.push(format!("{}: {}", p.location, p.message)),
-            }
-        }
+        let (refused_any, plan_level) = refuse_steps(&problems, &mut produced, &mut reports, round);
         if !plan_level.is_empty() || !refused_any {
             plan_refused = Some(format!(
                 "the converted plan does not validate: {}",
@@ -1162,6 +1109,82 @@ pub fn import(
             steps: reports,
         },
     })
+}
+
+/// The intent kept: a reading intent only if every converted step reads (odincode treats intent
+/// as a hint and does not enforce it), and the loss note when it is dropped.
+fn kept_intent(
+    intent: Option<Intent>,
+    odin_intent: Option<&str>,
+    produced: &[Vec<(String, Value)>],
+) -> (Option<Intent>, Vec<String>) {
+    let mut plan_lost = Vec::new();
+    let mut kept_intent = intent;
+    if let Some(i) = intent.filter(|i| i.is_read_only()) {
+        let writers: Vec<String> = produced
+            .iter()
+            .flatten()
+            .filter(|(_, st)| {
+                !crate::tools::READ_ONLY_TOOLS.contains(&st["tool"].as_str().unwrap_or(""))
+            })
+            .map(|(id, st)| format!("{id} ({})", st["tool"].as_str().unwrap_or("")))
+            .collect();
+        if !writers.is_empty() {
+            kept_intent = None;
+            plan_lost.push(format!(
+                "intent {:?} not kept: acode-run holds a plan with intent {:?} to changing nothing \
+                 and running no command, and {} would not pass (odincode treats intent as a hint)",
+                odin_intent.unwrap_or_default(),
+                i.as_str(),
+                writers.join(", ")
+            ));
+        }
+    }
+    (kept_intent, plan_lost)
+}
+
+/// Marks the converted steps the validator's `problems` name as refused (in the first round
+/// only), and returns whether any was, with the problems that name no step.
+fn refuse_steps(
+    problems: &[crate::plan::Problem],
+    produced: &mut [Vec<(String, Value)>],
+    reports: &mut [StepReport],
+    round: usize,
+) -> (bool, Vec<String>) {
+    // Which acode-run step each `steps[N]` names, in the built order.
+    let order: Vec<usize> = produced
+        .iter()
+        .enumerate()
+        .flat_map(|(i, v)| std::iter::repeat_n(i, v.len()))
+        .collect();
+    let mut refused_any = false;
+    let mut plan_level = Vec::new();
+    for p in problems {
+        let idx = p
+            .location
+            .strip_prefix("steps[")
+            .and_then(|r| r.split(']').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| order.get(n).copied());
+        match idx {
+            Some(i) if round == 0 => {
+                let r = &mut reports[i];
+                r.status = Status::Refused;
+                let msg = format!(
+                    "acode-run refuses the converted step: {}: {}",
+                    p.location, p.message
+                );
+                r.reason = Some(match r.reason.take() {
+                    Some(prev) => format!("{prev}; {msg}"),
+                    None => msg,
+                });
+                produced[i].clear();
+                refused_any = true;
+            }
+            _ => plan_level.push(format!("{}: {}", p.location, p.message)),
+        }
+    }
+    (refused_any, plan_level)
 }
 
 /// The acode-run plan from the converted steps.

@@ -208,6 +208,49 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         intent
     });
 
+    let variables = parse_variables(&mut c, obj);
+    let secrets = parse_secrets(&mut c, obj);
+    let defaults = parse_defaults(&mut c, obj);
+    let budget = obj.get("budget").and_then(|v| {
+        let (budget, problems) = super::budget::parse(v, "plan.budget");
+        for (at, message) in problems {
+            c.err(at, message);
+        }
+        budget
+    });
+
+    let steps = match streamed {
+        Some(steps)
+            if steps.is_empty() && c.problems.iter().all(|p| !p.location.starts_with("steps[")) =>
+        {
+            c.err("plan.steps", "a plan needs at least one step");
+            steps
+        }
+        Some(steps) => steps,
+        None => {
+            c.err("plan.steps", "missing (a plan needs at least one step)");
+            Vec::new()
+        }
+    };
+
+    let plan = Plan {
+        plan_id,
+        description,
+        intent,
+        variables,
+        secrets,
+        defaults,
+        budget,
+        steps,
+        sha256: crate::util::sha256_hex(bytes),
+        source: None,
+    };
+    (Some(plan), c.problems)
+}
+
+/// The plan's `variables`: names that are valid and not built in, each a string, number or boolean
+/// (kept as text).
+fn parse_variables(c: &mut Collector, obj: &Map<String, Value>) -> BTreeMap<String, String> {
     let mut variables = BTreeMap::new();
     match obj.get("variables") {
         None | Some(Value::Null) => {}
@@ -244,8 +287,12 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
         Some(other) => c.err("plan.variables", format!("expected an object, got {other}")),
     }
+    variables
+}
 
-    let secrets = match obj.get("secrets") {
+/// The plan's `secrets`: the names of the variables whose values are redacted.
+fn parse_secrets(c: &mut Collector, obj: &Map<String, Value>) -> Vec<String> {
+    match obj.get("secrets") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(names)) => names
             .iter()
@@ -274,8 +321,11 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             );
             Vec::new()
         }
-    };
+    }
+}
 
+/// The plan's `defaults`: a step's timeout and retries, and how many steps run at once.
+fn parse_defaults(c: &mut Collector, obj: &Map<String, Value>) -> Defaults {
     let mut defaults = Defaults::default();
     match obj.get("defaults") {
         None | Some(Value::Null) => {}
@@ -297,42 +347,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
         Some(other) => c.err("plan.defaults", format!("expected an object, got {other}")),
     }
-
-    let budget = obj.get("budget").and_then(|v| {
-        let (budget, problems) = super::budget::parse(v, "plan.budget");
-        for (at, message) in problems {
-            c.err(at, message);
-        }
-        budget
-    });
-
-    let steps = match streamed {
-        Some(steps)
-            if steps.is_empty() && c.problems.iter().all(|p| !p.location.starts_with("steps[")) =>
-        {
-            c.err("plan.steps", "a plan needs at least one step");
-            steps
-        }
-        Some(steps) => steps,
-        None => {
-            c.err("plan.steps", "missing (a plan needs at least one step)");
-            Vec::new()
-        }
-    };
-
-    let plan = Plan {
-        plan_id,
-        description,
-        intent,
-        variables,
-        secrets,
-        defaults,
-        budget,
-        steps,
-        sha256: crate::util::sha256_hex(bytes),
-        source: None,
-    };
-    (Some(plan), c.problems)
+    defaults
 }
 
 const STEP_FIELDS: &[&str] = &[

@@ -23,9 +23,7 @@ const NOT_YET: &[(&str, &str)] = &[
     ("executor/mod.rs", "run_step"),
     ("runner/doctor.rs", "diagnose"),
     ("report/sarif.rs", "render"),
-    ("plan/parse.rs", "parse_partial"),
     ("events/otel/mod.rs", "write_event"),
-    ("import/odincode.rs", "import"),
 ];
 
 /// `text` with the insides of comments, string literals and character literals blanked (newlines
