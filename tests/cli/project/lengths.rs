@@ -22,7 +22,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("executor/agent.rs", "chat"),
     ("executor/mod.rs", "run_step"),
     ("runner/doctor.rs", "diagnose"),
-    ("report/sarif.rs", "render"),
     ("events/otel/mod.rs", "write_event"),
 ];
 
