@@ -22,7 +22,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("executor/agent.rs", "chat"),
     ("executor/mod.rs", "run_step"),
     ("runner/doctor.rs", "diagnose"),
-    ("events/otel/mod.rs", "write_event"),
 ];
 
 /// `text` with the insides of comments, string literals and character literals blanked (newlines
