@@ -9,11 +9,11 @@
 //! - `/proc`, and the **device nodes** programs use ([`DEVICES`]; never a disk, never `/dev/shm`);
 //! - the **workspace** (writable except its protected paths) and the command's **temporary
 //!   directory** (writable);
-//! - the runner's **toolchain homes** ([`toolchain_homes`](crate::policy::host::dirs::toolchain_homes): `CARGO_HOME`, `RUSTUP_HOME`);
+//! - the runner's **toolchain homes** ([`toolchain_homes`]: `CARGO_HOME`, `RUSTUP_HOME`);
 //! - the **installation of the program** a command runs, as [`crate::policy::host::program`] resolves it (a
 //!   virtualenv and its base interpreter, a pyenv version, an nvm node, the `node_modules` tree
 //!   of a Node program, `PREFIX` of `PREFIX/bin/prog`), and the policy's `read_paths`;
-//! - minus every **credential file or directory** ([`credential_paths`](crate::policy::credentials::credential_paths)) inside any of those.
+//! - minus every **credential file or directory** ([`credential_paths`]) inside any of those.
 //!
 //! Nothing of `/home`, `/root`, `/run`, `/var`, `/srv`, `/opt`, `/mnt` or the host's `/tmp` is
 //! visible unless one of the entries above lies there (a toolchain home in `/root`, say: then only
@@ -59,7 +59,7 @@ pub fn shown(read_paths: &[PathBuf], program_roots: &[PathBuf]) -> Vec<PathBuf> 
     out
 }
 
-/// The credential paths ([`credential_paths`](crate::policy::credentials::credential_paths)) that exist inside (or are) one of `shown`: what a
+/// The credential paths ([`credential_paths`]) that exist inside (or are) one of `shown`: what a
 /// sandbox must hide — bwrap by mounting an empty directory or `/dev/null` over them, Landlock by
 /// granting around them.
 pub fn hidden_within(shown: &[PathBuf]) -> Vec<PathBuf> {
