@@ -266,13 +266,13 @@ pub fn workspace_notes(plan: &Plan, workspace: &Workspace, policy: &Policy) -> V
 /// A warning when the workspace's `.git/config` holds a credential a checkout persisted: what the
 /// policy's sandbox mode shows commands of it (`auto`: either, so both are said).
 fn git_credential_note(workspace: &Workspace, policy: &Policy) -> Option<String> {
-    let (_, found) = crate::policy::config_secrets::workspace_git_config(workspace.root())?;
+    let (_, found) = crate::policy::credentials::workspace_git_config(workspace.root())?;
     let hidden = match policy.sandbox {
         SandboxMode::Bwrap => Some(true),
         SandboxMode::Landlock | SandboxMode::None => Some(false),
         SandboxMode::Auto => None,
     };
-    Some(crate::policy::config_secrets::git_config_warning(
+    Some(crate::policy::credentials::git_config_warning(
         &found.keys,
         hidden,
     ))
@@ -637,14 +637,14 @@ fn agent_effect(sim: &Simulation, args: &Value, a: AgentArgs) -> Effect {
     }
 }
 
-/// Which program a command step runs (see [`crate::policy::program`]), as `preview` says it.
+/// Which program a command step runs (see [`crate::policy::host::program`]), as `preview` says it.
 fn program_of(
     sim: &Simulation,
     written: &str,
     cwd: &str,
     a: &CommandArgs,
 ) -> Result<Option<String>, Effect> {
-    use crate::policy::program::{ProgramError, resolve};
+    use crate::policy::host::program::{ProgramError, resolve};
     let cwd = sim.workspace.root().join(cwd);
     let env: Vec<(String, String)> = a.env.clone().unwrap_or_default().into_iter().collect();
     let path = crate::policy::env::child_env(sim.policy, &env)

@@ -17,7 +17,7 @@ mod stages;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use flags::{Args, Command, Parsed};
 
@@ -979,30 +979,6 @@ fn write_signing_message(
     Ok(exit::OK)
 }
 
-/// Set by SIGINT/SIGTERM; copied into the executor's flag by a watcher thread.
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALLED.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers(cancel: Arc<AtomicBool>) {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-    std::thread::spawn(move || {
-        loop {
-            if SIGNALLED.load(Ordering::SeqCst) {
-                cancel.store(true, Ordering::SeqCst);
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-    });
-}
-
 fn cmd_run(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, CliError> {
     let target = if args.resume {
         Target::Latest
@@ -1155,7 +1131,7 @@ fn execute_plan(
     }
     let sandbox = crate::events::SandboxInfo::of(runner.sandbox());
     let cancel = Arc::new(AtomicBool::new(false));
-    install_signal_handlers(cancel.clone());
+    crate::process::interrupt::cancel_on_interrupt(cancel.clone());
     let replaying = runner.replay().cloned();
     if let Some(client) = &replaying
         && !args.quiet

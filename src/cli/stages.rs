@@ -44,7 +44,7 @@ fn stage_executor(
     // Ctrl-C ends the conversation like a run (exit 130, recorded as the stage's run, interrupted)
     // instead of killing the process mid-write.
     let cancel = Arc::new(AtomicBool::new(false));
-    super::install_signal_handlers(cancel.clone());
+    crate::process::interrupt::cancel_on_interrupt(cancel.clone());
     Ok(executor
         .with_progress(Arc::new(Fanout(super::progress_outputs(args, shell))))
         .with_cancel_flag(cancel))
@@ -424,7 +424,10 @@ pub(super) fn cmd_do(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Res
             }
             "e" | "edit" => {
                 let editor = std::env::var("EDITOR").unwrap_or_else(|_| "vi".into());
-                let _ = std::process::Command::new(editor).arg(&path).status();
+                let _ = crate::process::foreground::run_attached(
+                    std::ffi::OsStr::new(&editor),
+                    &[path.as_os_str()],
+                );
                 // Re-validated by `approve` below; a broken edit is reported there.
             }
             _ => {}

@@ -108,71 +108,8 @@ impl<W: Write + Send> HumanPrinter<W> {
             .as_ref()
             .or_else(|| key.and_then(|k| steps.get(k)))
             .unwrap_or(&fallback);
-        let head = |cur: &Current| {
-            // Ids, tools and summaries come from plans and models: one sanitiser for all of them.
-            let mut s = format!(
-                "[{}/{}] {} {}",
-                cur.index,
-                cur.total,
-                l(&cur.step_id),
-                l(&cur.tool)
-            );
-            if !cur.summary.is_empty() {
-                let mut summary: String = cur.summary.chars().take(60).collect();
-                if summary.len() < cur.summary.len() {
-                    summary.push('…');
-                }
-                s.push(' ');
-                s.push_str(&l(&summary));
-            }
-            s
-        };
         match &event.kind {
-            EventKind::RunStarted {
-                plan_id,
-                steps,
-                already_completed,
-                sandbox,
-                workspace,
-                database,
-                jobs,
-                approval,
-                ..
-            } => {
-                let mut header = match already_completed {
-                    None => format!(
-                        "acode-run: plan {} ({steps} step{}), run {}",
-                        l(&self.ext(plan_id)),
-                        if *steps == 1 { "" } else { "s" },
-                        event.run_id
-                    ),
-                    Some(done) => format!(
-                        "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
-                        event.run_id,
-                        l(&self.ext(plan_id))
-                    ),
-                };
-                header.push_str(&format!("\n  workspace: {}", l(workspace)));
-                if let Some(a) = approval {
-                    header.push_str(&format!("\n  approved by {}", l(&self.ext(&a.line()))));
-                }
-                if let Some(db) = database {
-                    header.push_str(&format!("\n  database: {}", l(db)));
-                }
-                for line in sandbox.lines().iter().chain(&sandbox.notes) {
-                    header.push_str(&format!("\n  sandbox: {}", l(line)));
-                }
-                header.push_str(&format!("\n  jobs: {} ({})", jobs.jobs, jobs.from.label()));
-                for group in &jobs.alone {
-                    header.push_str(&format!(
-                        "\n  jobs: {} still run{} alone: {}",
-                        l(&self.ext(&super::id_list(&group.steps))),
-                        if group.steps.len() == 1 { "s" } else { "" },
-                        group.why
-                    ));
-                }
-                Some(header)
-            }
+            EventKind::RunStarted { .. } => self.run_started(event),
             // A model's call, named as it happens: which tool on which file or program.
             EventKind::ToolCall {
                 tool,
@@ -261,48 +198,7 @@ impl<W: Write + Send> HumanPrinter<W> {
                 self.paint("32", "ok"),
                 secs(*duration_ms)
             )),
-            EventKind::StepFailed {
-                error_code,
-                error,
-                output,
-                duration_ms,
-                tolerated,
-                ..
-            } => {
-                let verdict = if *tolerated {
-                    self.paint("33", "failed, tolerated")
-                } else if error_code == "cancelled" {
-                    self.paint("33", "cancelled")
-                } else {
-                    self.paint("31", "FAILED")
-                };
-                // `cancelled` says its kind already: not `cancelled (cancelled)`.
-                let kind = if error_code == "cancelled" && !*tolerated {
-                    String::new()
-                } else {
-                    format!("({error_code}) ")
-                };
-                let mut line = format!(
-                    "{} … {verdict} {kind}{}\n      {}",
-                    head(cur),
-                    secs(*duration_ms),
-                    tx(&self.ext(error))
-                );
-                if let Some(output) = output {
-                    // What the command printed last: the failing test's name, the compiler error.
-                    for text_line in self.ext(output).lines() {
-                        line.push_str("\n      | ");
-                        line.push_str(&l(text_line));
-                    }
-                }
-                if error_code == "confirmation_denied" {
-                    line.push_str(
-                        "\n      (when no one can be asked, confirmations are denied: run on a \
-                         terminal, or pass --confirm auto-approve after review)",
-                    );
-                }
-                Some(line)
-            }
+            EventKind::StepFailed { .. } => self.step_failed(event, cur),
             EventKind::StepBlocked {
                 step_id,
                 status,
@@ -318,52 +214,179 @@ impl<W: Write + Send> HumanPrinter<W> {
                     l(&self.ext(step_id))
                 ),
             }),
-            EventKind::RunFinished {
-                status,
-                exit_code,
-                duration_ms,
-                completed,
-                failed,
-                tolerated,
-                blocked,
-                cancelled,
-                first_failure,
-                violations,
-            } => {
-                let failed = match tolerated {
-                    0 => format!("{failed} failed"),
-                    t if t == failed => format!("{failed} failed, tolerated"),
-                    t => format!("{failed} failed ({t} tolerated)"),
-                };
-                let colored = match status.as_str() {
-                    "completed" => self.paint("32", status),
-                    _ => self.paint("31", status),
-                };
-                let refused = match violations {
-                    0 => String::new(),
-                    1 => ", 1 sandbox violation refused".to_string(),
-                    n => format!(", {n} sandbox violations refused"),
-                };
-                let cancelled = match cancelled {
-                    0 => String::new(),
-                    n => format!(", {n} cancelled"),
-                };
-                // With steps running at once, the reader needs to know which failure counts.
-                let cause = match first_failure {
-                    Some(id) if status != "interrupted" => {
-                        format!(": step {} failed first", l(&self.ext(id)))
-                    }
-                    _ => String::new(),
-                };
-                Some(format!(
-                    "run {} {colored}: {completed} completed, {failed}{cancelled}, {blocked} not run{refused}, {} (exit {exit_code}{cause})",
-                    event.run_id,
-                    secs(*duration_ms)
-                ))
-            }
+            EventKind::RunFinished { .. } => self.run_finished(event),
             _ => None,
         }
     }
+
+    /// The run's header: plan, run, workspace, approval, database, sandbox and jobs.
+    fn run_started(&self, event: &Event) -> Option<String> {
+        let EventKind::RunStarted {
+            plan_id,
+            steps,
+            already_completed,
+            sandbox,
+            workspace,
+            database,
+            jobs,
+            approval,
+            ..
+        } = &event.kind
+        else {
+            return None;
+        };
+        let mut header = match already_completed {
+            None => format!(
+                "acode-run: plan {} ({steps} step{}), run {}",
+                l(&self.ext(plan_id)),
+                if *steps == 1 { "" } else { "s" },
+                event.run_id
+            ),
+            Some(done) => format!(
+                "acode-run: resuming run {} of plan {}: {done} of {steps} steps already completed",
+                event.run_id,
+                l(&self.ext(plan_id))
+            ),
+        };
+        header.push_str(&format!("\n  workspace: {}", l(workspace)));
+        if let Some(a) = approval {
+            header.push_str(&format!("\n  approved by {}", l(&self.ext(&a.line()))));
+        }
+        if let Some(db) = database {
+            header.push_str(&format!("\n  database: {}", l(db)));
+        }
+        for line in sandbox.lines().iter().chain(&sandbox.notes) {
+            header.push_str(&format!("\n  sandbox: {}", l(line)));
+        }
+        header.push_str(&format!("\n  jobs: {} ({})", jobs.jobs, jobs.from.label()));
+        for group in &jobs.alone {
+            header.push_str(&format!(
+                "\n  jobs: {} still run{} alone: {}",
+                l(&self.ext(&super::id_list(&group.steps))),
+                if group.steps.len() == 1 { "s" } else { "" },
+                group.why
+            ));
+        }
+        Some(header)
+    }
+
+    /// A failed step's line: its verdict, error and what its command printed last.
+    fn step_failed(&self, event: &Event, cur: &Current) -> Option<String> {
+        let EventKind::StepFailed {
+            error_code,
+            error,
+            output,
+            duration_ms,
+            tolerated,
+            ..
+        } = &event.kind
+        else {
+            return None;
+        };
+        let verdict = if *tolerated {
+            self.paint("33", "failed, tolerated")
+        } else if error_code == "cancelled" {
+            self.paint("33", "cancelled")
+        } else {
+            self.paint("31", "FAILED")
+        };
+        // `cancelled` says its kind already: not `cancelled (cancelled)`.
+        let kind = if error_code == "cancelled" && !*tolerated {
+            String::new()
+        } else {
+            format!("({error_code}) ")
+        };
+        let mut line = format!(
+            "{} … {verdict} {kind}{}\n      {}",
+            head(cur),
+            secs(*duration_ms),
+            tx(&self.ext(error))
+        );
+        if let Some(output) = output {
+            // What the command printed last: the failing test's name, the compiler error.
+            for text_line in self.ext(output).lines() {
+                line.push_str("\n      | ");
+                line.push_str(&l(text_line));
+            }
+        }
+        if error_code == "confirmation_denied" {
+            line.push_str(
+                "\n      (when no one can be asked, confirmations are denied: run on a \
+                 terminal, or pass --confirm auto-approve after review)",
+            );
+        }
+        Some(line)
+    }
+
+    /// The run's closing summary.
+    fn run_finished(&self, event: &Event) -> Option<String> {
+        let EventKind::RunFinished {
+            status,
+            exit_code,
+            duration_ms,
+            completed,
+            failed,
+            tolerated,
+            blocked,
+            cancelled,
+            first_failure,
+            violations,
+        } = &event.kind
+        else {
+            return None;
+        };
+        let failed = match tolerated {
+            0 => format!("{failed} failed"),
+            t if t == failed => format!("{failed} failed, tolerated"),
+            t => format!("{failed} failed ({t} tolerated)"),
+        };
+        let colored = match status.as_str() {
+            "completed" => self.paint("32", status),
+            _ => self.paint("31", status),
+        };
+        let refused = match violations {
+            0 => String::new(),
+            1 => ", 1 sandbox violation refused".to_string(),
+            n => format!(", {n} sandbox violations refused"),
+        };
+        let cancelled = match cancelled {
+            0 => String::new(),
+            n => format!(", {n} cancelled"),
+        };
+        // With steps running at once, the reader needs to know which failure counts.
+        let cause = match first_failure {
+            Some(id) if status != "interrupted" => {
+                format!(": step {} failed first", l(&self.ext(id)))
+            }
+            _ => String::new(),
+        };
+        Some(format!(
+            "run {} {colored}: {completed} completed, {failed}{cancelled}, {blocked} not run{refused}, {} (exit {exit_code}{cause})",
+            event.run_id,
+            secs(*duration_ms)
+        ))
+    }
+}
+
+/// What each of a step's lines starts with: `[index/total] id tool summary`. Ids, tools and
+/// summaries come from plans and models: one sanitiser for all of them.
+fn head(cur: &Current) -> String {
+    let mut s = format!(
+        "[{}/{}] {} {}",
+        cur.index,
+        cur.total,
+        l(&cur.step_id),
+        l(&cur.tool)
+    );
+    if !cur.summary.is_empty() {
+        let mut summary: String = cur.summary.chars().take(60).collect();
+        if summary.len() < cur.summary.len() {
+            summary.push('…');
+        }
+        s.push(' ');
+        s.push_str(&l(&summary));
+    }
+    s
 }
 
 /// The step an event is about, for the events that carry one after the step started.

@@ -384,7 +384,7 @@ pub enum EventKind {
         error: Option<String>,
         /// For a command: the program it ran (resolved path) and the SHA-256 of the file executed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        program: Option<crate::policy::program::Executed>,
+        program: Option<crate::policy::host::program::Executed>,
         /// For an MCP tool (`mcp__SERVER__TOOL`): the server.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server: Option<String>,

@@ -428,7 +428,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         let decision = self.run.confirm.request_confirmation(&request);
         // Anything may have changed on disk while the question waited: programs are looked up
         // again for the run.
-        crate::policy::program::forget();
+        crate::policy::host::program::forget();
         self.run.emitter.emit(EventKind::ConfirmationDecided {
             step_id: call.step_id.clone(),
             tool: call.tool.clone(),
@@ -465,7 +465,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         // The admission resolves the call's program (a command's); its first run, microseconds
         // later, gets the same answer without the dozen lookups again. A prompt in between
         // forgets it (see `confirm`), and the memo ends with the first run.
-        let memo = crate::policy::program::memo();
+        let memo = crate::policy::host::program::memo();
         match self.admit(call, opts)? {
             Err(refused) => Ok(refused),
             Ok(admitted) => self.attempts(&admitted, opts, None, Some(memo)),
@@ -644,7 +644,7 @@ impl<'s, 'r> StepContext<'s, 'r> {
         admitted: &Admitted,
         opts: &CallOptions,
         mut first: Option<Ran>,
-        mut memo: Option<crate::policy::program::Memo>,
+        mut memo: Option<crate::policy::host::program::Memo>,
     ) -> Result<ToolResult, ExecutionError> {
         let call = &admitted.call;
         let parent = opts.parent_execution_id.clone();

@@ -632,11 +632,8 @@ impl Executor {
         // Before anything of this run is recorded or printed.
         self.redactor
             .add_values(crate::plan::variables::secret_values(plan, &vars));
-        crate::policy::config_secrets::learn_workspace_secrets(
-            self.workspace.root(),
-            &self.redactor,
-        );
-        crate::policy::config_secrets::learn_passed_credentials(
+        crate::policy::credentials::learn_workspace_secrets(self.workspace.root(), &self.redactor);
+        crate::policy::credentials::learn_passed_credentials(
             &self.policy.env_passthrough,
             &self.redactor,
         );

@@ -616,30 +616,7 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
         );
     }
     // Apply ours in order, and compare with what odincode would write.
-    let mut ours = before.clone();
-    let mut steps = Vec::new();
-    for (address, expect, action) in ops {
-        let op = EditOp::Lines {
-            address: address.clone(),
-            expect: expect.clone(),
-            action: action.clone(),
-        };
-        ours = apply_edit(&op, &ours, &path)
-            .map_err(|e| format!("the converted edit would fail: {e}"))?
-            .after;
-        let mut a = json!({"path": path, "expect": expect});
-        match address {
-            Address::Line(k) => a["line"] = json!(k),
-            Address::Range(x, y) => a["lines"] = json!([x, y]),
-            Address::Containing(t) => a["line_containing"] = json!(t),
-        }
-        match action {
-            LineAction::Replace(t) => a["replace"] = json!(t),
-            LineAction::InsertAfter(t) => a["insert_after"] = json!(t),
-            LineAction::Delete => a["delete"] = json!(true),
-        }
-        steps.push(("file_edit".to_string(), a));
-    }
+    let (ours, steps) = edit_steps(ops, &before, &path)?;
     let theirs = odin_edit_result(&odin_after);
     let mut c = Converted {
         steps,
@@ -659,9 +636,42 @@ fn convert_file_edit(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
     Ok(c)
 }
 
+/// The `file_edit` steps for `ops`, each applied in turn to `before` (as the run will), and the
+/// text they leave; an edit that would fail is an error here, not at run time.
+fn edit_steps(
+    ops: Vec<(Address, String, LineAction)>,
+    before: &str,
+    path: &str,
+) -> Result<(String, Vec<(String, Value)>), String> {
+    let mut ours = before.to_string();
+    let mut steps = Vec::new();
+    for (address, expect, action) in ops {
+        let op = EditOp::Lines {
+            address: address.clone(),
+            expect: expect.clone(),
+            action: action.clone(),
+        };
+        ours = apply_edit(&op, &ours, path)
+            .map_err(|e| format!("the converted edit would fail: {e}"))?
+            .after;
+        let mut a = json!({"path": path, "expect": expect});
+        match address {
+            Address::Line(k) => a["line"] = json!(k),
+            Address::Range(x, y) => a["lines"] = json!([x, y]),
+            Address::Containing(t) => a["line_containing"] = json!(t),
+        }
+        match action {
+            LineAction::Replace(t) => a["replace"] = json!(t),
+            LineAction::InsertAfter(t) => a["insert_after"] = json!(t),
+            LineAction::Delete => a["delete"] = json!(true),
+        }
+        steps.push(("file_edit".to_string(), a));
+    }
+    Ok((ours, steps))
+}
+
 /// Converts one step (without its precondition).
 fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
-    let raw_json = "output is the command's raw text, not odincode's parsed JSON";
     Ok(match s.tool.as_str() {
         "file_read" => Converted::one("file_read", json!({"path": s.require(&["path"])?})),
         "file_write" | "file_create" => {
@@ -683,125 +693,10 @@ fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
             "acode-run's lsp_check fails the step when cargo reports an error; odincode's reports \
              the diagnostics and succeeds",
         ),
-        "memory_query" => {
-            let mut a = Map::new();
-            let mut lost = Vec::new();
-            if let Some(t) = s.get(&["tool"]) {
-                a.insert("tool".into(), json!(t));
-            }
-            if flag(s, "success_only", false) {
-                a.insert("status".into(), json!("ok"));
-            }
-            // odincode ignores a value it cannot parse (`.ok()`), so do we.
-            if let Some(l) = s.get(&["limit"]).and_then(|v| v.trim().parse::<u64>().ok()) {
-                if l == 0 {
-                    lost.push("limit 0 (odincode returns nothing) becomes 1".to_string());
-                }
-                a.insert("limit".into(), json!(l.clamp(1, 100)));
-                if l > 100 {
-                    lost.push(format!("limit {l} is capped at 100"));
-                }
-            }
-            if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
-                a.insert("since".into(), json!(since.max(0).to_string()));
-            }
-            for gone in ["session_id", "until", "include_output"] {
-                if let Some(v) = s.get(&[gone]) {
-                    lost.push(format!("'{gone}' {v:?} has no equivalent in history"));
-                }
-            }
-            let mut c = Converted::one("history", Value::Object(a));
-            c.lost = lost;
-            c
-        }
-        "execution_summary" => {
-            let mut a = Map::new();
-            if let Some(t) = s.get(&["tool"]) {
-                a.insert("tool".into(), json!(t));
-            }
-            if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
-                a.insert("since".into(), json!(since.max(0).to_string()));
-            }
-            a.insert("limit".into(), json!(100));
-            let mut c = Converted::one("history", Value::Object(a)).lost(
-                "aggregate counts (total, successes, failures, rate) are not computed: history \
-                 lists the newest 100 executions",
-            );
-            for gone in ["session_id", "until"] {
-                if let Some(v) = s.get(&[gone]) {
-                    c.lost
-                        .push(format!("'{gone}' {v:?} has no equivalent in history"));
-                }
-            }
-            c
-        }
-        "git_status" => Converted::one(
-            "run_command",
-            command(
-                vec!["git".into(), "status".into(), "--porcelain".into()],
-                s.get(&["repo_root"]),
-            ),
-        )
-        .lost(raw_json),
-        "git_diff" => match s.get(&["path"]) {
-            // odincode returns this diff as text too.
-            Some(p) => Converted::one(
-                "run_command",
-                command(
-                    vec!["git".into(), "diff".into(), "--".into(), p.into()],
-                    s.get(&["repo_root"]),
-                ),
-            ),
-            None => Converted::one(
-                "run_command",
-                command(
-                    vec!["git".into(), "diff".into(), "--numstat".into()],
-                    s.get(&["repo_root"]),
-                ),
-            )
-            .lost(raw_json),
-        },
-        "git_log" => {
-            let limit = s
-                .get(&["limit"])
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(20);
-            Converted::one(
-                "run_command",
-                command(
-                    vec![
-                        "git".into(),
-                        "log".into(),
-                        "--pretty=format:%H|%an|%ai|%s".into(),
-                        format!("-n{limit}"),
-                    ],
-                    s.get(&["repo_root"]),
-                ),
-            )
-            .lost(raw_json)
-            .lost("fails in a repository without commits, where odincode returns an empty list")
-        }
-        "wc" => {
-            let paths_str = s.require(&["paths"])?;
-            let paths: Vec<String> = serde_json::from_str(paths_str)
-                .unwrap_or_else(|_| paths_str.split(',').map(|p| p.trim().to_string()).collect());
-            let mut argv = vec!["wc".to_string()];
-            for (name, default, opt) in [
-                ("lines", true, "-l"),
-                ("words", true, "-w"),
-                ("chars", true, "-m"),
-                ("bytes", false, "-c"),
-            ] {
-                if flag(s, name, default) {
-                    argv.push(opt.into());
-                }
-            }
-            if paths.iter().any(|p| p.starts_with('-')) {
-                return Err("a path starting with '-' would be read by wc as an option".into());
-            }
-            argv.extend(paths);
-            Converted::one("run_command", command(argv, None)).lost(raw_json)
-        }
+        "memory_query" => convert_memory_query(s),
+        "execution_summary" => convert_execution_summary(s),
+        "git_status" | "git_diff" | "git_log" => convert_git(s),
+        "wc" => convert_wc(s)?,
         "display_text" => {
             let text = s.get(&["text"]).unwrap_or("");
             let c = Converted::one(
@@ -814,33 +709,7 @@ fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
                 c
             }
         }
-        "bash_exec" => {
-            let cmd = s.require(&["command"])?;
-            if let Some(op) = shell_syntax(cmd) {
-                return Err(format!(
-                    "the command uses shell syntax ({op}); acode-run runs programs without a shell, \
-                     so it cannot run it as written. Split it into steps (a pipe's output can be \
-                     searched with file_search, a redirection written with file_write)"
-                ));
-            }
-            let argv = shlex::split(cmd)
-                .filter(|a| !a.is_empty())
-                .ok_or_else(|| format!("cannot split the command {cmd:?} (unbalanced quotes?)"))?;
-            let mut a = command(argv, s.get(&["working_dir"]));
-            // odincode's default is 30 s; acode-run's policy default is longer, so say it.
-            let ms = match s.get(&["timeout_ms"]) {
-                Some(v) => v.trim().parse::<u64>().unwrap_or(30_000),
-                None => 30_000,
-            };
-            let secs = ms.div_ceil(1000).max(1);
-            a["timeout_s"] = json!(secs);
-            let c = Converted::one("run_command", a);
-            if ms % 1000 != 0 {
-                c.lost(format!("timeout {ms} ms is rounded up to {secs} s"))
-            } else {
-                c
-            }
-        }
+        "bash_exec" => convert_bash_exec(s)?,
         "splice_patch" => {
             let file = s.require(&["file", "file_path"])?;
             let symbol = s.require(&["symbol", "name"])?;
@@ -881,6 +750,170 @@ fn convert_tool(s: &OdinStep, ctx: &mut Ctx) -> Result<Converted, String> {
                 "{other:?} is not in odincode's tool whitelist (odincode rejects this plan)"
             ));
         }
+    })
+}
+
+/// What a converted command step loses: odincode parses some commands' output into JSON.
+const RAW_JSON: &str = "output is the command's raw text, not odincode's parsed JSON";
+
+/// `memory_query` as `history`: its filters where history has them, the rest named as lost.
+fn convert_memory_query(s: &OdinStep) -> Converted {
+    let mut a = Map::new();
+    let mut lost = Vec::new();
+    if let Some(t) = s.get(&["tool"]) {
+        a.insert("tool".into(), json!(t));
+    }
+    if flag(s, "success_only", false) {
+        a.insert("status".into(), json!("ok"));
+    }
+    // odincode ignores a value it cannot parse (`.ok()`), so do we.
+    if let Some(l) = s.get(&["limit"]).and_then(|v| v.trim().parse::<u64>().ok()) {
+        if l == 0 {
+            lost.push("limit 0 (odincode returns nothing) becomes 1".to_string());
+        }
+        a.insert("limit".into(), json!(l.clamp(1, 100)));
+        if l > 100 {
+            lost.push(format!("limit {l} is capped at 100"));
+        }
+    }
+    if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
+        a.insert("since".into(), json!(since.max(0).to_string()));
+    }
+    for gone in ["session_id", "until", "include_output"] {
+        if let Some(v) = s.get(&[gone]) {
+            lost.push(format!("'{gone}' {v:?} has no equivalent in history"));
+        }
+    }
+    let mut c = Converted::one("history", Value::Object(a));
+    c.lost = lost;
+    c
+}
+
+/// `execution_summary` as `history`'s newest 100 executions (no aggregate counts).
+fn convert_execution_summary(s: &OdinStep) -> Converted {
+    let mut a = Map::new();
+    if let Some(t) = s.get(&["tool"]) {
+        a.insert("tool".into(), json!(t));
+    }
+    if let Some(since) = s.get(&["since"]).and_then(|v| v.trim().parse::<i64>().ok()) {
+        a.insert("since".into(), json!(since.max(0).to_string()));
+    }
+    a.insert("limit".into(), json!(100));
+    let mut c = Converted::one("history", Value::Object(a)).lost(
+        "aggregate counts (total, successes, failures, rate) are not computed: history \
+         lists the newest 100 executions",
+    );
+    for gone in ["session_id", "until"] {
+        if let Some(v) = s.get(&[gone]) {
+            c.lost
+                .push(format!("'{gone}' {v:?} has no equivalent in history"));
+        }
+    }
+    c
+}
+
+/// The git tools as `git` commands (odincode parses their output into JSON; here it stays text).
+fn convert_git(s: &OdinStep) -> Converted {
+    match s.tool.as_str() {
+        "git_status" => Converted::one(
+            "run_command",
+            command(
+                vec!["git".into(), "status".into(), "--porcelain".into()],
+                s.get(&["repo_root"]),
+            ),
+        )
+        .lost(RAW_JSON),
+        "git_diff" => match s.get(&["path"]) {
+            // odincode returns this diff as text too.
+            Some(p) => Converted::one(
+                "run_command",
+                command(
+                    vec!["git".into(), "diff".into(), "--".into(), p.into()],
+                    s.get(&["repo_root"]),
+                ),
+            ),
+            None => Converted::one(
+                "run_command",
+                command(
+                    vec!["git".into(), "diff".into(), "--numstat".into()],
+                    s.get(&["repo_root"]),
+                ),
+            )
+            .lost(RAW_JSON),
+        },
+        _ => {
+            let limit = s
+                .get(&["limit"])
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(20);
+            Converted::one(
+                "run_command",
+                command(
+                    vec![
+                        "git".into(),
+                        "log".into(),
+                        "--pretty=format:%H|%an|%ai|%s".into(),
+                        format!("-n{limit}"),
+                    ],
+                    s.get(&["repo_root"]),
+                ),
+            )
+            .lost(RAW_JSON)
+            .lost("fails in a repository without commits, where odincode returns an empty list")
+        }
+    }
+}
+
+/// `wc` as the `wc` program with the same counts; a path that wc would read as an option is refused.
+fn convert_wc(s: &OdinStep) -> Result<Converted, String> {
+    let paths_str = s.require(&["paths"])?;
+    let paths: Vec<String> = serde_json::from_str(paths_str)
+        .unwrap_or_else(|_| paths_str.split(',').map(|p| p.trim().to_string()).collect());
+    let mut argv = vec!["wc".to_string()];
+    for (name, default, opt) in [
+        ("lines", true, "-l"),
+        ("words", true, "-w"),
+        ("chars", true, "-m"),
+        ("bytes", false, "-c"),
+    ] {
+        if flag(s, name, default) {
+            argv.push(opt.into());
+        }
+    }
+    if paths.iter().any(|p| p.starts_with('-')) {
+        return Err("a path starting with '-' would be read by wc as an option".into());
+    }
+    argv.extend(paths);
+    Ok(Converted::one("run_command", command(argv, None)).lost(RAW_JSON))
+}
+
+/// `bash_exec` as `run_command` without a shell: shell syntax is refused, the timeout rounded up to
+/// whole seconds.
+fn convert_bash_exec(s: &OdinStep) -> Result<Converted, String> {
+    let cmd = s.require(&["command"])?;
+    if let Some(op) = shell_syntax(cmd) {
+        return Err(format!(
+            "the command uses shell syntax ({op}); acode-run runs programs without a shell, \
+             so it cannot run it as written. Split it into steps (a pipe's output can be \
+             searched with file_search, a redirection written with file_write)"
+        ));
+    }
+    let argv = shlex::split(cmd)
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| format!("cannot split the command {cmd:?} (unbalanced quotes?)"))?;
+    let mut a = command(argv, s.get(&["working_dir"]));
+    // odincode's default is 30 s; acode-run's policy default is longer, so say it.
+    let ms = match s.get(&["timeout_ms"]) {
+        Some(v) => v.trim().parse::<u64>().unwrap_or(30_000),
+        None => 30_000,
+    };
+    let secs = ms.div_ceil(1000).max(1);
+    a["timeout_s"] = json!(secs);
+    let c = Converted::one("run_command", a);
+    Ok(if ms % 1000 != 0 {
+        c.lost(format!("timeout {ms} ms is rounded up to {secs} s"))
+    } else {
+        c
     })
 }
 
@@ -1022,28 +1055,7 @@ pub fn import(
     }
 
     // A reading intent holds only if every converted step reads; odincode does not enforce it.
-    let mut plan_lost = Vec::new();
-    let mut kept_intent = intent;
-    if let Some(i) = intent.filter(|i| i.is_read_only()) {
-        let writers: Vec<String> = produced
-            .iter()
-            .flatten()
-            .filter(|(_, st)| {
-                !crate::tools::READ_ONLY_TOOLS.contains(&st["tool"].as_str().unwrap_or(""))
-            })
-            .map(|(id, st)| format!("{id} ({})", st["tool"].as_str().unwrap_or("")))
-            .collect();
-        if !writers.is_empty() {
-            kept_intent = None;
-            plan_lost.push(format!(
-                "intent {:?} not kept: acode-run holds a plan with intent {:?} to changing nothing \
-                 and running no command, and {} would not pass (odincode treats intent as a hint)",
-                odin_intent.clone().unwrap_or_default(),
-                i.as_str(),
-                writers.join(", ")
-            ));
-        }
-    }
+    let (kept_intent, plan_lost) = kept_intent(intent, odin_intent.as_deref(), &produced);
 
     // Build, validate, and refuse the steps the validator refuses; then once more.
     let registry = ToolRegistry::builtin();
@@ -1071,39 +1083,7 @@ pub fn import(
             plan = Some(value);
             break;
         }
-        // Which acode-run step each `steps[N]` names, in the built order.
-        let order: Vec<usize> = produced
-            .iter()
-            .enumerate()
-            .flat_map(|(i, v)| std::iter::repeat_n(i, v.len()))
-            .collect();
-        let mut refused_any = false;
-        let mut plan_level = Vec::new();
-        for p in &problems {
-            let idx = p
-                .location
-                .strip_prefix("steps[")
-                .and_then(|r| r.split(']').next())
-                .and_then(|n| n.parse::<usize>().ok())
-                .and_then(|n| order.get(n).copied());
-            match idx {
-                Some(i) if round == 0 => {
-                    let r = &mut reports[i];
-                    r.status = Status::Refused;
-                    let msg = format!(
-                        "acode-run refuses the converted step: {}: {}",
-                        p.location, p.message
-                    );
-                    r.reason = Some(match r.reason.take() {
-                        Some(prev) => format!("{prev}; {msg}"),
-                        None => msg,
-                    });
-                    produced[i].clear();
-                    refused_any = true;
-                }
-                _ => plan_level.push(format!("{}: {}", p.location, p.message)),
-            }
-        }
+        let (refused_any, plan_level) = refuse_steps(&problems, &mut produced, &mut reports, round);
         if !plan_level.is_empty() || !refused_any {
             plan_refused = Some(format!(
                 "the converted plan does not validate: {}",
@@ -1129,6 +1109,82 @@ pub fn import(
             steps: reports,
         },
     })
+}
+
+/// The intent kept: a reading intent only if every converted step reads (odincode treats intent
+/// as a hint and does not enforce it), and the loss note when it is dropped.
+fn kept_intent(
+    intent: Option<Intent>,
+    odin_intent: Option<&str>,
+    produced: &[Vec<(String, Value)>],
+) -> (Option<Intent>, Vec<String>) {
+    let mut plan_lost = Vec::new();
+    let mut kept_intent = intent;
+    if let Some(i) = intent.filter(|i| i.is_read_only()) {
+        let writers: Vec<String> = produced
+            .iter()
+            .flatten()
+            .filter(|(_, st)| {
+                !crate::tools::READ_ONLY_TOOLS.contains(&st["tool"].as_str().unwrap_or(""))
+            })
+            .map(|(id, st)| format!("{id} ({})", st["tool"].as_str().unwrap_or("")))
+            .collect();
+        if !writers.is_empty() {
+            kept_intent = None;
+            plan_lost.push(format!(
+                "intent {:?} not kept: acode-run holds a plan with intent {:?} to changing nothing \
+                 and running no command, and {} would not pass (odincode treats intent as a hint)",
+                odin_intent.unwrap_or_default(),
+                i.as_str(),
+                writers.join(", ")
+            ));
+        }
+    }
+    (kept_intent, plan_lost)
+}
+
+/// Marks the converted steps the validator's `problems` name as refused (in the first round
+/// only), and returns whether any was, with the problems that name no step.
+fn refuse_steps(
+    problems: &[crate::plan::Problem],
+    produced: &mut [Vec<(String, Value)>],
+    reports: &mut [StepReport],
+    round: usize,
+) -> (bool, Vec<String>) {
+    // Which acode-run step each `steps[N]` names, in the built order.
+    let order: Vec<usize> = produced
+        .iter()
+        .enumerate()
+        .flat_map(|(i, v)| std::iter::repeat_n(i, v.len()))
+        .collect();
+    let mut refused_any = false;
+    let mut plan_level = Vec::new();
+    for p in problems {
+        let idx = p
+            .location
+            .strip_prefix("steps[")
+            .and_then(|r| r.split(']').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| order.get(n).copied());
+        match idx {
+            Some(i) if round == 0 => {
+                let r = &mut reports[i];
+                r.status = Status::Refused;
+                let msg = format!(
+                    "acode-run refuses the converted step: {}: {}",
+                    p.location, p.message
+                );
+                r.reason = Some(match r.reason.take() {
+                    Some(prev) => format!("{prev}; {msg}"),
+                    None => msg,
+                });
+                produced[i].clear();
+                refused_any = true;
+            }
+            _ => plan_level.push(format!("{}: {}", p.location, p.message)),
+        }
+    }
+    (refused_any, plan_level)
 }
 
 /// The acode-run plan from the converted steps.

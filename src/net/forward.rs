@@ -9,12 +9,18 @@
 //! does); an embedder whose binary does not cannot run commands with network access under bwrap,
 //! and is told so when the run starts ([`probe`]).
 
+use std::ffi::OsStr;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
 use crate::net::proxy::copy;
+use crate::process::foreground::run_attached;
+use crate::process::helper::run_helper;
+
+/// How long the probe may take to answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The hidden subcommand that runs the forwarder.
 pub const SUBCOMMAND: &str = "__net-forward";
@@ -65,14 +71,9 @@ pub fn is_probe_answer(stdout: &str) -> bool {
 
 /// Whether `exe` can run the forwarder (it answers the probe).
 pub fn probe(exe: &Path) -> Result<(), String> {
-    let out = std::process::Command::new(exe)
-        .args([SUBCOMMAND, "--probe"])
-        .env_clear()
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
+    let out = run_helper(probe_argv(exe), Path::new("/"), Vec::new(), PROBE_TIMEOUT)
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-    if String::from_utf8_lossy(&out.stdout).trim() == PROBE_ANSWER {
+    if is_probe_answer(&out.stdout.text) {
         Ok(())
     } else {
         Err(format!(
@@ -101,11 +102,9 @@ fn run(args: &[String]) -> Result<i32, String> {
             std::thread::spawn(move || carry(conn, &socket));
         }
     });
-    let mut child = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .spawn()
+    let args: Vec<&OsStr> = command[1..].iter().map(OsStr::new).collect();
+    let status = run_attached(OsStr::new(&command[0]), &args)
         .map_err(|e| format!("cannot run {:?}: {e}", command[0]))?;
-    let status = child.wait().map_err(|e| e.to_string())?;
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.signal() {
         // End the same way: default action for the signal.

@@ -559,50 +559,16 @@ fn handle(shared: &Shared, conn: Box<dyn Conn>) {
         }
     };
     let token = token.as_deref();
-    // The target: `host:port` for CONNECT, `http://host[:port]/path` otherwise.
-    let (authority, path) = if head.method.eq_ignore_ascii_case("CONNECT") {
-        (head.target.clone(), None)
-    } else {
-        match head.target.strip_prefix("http://") {
-            Some(rest) => {
-                let end = rest.find(['/', '?']).unwrap_or(rest.len());
-                let path = if end == rest.len() {
-                    "/".to_string()
-                } else {
-                    rest[end..].to_string()
-                };
-                (rest[..end].to_string(), Some(path))
-            }
-            None => {
-                let why = "only CONNECT and absolute http:// requests are proxied";
-                let _ = respond(reader.get_mut(), 400, &format!("acode-run proxy: {why}\n"));
-                req.host = head.target.chars().take(200).collect();
-                record(shared, token, req.outcome(false, 400, why, 0, 0), None);
-                return;
-            }
-        }
-    };
-    let parsed = split_host_port(&authority).and_then(|(h, p)| {
-        let port = match (p, &path) {
-            (Some(p), _) => p,
-            (None, Some(_)) => 80,
-            (None, None) => return Err("CONNECT needs host:port".to_string()),
-        };
-        canonical_host(h).map(|host| (host, port))
-    });
-    let (host, port) = match parsed {
-        Ok(v) => v,
-        Err(why) => {
-            let _ = respond(
-                reader.get_mut(),
-                400,
-                &format!("acode-run proxy: bad host: {why}\n"),
-            );
-            req.host = authority.chars().take(200).collect();
+    let (host, port, path) = match target(&head) {
+        Ok(t) => t,
+        Err(r) => {
+            let _ = respond(reader.get_mut(), r.status, &r.body);
+            req.host = r.host;
+            req.port = r.port;
             record(
                 shared,
                 token,
-                req.outcome(false, 400, format!("bad host: {why}"), 0, 0),
+                req.outcome(false, r.status, r.why, 0, 0),
                 None,
             );
             return;
@@ -610,19 +576,6 @@ fn handle(shared: &Shared, conn: Box<dyn Conn>) {
     };
     req.host = host.to_string();
     req.port = port;
-    // A Host header naming another host than the target is refused.
-    if let Some(h) = head.header("Host") {
-        let same = split_host_port(h)
-            .ok()
-            .and_then(|(hh, hp)| canonical_host(hh).ok().map(|c| (c, hp)))
-            .is_some_and(|(c, hp)| c == host && hp.is_none_or(|p| p == port));
-        if !same {
-            let why = "the Host header names another host than the request";
-            let _ = respond(reader.get_mut(), 403, &format!("acode-run proxy: {why}\n"));
-            record(shared, token, req.outcome(false, 403, why, 0, 0), None);
-            return;
-        }
-    }
     let Some(rule) = decide(&shared.rules, &host, port) else {
         let body = denial_body(&req.host, port);
         let _ = respond(reader.get_mut(), 403, &body);
@@ -653,21 +606,7 @@ fn handle(shared: &Shared, conn: Box<dyn Conn>) {
         }
     };
     let initial: Vec<u8> = if let Some(path) = &path {
-        // Forward the request once, without the proxy's own headers.
-        let mut text = format!("{} {path} {}\r\n", head.method, head.version);
-        for (n, v) in &head.headers {
-            let skip = [
-                "proxy-authorization",
-                "proxy-connection",
-                "connection",
-                "keep-alive",
-            ];
-            if !skip.iter().any(|s| n.eq_ignore_ascii_case(s)) {
-                text.push_str(&format!("{n}: {v}\r\n"));
-            }
-        }
-        text.push_str("Connection: close\r\n\r\n");
-        text.into_bytes()
+        forwarded_head(&head, path)
     } else {
         if respond_established(reader.get_mut()).is_err() {
             record(
@@ -696,6 +635,104 @@ fn handle(shared: &Shared, conn: Box<dyn Conn>) {
         req.outcome(true, 200, allowed_by, up, down),
         id,
     );
+}
+
+/// A request refused before any connection: the status and body answered, the reason recorded, and
+/// the host and port as recorded (what could be read of them).
+struct Refused {
+    status: u16,
+    body: String,
+    why: String,
+    host: String,
+    port: u16,
+}
+
+impl Refused {
+    /// A refusal whose body is the reason.
+    fn because(status: u16, why: String, host: String, port: u16) -> Refused {
+        Refused {
+            status,
+            body: format!("acode-run proxy: {why}\n"),
+            why,
+            host,
+            port,
+        }
+    }
+}
+
+/// The request's target: `host:port` for CONNECT (`path` `None`), `http://host[:port]/path`
+/// otherwise, the host in canonical form; refused when it is neither, names no valid host, or its
+/// `Host` header names another host.
+fn target(head: &Head) -> Result<(Host, u16, Option<String>), Refused> {
+    let (authority, path) = if head.method.eq_ignore_ascii_case("CONNECT") {
+        (head.target.clone(), None)
+    } else {
+        match head.target.strip_prefix("http://") {
+            Some(rest) => {
+                let end = rest.find(['/', '?']).unwrap_or(rest.len());
+                let path = if end == rest.len() {
+                    "/".to_string()
+                } else {
+                    rest[end..].to_string()
+                };
+                (rest[..end].to_string(), Some(path))
+            }
+            None => {
+                let why = "only CONNECT and absolute http:// requests are proxied";
+                let host = head.target.chars().take(200).collect();
+                return Err(Refused::because(400, why.to_string(), host, 0));
+            }
+        }
+    };
+    let parsed = split_host_port(&authority).and_then(|(h, p)| {
+        let port = match (p, &path) {
+            (Some(p), _) => p,
+            (None, Some(_)) => 80,
+            (None, None) => return Err("CONNECT needs host:port".to_string()),
+        };
+        canonical_host(h).map(|host| (host, port))
+    });
+    let (host, port) = parsed.map_err(|why| {
+        let host = authority.chars().take(200).collect();
+        Refused::because(400, format!("bad host: {why}"), host, 0)
+    })?;
+    // A Host header naming another host than the target is refused.
+    if let Some(h) = head.header("Host") {
+        let same = split_host_port(h)
+            .ok()
+            .and_then(|(hh, hp)| canonical_host(hh).ok().map(|c| (c, hp)))
+            .is_some_and(|(c, hp)| c == host && hp.is_none_or(|p| p == port));
+        if !same {
+            let why = "the Host header names another host than the request";
+            return Err(Refused::because(
+                403,
+                why.to_string(),
+                host.to_string(),
+                port,
+            ));
+        }
+    }
+    Ok((host, port, path))
+}
+
+/// The head forwarded for a plain HTTP request: origin form, the client's headers without the
+/// proxy's own (`Proxy-Authorization`, `Proxy-Connection`, `Connection`, `Keep-Alive`), and
+/// `Connection: close` (one request per connection).
+fn forwarded_head(head: &Head, path: &str) -> Vec<u8> {
+    let mut text = format!("{} {path} {}\r\n", head.method, head.version);
+    for (n, v) in &head.headers {
+        let skip = [
+            "proxy-authorization",
+            "proxy-connection",
+            "connection",
+            "keep-alive",
+        ];
+        if !skip.iter().any(|s| n.eq_ignore_ascii_case(s)) {
+            text.push_str(&format!("{n}: {v}\r\n"));
+        }
+    }
+    text.push_str("Connection: close\r\n\r\n");
+    text.into_bytes()
 }
 
 fn respond_established(conn: &mut Box<dyn Conn>) -> io::Result<()> {

@@ -208,6 +208,49 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         intent
     });
 
+    let variables = parse_variables(&mut c, obj);
+    let secrets = parse_secrets(&mut c, obj);
+    let defaults = parse_defaults(&mut c, obj);
+    let budget = obj.get("budget").and_then(|v| {
+        let (budget, problems) = super::budget::parse(v, "plan.budget");
+        for (at, message) in problems {
+            c.err(at, message);
+        }
+        budget
+    });
+
+    let steps = match streamed {
+        Some(steps)
+            if steps.is_empty() && c.problems.iter().all(|p| !p.location.starts_with("steps[")) =>
+        {
+            c.err("plan.steps", "a plan needs at least one step");
+            steps
+        }
+        Some(steps) => steps,
+        None => {
+            c.err("plan.steps", "missing (a plan needs at least one step)");
+            Vec::new()
+        }
+    };
+
+    let plan = Plan {
+        plan_id,
+        description,
+        intent,
+        variables,
+        secrets,
+        defaults,
+        budget,
+        steps,
+        sha256: crate::util::sha256_hex(bytes),
+        source: None,
+    };
+    (Some(plan), c.problems)
+}
+
+/// The plan's `variables`: names that are valid and not built in, each a string, number or boolean
+/// (kept as text).
+fn parse_variables(c: &mut Collector, obj: &Map<String, Value>) -> BTreeMap<String, String> {
     let mut variables = BTreeMap::new();
     match obj.get("variables") {
         None | Some(Value::Null) => {}
@@ -244,8 +287,12 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
         Some(other) => c.err("plan.variables", format!("expected an object, got {other}")),
     }
+    variables
+}
 
-    let secrets = match obj.get("secrets") {
+/// The plan's `secrets`: the names of the variables whose values are redacted.
+fn parse_secrets(c: &mut Collector, obj: &Map<String, Value>) -> Vec<String> {
+    match obj.get("secrets") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(names)) => names
             .iter()
@@ -274,8 +321,11 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
             );
             Vec::new()
         }
-    };
+    }
+}
 
+/// The plan's `defaults`: a step's timeout and retries, and how many steps run at once.
+fn parse_defaults(c: &mut Collector, obj: &Map<String, Value>) -> Defaults {
     let mut defaults = Defaults::default();
     match obj.get("defaults") {
         None | Some(Value::Null) => {}
@@ -297,42 +347,7 @@ pub fn parse_partial(bytes: &[u8]) -> (Option<Plan>, Vec<Problem>) {
         }
         Some(other) => c.err("plan.defaults", format!("expected an object, got {other}")),
     }
-
-    let budget = obj.get("budget").and_then(|v| {
-        let (budget, problems) = super::budget::parse(v, "plan.budget");
-        for (at, message) in problems {
-            c.err(at, message);
-        }
-        budget
-    });
-
-    let steps = match streamed {
-        Some(steps)
-            if steps.is_empty() && c.problems.iter().all(|p| !p.location.starts_with("steps[")) =>
-        {
-            c.err("plan.steps", "a plan needs at least one step");
-            steps
-        }
-        Some(steps) => steps,
-        None => {
-            c.err("plan.steps", "missing (a plan needs at least one step)");
-            Vec::new()
-        }
-    };
-
-    let plan = Plan {
-        plan_id,
-        description,
-        intent,
-        variables,
-        secrets,
-        defaults,
-        budget,
-        steps,
-        sha256: crate::util::sha256_hex(bytes),
-        source: None,
-    };
-    (Some(plan), c.problems)
+    defaults
 }
 
 const STEP_FIELDS: &[&str] = &[
@@ -469,7 +484,67 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
         .map(Box::new);
     let requires_confirmation = c.flag(obj, "requires_confirmation", &at);
     let parallel_safe = c.flag(obj, "parallel_safe", &at);
-    let depends_on = match obj.get("depends_on") {
+    let depends_on = parse_depends_on(c, obj, &at, prev);
+    let timeout_s = c.uint(obj, "timeout_s", &at, 86_400);
+    if timeout_s == Some(0) {
+        c.err(format!("{at}.timeout_s"), "must be at least 1");
+    }
+    let retries = c.uint(obj, "retries", &at, 10).map(|r| r as u32);
+    let on_failure = match c.string(obj, "on_failure", &at).as_deref() {
+        None | Some("stop") => OnFailure::Stop,
+        Some("continue") => OnFailure::Continue,
+        Some(other) => {
+            c.err(
+                format!("{at}.on_failure"),
+                format!("expected \"stop\" or \"continue\", got {other:?}"),
+            );
+            OnFailure::Stop
+        }
+    };
+    let verify = parse_verify(c, obj, &at);
+    let creates = parse_creates(c, obj, &at);
+    let budget = obj.get("budget").and_then(|v| {
+        let at = format!("{at}.budget");
+        let (budget, problems) = super::budget::parse(v, &at);
+        for (location, message) in problems {
+            c.err(location, message);
+        }
+        if budget.is_some() && tool != crate::tools::agent::NAME {
+            c.err(
+                at,
+                "a budget bounds model calls, so only an agent step takes one (bound a command \
+                 with timeout_s, the whole run with the plan's budget)",
+            );
+            return None;
+        }
+        budget.map(Box::new)
+    });
+    Some(Step {
+        step_id,
+        position: i,
+        tool,
+        arguments,
+        precondition,
+        requires_confirmation,
+        depends_on,
+        timeout_s,
+        retries,
+        on_failure,
+        verify,
+        creates,
+        parallel_safe,
+        budget,
+    })
+}
+
+/// A step's `depends_on`: one id, a list of ids, or (absent) the step before it.
+fn parse_depends_on(
+    c: &mut Collector,
+    obj: &Map<String, Value>,
+    at: &str,
+    prev: Option<String>,
+) -> Vec<String> {
+    match obj.get("depends_on") {
         None | Some(Value::Null) => prev.into_iter().collect(),
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(ids)) => ids
@@ -493,24 +568,12 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             );
             Vec::new()
         }
-    };
-    let timeout_s = c.uint(obj, "timeout_s", &at, 86_400);
-    if timeout_s == Some(0) {
-        c.err(format!("{at}.timeout_s"), "must be at least 1");
     }
-    let retries = c.uint(obj, "retries", &at, 10).map(|r| r as u32);
-    let on_failure = match c.string(obj, "on_failure", &at).as_deref() {
-        None | Some("stop") => OnFailure::Stop,
-        Some("continue") => OnFailure::Continue,
-        Some(other) => {
-            c.err(
-                format!("{at}.on_failure"),
-                format!("expected \"stop\" or \"continue\", got {other:?}"),
-            );
-            OnFailure::Stop
-        }
-    };
-    let verify = match obj.get("verify") {
+}
+
+/// A step's `verify`: one command or several run at the same time, and how many cycles.
+fn parse_verify(c: &mut Collector, obj: &Map<String, Value>, at: &str) -> Option<Box<Verify>> {
+    match obj.get("verify") {
         None | Some(Value::Null) => None,
         Some(Value::Object(v)) => {
             let vat = format!("{at}.verify");
@@ -561,8 +624,12 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             );
             None
         }
-    };
-    let creates: Box<[String]> = match obj.get("creates") {
+    }
+}
+
+/// A step's `creates`: the names it makes, each a string.
+fn parse_creates(c: &mut Collector, obj: &Map<String, Value>, at: &str) -> Box<[String]> {
+    match obj.get("creates") {
         None | Some(Value::Null) => Box::default(),
         Some(Value::Array(items)) => items
             .iter()
@@ -585,39 +652,7 @@ fn parse_step(c: &mut Collector, item: Value, i: usize, prev: Option<String>) ->
             );
             Box::default()
         }
-    };
-    let budget = obj.get("budget").and_then(|v| {
-        let at = format!("{at}.budget");
-        let (budget, problems) = super::budget::parse(v, &at);
-        for (location, message) in problems {
-            c.err(location, message);
-        }
-        if budget.is_some() && tool != crate::tools::agent::NAME {
-            c.err(
-                at,
-                "a budget bounds model calls, so only an agent step takes one (bound a command \
-                 with timeout_s, the whole run with the plan's budget)",
-            );
-            return None;
-        }
-        budget.map(Box::new)
-    });
-    Some(Step {
-        step_id,
-        position: i,
-        tool,
-        arguments,
-        precondition,
-        requires_confirmation,
-        depends_on,
-        timeout_s,
-        retries,
-        on_failure,
-        verify,
-        creates,
-        parallel_safe,
-        budget,
-    })
+    }
 }
 
 fn parse_precondition(c: &mut Collector, v: &Value, at: &str) -> Option<Precondition> {

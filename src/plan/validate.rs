@@ -563,14 +563,14 @@ pub fn check_intent(plan: &Plan) -> Vec<Problem> {
 /// over a renumbered copy, and each problem gets its step's position in the file back.
 pub fn validate(plan: &Plan, ctx: &ValidationContext) -> Vec<Problem> {
     if plan.steps.iter().enumerate().all(|(i, s)| s.position == i) {
-        return crate::policy::program::with_memo(|| validate_all(plan, ctx));
+        return crate::policy::host::program::with_memo(|| validate_all(plan, ctx));
     }
     let mut copy = plan.clone();
     let in_file: Vec<usize> = copy.steps.iter().map(|s| s.position).collect();
     for (i, s) in copy.steps.iter_mut().enumerate() {
         s.position = i;
     }
-    let mut problems = crate::policy::program::with_memo(|| validate_all(&copy, ctx));
+    let mut problems = crate::policy::host::program::with_memo(|| validate_all(&copy, ctx));
     for p in &mut problems {
         let Some(rest) = p.location.strip_prefix("steps[") else {
             continue;

@@ -4,12 +4,12 @@
 //! an unknown field is an error so that a typo cannot silently loosen or tighten the sandbox.
 
 pub mod commands;
-pub mod config_secrets;
+pub mod credentials;
 pub mod env;
 pub mod glob;
+pub mod host;
 pub mod narrow;
 pub mod network;
-pub mod program;
 pub mod view;
 
 use std::path::{Path, PathBuf};

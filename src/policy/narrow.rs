@@ -560,8 +560,8 @@ fn network(a: &NetworkPolicy, r: &NetworkPolicy, notes: &mut Notes) -> NetworkPo
 }
 
 /// The name a `registry:` entry is written with.
-fn registry_name(r: &super::network::registries::Registry) -> &'static str {
-    use super::network::registries::Registry;
+fn registry_name(r: &super::network::Registry) -> &'static str {
+    use super::network::Registry;
     match r {
         Registry::Cargo => "cargo",
         Registry::Npm => "npm",

@@ -5,12 +5,12 @@
 //! credential file or another command's environment, and never writes a repository's `.git`.*
 //!
 //! What is visible, read-only unless said otherwise:
-//! - the **system directories** ([`SYSTEM_DIRS`]: `/usr`, the usr-merge directories, `/etc`);
+//! - the **system directories** ([`SYSTEM_DIRS`](crate::policy::host::dirs::SYSTEM_DIRS): `/usr`, the usr-merge directories, `/etc`);
 //! - `/proc`, and the **device nodes** programs use ([`DEVICES`]; never a disk, never `/dev/shm`);
 //! - the **workspace** (writable except its protected paths) and the command's **temporary
 //!   directory** (writable);
 //! - the runner's **toolchain homes** ([`toolchain_homes`]: `CARGO_HOME`, `RUSTUP_HOME`);
-//! - the **installation of the program** a command runs, as [`crate::policy::program`] resolves it (a
+//! - the **installation of the program** a command runs, as [`crate::policy::host::program`] resolves it (a
 //!   virtualenv and its base interpreter, a pyenv version, an nvm node, the `node_modules` tree
 //!   of a Node program, `PREFIX` of `PREFIX/bin/prog`), and the policy's `read_paths`;
 //! - minus every **credential file or directory** ([`credential_paths`]) inside any of those.
@@ -19,14 +19,10 @@
 //! visible unless one of the entries above lies there (a toolchain home in `/root`, say: then only
 //! that home, minus its credentials).
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::PathBuf;
 
-/// Host directories that hold programs and libraries. bwrap mounts them read-only (or recreates
-/// them as the same symlinks, usr-merge); Landlock grants reading and executing beneath them.
-pub const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-];
+use crate::policy::credentials::credential_paths;
+use crate::policy::host::dirs::{home, toolchain_homes};
 
 /// Device nodes a command may open, and whether it may also write them. bwrap's `--dev` makes the
 /// same set in a fresh `/dev`; under Landlock these are the only nodes of the host's `/dev` that
@@ -41,108 +37,6 @@ pub const DEVICES: &[(&str, bool)] = &[
     ("/dev/ptmx", true),
     ("/dev/pts", true),
 ];
-
-/// Whether every sandbox shows `path` already as a system directory.
-pub fn is_system(path: &Path) -> bool {
-    SYSTEM_DIRS.iter().any(|p| path.starts_with(p))
-}
-
-/// The runner's home directory (`HOME`), canonical when it can be, when it is absolute.
-pub fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute())
-        .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
-}
-
-/// The runner's cargo and rustup homes (`CARGO_HOME`, `RUSTUP_HOME`, else `~/.cargo`,
-/// `~/.rustup`) that exist and that it can reach, canonicalised; once per process (the runner's
-/// environment does not change during a run). Shown so that `cargo` and the rustup proxies run.
-pub fn toolchain_homes() -> &'static [PathBuf] {
-    static HOMES: OnceLock<Vec<PathBuf>> = OnceLock::new();
-    HOMES.get_or_init(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let pick = |var: &str, dir: &str| {
-            std::env::var_os(var)
-                .map(PathBuf::from)
-                .or_else(|| home.as_ref().map(|h| h.join(dir)))
-        };
-        let mut out: Vec<PathBuf> = Vec::new();
-        for p in [pick("CARGO_HOME", ".cargo"), pick("RUSTUP_HOME", ".rustup")]
-            .into_iter()
-            .flatten()
-            .filter(|p| p.is_absolute())
-        {
-            if let Ok(c) = p.canonicalize()
-                && c.is_dir()
-                && !out.contains(&c)
-            {
-                out.push(c);
-            }
-        }
-        out
-    })
-}
-
-/// Credential files and directories a sandbox never shows, even inside a directory it shows (a
-/// toolchain home, a program's installation, a `read_paths` entry): ssh and cloud keys, the
-/// GitHub CLI's and docker's logins, `.netrc`, git's stored credentials, package registries'
-/// tokens. Both the literal and the canonical form of each, so that a home reached through a
-/// symlink is matched either way.
-pub fn credential_paths() -> Vec<PathBuf> {
-    const IN_HOME: &[&str] = &[
-        ".ssh",
-        ".aws",
-        ".azure",
-        ".config/gh",
-        ".config/gcloud",
-        ".config/hub",
-        ".docker",
-        ".gnupg",
-        ".kube",
-        ".netrc",
-        ".git-credentials",
-        ".config/git/credentials",
-        ".npmrc",
-        ".yarnrc",
-        ".yarnrc.yml",
-        ".pypirc",
-        ".config/pip",
-        ".pip",
-        ".gem/credentials",
-        ".m2/settings.xml",
-        ".gradle/gradle.properties",
-        ".cargo/credentials",
-        ".cargo/credentials.toml",
-    ];
-    let mut out = Vec::new();
-    let mut push = |p: PathBuf| {
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    };
-    let homes = [
-        std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .filter(|h| h.is_absolute()),
-        home(),
-    ];
-    for h in homes.into_iter().flatten() {
-        for rel in IN_HOME {
-            push(h.join(rel));
-        }
-    }
-    if let Some(cargo) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
-        for c in [Some(cargo.clone()), cargo.canonicalize().ok()]
-            .into_iter()
-            .flatten()
-        {
-            push(c.join("credentials"));
-            push(c.join("credentials.toml"));
-        }
-    }
-    out
-}
 
 /// The host directories a command of this run may read beyond the system directories, `/proc`,
 /// the devices and the workspace: the toolchain homes, the policy's `read_paths` (absolute ones;
@@ -169,7 +63,7 @@ pub fn shown(read_paths: &[PathBuf], program_roots: &[PathBuf]) -> Vec<PathBuf> 
 /// sandbox must hide — bwrap by mounting an empty directory or `/dev/null` over them, Landlock by
 /// granting around them.
 pub fn hidden_within(shown: &[PathBuf]) -> Vec<PathBuf> {
-    credential_paths()
+    credential_paths(home())
         .into_iter()
         .filter(|c| shown.iter().any(|d| c.starts_with(d)))
         .filter(|c| std::fs::symlink_metadata(c).is_ok())
@@ -179,6 +73,8 @@ pub fn hidden_within(shown: &[PathBuf]) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::host::dirs::is_system;
+    use std::path::Path;
 
     #[test]
     fn entries_inside_another_are_dropped_and_relative_ones_ignored() {

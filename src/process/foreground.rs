@@ -6,6 +6,12 @@
 //! prompt or a security key's "touch your key" reaches them on stderr). What it is given is
 //! written to its stdin, what it answers is read from its stdout (bounded), each on its own
 //! thread, and it is killed when it outlasts its deadline.
+//!
+//! Two programs are attached wholly instead ([`run_attached`]): the user's editor (`do`'s "edit"),
+//! and the command the network forwarder starts inside a bwrap sandbox. Those keep this process's
+//! stdin, stdout, stderr and group, and have no deadline of their own: a person is at the editor,
+//! and the forwarder's command is bounded by its step's timeout, which kills the whole sandbox from
+//! outside.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -95,6 +101,12 @@ pub fn run_foreground(
     })
 }
 
+/// Runs `program` with `args` attached to this process (see the module docs): its stdin,
+/// stdout, stderr, environment and process group, waited for as long as it takes.
+pub fn run_attached(program: &OsStr, args: &[&OsStr]) -> std::io::Result<ExitStatus> {
+    std::process::Command::new(program).args(args).status()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +140,15 @@ mod tests {
         assert!(
             run_foreground("acode-no-such-program", &[], b"", 1, Duration::from_secs(1)).is_err()
         );
+    }
+
+    #[test]
+    fn an_attached_program_gives_back_its_status() {
+        let status = run_attached(
+            OsStr::new("/bin/sh"),
+            &[OsStr::new("-c"), OsStr::new("exit 4")],
+        )
+        .unwrap();
+        assert_eq!(status.code(), Some(4));
     }
 }

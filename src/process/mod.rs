@@ -22,6 +22,8 @@
 //!   [`crate::process::spawn`] for how it is started and why only async-signal-safe calls run there.
 
 pub mod foreground;
+pub mod helper;
+pub mod interrupt;
 pub mod seccomp;
 pub mod spawn;
 pub mod supervisor;
@@ -82,7 +84,7 @@ pub struct CommandSpec {
     /// The child's credentials at the run's proxy, when the policy allows hosts: its requests are
     /// collected under them ([`crate::sandbox::OsSandbox::collect_network`]).
     pub network_token: Option<String>,
-    /// The program resolved when the command was checked ([`crate::policy::program`]): executed by this
+    /// The program resolved when the command was checked ([`crate::policy::host::program`]): executed by this
     /// path in every mode (`argv[0]` stays as written outside bwrap). `None`: looked up on `PATH`.
     pub program: Option<PathBuf>,
     /// Host directories a bwrap sandbox must show for the program to run (its installation).

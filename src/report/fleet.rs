@@ -168,38 +168,7 @@ pub fn render(store: &Store, redactor: &Redactor, out: &mut dyn Write) -> Result
          <tr><th>written</th><td>{} UTC</td></tr>\n</table>",
         crate::error::format_ms(crate::error::now_ms())
     );
-    let not_completed: Vec<&FleetRun> = rows
-        .iter()
-        .map(|(r, _)| r)
-        .filter(|r| r.run.status != RunStatus::Completed)
-        .collect();
-    if !not_completed.is_empty() {
-        let links: Vec<String> = not_completed
-            .iter()
-            .take(NOT_COMPLETED_LINKS)
-            .map(|r| {
-                format!(
-                    "<a href=\"#{}\">{}</a>",
-                    anchor(index_of[&r.run.run_id], &r.run.run_id),
-                    e(r.run.repository.as_deref().unwrap_or(&r.run.workspace))
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "<p id=\"not-completed\"><b>Not completed ({}):</b> {}{}</p>",
-            not_completed.len(),
-            links.join(", "),
-            if not_completed.len() > NOT_COMPLETED_LINKS {
-                format!(
-                    " and {} more (their rows below are marked)",
-                    not_completed.len() - NOT_COMPLETED_LINKS
-                )
-            } else {
-                String::new()
-            }
-        );
-    }
+    not_completed(&mut s, redactor, &rows, &index_of);
 
     s.push_str(
         "<h2 id=\"repositories\">Repositories</h2>\n<table class=\"fleet\" id=\"fleet\">\n\
@@ -250,6 +219,49 @@ pub fn render(store: &Store, redactor: &Redactor, out: &mut dyn Write) -> Result
     out.write_all(s.as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// The repositories whose newest run did not complete, linked to their rows (at most
+/// [`NOT_COMPLETED_LINKS`], then how many more); nothing when every one completed.
+fn not_completed(
+    s: &mut String,
+    redactor: &Redactor,
+    rows: &[(FleetRun, Vec<(usize, FleetRun)>)],
+    index_of: &BTreeMap<String, usize>,
+) {
+    let e = |t: &str| escape(redactor, t);
+    let not_completed: Vec<&FleetRun> = rows
+        .iter()
+        .map(|(r, _)| r)
+        .filter(|r| r.run.status != RunStatus::Completed)
+        .collect();
+    if !not_completed.is_empty() {
+        let links: Vec<String> = not_completed
+            .iter()
+            .take(NOT_COMPLETED_LINKS)
+            .map(|r| {
+                format!(
+                    "<a href=\"#{}\">{}</a>",
+                    anchor(index_of[&r.run.run_id], &r.run.run_id),
+                    e(r.run.repository.as_deref().unwrap_or(&r.run.workspace))
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            *s,
+            "<p id=\"not-completed\"><b>Not completed ({}):</b> {}{}</p>",
+            not_completed.len(),
+            links.join(", "),
+            if not_completed.len() > NOT_COMPLETED_LINKS {
+                format!(
+                    " and {} more (their rows below are marked)",
+                    not_completed.len() - NOT_COMPLETED_LINKS
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
 }
 
 /// The status badge of a run.
@@ -360,31 +372,11 @@ fn row(
     Ok(())
 }
 
-/// One run's section: its facts, changed files, steps, failing step's output and refused hosts,
-/// each a `<pre>` of plain lines — a handful of elements per run, so a page of a thousand runs
-/// stays light for the browser to build (its sections are closed `<details>` until opened).
-fn section(
-    s: &mut String,
-    store: &Store,
-    redactor: &Redactor,
-    i: usize,
-    run: &FleetRun,
-) -> Result<(), HtmlError> {
-    let e = |t: &str| escape(redactor, t);
+/// A run's facts, as its section lists them: the run, plan, repository, commit, workspace, times,
+/// exit code, sandbox, approver, tokens, where it was merged from and the repository's policy.
+fn facts(run: &FleetRun) -> Vec<(&'static str, String)> {
     let r = &run.run;
-    let start = s.len();
-    let _ = writeln!(
-        s,
-        "<details class=\"run {status}\" id=\"{anchor}\"><summary>{badge} <b>{repo}</b> \
-         <span class=\"muted\">{plan} · run {id}</span></summary><div class=\"body\">",
-        status = r.status.as_str(),
-        anchor = anchor(i, &r.run_id),
-        badge = badge(r.status),
-        repo = e(r.repository.as_deref().unwrap_or(&r.workspace)),
-        plan = e(&r.plan_id),
-        id = e(&r.run_id),
-    );
-    let mut facts: Vec<(&str, String)> = vec![
+    let mut facts: Vec<(&'static str, String)> = vec![
         ("run", r.run_id.clone()),
         (
             "plan",
@@ -445,27 +437,20 @@ fn section(
             facts.push(("  ignored", line.clone()));
         }
     }
-    s.push_str("<pre class=\"facts\">");
-    for (k, v) in &facts {
-        let _ = writeln!(s, "{k:<12} {}", e(v));
-    }
-    s.push_str("</pre>\n");
+    facts
+}
 
-    if let Some(c) = run.changes.as_ref().filter(|c| c.total > 0) {
-        let _ = write!(s, "<h3>Changed files ({})</h3><pre>", c.total);
-        for f in c.files.iter().take(SECTION_FILES) {
-            let _ = writeln!(s, "{:<2} {}", e(&f.status), e(&f.path));
-        }
-        let shown = SECTION_FILES.min(c.files.len());
-        if c.total > shown {
-            let _ = writeln!(s, "… {} more", c.total - shown);
-        }
-        s.push_str("</pre>\n");
-    }
-
+/// The steps of a run that did not complete (at most [`SECTION_STEPS`]), after how many there are.
+fn steps_not_completed(
+    s: &mut String,
+    store: &Store,
+    redactor: &Redactor,
+    run_id: &str,
+) -> Result<(), HtmlError> {
+    let e = |t: &str| escape(redactor, t);
     // The steps that did not complete (the run's own report has every step): a fleet's runs
     // mostly complete, and a page of a thousand runs is read for the ones that did not.
-    let steps = store.steps(&r.run_id)?;
+    let steps = store.steps(run_id)?;
     let listed: Vec<&crate::store::StepRow> = steps
         .iter()
         .filter(|st| st.status != StepState::Completed)
@@ -521,6 +506,53 @@ fn section(
         s.push_str("</pre>");
     }
     s.push('\n');
+    Ok(())
+}
+
+/// One run's section: its facts, changed files, steps, failing step's output and refused hosts,
+/// each a `<pre>` of plain lines — a handful of elements per run, so a page of a thousand runs
+/// stays light for the browser to build (its sections are closed `<details>` until opened).
+fn section(
+    s: &mut String,
+    store: &Store,
+    redactor: &Redactor,
+    i: usize,
+    run: &FleetRun,
+) -> Result<(), HtmlError> {
+    let e = |t: &str| escape(redactor, t);
+    let r = &run.run;
+    let start = s.len();
+    let _ = writeln!(
+        s,
+        "<details class=\"run {status}\" id=\"{anchor}\"><summary>{badge} <b>{repo}</b> \
+         <span class=\"muted\">{plan} · run {id}</span></summary><div class=\"body\">",
+        status = r.status.as_str(),
+        anchor = anchor(i, &r.run_id),
+        badge = badge(r.status),
+        repo = e(r.repository.as_deref().unwrap_or(&r.workspace)),
+        plan = e(&r.plan_id),
+        id = e(&r.run_id),
+    );
+    let facts = facts(run);
+    s.push_str("<pre class=\"facts\">");
+    for (k, v) in &facts {
+        let _ = writeln!(s, "{k:<12} {}", e(v));
+    }
+    s.push_str("</pre>\n");
+
+    if let Some(c) = run.changes.as_ref().filter(|c| c.total > 0) {
+        let _ = write!(s, "<h3>Changed files ({})</h3><pre>", c.total);
+        for f in c.files.iter().take(SECTION_FILES) {
+            let _ = writeln!(s, "{:<2} {}", e(&f.status), e(&f.path));
+        }
+        let shown = SECTION_FILES.min(c.files.len());
+        if c.total > shown {
+            let _ = writeln!(s, "… {} more", c.total - shown);
+        }
+        s.push_str("</pre>\n");
+    }
+
+    steps_not_completed(s, store, redactor, &r.run_id)?;
 
     if let Some((step, stdout, stderr)) =
         store.failing_step(&r.run_id, 2 * crate::tools::command::EXCERPT_BYTES)?

@@ -324,6 +324,144 @@ impl Page<'_> {
         escape(self.redactor, s)
     }
 
+    /// The files the run left changed: how many, and the first 20 with their status.
+    fn changes_cell(&self, c: &crate::store::Changes) -> String {
+        let e = |t: &str| self.esc(t);
+        let names: Vec<String> = c
+            .files
+            .iter()
+            .take(20)
+            .map(|f| format!("<code>{} {}</code>", e(&f.status), e(&f.path)))
+            .collect();
+        format!(
+            "{}{}{}",
+            c.total,
+            if names.is_empty() { "" } else { ": " },
+            names.join(" ")
+        )
+    }
+
+    /// What the workspace's own policy narrowed, and what of it was ignored.
+    fn narrowing_cell(&self, n: &crate::store::PolicyNarrowing) -> String {
+        let e = |t: &str| self.esc(t);
+        let mut lines: Vec<String> = n
+            .narrowed
+            .iter()
+            .map(|l| format!("narrowed: {}", e(l)))
+            .collect();
+        lines.extend(
+            n.ignored
+                .iter()
+                .map(|l| format!("<span class=\"err\">ignored: {}</span>", e(l))),
+        );
+        format!("{}<br>{}", e(&n.path), lines.join("<br>"))
+    }
+
+    /// The run's exit code and what it means.
+    fn exit_cell(&self, detail: &crate::store::RunDetail) -> String {
+        let e = |t: &str| self.esc(t);
+        let tolerated = detail.steps.iter().filter(|st| st.tolerated).count();
+        match detail.run.exit_code {
+            // A run's 0 says what this run did, not everything 0 means for every command (a
+            // review's approval).
+            Some(0) if tolerated > 0 => format!(
+                "<span class=\"exit-ok\">0 — the run completed; {} tolerated \
+                 (<code>\"on_failure\": \"continue\"</code>)</span>",
+                crate::terminal::count(tolerated, "failed step")
+            ),
+            Some(0) => "<span class=\"exit-ok\">0 — every step completed</span>".to_string(),
+            Some(c) => format!("<span class=\"exit-bad\">{}</span>", e(&exit_meaning(c))),
+            None => "<span class=\"muted\">none recorded (the run did not finish)</span>".into(),
+        }
+    }
+
+    /// Who approved the run, how the approval was signed and what policy it is bound to.
+    fn approval_cell(&self) -> String {
+        let e = |t: &str| self.esc(t);
+        match self.header.map(|h| &h.approval) {
+            Some(a) => {
+                let signature = match (a.scheme.as_str(), a.signature.as_str()) {
+                    ("ssh", "verified") => format!(
+                        "<b>verified</b>: SSH signature{} by key{} {} listed in the policy's allowed_signers{}",
+                        if a.signers.len() == 1 { "" } else { "s" },
+                        if a.signers.len() == 1 { "" } else { "s" },
+                        e(&a.signers.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(", ")),
+                        a.required.map(|n| format!(" ({n} distinct approver(s) required)")).unwrap_or_default()
+                    ),
+                    (_, "verified") => "signed with the shared HMAC approval key, verified (the name is claimed: any holder of the key can sign)".to_string(),
+                    (_, "unchecked") => "signed, but no approval key or allowed_signers was in force to verify it (the name is claimed)".to_string(),
+                    _ => "unsigned (the name is claimed: no approval key was in force)".to_string(),
+                };
+                let policy = if a.policy_sha256 == crate::plan::auth::NO_POLICY {
+                    "the built-in default policy (no policy file)".to_string()
+                } else {
+                    format!("policy sha256 {}", e(&a.policy_sha256))
+                };
+                format!(
+                    "approved by <b>{}</b> at {} UTC; {signature}; bound to {policy}, which held \
+                         (a run under another policy is refused before it starts)",
+                    e(&a.decided_by),
+                    crate::error::format_ms(a.decided_at)
+                )
+            }
+            None => match self.header_unreadable {
+                Some(why) => format!("<span class=\"exit-bad\">{}</span>", e(why)),
+                None => "<span class=\"muted\">not recorded for this run (recorded from \
+                             schema 13 on)</span>"
+                    .into(),
+            },
+        }
+    }
+
+    /// The latest attestation written of the run, or how to write one.
+    fn attestation_cell(&self) -> String {
+        let e = |t: &str| self.esc(t);
+        match self.attestation {
+            Some(a) => format!(
+                "written to <code>{}</code>: {} file(s), signed by {} (sha256 {}); check it with <code>acode-run verify</code>",
+                e(&a.path),
+                a.subjects,
+                e(&a.key),
+                e(&a.sha256)
+            ),
+            None => "<span class=\"muted\">none written (run --attest FILE, or acode-run attest RUN_ID FILE)</span>".into(),
+        }
+    }
+
+    /// Every decision recorded on the plan's hash: verdict, who, when, why.
+    fn decisions_cell(&self, decisions: &[crate::store::DecisionRow]) -> String {
+        let e = |t: &str| self.esc(t);
+        let list: Vec<String> = decisions
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} by {} at {} UTC{}",
+                    d.verdict.as_str(),
+                    e(&d.decided_by),
+                    crate::error::format_ms(d.decided_at),
+                    d.reason
+                        .as_deref()
+                        .map(|r| format!(" ({})", e(r)))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        list.join("<br>")
+    }
+
+    /// The MCP servers' pinned identities and tool hashes.
+    fn pins_cell(&self, h: &RunHeader) -> String {
+        let e = |t: &str| self.esc(t);
+        let mut pins = String::new();
+        for (server, pin) in &h.mcp {
+            let _ = write!(pins, "<b>{}</b>: {}<br>", e(server), e(&pin.identity));
+            for (tool, sha) in &pin.tools {
+                let _ = write!(pins, "&nbsp;&nbsp;{} <code>{}</code><br>", e(tool), e(sha));
+            }
+        }
+        pins
+    }
+
     fn header(
         &self,
         s: &mut String,
@@ -362,38 +500,13 @@ impl Page<'_> {
             );
         }
         if let Some(c) = self.changes {
-            let names: Vec<String> = c
-                .files
-                .iter()
-                .take(20)
-                .map(|f| format!("<code>{} {}</code>", e(&f.status), e(&f.path)))
-                .collect();
-            row(
-                "changed files",
-                "changed-files",
-                format!(
-                    "{}{}{}",
-                    c.total,
-                    if names.is_empty() { "" } else { ": " },
-                    names.join(" ")
-                ),
-            );
+            row("changed files", "changed-files", self.changes_cell(c));
         }
         if let Some(n) = self.narrowing {
-            let mut lines: Vec<String> = n
-                .narrowed
-                .iter()
-                .map(|l| format!("narrowed: {}", e(l)))
-                .collect();
-            lines.extend(
-                n.ignored
-                    .iter()
-                    .map(|l| format!("<span class=\"err\">ignored: {}</span>", e(l))),
-            );
             row(
                 "repository policy",
                 "repository-policy",
-                format!("{}<br>{}", e(&n.path), lines.join("<br>")),
+                self.narrowing_cell(n),
             );
         }
         let duration = run
@@ -409,95 +522,19 @@ impl Page<'_> {
                 duration
             ),
         );
-        let tolerated = detail.steps.iter().filter(|st| st.tolerated).count();
-        let exit = match run.exit_code {
-            // A run's 0 says what this run did, not everything 0 means for every command (a
-            // review's approval).
-            Some(0) if tolerated > 0 => format!(
-                "<span class=\"exit-ok\">0 — the run completed; {} tolerated \
-                 (<code>\"on_failure\": \"continue\"</code>)</span>",
-                crate::terminal::count(tolerated, "failed step")
-            ),
-            Some(0) => "<span class=\"exit-ok\">0 — every step completed</span>".to_string(),
-            Some(c) => format!("<span class=\"exit-bad\">{}</span>", e(&exit_meaning(c))),
-            None => "<span class=\"muted\">none recorded (the run did not finish)</span>".into(),
-        };
+        let exit = self.exit_cell(detail);
         row("exit code", "exit-code", exit);
         if let Some(lost) = &run.events_lost {
             row("--jsonl events", "events-lost", e(lost));
         }
-        match self.header.map(|h| &h.approval) {
-            Some(a) => {
-                let signature = match (a.scheme.as_str(), a.signature.as_str()) {
-                    ("ssh", "verified") => format!(
-                        "<b>verified</b>: SSH signature{} by key{} {} listed in the policy's allowed_signers{}",
-                        if a.signers.len() == 1 { "" } else { "s" },
-                        if a.signers.len() == 1 { "" } else { "s" },
-                        e(&a.signers.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(", ")),
-                        a.required.map(|n| format!(" ({n} distinct approver(s) required)")).unwrap_or_default()
-                    ),
-                    (_, "verified") => "signed with the shared HMAC approval key, verified (the name is claimed: any holder of the key can sign)".to_string(),
-                    (_, "unchecked") => "signed, but no approval key or allowed_signers was in force to verify it (the name is claimed)".to_string(),
-                    _ => "unsigned (the name is claimed: no approval key was in force)".to_string(),
-                };
-                let policy = if a.policy_sha256 == crate::plan::auth::NO_POLICY {
-                    "the built-in default policy (no policy file)".to_string()
-                } else {
-                    format!("policy sha256 {}", e(&a.policy_sha256))
-                };
-                row(
-                    "approval",
-                    "approval",
-                    format!(
-                        "approved by <b>{}</b> at {} UTC; {signature}; bound to {policy}, which held \
-                         (a run under another policy is refused before it starts)",
-                        e(&a.decided_by),
-                        crate::error::format_ms(a.decided_at)
-                    ),
-                );
-            }
-            None => row(
-                "approval",
-                "approval",
-                match self.header_unreadable {
-                    Some(why) => format!("<span class=\"exit-bad\">{}</span>", e(why)),
-                    None => "<span class=\"muted\">not recorded for this run (recorded from \
-                             schema 13 on)</span>"
-                        .into(),
-                },
-            ),
-        }
-        row(
-            "attestation",
-            "attestation",
-            match self.attestation {
-                Some(a) => format!(
-                    "written to <code>{}</code>: {} file(s), signed by {} (sha256 {}); check it with <code>acode-run verify</code>",
-                    e(&a.path),
-                    a.subjects,
-                    e(&a.key),
-                    e(&a.sha256)
-                ),
-                None => "<span class=\"muted\">none written (run --attest FILE, or acode-run attest RUN_ID FILE)</span>".into(),
-            },
-        );
+        row("approval", "approval", self.approval_cell());
+        row("attestation", "attestation", self.attestation_cell());
         if !decisions.is_empty() {
-            let list: Vec<String> = decisions
-                .iter()
-                .map(|d| {
-                    format!(
-                        "{} by {} at {} UTC{}",
-                        d.verdict.as_str(),
-                        e(&d.decided_by),
-                        crate::error::format_ms(d.decided_at),
-                        d.reason
-                            .as_deref()
-                            .map(|r| format!(" ({})", e(r)))
-                            .unwrap_or_default()
-                    )
-                })
-                .collect();
-            row("decisions on this hash", "decisions", list.join("<br>"));
+            row(
+                "decisions on this hash",
+                "decisions",
+                self.decisions_cell(decisions),
+            );
         }
         let sandbox = format!(
             "{}{}{}",
@@ -523,14 +560,7 @@ impl Page<'_> {
             );
             row("parallel steps", "jobs", format!("up to {}", h.jobs));
             if !h.mcp.is_empty() {
-                let mut pins = String::new();
-                for (server, pin) in &h.mcp {
-                    let _ = write!(pins, "<b>{}</b>: {}<br>", e(server), e(&pin.identity));
-                    for (tool, sha) in &pin.tools {
-                        let _ = write!(pins, "&nbsp;&nbsp;{} <code>{}</code><br>", e(tool), e(sha));
-                    }
-                }
-                row("MCP pins", "mcp-pins", pins);
+                row("MCP pins", "mcp-pins", self.pins_cell(h));
             }
         }
         let counts = detail.steps.iter().fold(BTreeMap::new(), |mut m, st| {
@@ -975,32 +1005,7 @@ impl Page<'_> {
         for a in &cuts {
             match a.artifact_type.as_str() {
                 "mcp_request" => self.mcp_call(s, &a.head),
-                "diff" => {
-                    let _ = write!(s, "<div class=\"muted\">diff</div><pre class=\"diff\">");
-                    let text = self.cut_text(a, Some(&r.execution_id));
-                    for line in text.lines() {
-                        let class = if line.starts_with("+++") || line.starts_with("---") {
-                            "hunk"
-                        } else if line.starts_with('+') {
-                            "add"
-                        } else if line.starts_with('-') {
-                            "del"
-                        } else if line.starts_with("@@") {
-                            "hunk"
-                        } else if line.starts_with('\u{1}') {
-                            "cut"
-                        } else {
-                            ""
-                        };
-                        let line = line.strip_prefix('\u{1}').unwrap_or(line);
-                        if class.is_empty() {
-                            let _ = writeln!(s, "{}", self.esc(line));
-                        } else {
-                            let _ = write!(s, "<span class=\"{class}\">{}</span>", self.esc(line));
-                        }
-                    }
-                    s.push_str("</pre>\n");
-                }
+                "diff" => self.diff(s, &self.cut_text(a, Some(&r.execution_id))),
                 _ if a.stored_chars == 0 && a.bytes == 0 => {
                     let _ = writeln!(
                         s,
@@ -1046,6 +1051,33 @@ impl Page<'_> {
         }
         s.push_str("</div>\n");
         Ok(())
+    }
+
+    /// A diff artifact, each line classed (added, removed, hunk, cut).
+    fn diff(&self, s: &mut String, text: &str) {
+        let _ = write!(s, "<div class=\"muted\">diff</div><pre class=\"diff\">");
+        for line in text.lines() {
+            let class = if line.starts_with("+++") || line.starts_with("---") {
+                "hunk"
+            } else if line.starts_with('+') {
+                "add"
+            } else if line.starts_with('-') {
+                "del"
+            } else if line.starts_with("@@") {
+                "hunk"
+            } else if line.starts_with('\u{1}') {
+                "cut"
+            } else {
+                ""
+            };
+            let line = line.strip_prefix('\u{1}').unwrap_or(line);
+            if class.is_empty() {
+                let _ = writeln!(s, "{}", self.esc(line));
+            } else {
+                let _ = write!(s, "<span class=\"{class}\">{}</span>", self.esc(line));
+            }
+        }
+        s.push_str("</pre>\n");
     }
 
     /// An MCP call's server, tool and the pin it was checked against.

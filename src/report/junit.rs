@@ -99,23 +99,14 @@ fn totals(results: &[&ExecutionResult]) -> String {
     )
 }
 
-/// One run's `<testsuite>` named `name` (its testcases' class name is the plan id).
-fn suite(
+/// A suite's `<properties>`: the run, its exit code, approval, attestation and sandbox.
+fn properties(
     out: &mut String,
-    name: &str,
     result: &ExecutionResult,
-    source: &dyn ArtifactSource,
     redactor: &Redactor,
     sandbox: Option<&SandboxInfo>,
     provenance: &super::Provenance,
 ) {
-    let plan_id = escape(&redactor.redact(&result.plan_id));
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{}\" {}>",
-        escape(&redactor.redact(name)),
-        totals(&[result])
-    );
     let _ = write!(
         out,
         "    <properties><property name=\"run_id\" value=\"{}\"/><property name=\"exit_code\" \
@@ -160,6 +151,26 @@ fn suite(
         }
     }
     out.push_str("</properties>\n");
+}
+
+/// One run's `<testsuite>` named `name` (its testcases' class name is the plan id).
+fn suite(
+    out: &mut String,
+    name: &str,
+    result: &ExecutionResult,
+    source: &dyn ArtifactSource,
+    redactor: &Redactor,
+    sandbox: Option<&SandboxInfo>,
+    provenance: &super::Provenance,
+) {
+    let plan_id = escape(&redactor.redact(&result.plan_id));
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" {}>",
+        escape(&redactor.redact(name)),
+        totals(&[result])
+    );
+    properties(out, result, redactor, sandbox, provenance);
     let mut passed_output = 0usize;
     for step in &result.steps {
         let _ = write!(

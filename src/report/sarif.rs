@@ -168,127 +168,27 @@ pub fn render(store: &Store, run_id: &str, redactor: &Redactor) -> Result<Value,
         });
     }
     // Refused calls and network requests.
-    for e in &detail.executions {
-        let r = &e.record;
-        if r.error_code.as_deref() == Some(crate::error::ErrorKind::SandboxViolation.as_str()) {
-            let mut properties = base_props(&r.step_id);
-            properties.insert("acode.execution_id", json!(r.execution_id));
-            properties.insert("acode.tool", json!(r.tool_name));
-            findings.push(Finding {
-                rule: "acode/sandbox-violation".into(),
-                level: "error",
-                message: red(&format!(
-                    "step {}: {} refused: {}",
-                    r.step_id,
-                    r.tool_name,
-                    r.error_message.as_deref().unwrap_or("sandbox violation")
-                )),
-                uri: plan_uri.clone(),
-                base: plan_base,
-                line: step_line(&r.step_id),
-                column: None,
-                properties,
-            });
-        }
-        for n in e.network.iter().filter(|n| !n.allowed) {
-            let mut properties = base_props(&r.step_id);
-            properties.insert("acode.execution_id", json!(r.execution_id));
-            properties.insert("acode.host", json!(redactor.redact(&n.host)));
-            properties.insert("acode.port", json!(n.port));
-            findings.push(Finding {
-                rule: "acode/network-denied".into(),
-                level: "warning",
-                message: red(&format!(
-                    "step {}: a request to {}:{} was refused ({})",
-                    r.step_id, n.host, n.port, n.reason
-                )),
-                uri: plan_uri.clone(),
-                base: plan_base,
-                line: step_line(&r.step_id),
-                column: None,
-                properties,
-            });
-        }
-    }
+    findings.extend(refusals(
+        &detail,
+        (&plan_uri, plan_base),
+        redactor,
+        &red,
+        &base_props,
+        &step_line,
+    ));
     // The most severe first (stable, so equal ones keep their order), then the cut.
     findings.sort_by_key(|f| rank(f.level));
     let omitted = findings.len().saturating_sub(MAX_RESULTS);
     findings.truncate(MAX_RESULTS);
 
-    let mut rules: BTreeMap<String, Value> = BTreeMap::new();
-    for (id, name, text, level) in RULES {
-        rules.insert(
-            id.to_string(),
-            json!({"id": id, "name": name, "shortDescription": {"text": text},
-                   "defaultConfiguration": {"level": level}}),
-        );
-    }
-    for f in &findings {
-        if f.rule.starts_with("rustc/") && !rules.contains_key(&f.rule) {
-            let code = f.rule.trim_start_matches("rustc/");
-            rules.insert(
-                f.rule.clone(),
-                json!({"id": f.rule, "name": code,
-                       "shortDescription": {"text": format!("rustc diagnostic {code}")},
-                       "defaultConfiguration": {"level": f.level}}),
-            );
-        }
-    }
-    let rule_index: BTreeMap<String, usize> = rules
-        .keys()
-        .enumerate()
-        .map(|(i, k)| (k.clone(), i))
-        .collect();
-    let results: Vec<Value> = findings
-        .into_iter()
-        .map(|f| {
-            let mut artifact = json!({"uri": f.uri});
-            if let Some(base) = f.base {
-                artifact["uriBaseId"] = json!(base);
-            }
-            let mut location = json!({"physicalLocation": {"artifactLocation": artifact}});
-            if let Some(line) = f.line.filter(|l| *l >= 1) {
-                let mut region = json!({"startLine": line});
-                if let Some(col) = f.column.filter(|c| *c >= 1) {
-                    region["startColumn"] = json!(col);
-                }
-                location["physicalLocation"]["region"] = region;
-            }
-            let fingerprint = crate::util::sha256_hex(
-                format!("{}\n{}\n{:?}\n{}", f.rule, f.uri, f.line, f.message).as_bytes(),
-            );
-            json!({
-                "ruleId": f.rule,
-                "ruleIndex": rule_index.get(&f.rule).copied().unwrap_or(0),
-                "level": f.level,
-                "message": {"text": f.message},
-                "locations": [location],
-                "partialFingerprints": {"acodeResult/v1": fingerprint},
-                "properties": f.properties,
-            })
-        })
-        .collect();
+    let rules = rules_for(&findings);
+    let results = results(findings, &rules);
     let mut bases = serde_json::Map::new();
     bases.insert(
         "WORKSPACE".into(),
         json!({"uri": dir_uri(workspace), "description": {"text": "The run's workspace"}}),
     );
-    let mut invocation = json!({
-        "executionSuccessful": run.exit_code == Some(0),
-        "startTimeUtc": utc(run.started_at),
-    });
-    if let Some(code) = run.exit_code {
-        invocation["exitCode"] = json!(code);
-        if let Some(c) = i32::try_from(code)
-            .ok()
-            .and_then(crate::error::ExitCode::from_code)
-        {
-            invocation["exitCodeDescription"] = json!(c.description());
-        }
-    }
-    if let Some(end) = run.finished_at {
-        invocation["endTimeUtc"] = json!(utc(end));
-    }
+    let invocation = invocation(run);
     Ok(json!({
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
@@ -314,6 +214,150 @@ pub fn render(store: &Store, run_id: &str, redactor: &Redactor) -> Result<Value,
             },
         }],
     }))
+}
+
+/// The findings of refused calls (sandbox violations) and refused network requests, located at
+/// their step in the plan.
+fn refusals(
+    detail: &RunDetail,
+    (plan_uri, plan_base): (&str, Option<&'static str>),
+    redactor: &Redactor,
+    red: &dyn Fn(&str) -> String,
+    base_props: &dyn Fn(&str) -> BTreeMap<&'static str, Value>,
+    step_line: &dyn Fn(&str) -> Option<u64>,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for e in &detail.executions {
+        let r = &e.record;
+        if r.error_code.as_deref() == Some(crate::error::ErrorKind::SandboxViolation.as_str()) {
+            let mut properties = base_props(&r.step_id);
+            properties.insert("acode.execution_id", json!(r.execution_id));
+            properties.insert("acode.tool", json!(r.tool_name));
+            findings.push(Finding {
+                rule: "acode/sandbox-violation".into(),
+                level: "error",
+                message: red(&format!(
+                    "step {}: {} refused: {}",
+                    r.step_id,
+                    r.tool_name,
+                    r.error_message.as_deref().unwrap_or("sandbox violation")
+                )),
+                uri: plan_uri.to_string(),
+                base: plan_base,
+                line: step_line(&r.step_id),
+                column: None,
+                properties,
+            });
+        }
+        for n in e.network.iter().filter(|n| !n.allowed) {
+            let mut properties = base_props(&r.step_id);
+            properties.insert("acode.execution_id", json!(r.execution_id));
+            properties.insert("acode.host", json!(redactor.redact(&n.host)));
+            properties.insert("acode.port", json!(n.port));
+            findings.push(Finding {
+                rule: "acode/network-denied".into(),
+                level: "warning",
+                message: red(&format!(
+                    "step {}: a request to {}:{} was refused ({})",
+                    r.step_id, n.host, n.port, n.reason
+                )),
+                uri: plan_uri.to_string(),
+                base: plan_base,
+                line: step_line(&r.step_id),
+                column: None,
+                properties,
+            });
+        }
+    }
+    findings
+}
+
+/// The rules the document names: every acode rule, and each rustc code a finding has.
+fn rules_for(findings: &[Finding]) -> BTreeMap<String, Value> {
+    let mut rules: BTreeMap<String, Value> = BTreeMap::new();
+    for (id, name, text, level) in RULES {
+        rules.insert(
+            id.to_string(),
+            json!({"id": id, "name": name, "shortDescription": {"text": text},
+                   "defaultConfiguration": {"level": level}}),
+        );
+    }
+    for f in findings {
+        if f.rule.starts_with("rustc/") && !rules.contains_key(&f.rule) {
+            let code = f.rule.trim_start_matches("rustc/");
+            rules.insert(
+                f.rule.clone(),
+                json!({"id": f.rule, "name": code,
+                       "shortDescription": {"text": format!("rustc diagnostic {code}")},
+                       "defaultConfiguration": {"level": f.level}}),
+            );
+        }
+    }
+    rules
+}
+
+/// The findings as SARIF results, each naming its rule's index in `rules`.
+fn results(findings: Vec<Finding>, rules: &BTreeMap<String, Value>) -> Vec<Value> {
+    let rule_index: BTreeMap<String, usize> = rules
+        .keys()
+        .enumerate()
+        .map(|(i, k)| (k.clone(), i))
+        .collect();
+    findings
+        .into_iter()
+        .map(|f| result(f, &rule_index))
+        .collect()
+}
+
+/// One finding as a SARIF result: its rule (by index too), level, message, location and a
+/// fingerprint that stays the same across runs for the same finding.
+fn result(f: Finding, rule_index: &BTreeMap<String, usize>) -> Value {
+    let mut artifact = json!({"uri": f.uri});
+    if let Some(base) = f.base {
+        artifact["uriBaseId"] = json!(base);
+    }
+    let mut location = json!({"physicalLocation": {"artifactLocation": artifact}});
+    if let Some(line) = f.line.filter(|l| *l >= 1) {
+        let mut region = json!({"startLine": line});
+        if let Some(col) = f.column.filter(|c| *c >= 1) {
+            region["startColumn"] = json!(col);
+        }
+        location["physicalLocation"]["region"] = region;
+    }
+    let fingerprint = crate::util::sha256_hex(
+        format!("{}\n{}\n{:?}\n{}", f.rule, f.uri, f.line, f.message).as_bytes(),
+    );
+    json!({
+        "ruleId": f.rule,
+        "ruleIndex": rule_index.get(&f.rule).copied().unwrap_or(0),
+        "level": f.level,
+        "message": {"text": f.message},
+        "locations": [location],
+        "partialFingerprints": {"acodeResult/v1": fingerprint},
+        "properties": f.properties,
+    })
+}
+
+/// The run as a SARIF invocation: whether it succeeded, its exit code and what that means, its
+/// start and end.
+fn invocation(run: &crate::store::RunRow) -> Value {
+    let mut invocation = json!({
+        "executionSuccessful": run.exit_code == Some(0),
+        "startTimeUtc": utc(run.started_at),
+    });
+    if let Some(code) = run.exit_code {
+        invocation["exitCode"] = json!(code);
+        if let Some(c) = i32::try_from(code)
+            .ok()
+            .and_then(crate::error::ExitCode::from_code)
+        {
+            invocation["exitCodeDescription"] = json!(c.description());
+        }
+    }
+    if let Some(end) = run.finished_at {
+        invocation["endTimeUtc"] = json!(utc(end));
+    }
+    invocation
 }
 
 /// The plan file as a result location: its URI (relative to the workspace when inside it, with

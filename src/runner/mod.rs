@@ -453,7 +453,7 @@ impl PlanRunner {
                 other => RunnerError::Session(other),
             })?;
         let redactor = session.redactor().clone();
-        crate::policy::config_secrets::learn_passed_credentials(&policy.env_passthrough, &redactor);
+        crate::policy::credentials::learn_passed_credentials(&policy.env_passthrough, &redactor);
         // The values a remote MCP server's headers take from the environment.
         redactor.add_values(policy.mcp.header_secrets());
 

@@ -250,10 +250,7 @@ impl Session {
         );
         self.redactor
             .add_values(plan::variables::secret_values(plan, &vars));
-        crate::policy::config_secrets::learn_workspace_secrets(
-            self.workspace.root(),
-            &self.redactor,
-        );
+        crate::policy::credentials::learn_workspace_secrets(self.workspace.root(), &self.redactor);
     }
 
     /// `validate`: the plan at `path` with `vars`, under the session's policy, and what running it

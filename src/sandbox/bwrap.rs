@@ -21,7 +21,7 @@
 //!   there, so no host UNIX socket (docker, ssh-agent, D-Bus) can be reached. Protected paths
 //!   that do not exist yet are handled by [`crate::workspace::guard`]. A workspace `.git/config` holding a
 //!   persisted credential is shown as a copy without it ([`BwrapSpec::files`],
-//!   [`crate::policy::config_secrets`]).
+//!   [`crate::policy::credentials`]).
 //!
 //! [`resolve`] is called once at the start of a run to turn `--sandbox none|bwrap|auto` into the
 //! bwrap binary to use (or none). It actually *runs* bwrap once with the same flags commands get,
@@ -69,7 +69,7 @@ fn base_args() -> &'static [String] {
             "--gid".into(),
             gid.to_string(),
         ]);
-        for dir in crate::policy::view::SYSTEM_DIRS {
+        for dir in crate::policy::host::dirs::SYSTEM_DIRS {
             match std::fs::symlink_metadata(dir) {
                 Ok(m) if m.is_symlink() => {
                     if let Ok(target) = std::fs::read_link(dir) {
@@ -99,7 +99,7 @@ fn base_args() -> &'static [String] {
             .map(String::from),
         );
         // After the tmpfs /tmp, so a toolchain home under /tmp is not hidden by it.
-        for home in crate::policy::view::toolchain_homes() {
+        for home in crate::policy::host::dirs::toolchain_homes() {
             let h = lossy(home);
             out.extend(["--ro-bind".into(), h.clone(), h]);
         }
@@ -157,7 +157,7 @@ pub struct BwrapSpec {
     /// so that the sandbox can run the supervisor ([`crate::process::supervisor`]).
     pub runner_exe: Option<PathBuf>,
     /// Host files mounted read-only over paths inside the workspace, after the protected paths:
-    /// `(copy, target)`, the sanitised copy of `.git/config` ([`crate::policy::config_secrets`]).
+    /// `(copy, target)`, the sanitised copy of `.git/config` ([`crate::policy::credentials`]).
     pub files: Vec<(PathBuf, PathBuf)>,
 }
 

@@ -206,7 +206,7 @@ impl LandlockRules {
     /// The ruleset (a Landlock file descriptor) for a command in `workspace` now; see the module
     /// docs. `protected` adds paths no command may write beyond [`Workspace::protected`] (every
     /// nested `.git`, the approval files); `program_roots` is the installation of the program the
-    /// command runs ([`crate::policy::program::Program::roots`]); `own` are directories of this command's
+    /// command runs ([`crate::policy::host::program::Program::roots`]); `own` are directories of this command's
     /// alone it may read and write (its temporary directory). Shared: the child only reads the
     /// descriptor number.
     pub fn ruleset_for(
@@ -382,7 +382,10 @@ impl LandlockRules {
 /// `read_paths` around the credentials inside them.
 fn fixed_reads(read_paths: &[PathBuf]) -> FixedReads {
     let mut out = Vec::new();
-    for dir in crate::policy::view::SYSTEM_DIRS.iter().chain(&["/proc"]) {
+    for dir in crate::policy::host::dirs::SYSTEM_DIRS
+        .iter()
+        .chain(&["/proc"])
+    {
         // A usr-merge symlink (`/bin` -> `usr/bin`) gets nothing: its target is granted.
         out.extend(grant(Path::new(dir), Rights::Read));
     }

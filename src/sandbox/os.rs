@@ -23,7 +23,7 @@ use thiserror::Error;
 use crate::net::forward;
 use crate::net::proxy::Proxy;
 use crate::policy::network::{Entry, NetworkPolicy, NetworkRequest};
-use crate::policy::{Limits, SandboxMode, config_secrets};
+use crate::policy::{Limits, SandboxMode, credentials};
 use crate::process::supervisor::Supervisor;
 use crate::process::{CommandOutput, CommandSpec, PrivateTemp, Resource, Rlimit, seccomp};
 use crate::sandbox::bwrap::{self, BwrapSpec, Forward};
@@ -235,13 +235,13 @@ pub struct OsSandbox {
     /// already built for it.
     temp_pool: std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>,
     /// Where a credential is persisted in the workspace's `.git/config` (its keys, no value), for
-    /// the header ([`crate::policy::config_secrets`]); empty when none is.
+    /// the header ([`crate::policy::credentials`]); empty when none is.
     git_credentials: Vec<String>,
     /// Under bwrap: the private directory holding the sanitised copies of `.git/config` commands
     /// see instead of it, made when the first is needed (removed with the sandbox).
     git_config_copies: std::sync::OnceLock<PathBuf>,
     /// What a `registry:` entry's client was configured with, for commands (a mirror's URL without
-    /// its credentials: [`crate::policy::network::registries::Resolved::env`]); set where a command's
+    /// its credentials: [`crate::policy::host::registries::Resolved::env`]); set where a command's
     /// environment does not already hold it.
     client_env: Vec<(String, String)>,
 }
@@ -506,7 +506,7 @@ impl OsSandbox {
         if sb.mode != SandboxMode::Bwrap && sb.temp.is_none() {
             sb.temp = Some(make_temp_dir()?);
         }
-        if let Some((_, found)) = config_secrets::workspace_git_config(workspace.root()) {
+        if let Some((_, found)) = credentials::workspace_git_config(workspace.root()) {
             sb.git_credentials = found.keys;
         }
         sb.notes = sb.describe_notes();
@@ -663,7 +663,7 @@ impl OsSandbox {
             SandboxMode::Auto => {}
         }
         if !self.git_credentials.is_empty() {
-            notes.push(config_secrets::git_config_warning(
+            notes.push(credentials::git_config_warning(
                 &self.git_credentials,
                 Some(self.mode == SandboxMode::Bwrap),
             ));
@@ -904,7 +904,7 @@ impl OsSandbox {
     ) -> std::io::Result<Option<(PathBuf, PathBuf)>> {
         use sha2::{Digest, Sha256};
         use std::os::unix::fs::OpenOptionsExt;
-        let Some((target, found)) = config_secrets::workspace_git_config(workspace.root()) else {
+        let Some((target, found)) = credentials::workspace_git_config(workspace.root()) else {
             return Ok(None);
         };
         let dir = match self.git_config_copies.get() {
@@ -992,9 +992,9 @@ fn downloads_dir(dir: &Path) -> std::io::Result<PathBuf> {
         for name in ["config.toml", "config"] {
             let from = home.join(name);
             if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
-                // A token or a mirror URL's userinfo stays behind (config_secrets).
+                // A token or a mirror URL's userinfo stays behind (policy::credentials).
                 let (text, _) =
-                    config_secrets::sanitize_cargo_config(&std::fs::read_to_string(&from)?);
+                    credentials::sanitize_cargo_config(&std::fs::read_to_string(&from)?);
                 std::fs::write(downloads.join("cargo").join(name), text)?;
             }
         }
@@ -1156,7 +1156,8 @@ mod tests {
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str());
-        let program = crate::policy::program::resolve("python3", ws, ws.root(), path).unwrap();
+        let program =
+            crate::policy::host::program::resolve("python3", ws, ws.root(), path).unwrap();
         spec.program = Some(program.exec.clone());
         spec.program_roots = program.roots.clone();
         spec.program_by_name = program.found_by_name;

@@ -597,13 +597,9 @@ fn merge_one(
     merged.and(detached.map(|_| ()))
 }
 
-/// Copies every run of `src` that `main` lacks, and the log rows it lacks, in one transaction.
-fn copy_runs(
-    conn: &Connection,
-    out: &Path,
-    input: &Path,
-    report: &mut MergeReport,
-) -> Result<(), MergeError> {
+/// The run tables with the columns both databases have (a table neither column of which is shared
+/// is left out).
+fn shared_tables(conn: &Connection, input: &Path) -> Result<Vec<Shared>, MergeError> {
     let sql = sql_err(input);
     let mut tables = Vec::new();
     for (table, filter) in RUN_TABLES {
@@ -624,6 +620,60 @@ fn copy_runs(
             });
         }
     }
+    Ok(tables)
+}
+
+/// Adds the log rows of `src` that `main` lacks (compared over the columns both have).
+fn copy_log_rows(
+    conn: &Connection,
+    input: &Path,
+    report: &mut MergeReport,
+) -> Result<(), MergeError> {
+    let sql = sql_err(input);
+    for table in LOG_TABLES {
+        let main_cols = columns(conn, "main", table).map_err(&sql)?;
+        let src_cols: BTreeSet<String> = columns(conn, "src", table)
+            .map_err(&sql)?
+            .into_iter()
+            .collect();
+        let shared: Vec<&String> = main_cols.iter().filter(|c| src_cols.contains(*c)).collect();
+        if shared.is_empty() {
+            continue;
+        }
+        let list = shared
+            .iter()
+            .map(|c| format!("\"{c}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let same = shared
+            .iter()
+            .map(|c| format!("m.\"{c}\" IS s.\"{c}\""))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let added = conn
+            .execute(
+                &format!(
+                    "INSERT INTO main.{table} ({list}) SELECT {list} FROM src.{table} s
+                     WHERE NOT EXISTS (SELECT 1 FROM main.{table} m WHERE {same})
+                     ORDER BY s.rowid"
+                ),
+                [],
+            )
+            .map_err(&sql)?;
+        report.log_rows_added += added;
+    }
+    Ok(())
+}
+
+/// Copies every run of `src` that `main` lacks, and the log rows it lacks, in one transaction.
+fn copy_runs(
+    conn: &Connection,
+    out: &Path,
+    input: &Path,
+    report: &mut MergeReport,
+) -> Result<(), MergeError> {
+    let sql = sql_err(input);
+    let tables = shared_tables(conn, input)?;
     let src_sources = !columns(conn, "src", SOURCES_TABLE)
         .map_err(&sql)?
         .is_empty();
@@ -722,38 +772,7 @@ fn copy_runs(
             .map_err(&sql)?;
             report.runs_added += 1;
         }
-        for table in LOG_TABLES {
-            let main_cols = columns(conn, "main", table).map_err(&sql)?;
-            let src_cols: BTreeSet<String> = columns(conn, "src", table)
-                .map_err(&sql)?
-                .into_iter()
-                .collect();
-            let shared: Vec<&String> = main_cols.iter().filter(|c| src_cols.contains(*c)).collect();
-            if shared.is_empty() {
-                continue;
-            }
-            let list = shared
-                .iter()
-                .map(|c| format!("\"{c}\""))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let same = shared
-                .iter()
-                .map(|c| format!("m.\"{c}\" IS s.\"{c}\""))
-                .collect::<Vec<_>>()
-                .join(" AND ");
-            let added = conn
-                .execute(
-                    &format!(
-                        "INSERT INTO main.{table} ({list}) SELECT {list} FROM src.{table} s
-                         WHERE NOT EXISTS (SELECT 1 FROM main.{table} m WHERE {same})
-                         ORDER BY s.rowid"
-                    ),
-                    [],
-                )
-                .map_err(&sql)?;
-            report.log_rows_added += added;
-        }
+        copy_log_rows(conn, input, report)?;
         Ok(())
     })();
     match copied {

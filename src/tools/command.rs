@@ -26,10 +26,11 @@ use super::args::{parse as args_parse, schema_for};
 
 use super::{Artifact, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, root_entries};
 use crate::error::ErrorKind;
+use crate::policy::Policy;
 use crate::policy::commands::{check_argv, check_command_line, needs_confirmation, split_command};
 use crate::policy::env::{check_env_additions, child_env, harden_for_program};
-use crate::policy::program::{Program, ProgramError};
-use crate::policy::{Policy, program};
+use crate::policy::host::program;
+use crate::policy::host::program::{Program, ProgramError};
 use crate::process;
 use crate::process::{Captured, CommandOutput, CommandSpec};
 use crate::sandbox::CommandLimits;

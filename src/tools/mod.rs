@@ -125,7 +125,7 @@ pub struct ToolOutput {
     /// execution.
     pub network: Vec<crate::policy::network::NetworkRequest>,
     /// For a command: the program it ran and the SHA-256 of the file executed, for the audit.
-    pub program: Option<crate::policy::program::Executed>,
+    pub program: Option<crate::policy::host::program::Executed>,
 }
 
 impl ToolOutput {

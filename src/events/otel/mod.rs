@@ -453,57 +453,326 @@ impl OtelSink {
         crate::util::cut_at_char_boundary(&red, CONTENT_CHARS).to_string()
     }
 
+    /// The run's root span, opened with what the run is and how it is confined.
+    fn on_run_started(&self, st: &mut State, event: &Event) {
+        let EventKind::RunStarted {
+            plan_id,
+            plan_sha256,
+            sandbox,
+            database,
+            resumed_from,
+            steps,
+            ..
+        } = &event.kind
+        else {
+            return;
+        };
+        st.run_id = event.run_id.clone();
+        st.database = database.as_ref().map(PathBuf::from);
+        let mut root = self.start(
+            format!("invoke_workflow {plan_id}"),
+            span::SpanKind::Internal,
+            None,
+        );
+        root.attributes.extend([
+            s("gen_ai.operation.name", "invoke_workflow"),
+            s("gen_ai.workflow.name", self.redactor.redact(plan_id)),
+            s("acode.run.id", event.run_id.clone()),
+            s("acode.plan.id", self.redactor.redact(plan_id)),
+            s("acode.plan.sha256", plan_sha256.clone()),
+            i("acode.plan.steps", *steps as i64),
+            s("acode.sandbox.mode", sandbox.mode.clone()),
+            s("acode.sandbox.requested", sandbox.requested.clone()),
+        ]);
+        if let Some(abi) = sandbox.landlock_abi {
+            root.attributes
+                .push(i("acode.sandbox.landlock_abi", i64::from(abi)));
+        }
+        if let Some(from) = resumed_from {
+            root.attributes
+                .push(s("acode.run.resumed_from", from.clone()));
+        }
+        if let Some(by) = &self.facts.approved_by {
+            root.attributes
+                .push(s("acode.approval.by", self.redactor.redact(by)));
+        }
+        if let Some(sig) = &self.facts.approval_signature {
+            root.attributes
+                .push(s("acode.approval.signature", sig.clone()));
+        }
+        if let Some(p) = &self.facts.policy_sha256 {
+            root.attributes.push(s("acode.policy.sha256", p.clone()));
+        }
+        st.root = Some(root);
+    }
+
+    /// A tool call's span (an MCP server's `tools/call` or `execute_tool`), open until its result.
+    fn on_tool_call(&self, st: &mut State, event: &Event) {
+        let EventKind::ToolCall {
+            step_id,
+            call_id,
+            tool,
+            arguments,
+            attempt,
+            turn,
+            server,
+        } = &event.kind
+        else {
+            return;
+        };
+        let parent = st.steps.get(step_id).map(|s| s.span_id.clone());
+        let mut span = match server {
+            Some(server) => {
+                let short = tool
+                    .strip_prefix(&format!("mcp__{server}__"))
+                    .unwrap_or(tool);
+                let mut span = self.start(
+                    format!("tools/call {short}"),
+                    span::SpanKind::Client,
+                    parent.as_deref(),
+                );
+                span.attributes.extend([
+                    s("mcp.method.name", "tools/call"),
+                    s("gen_ai.tool.name", short.to_string()),
+                    s("acode.mcp.server", server.clone()),
+                ]);
+                span
+            }
+            None => {
+                let mut span = self.start(
+                    format!("execute_tool {tool}"),
+                    span::SpanKind::Internal,
+                    parent.as_deref(),
+                );
+                span.attributes.push(s("gen_ai.tool.name", tool.clone()));
+                span
+            }
+        };
+        let call = CallRef {
+            step_id,
+            turn: *turn,
+            call_id,
+        };
+        span.span_id = call_span_id(&event.run_id, call, *attempt).to_vec();
+        span.attributes.extend([
+            s("gen_ai.operation.name", "execute_tool"),
+            s("gen_ai.tool.type", "function"),
+            s("gen_ai.tool.call.id", self.redactor.redact(call_id)),
+            i("acode.attempt", i64::from(*attempt)),
+        ]);
+        if let Some(t) = turn {
+            span.attributes.push(i("acode.turn", i64::from(*t)));
+        }
+        let arguments = self.facts.export_content.then(|| {
+            let v = self.redactor.redact_value(arguments);
+            self.content(&v.to_string())
+        });
+        st.calls
+            .insert((step_id.clone(), call_id.clone()), Open { span, arguments });
+    }
+
+    /// A network request as an event on the call that made it (the last one open in its step).
+    fn on_network_request(&self, st: &mut State, event: &Event) {
+        let EventKind::NetworkRequest {
+            step_id, request, ..
+        } = &event.kind
+        else {
+            return;
+        };
+        // On the call that made it (the last one open in the step).
+        let when = now_ns();
+        if let Some(open) = st
+            .calls
+            .iter_mut()
+            .filter(|((s, _), _)| s == step_id)
+            .map(|(_, o)| o)
+            .max_by_key(|o| o.span.start_time_unix_nano)
+        {
+            let v = serde_json::to_value(request).unwrap_or_default();
+            let mut attrs = vec![];
+            for key in ["host", "port", "allowed", "status", "reason"] {
+                match v.get(key) {
+                    Some(Value::String(t)) => {
+                        attrs.push(s(&format!("acode.network.{key}"), self.redactor.redact(t)))
+                    }
+                    Some(Value::Number(n)) => {
+                        attrs.push(i(&format!("acode.network.{key}"), n.as_i64().unwrap_or(0)))
+                    }
+                    Some(Value::Bool(x)) => attrs.push(b(&format!("acode.network.{key}"), *x)),
+                    _ => {}
+                }
+            }
+            open.span.events.push(span::Event {
+                time_unix_nano: when,
+                name: "acode.network_request".to_string(),
+                attributes: attrs,
+                dropped_attributes_count: 0,
+            });
+        }
+    }
+
+    /// Ends a tool call's span with its outcome (or leaves it waiting for its result text).
+    fn on_tool_result(&self, st: &mut State, event: &Event) {
+        let EventKind::ToolResult {
+            step_id,
+            call_id,
+            execution_id,
+            success,
+            exit_code,
+            error_code,
+            error,
+            ..
+        } = &event.kind
+        else {
+            return;
+        };
+        if let Some(open) = st.calls.remove(&(step_id.clone(), call_id.clone())) {
+            let mut span = open.span;
+            span.end_time_unix_nano = now_ns();
+            span.attributes
+                .push(s("acode.execution_id", execution_id.clone()));
+            if let Some(code) = exit_code {
+                span.attributes.push(i("acode.exit_code", i64::from(*code)));
+            }
+            if let Some(args) = open.arguments {
+                span.attributes.push(s("gen_ai.tool.call.arguments", args));
+            }
+            if !success {
+                let kind = error_code.clone().unwrap_or_else(|| "tool_failed".into());
+                span.attributes.push(s("error.type", kind));
+                span.status = Some(Status {
+                    message: self
+                        .redactor
+                        .redact(error.as_deref().unwrap_or(""))
+                        .into_owned(),
+                    code: status::StatusCode::Error as i32,
+                });
+            }
+            if self.facts.export_content {
+                st.awaiting.insert((step_id.clone(), call_id.clone()), span);
+            } else {
+                st.done.push(span);
+            }
+        }
+    }
+
+    /// A model turn's `chat` span, timed backwards from now by its duration.
+    fn on_llm_turn(&self, st: &mut State, event: &Event) {
+        let EventKind::LlmTurn {
+            step_id,
+            turn,
+            execution_id,
+            prompt_tokens,
+            completion_tokens,
+            finish_reason,
+            model,
+            duration_ms,
+            ..
+        } = &event.kind
+        else {
+            return;
+        };
+        let parent = st.steps.get(step_id).map(|s| s.span_id.clone());
+        let end = now_ns();
+        let model = model.clone().unwrap_or_default();
+        let mut span = self.start(
+            format!("chat {model}").trim().to_string(),
+            span::SpanKind::Client,
+            parent.as_deref(),
+        );
+        span.start_time_unix_nano =
+            end.saturating_sub(duration_ms.unwrap_or(0).saturating_mul(1_000_000));
+        span.end_time_unix_nano = end;
+        span.attributes.extend([
+            s("gen_ai.operation.name", "chat"),
+            s(
+                "gen_ai.provider.name",
+                self.facts
+                    .provider
+                    .clone()
+                    .unwrap_or_else(|| "openai".into()),
+            ),
+            s("gen_ai.request.model", model.clone()),
+            i("gen_ai.usage.input_tokens", *prompt_tokens as i64),
+            i("gen_ai.usage.output_tokens", *completion_tokens as i64),
+            i("acode.turn", i64::from(*turn)),
+            s("acode.execution_id", execution_id.clone()),
+        ]);
+        if let Some(reason) = finish_reason {
+            span.attributes.push(kv(
+                "gen_ai.response.finish_reasons",
+                any_value::Value::ArrayValue(opentelemetry_proto::tonic::common::v1::ArrayValue {
+                    values: vec![AnyValue {
+                        value: Some(any_value::Value::StringValue(reason.clone())),
+                    }],
+                }),
+            ));
+        }
+        if let Some((host, port)) = self.facts.llm_url.as_deref().and_then(host_port) {
+            span.attributes.push(s("server.address", host));
+            span.attributes.push(i("server.port", i64::from(port)));
+        }
+        if self.facts.export_content
+            && let Some(db) = &st.database
+        {
+            for (artifact, key) in [
+                ("prompt", "gen_ai.input.messages"),
+                ("response", "gen_ai.output.messages"),
+            ] {
+                if let Some(text) = read_artifact(db, execution_id, artifact) {
+                    span.attributes
+                        .push(s(key, self.content(&messages(&text, artifact))));
+                }
+            }
+        }
+        st.done.push(span);
+    }
+
+    /// Ends whatever is still open, then the root span with the run's outcome.
+    fn on_run_finished(&self, st: &mut State, event: &Event) {
+        let EventKind::RunFinished {
+            status,
+            exit_code,
+            violations,
+            ..
+        } = &event.kind
+        else {
+            return;
+        };
+        // Whatever is still open ends with the run.
+        let end = now_ns();
+        let mut open: Vec<Span> = st.calls.drain().map(|(_, o)| o.span).collect();
+        open.extend(st.steps.drain().map(|(_, s)| s));
+        let waiting: Vec<Span> = st.awaiting.drain().map(|(_, s)| s).collect();
+        st.done.extend(waiting);
+        for mut span in open {
+            span.end_time_unix_nano = end;
+            st.done.push(span);
+        }
+        if let Some(mut root) = st.root.take() {
+            root.end_time_unix_nano = end;
+            root.attributes.extend([
+                s("acode.run.status", status.clone()),
+                i("acode.exit_code", i64::from(*exit_code)),
+                i("acode.sandbox.violations", *violations as i64),
+            ]);
+            if *exit_code != 0 {
+                root.attributes
+                    .push(s("error.type", format!("exit {exit_code}")));
+                root.status = Some(Status {
+                    message: format!("run {status}, exit code {exit_code}"),
+                    code: status::StatusCode::Error as i32,
+                });
+            }
+            st.done.push(root);
+        }
+    }
+
     /// Records `event` (see the module docs for the span of each).
     pub fn write_event(&self, event: &Event) {
         let mut st = self.lock();
         match &event.kind {
-            EventKind::RunStarted {
-                plan_id,
-                plan_sha256,
-                sandbox,
-                database,
-                resumed_from,
-                steps,
-                ..
-            } => {
-                st.run_id = event.run_id.clone();
-                st.database = database.as_ref().map(PathBuf::from);
-                let mut root = self.start(
-                    format!("invoke_workflow {plan_id}"),
-                    span::SpanKind::Internal,
-                    None,
-                );
-                root.attributes.extend([
-                    s("gen_ai.operation.name", "invoke_workflow"),
-                    s("gen_ai.workflow.name", self.redactor.redact(plan_id)),
-                    s("acode.run.id", event.run_id.clone()),
-                    s("acode.plan.id", self.redactor.redact(plan_id)),
-                    s("acode.plan.sha256", plan_sha256.clone()),
-                    i("acode.plan.steps", *steps as i64),
-                    s("acode.sandbox.mode", sandbox.mode.clone()),
-                    s("acode.sandbox.requested", sandbox.requested.clone()),
-                ]);
-                if let Some(abi) = sandbox.landlock_abi {
-                    root.attributes
-                        .push(i("acode.sandbox.landlock_abi", i64::from(abi)));
-                }
-                if let Some(from) = resumed_from {
-                    root.attributes
-                        .push(s("acode.run.resumed_from", from.clone()));
-                }
-                if let Some(by) = &self.facts.approved_by {
-                    root.attributes
-                        .push(s("acode.approval.by", self.redactor.redact(by)));
-                }
-                if let Some(sig) = &self.facts.approval_signature {
-                    root.attributes
-                        .push(s("acode.approval.signature", sig.clone()));
-                }
-                if let Some(p) = &self.facts.policy_sha256 {
-                    root.attributes.push(s("acode.policy.sha256", p.clone()));
-                }
-                st.root = Some(root);
-            }
+            EventKind::RunStarted { .. } => self.on_run_started(&mut st, event),
             EventKind::StepStarted { step_id, tool, .. } => {
                 let parent = st.root.as_ref().map(|r| r.span_id.clone());
                 let agent = tool == crate::tools::agent::NAME;
@@ -528,206 +797,10 @@ impl OtelSink {
                 }
                 st.steps.insert(step_id.clone(), span);
             }
-            EventKind::ToolCall {
-                step_id,
-                call_id,
-                tool,
-                arguments,
-                attempt,
-                turn,
-                server,
-            } => {
-                let parent = st.steps.get(step_id).map(|s| s.span_id.clone());
-                let mut span = match server {
-                    Some(server) => {
-                        let short = tool
-                            .strip_prefix(&format!("mcp__{server}__"))
-                            .unwrap_or(tool);
-                        let mut span = self.start(
-                            format!("tools/call {short}"),
-                            span::SpanKind::Client,
-                            parent.as_deref(),
-                        );
-                        span.attributes.extend([
-                            s("mcp.method.name", "tools/call"),
-                            s("gen_ai.tool.name", short.to_string()),
-                            s("acode.mcp.server", server.clone()),
-                        ]);
-                        span
-                    }
-                    None => {
-                        let mut span = self.start(
-                            format!("execute_tool {tool}"),
-                            span::SpanKind::Internal,
-                            parent.as_deref(),
-                        );
-                        span.attributes.push(s("gen_ai.tool.name", tool.clone()));
-                        span
-                    }
-                };
-                let call = CallRef {
-                    step_id,
-                    turn: *turn,
-                    call_id,
-                };
-                span.span_id = call_span_id(&event.run_id, call, *attempt).to_vec();
-                span.attributes.extend([
-                    s("gen_ai.operation.name", "execute_tool"),
-                    s("gen_ai.tool.type", "function"),
-                    s("gen_ai.tool.call.id", self.redactor.redact(call_id)),
-                    i("acode.attempt", i64::from(*attempt)),
-                ]);
-                if let Some(t) = turn {
-                    span.attributes.push(i("acode.turn", i64::from(*t)));
-                }
-                let arguments = self.facts.export_content.then(|| {
-                    let v = self.redactor.redact_value(arguments);
-                    self.content(&v.to_string())
-                });
-                st.calls
-                    .insert((step_id.clone(), call_id.clone()), Open { span, arguments });
-            }
-            EventKind::NetworkRequest {
-                step_id, request, ..
-            } => {
-                // On the call that made it (the last one open in the step).
-                let when = now_ns();
-                if let Some(open) = st
-                    .calls
-                    .iter_mut()
-                    .filter(|((s, _), _)| s == step_id)
-                    .map(|(_, o)| o)
-                    .max_by_key(|o| o.span.start_time_unix_nano)
-                {
-                    let v = serde_json::to_value(request).unwrap_or_default();
-                    let mut attrs = vec![];
-                    for key in ["host", "port", "allowed", "status", "reason"] {
-                        match v.get(key) {
-                            Some(Value::String(t)) => attrs
-                                .push(s(&format!("acode.network.{key}"), self.redactor.redact(t))),
-                            Some(Value::Number(n)) => attrs
-                                .push(i(&format!("acode.network.{key}"), n.as_i64().unwrap_or(0))),
-                            Some(Value::Bool(x)) => {
-                                attrs.push(b(&format!("acode.network.{key}"), *x))
-                            }
-                            _ => {}
-                        }
-                    }
-                    open.span.events.push(span::Event {
-                        time_unix_nano: when,
-                        name: "acode.network_request".to_string(),
-                        attributes: attrs,
-                        dropped_attributes_count: 0,
-                    });
-                }
-            }
-            EventKind::ToolResult {
-                step_id,
-                call_id,
-                execution_id,
-                success,
-                exit_code,
-                error_code,
-                error,
-                ..
-            } => {
-                if let Some(open) = st.calls.remove(&(step_id.clone(), call_id.clone())) {
-                    let mut span = open.span;
-                    span.end_time_unix_nano = now_ns();
-                    span.attributes
-                        .push(s("acode.execution_id", execution_id.clone()));
-                    if let Some(code) = exit_code {
-                        span.attributes.push(i("acode.exit_code", i64::from(*code)));
-                    }
-                    if let Some(args) = open.arguments {
-                        span.attributes.push(s("gen_ai.tool.call.arguments", args));
-                    }
-                    if !success {
-                        let kind = error_code.clone().unwrap_or_else(|| "tool_failed".into());
-                        span.attributes.push(s("error.type", kind));
-                        span.status = Some(Status {
-                            message: self
-                                .redactor
-                                .redact(error.as_deref().unwrap_or(""))
-                                .into_owned(),
-                            code: status::StatusCode::Error as i32,
-                        });
-                    }
-                    if self.facts.export_content {
-                        st.awaiting.insert((step_id.clone(), call_id.clone()), span);
-                    } else {
-                        st.done.push(span);
-                    }
-                }
-            }
-            EventKind::LlmTurn {
-                step_id,
-                turn,
-                execution_id,
-                prompt_tokens,
-                completion_tokens,
-                finish_reason,
-                model,
-                duration_ms,
-                ..
-            } => {
-                let parent = st.steps.get(step_id).map(|s| s.span_id.clone());
-                let end = now_ns();
-                let model = model.clone().unwrap_or_default();
-                let mut span = self.start(
-                    format!("chat {model}").trim().to_string(),
-                    span::SpanKind::Client,
-                    parent.as_deref(),
-                );
-                span.start_time_unix_nano =
-                    end.saturating_sub(duration_ms.unwrap_or(0).saturating_mul(1_000_000));
-                span.end_time_unix_nano = end;
-                span.attributes.extend([
-                    s("gen_ai.operation.name", "chat"),
-                    s(
-                        "gen_ai.provider.name",
-                        self.facts
-                            .provider
-                            .clone()
-                            .unwrap_or_else(|| "openai".into()),
-                    ),
-                    s("gen_ai.request.model", model.clone()),
-                    i("gen_ai.usage.input_tokens", *prompt_tokens as i64),
-                    i("gen_ai.usage.output_tokens", *completion_tokens as i64),
-                    i("acode.turn", i64::from(*turn)),
-                    s("acode.execution_id", execution_id.clone()),
-                ]);
-                if let Some(reason) = finish_reason {
-                    span.attributes.push(kv(
-                        "gen_ai.response.finish_reasons",
-                        any_value::Value::ArrayValue(
-                            opentelemetry_proto::tonic::common::v1::ArrayValue {
-                                values: vec![AnyValue {
-                                    value: Some(any_value::Value::StringValue(reason.clone())),
-                                }],
-                            },
-                        ),
-                    ));
-                }
-                if let Some((host, port)) = self.facts.llm_url.as_deref().and_then(host_port) {
-                    span.attributes.push(s("server.address", host));
-                    span.attributes.push(i("server.port", i64::from(port)));
-                }
-                if self.facts.export_content
-                    && let Some(db) = &st.database
-                {
-                    for (artifact, key) in [
-                        ("prompt", "gen_ai.input.messages"),
-                        ("response", "gen_ai.output.messages"),
-                    ] {
-                        if let Some(text) = read_artifact(db, execution_id, artifact) {
-                            span.attributes
-                                .push(s(key, self.content(&messages(&text, artifact))));
-                        }
-                    }
-                }
-                st.done.push(span);
-            }
+            EventKind::ToolCall { .. } => self.on_tool_call(&mut st, event),
+            EventKind::NetworkRequest { .. } => self.on_network_request(&mut st, event),
+            EventKind::ToolResult { .. } => self.on_tool_result(&mut st, event),
+            EventKind::LlmTurn { .. } => self.on_llm_turn(&mut st, event),
             EventKind::BudgetExhausted {
                 step_id,
                 budget,
@@ -824,40 +897,7 @@ impl OtelSink {
                 }
                 st.done.push(span);
             }
-            EventKind::RunFinished {
-                status,
-                exit_code,
-                violations,
-                ..
-            } => {
-                // Whatever is still open ends with the run.
-                let end = now_ns();
-                let mut open: Vec<Span> = st.calls.drain().map(|(_, o)| o.span).collect();
-                open.extend(st.steps.drain().map(|(_, s)| s));
-                let waiting: Vec<Span> = st.awaiting.drain().map(|(_, s)| s).collect();
-                st.done.extend(waiting);
-                for mut span in open {
-                    span.end_time_unix_nano = end;
-                    st.done.push(span);
-                }
-                if let Some(mut root) = st.root.take() {
-                    root.end_time_unix_nano = end;
-                    root.attributes.extend([
-                        s("acode.run.status", status.clone()),
-                        i("acode.exit_code", i64::from(*exit_code)),
-                        i("acode.sandbox.violations", *violations as i64),
-                    ]);
-                    if *exit_code != 0 {
-                        root.attributes
-                            .push(s("error.type", format!("exit {exit_code}")));
-                        root.status = Some(Status {
-                            message: format!("run {status}, exit code {exit_code}"),
-                            code: status::StatusCode::Error as i32,
-                        });
-                    }
-                    st.done.push(root);
-                }
-            }
+            EventKind::RunFinished { .. } => self.on_run_finished(&mut st, event),
             _ => {}
         }
         if st.done.len() >= BATCH {

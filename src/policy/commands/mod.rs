@@ -109,14 +109,14 @@ pub fn check_argv(
     check_program_args(name, args, &ArgContext { workspace, cwd })
 }
 
-/// The workspace-relative path of a program given by path (see [`crate::policy::program`]): refused when
+/// The workspace-relative path of a program given by path (see [`crate::policy::host::program`]): refused when
 /// it leaves the workspace.
 pub fn program_path(
     program: &str,
     workspace: &Workspace,
     cwd: &Path,
 ) -> Result<String, SandboxViolation> {
-    crate::policy::program::workspace_relative(program, workspace, cwd)
+    crate::policy::host::program::workspace_relative(program, workspace, cwd)
         .map(|rel| rel.to_string_lossy().into_owned())
         .ok_or_else(|| {
             SandboxViolation::new(

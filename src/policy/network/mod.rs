@@ -12,8 +12,6 @@
 //! under Landlock a command may open TCP connections only to the proxy's port, and a seccomp
 //! filter ([`crate::process::seccomp`]) refuses UDP and raw sockets whatever the policy says.
 
-pub mod registries;
-
 use std::fmt;
 use std::net::IpAddr;
 
@@ -54,14 +52,14 @@ pub enum Entry {
     /// A host pattern, allowed as written.
     Host(HostRule),
     /// `registry:NAME`: the hosts a package client is configured to use, found at run start.
-    Registry(registries::Registry),
+    Registry(Registry),
 }
 
 impl Entry {
     /// Parses one entry (see [`NetworkPolicy::allow`]).
     pub fn parse(text: &str) -> Result<Entry, String> {
         if let Some(name) = text.strip_prefix("registry:") {
-            return registries::Registry::parse(name).map(Entry::Registry);
+            return Registry::parse(name).map(Entry::Registry);
         }
         HostRule::parse(text, text).map(Entry::Host)
     }
@@ -324,6 +322,40 @@ pub struct NetworkRequest {
     pub started_at: i64,
     /// Until the connection closed.
     pub duration_ms: u64,
+}
+
+/// A package client whose configured registry hosts an entry stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registry {
+    /// cargo (crates).
+    Cargo,
+    /// npm (node packages).
+    Npm,
+    /// pip (Python packages).
+    Pypi,
+}
+
+impl Registry {
+    /// `cargo`, `npm` or `pypi` (also `pip`).
+    pub fn parse(name: &str) -> Result<Registry, String> {
+        match name {
+            "cargo" => Ok(Registry::Cargo),
+            "npm" => Ok(Registry::Npm),
+            "pypi" | "pip" => Ok(Registry::Pypi),
+            other => Err(format!(
+                "unknown registry {other:?} (expected registry:cargo, registry:npm or registry:pypi)"
+            )),
+        }
+    }
+
+    /// The entry as written in a policy.
+    pub fn entry(self) -> &'static str {
+        match self {
+            Registry::Cargo => "registry:cargo",
+            Registry::Npm => "registry:npm",
+            Registry::Pypi => "registry:pypi",
+        }
+    }
 }
 
 #[cfg(test)]

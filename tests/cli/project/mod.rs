@@ -9,6 +9,7 @@ mod imports;
 mod lengths;
 mod library;
 mod mutation;
+mod processes;
 mod real_projects;
 mod schema_property;
 mod skips;

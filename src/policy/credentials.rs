@@ -333,6 +333,67 @@ pub fn sanitize_cargo_config(text: &str) -> (String, Vec<String>) {
     (out, secrets)
 }
 
+/// Credential files and directories a sandbox never shows, even inside a directory it shows (a
+/// toolchain home, a program's installation, a `read_paths` entry): ssh and cloud keys, the
+/// GitHub CLI's and docker's logins, `.netrc`, git's stored credentials, package registries'
+/// tokens. Both the literal and the canonical form of each, so that a home reached through a
+/// symlink is matched either way: `home` is the canonical one
+/// ([`crate::policy::host::dirs::home`]), `HOME` as written is read here.
+pub fn credential_paths(home: Option<PathBuf>) -> Vec<PathBuf> {
+    const IN_HOME: &[&str] = &[
+        ".ssh",
+        ".aws",
+        ".azure",
+        ".config/gh",
+        ".config/gcloud",
+        ".config/hub",
+        ".docker",
+        ".gnupg",
+        ".kube",
+        ".netrc",
+        ".git-credentials",
+        ".config/git/credentials",
+        ".npmrc",
+        ".yarnrc",
+        ".yarnrc.yml",
+        ".pypirc",
+        ".config/pip",
+        ".pip",
+        ".gem/credentials",
+        ".m2/settings.xml",
+        ".gradle/gradle.properties",
+        ".cargo/credentials",
+        ".cargo/credentials.toml",
+    ];
+    let mut out = Vec::new();
+    let mut push = |p: PathBuf| {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    let homes = [
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute()),
+        home,
+    ];
+    for h in homes.into_iter().flatten() {
+        for rel in IN_HOME {
+            push(h.join(rel));
+        }
+    }
+    if let Some(cargo) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
+        for c in [Some(cargo.clone()), cargo.canonicalize().ok()]
+            .into_iter()
+            .flatten()
+        {
+            push(c.join("credentials"));
+            push(c.join("credentials.toml"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

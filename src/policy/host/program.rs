@@ -19,7 +19,7 @@
 //! virtualenv and the interpreter it was made from, a pyenv version, an nvm node, the
 //! `node_modules` tree that holds a Node program (its dependencies are beside it), or the prefix
 //! of `PREFIX/bin/prog`; never the home directory itself, and never a credential file inside what is
-//! shown ([`crate::policy::view::credential_paths`]). A program that cannot be shown without exposing the home
+//! shown ([`crate::policy::credentials::credential_paths`]). A program that cannot be shown without exposing the home
 //! directory is refused when the plan is validated.
 //!
 //! What ran is audited: [`Executed::sha256`] is the SHA-256 of the file executed (a script's own
@@ -31,6 +31,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
+use crate::process::helper::{how_it_failed, run_helper, runner_env};
 use crate::process::on_path;
 use crate::workspace::{SandboxViolation, Workspace};
 
@@ -194,7 +195,7 @@ fn resolve_now(
     }
     let found =
         on_path(written, path_var).ok_or_else(|| ProgramError::NotFound(written.to_string()))?;
-    let (exec, found_by_name) = match pyenv_shim_target(&found, written, cwd) {
+    let (exec, found_by_name) = match pyenv_shim_target(&found, written, cwd, PYENV_TIMEOUT) {
         Some(target) => (target?, false),
         None => (found, true),
     };
@@ -299,12 +300,18 @@ fn check_executable(written: &str, real: &Path) -> Result<(), ProgramError> {
     }
 }
 
+/// How long `pyenv which` may take.
+const PYENV_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// For a pyenv shim (`…/shims/NAME` next to a pyenv installation): the interpreter it selects in
-/// `cwd`, as `pyenv which` says. Cached per (shim, directory) for the process.
+/// `cwd`, as `pyenv which` says, asked through [`run_helper`]: a pyenv that does not answer within
+/// `timeout` is killed with its process group and the program is refused, so a hung pyenv cannot
+/// hang a run. Cached per (shim, directory) for the process.
 fn pyenv_shim_target(
     found: &Path,
     name: &str,
     cwd: &Path,
+    timeout: std::time::Duration,
 ) -> Option<Result<PathBuf, ProgramError>> {
     let shims = found.parent()?;
     if shims.file_name()? != "shims" {
@@ -330,16 +337,19 @@ fn pyenv_shim_target(
     {
         return Some(Ok(hit));
     }
-    let out = std::process::Command::new(&pyenv)
-        .args(["which", name])
-        .current_dir(cwd)
-        .env("PYENV_ROOT", shims.parent()?)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output();
-    let result = match out {
-        Ok(o) if o.status.success() => {
-            let path = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    let mut env = runner_env();
+    env.push((
+        "PYENV_ROOT".to_string(),
+        shims.parent()?.to_string_lossy().into_owned(),
+    ));
+    let argv = vec![
+        pyenv.to_string_lossy().into_owned(),
+        "which".to_string(),
+        name.to_string(),
+    ];
+    let result = match run_helper(argv, cwd, env, timeout) {
+        Ok(o) if o.success() => {
+            let path = PathBuf::from(o.stdout.text.trim());
             if path.is_absolute() {
                 Ok(path)
             } else {
@@ -347,8 +357,9 @@ fn pyenv_shim_target(
             }
         }
         Ok(o) => Err(ProgramError::Invisible(format!(
-            "{name} is a pyenv shim, and `pyenv which {name}` failed: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
+            "{name} is a pyenv shim, and `pyenv which {name}` failed ({}): {}",
+            how_it_failed(&o, timeout),
+            o.stderr.text.trim()
         ))),
         Err(e) => Err(ProgramError::Invisible(format!(
             "{name} is a pyenv shim, and pyenv cannot be run: {e}"
@@ -377,7 +388,7 @@ fn program_roots(
     // A script runs its `#!` interpreter, which must be visible too (a virtualenv's `bin/pip`
     // names the virtualenv's python, a link to an interpreter outside). Best effort: when it
     // cannot be shown, the script fails as it would have. System scripts name system interpreters.
-    if !crate::policy::view::is_system(real)
+    if !crate::policy::host::dirs::is_system(real)
         && let Some(interp) = shebang_interpreter(real, path_var)
     {
         let interp_real = std::fs::canonicalize(&interp).unwrap_or_else(|_| interp.clone());
@@ -427,7 +438,7 @@ fn shebang_interpreter(path: &Path, path_var: Option<&str>) -> Option<PathBuf> {
 
 /// Whether every bwrap sandbox shows `path` already: the workspace and the system directories.
 fn shown_already(path: &Path, ws: &Workspace) -> bool {
-    path.starts_with(ws.root()) || crate::policy::view::is_system(path)
+    path.starts_with(ws.root()) || crate::policy::host::dirs::is_system(path)
 }
 
 fn add_install_root(
@@ -478,7 +489,7 @@ fn add_install_root(
             .map(|a| a.to_path_buf());
     }
     // `PREFIX/bin/prog` → `PREFIX`, unless that is the home directory or above it.
-    let home = crate::policy::view::home();
+    let home = crate::policy::host::dirs::home();
     let too_wide =
         |p: &Path| p.parent().is_none() || home.as_ref().is_some_and(|h| h.starts_with(p));
     if root.is_none() {
@@ -627,6 +638,75 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// A pyenv that hangs (its own child holding the output pipe too) is killed, with that child,
+    /// at the deadline; the shim is refused with a message saying so, and nothing is cached: the
+    /// run goes on to report the step's error instead of waiting on pyenv.
+    #[test]
+    fn a_hung_pyenv_is_killed_at_its_deadline_and_the_shim_refused() {
+        let (base, _ws) = ws();
+        let root = base.join("pyenv");
+        exe(
+            &root.join("shims/python3"),
+            "#!/bin/sh\nexec pyenv exec python3 \"$@\"\n",
+        );
+        let pid_file = base.join("grandchild.pid");
+        exe(
+            &root.join("bin/pyenv"),
+            &format!(
+                "#!/bin/sh\nsleep 60 &\necho $! > '{}'\nsleep 60\n",
+                pid_file.display()
+            ),
+        );
+        let start = std::time::Instant::now();
+        let got = pyenv_shim_target(
+            &root.join("shims/python3"),
+            "python3",
+            &base,
+            std::time::Duration::from_millis(500),
+        );
+        let took = start.elapsed();
+        match got {
+            Some(Err(ProgramError::Invisible(msg))) => assert!(
+                msg.contains("`pyenv which python3` failed (no answer within"),
+                "{msg}"
+            ),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Gone or a zombie (a killed process waits for its reaper), within a moment.
+        let running = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+        };
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while running() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!running(), "pyenv's own child outlived the deadline");
+        // Answered again (not cached), and again within the deadline.
+        exe(
+            &root.join("bin/pyenv"),
+            "#!/bin/sh\necho /usr/bin/python3\n",
+        );
+        assert_eq!(
+            pyenv_shim_target(
+                &root.join("shims/python3"),
+                "python3",
+                &base,
+                std::time::Duration::from_secs(10),
+            ),
+            Some(Ok(PathBuf::from("/usr/bin/python3")))
+        );
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

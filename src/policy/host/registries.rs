@@ -14,45 +14,13 @@
 //! The hosts found are shown in `preview` and the run header, and recorded on the run.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::policy::config_secrets::strip_userinfo;
-use crate::policy::network::HostRule;
-
-/// A package client whose configured registry hosts an entry stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Registry {
-    /// cargo (crates).
-    Cargo,
-    /// npm (node packages).
-    Npm,
-    /// pip (Python packages).
-    Pypi,
-}
+use crate::policy::credentials::strip_userinfo;
+use crate::policy::network::{HostRule, Registry};
+use crate::process::helper::{how_it_failed, run_helper, runner_env};
 
 impl Registry {
-    /// `cargo`, `npm` or `pypi` (also `pip`).
-    pub fn parse(name: &str) -> Result<Registry, String> {
-        match name {
-            "cargo" => Ok(Registry::Cargo),
-            "npm" => Ok(Registry::Npm),
-            "pypi" | "pip" => Ok(Registry::Pypi),
-            other => Err(format!(
-                "unknown registry {other:?} (expected registry:cargo, registry:npm or registry:pypi)"
-            )),
-        }
-    }
-
-    /// The entry as written in a policy.
-    pub fn entry(self) -> &'static str {
-        match self {
-            Registry::Cargo => "registry:cargo",
-            Registry::Npm => "registry:npm",
-            Registry::Pypi => "registry:pypi",
-        }
-    }
-
     /// The hosts the client is configured to use, as rules sourced from this entry, and the
     /// variables that give a sandboxed client the same configuration; an error says what could
     /// not be found (the run does not start: allowing nothing would fail later, less clearly).
@@ -110,41 +78,28 @@ pub fn authority_of(url: &str) -> &str {
     authority.rsplit_once('@').map_or(authority, |(_, h)| h)
 }
 
-/// Runs a client's configuration query (its own program, the runner's environment) and returns
-/// its stdout; at most 30 s.
+/// How long a client's configuration query may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs a client's configuration query (its own program, in the runner's environment and
+/// directory, where a project's `.npmrc` or `pip.conf` counts) through [`run_helper`], and returns
+/// its stdout; at most [`QUERY_TIMEOUT`].
 fn query(program: &str, args: &[&str]) -> Result<String, String> {
     let what = format!("`{program} {}`", args.join(" "));
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
+    let argv = std::iter::once(program)
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let out = run_helper(argv, &cwd, runner_env(), QUERY_TIMEOUT)
         .map_err(|e| format!("cannot run {what}: {e}"))?;
-    let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let out = reader.join().unwrap_or_default();
-                return if status.success() {
-                    Ok(out)
-                } else {
-                    Err(format!("{what} failed ({status})"))
-                };
-            }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{what} did not answer within 30 s"));
-            }
-        }
+    if out.success() {
+        Ok(out.stdout.text)
+    } else {
+        Err(format!(
+            "{what} failed ({})",
+            how_it_failed(&out, QUERY_TIMEOUT)
+        ))
     }
 }
 
