@@ -1343,6 +1343,10 @@ mod tests {
         let b = a.clone().under_policy(&other);
         assert!(b.check_policy(&other).is_ok());
         assert!(b.check_policy(&default).is_err());
+        // An approved plan checks the policy it runs under the same way.
+        let approved = ApprovedPlan::new(p.clone(), b.clone()).unwrap();
+        assert!(approved.check_policy(&other).is_ok());
+        assert!(approved.check_policy(&default).is_err());
         let mut old = a;
         old.policy_sha256 = None;
         assert!(matches!(
@@ -1457,6 +1461,13 @@ mod tests {
         let hmac_signed = unsigned.clone().signed(b"k");
         assert_eq!(state(&hmac_signed, None), "unchecked");
         assert_eq!(state(&hmac_signed, Some(b"k")), "verified");
+        // The proof the run reports is the one made, not a default.
+        let proven =
+            ApprovedPlan::new_verified(p.clone(), hmac_signed.clone(), Some(b"k")).unwrap();
+        assert_eq!(
+            (proven.proof().scheme, proven.proof().verified),
+            (Scheme::Hmac, true)
+        );
         let mut ssh_signed = unsigned.clone();
         ssh_signed.ssh_signatures.push(SshSignature {
             signature: "not checked here".into(),
