@@ -338,6 +338,12 @@ pub fn not_offered(allowed: &[String], name: &str) -> Option<String> {
     ))
 }
 
+/// What one answer of the model came to: the messages the next turn adds, or the step's end.
+enum Flow {
+    Next(Vec<Message>),
+    Done(StepOutcome),
+}
+
 /// What one model-requested call came to: text for the model, or a reason to end the step.
 enum CallFate {
     Reply(String),
@@ -391,7 +397,7 @@ impl Session<'_> {
             // Budgets are checked before every request (and every retry of one) in `chat`: steps
             // running at once (`--jobs`) share the run's, so a request another step's spending
             // made too expensive is not sent.
-            let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings, &next)? {
+            let (response, turn_id) = match self.chat(ctx, &request, *turn, &settings, &next)? {
                 Ok(r) => r,
                 Err(outcome) => return Ok(outcome),
             };
@@ -401,135 +407,17 @@ impl Session<'_> {
                 model_calls: 1,
                 cost_usd: price_of(ctx, self.model, response.usage),
             };
-            match settings.protocol {
+            let flow = match settings.protocol {
                 ToolProtocol::Native => {
-                    if response.tool_calls.is_empty() {
-                        return Ok(done(response.content.unwrap_or_default()));
-                    }
-                    // One answer yields at most max_calls_per_answer calls; the rest are not run,
-                    // not echoed back (so the next request stays bounded), and the model is told.
-                    let asked = response.tool_calls.len();
-                    let limit = settings.max_calls_per_answer.max(1);
-                    response.tool_calls.truncate(limit);
-                    let mut messages = vec![Message::assistant(&response)];
-                    // What this answer asked and got, for stuck detection (whole answers compared).
-                    let mut answer: Vec<(String, Value, String)> = Vec::new();
-                    let calls = &response.tool_calls;
-                    let mut next = 0;
-                    while next < calls.len() {
-                        // Consecutive reads run at the same time; the rest one at a time, in order.
-                        let reads = calls[next..]
-                            .iter()
-                            .take_while(|c| self.reads_only(ctx, c))
-                            .count();
-                        if reads >= 2 {
-                            let batch = &calls[next..next + reads];
-                            next += reads;
-                            let fates = self.execute_together(ctx, batch, *turn, &turn_id)?;
-                            for (call, fate) in batch.iter().zip(fates) {
-                                let reply = match fate {
-                                    CallFate::Reply(text) => text,
-                                    CallFate::Fatal(outcome) => return Ok(outcome),
-                                };
-                                answer.push((
-                                    call.name.clone(),
-                                    call.arguments.clone(),
-                                    reply.clone(),
-                                ));
-                                messages.push(Message::tool(call.id.clone(), reply));
-                            }
-                            continue;
-                        }
-                        let call = &calls[next];
-                        next += 1;
-                        let reply = match call.parse_error_feedback() {
-                            Some(feedback) => {
-                                let tc = self.tool_call(
-                                    ctx,
-                                    &call.id,
-                                    &call.name,
-                                    &call.arguments,
-                                    *turn,
-                                );
-                                ctx.refuse(
-                                    &tc,
-                                    1,
-                                    Some(turn_id.clone()),
-                                    ErrorKind::InvalidArguments,
-                                    feedback.clone(),
-                                )?;
-                                feedback
-                            }
-                            None => match self.execute(
-                                ctx,
-                                &call.id,
-                                &call.name,
-                                &call.arguments,
-                                *turn,
-                                &turn_id,
-                            )? {
-                                CallFate::Reply(text) => text,
-                                CallFate::Fatal(outcome) => return Ok(outcome),
-                            },
-                        };
-                        answer.push((call.name.clone(), call.arguments.clone(), reply.clone()));
-                        messages.push(Message::tool(call.id.clone(), reply));
-                    }
-                    match check_answer(&mut repeats, &answer) {
-                        CallFate::Fatal(outcome) => return Ok(outcome),
-                        CallFate::Reply(note) if !note.is_empty() => {
-                            if let Some(Message::Tool { content, .. }) = messages.last_mut() {
-                                content.push_str(&note);
-                            }
-                        }
-                        CallFate::Reply(_) => {}
-                    }
-                    if asked > limit
-                        && let Some(Message::Tool { content, .. }) = messages.last_mut()
-                    {
-                        content.push_str(&format!(
-                            "\n\nerror: your answer asked for {asked} tool calls; only the first \
-                             {limit} were run and the other {} were refused. Ask for at most \
-                             {limit} calls per answer.",
-                            asked - limit
-                        ));
-                    }
-                    conv.push(messages);
+                    self.native_answer(ctx, response, *turn, &turn_id, &mut repeats)?
                 }
                 ToolProtocol::React => {
-                    let content = response.content.clone().unwrap_or_default();
-                    let said = Message::Assistant {
-                        content: Some(content.clone()),
-                        tool_calls: Vec::new(),
-                    };
-                    match react::parse(&content) {
-                        Err(e) => conv.push({
-                            repeats.reset();
-                            vec![
-                            said,
-                            Message::user(format!(
-                                "error: your answer could not be used: {e}. Answer with exactly \
-                                 one JSON object as described."
-                            )),
-                        ]
-                        }),
-                        Ok(ReactStep::Final { answer, .. }) => return Ok(done(answer)),
-                        Ok(ReactStep::Action { tool, input, .. }) => {
-                            let id = format!("react-{turn}");
-                            let reply =
-                                match self.execute(ctx, &id, &tool, &input, *turn, &turn_id)? {
-                                    CallFate::Reply(text) => {
-                                        match check_repeat(&mut repeats, &tool, &input, text) {
-                                            CallFate::Reply(text) => text,
-                                            CallFate::Fatal(outcome) => return Ok(outcome),
-                                        }
-                                    }
-                                    CallFate::Fatal(outcome) => return Ok(outcome),
-                                };
-                            conv.push(vec![said, Message::user(react::observation(&reply))]);
-                        }
-                    }
+                    self.react_answer(ctx, response, *turn, &turn_id, &mut repeats)?
                 }
+            };
+            match flow {
+                Flow::Next(messages) => conv.push(messages),
+                Flow::Done(outcome) => return Ok(outcome),
             }
         }
         Ok(StepOutcome::failed(
@@ -539,6 +427,142 @@ impl Session<'_> {
                 self.max_turns
             ),
         ))
+    }
+
+    /// A native-protocol answer: no call ends the step with the answer; else its calls are run
+    /// (at most `max_calls_per_answer`; consecutive reads together, the rest one at a time, in
+    /// order) and their replies are what the next turn adds.
+    fn native_answer(
+        &self,
+        ctx: &mut StepContext,
+        mut response: ChatResponse,
+        turn: u32,
+        turn_id: &str,
+        repeats: &mut RepeatGuard,
+    ) -> Result<Flow, ExecutionError> {
+        if response.tool_calls.is_empty() {
+            return Ok(Flow::Done(done(response.content.unwrap_or_default())));
+        }
+        // One answer yields at most max_calls_per_answer calls; the rest are not run, not echoed
+        // back (so the next request stays bounded), and the model is told.
+        let asked = response.tool_calls.len();
+        let limit = ctx.run.agent.max_calls_per_answer.max(1);
+        response.tool_calls.truncate(limit);
+        let mut messages = vec![Message::assistant(&response)];
+        // What this answer asked and got, for stuck detection (whole answers compared).
+        let mut answer: Vec<(String, Value, String)> = Vec::new();
+        let calls = &response.tool_calls;
+        let mut next = 0;
+        while next < calls.len() {
+            // Consecutive reads run at the same time; the rest one at a time, in order.
+            let reads = calls[next..]
+                .iter()
+                .take_while(|c| self.reads_only(ctx, c))
+                .count();
+            let batch = &calls[next..next + reads.max(1)];
+            next += batch.len();
+            let fates = if reads >= 2 {
+                self.execute_together(ctx, batch, turn, turn_id)?
+            } else {
+                vec![self.one_call(ctx, &batch[0], turn, turn_id)?]
+            };
+            for (call, fate) in batch.iter().zip(fates) {
+                let reply = match fate {
+                    CallFate::Reply(text) => text,
+                    CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+                };
+                answer.push((call.name.clone(), call.arguments.clone(), reply.clone()));
+                messages.push(Message::tool(call.id.clone(), reply));
+            }
+        }
+        match check_answer(repeats, &answer) {
+            CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+            CallFate::Reply(note) if !note.is_empty() => {
+                if let Some(Message::Tool { content, .. }) = messages.last_mut() {
+                    content.push_str(&note);
+                }
+            }
+            CallFate::Reply(_) => {}
+        }
+        if asked > limit
+            && let Some(Message::Tool { content, .. }) = messages.last_mut()
+        {
+            content.push_str(&format!(
+                "\n\nerror: your answer asked for {asked} tool calls; only the first {limit} \
+                 were run and the other {} were refused. Ask for at most {limit} calls per answer.",
+                asked - limit
+            ));
+        }
+        Ok(Flow::Next(messages))
+    }
+
+    /// One call of a native answer: refused with the parse error when its arguments did not
+    /// parse, else run.
+    fn one_call(
+        &self,
+        ctx: &mut StepContext,
+        call: &crate::llm::LlmToolCall,
+        turn: u32,
+        turn_id: &str,
+    ) -> Result<CallFate, ExecutionError> {
+        match call.parse_error_feedback() {
+            Some(feedback) => {
+                let tc = self.tool_call(ctx, &call.id, &call.name, &call.arguments, turn);
+                ctx.refuse(
+                    &tc,
+                    1,
+                    Some(turn_id.to_string()),
+                    ErrorKind::InvalidArguments,
+                    feedback.clone(),
+                )?;
+                Ok(CallFate::Reply(feedback))
+            }
+            None => self.execute(ctx, &call.id, &call.name, &call.arguments, turn, turn_id),
+        }
+    }
+
+    /// A ReAct answer: a final answer ends the step; an action is run and its observation is what
+    /// the next turn adds; an answer that cannot be used is said so.
+    fn react_answer(
+        &self,
+        ctx: &mut StepContext,
+        response: ChatResponse,
+        turn: u32,
+        turn_id: &str,
+        repeats: &mut RepeatGuard,
+    ) -> Result<Flow, ExecutionError> {
+        let content = response.content.unwrap_or_default();
+        let said = Message::Assistant {
+            content: Some(content.clone()),
+            tool_calls: Vec::new(),
+        };
+        match react::parse(&content) {
+            Err(e) => {
+                repeats.reset();
+                Ok(Flow::Next(vec![
+                    said,
+                    Message::user(format!(
+                        "error: your answer could not be used: {e}. Answer with exactly one JSON \
+                         object as described."
+                    )),
+                ]))
+            }
+            Ok(ReactStep::Final { answer, .. }) => Ok(Flow::Done(done(answer))),
+            Ok(ReactStep::Action { tool, input, .. }) => {
+                let id = format!("react-{turn}");
+                let reply = match self.execute(ctx, &id, &tool, &input, turn, turn_id)? {
+                    CallFate::Reply(text) => match check_repeat(repeats, &tool, &input, text) {
+                        CallFate::Reply(text) => text,
+                        CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+                    },
+                    CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+                };
+                Ok(Flow::Next(vec![
+                    said,
+                    Message::user(react::observation(&reply)),
+                ]))
+            }
+        }
     }
 
     fn tool_call(
