@@ -1156,9 +1156,10 @@ fn execute_plan(
         Some(_) => Some(attest::signing_key()?),
         None => None,
     };
-    let (ws, db) = sandboxed_workspace(args, plan_path)?;
+    // The command's one session: the runner reads the policy and opens the database in it.
+    let session = redacted_session(args, plan_path, redactor)?;
     let mut options = RunOptions::default();
-    options.db = Some(db);
+    options.db = Some(session.db_path().to_path_buf());
     options.policy = args.policy.clone();
     options.vars = args.vars.clone();
     options.settings = run_settings(args);
@@ -1188,8 +1189,8 @@ fn execute_plan(
         options = options.without_os_sandbox();
     }
     let runner = match plan_path {
-        Some(plan) => PlanRunner::prepare(ws.root(), plan, options),
-        None => PlanRunner::prepare_resume(ws.root(), &args.positionals[0], options),
+        Some(plan) => PlanRunner::prepare_in(session, plan, options),
+        None => PlanRunner::prepare_resume_in(session, &args.positionals[0], options),
     }
     .map_err(|e| match e {
         RunnerError::Plan(e) => CliError::plan(&e),

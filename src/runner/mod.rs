@@ -431,7 +431,7 @@ impl PlanRunner {
         plan_path: &Path,
         options: RunOptions,
     ) -> Result<PlanRunner, RunnerError> {
-        let mut session = Session::open(
+        let session = Session::open(
             SessionOptions {
                 workspace: workspace.to_path_buf(),
                 db: options.db.clone(),
@@ -441,6 +441,18 @@ impl PlanRunner {
             },
             Some(plan_path),
         )?;
+        PlanRunner::prepare_in(session, plan_path, options)
+    }
+
+    /// [`PlanRunner::prepare`] in the command's own `session` (its workspace, database, policy
+    /// file and redactor; `options.db`, `options.policy` and `options.redactor` are the
+    /// session's): the policy it read and its database connection are the ones the run uses.
+    pub fn prepare_in(
+        mut session: Session,
+        plan_path: &Path,
+        options: RunOptions,
+    ) -> Result<PlanRunner, RunnerError> {
+        session.protect(plan_path);
         // `.acode/` is created (checked without following links) only once the run is going to
         // use it: a plan refused before it starts leaves nothing behind (issue #34 item 9).
         let policy = session.policy()?;
@@ -466,54 +478,57 @@ impl PlanRunner {
         }
         if options.approve.is_some() || target != Target::New {
             session.prepare_state()?;
-            let mut store = session.store()?;
-            if let Some(request) = &options.approve {
-                record_decision(
-                    &plan,
-                    plan_path,
-                    session.workspace(),
-                    &policy,
-                    &mut store,
-                    request,
-                )?;
-            }
-            let run_id = match &target {
-                Target::New => None,
-                Target::Run(id) => Some(store.run(id)?.run_id),
-                Target::Latest => Some(
-                    store
-                        .find_resumable(
-                            &plan.sha256,
-                            &session.workspace().root().display().to_string(),
-                        )?
-                        .ok_or_else(|| {
-                            RunnerError::Setup(format!(
-                                "no interrupted run of {} (sha256 {}) to resume in {}",
-                                plan_path.display(),
-                                plan.sha256,
-                                session.db_path().display()
-                            ))
-                        })?,
-                ),
-            };
-            if let Some(run_id) = run_id {
-                let recorded = RunSettings::from_json(store.run_settings(&run_id)?.as_deref())
+            session.with_store(|store| -> Result<(), RunnerError> {
+                if let Some(request) = &options.approve {
+                    record_decision(
+                        &plan,
+                        plan_path,
+                        session.workspace(),
+                        &policy,
+                        store,
+                        request,
+                    )?;
+                }
+                let run_id = match &target {
+                    Target::New => None,
+                    Target::Run(id) => Some(store.run(id)?.run_id),
+                    Target::Latest => Some(
+                        store
+                            .find_resumable(
+                                &plan.sha256,
+                                &session.workspace().root().display().to_string(),
+                            )?
+                            .ok_or_else(|| {
+                                RunnerError::Setup(format!(
+                                    "no interrupted run of {} (sha256 {}) to resume in {}",
+                                    plan_path.display(),
+                                    plan.sha256,
+                                    session.db_path().display()
+                                ))
+                            })?,
+                    ),
+                };
+                if let Some(run_id) = run_id {
+                    let recorded = RunSettings::from_json(store.run_settings(&run_id)?.as_deref())
                     .map_err(|e| {
                         RunnerError::Setup(format!(
                             "the settings recorded on run {run_id} cannot be read ({e}); it is not \
                              resumed with settings it was not started with"
                         ))
                     })?;
-                // The run's own `--sandbox none` was explicit when it was given.
-                explicit_none |= recorded.sandbox == Some(SandboxMode::None);
-                settings = RunSettings::for_resume(&recorded, &settings).map_err(|conflicts| {
-                    RunnerError::ResumeSettings {
-                        run_id: run_id.clone(),
-                        conflicts,
-                    }
-                })?;
-                target = Target::Run(run_id);
-            }
+                    // The run's own `--sandbox none` was explicit when it was given.
+                    explicit_none |= recorded.sandbox == Some(SandboxMode::None);
+                    settings =
+                        RunSettings::for_resume(&recorded, &settings).map_err(|conflicts| {
+                            RunnerError::ResumeSettings {
+                                run_id: run_id.clone(),
+                                conflicts,
+                            }
+                        })?;
+                    target = Target::Run(run_id);
+                }
+                Ok(())
+            })??;
         }
 
         let key = if options.no_signature_check {
@@ -661,16 +676,28 @@ impl PlanRunner {
     pub fn prepare_resume(
         workspace: &Path,
         run_id: &str,
-        mut options: RunOptions,
+        options: RunOptions,
     ) -> Result<PlanRunner, RunnerError> {
         let session = Session::open(
             SessionOptions {
                 workspace: workspace.to_path_buf(),
                 db: options.db.clone(),
-                ..SessionOptions::default()
+                db_named_by: None,
+                policy: options.policy.clone(),
+                redactor: options.redactor.clone(),
             },
             None,
         )?;
+        PlanRunner::prepare_resume_in(session, run_id, options)
+    }
+
+    /// [`PlanRunner::prepare_resume`] in the command's own `session` (see
+    /// [`PlanRunner::prepare_in`]).
+    pub fn prepare_resume_in(
+        session: Session,
+        run_id: &str,
+        mut options: RunOptions,
+    ) -> Result<PlanRunner, RunnerError> {
         let db = session.db_path().to_path_buf();
         if !db.exists() {
             return Err(RunnerError::Setup(format!(
@@ -678,7 +705,7 @@ impl PlanRunner {
                 db.display()
             )));
         }
-        let run = session.existing_store()?.run(run_id)?;
+        let run = session.with_existing_store(|store| store.run(run_id))??;
         let plan_path = run.plan_path.ok_or_else(|| {
             RunnerError::Setup(format!(
                 "run {} has no plan file recorded; use `acode-run run PLAN --resume`",
@@ -687,7 +714,7 @@ impl PlanRunner {
         })?;
         options.db = Some(db);
         options.target = Target::Run(run.run_id);
-        PlanRunner::prepare(workspace, Path::new(&plan_path), options)
+        PlanRunner::prepare_in(session, Path::new(&plan_path), options)
     }
 
     /// The plan, as loaded and approved.
