@@ -42,7 +42,7 @@ use crate::sandbox::OsSandbox;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolRegistry;
 use crate::workspace::Workspace;
-use run::Resume;
+use run::{Checks, Resume};
 
 /// What a tool call came to, as seen by drivers and progress callbacks.
 #[derive(Debug, Clone, Serialize)]
@@ -467,11 +467,29 @@ impl Executor {
         &mut self.agent
     }
 
-    /// Runs the plan. Re-checks the authorization and the plan's validity first; returns `Ok` for any
-    /// run that took place, failed steps included, and `Err` only when it could not start or be
-    /// recorded.
+    /// Runs the plan. Checks first that the approval is bound to this executor's policy and that
+    /// the plan is valid under it and its tools (an executor built by hand may hold any), and
+    /// re-reads the plan and skill files on disk; returns `Ok` for any run that took place, failed
+    /// steps included, and `Err` only when it could not start or be recorded.
     pub fn execute(&mut self, approved: &ApprovedPlan) -> Result<ExecutionResult, ExecutionError> {
-        self.run_plan(approved, None)
+        self.run_plan(approved, None, Checks::Needed)
+    }
+
+    /// Runs a plan the runner's stages prepared this executor for
+    /// ([`crate::runner::PreparedRun::execute`], the only caller): the plan was validated under
+    /// this policy and tools, its approval bound to the policy and its secrets taught, so none of
+    /// that is checked again; only the plan and skill files on disk are re-read at the start (a
+    /// race defence). `resume`: the run to continue, and whether a step cut off mid-way may run
+    /// again.
+    pub(crate) fn execute_prepared(
+        &mut self,
+        approved: &ApprovedPlan,
+        resume: Option<(&str, bool)>,
+    ) -> Result<ExecutionResult, ExecutionError> {
+        match resume {
+            None => self.run_plan(approved, None, Checks::Done),
+            Some((run_id, rerun)) => self.resume_checked(approved, run_id, rerun, Checks::Done),
+        }
     }
 
     /// Continues an unfinished run of the same plan (SPEC §9): completed steps are kept, a step that
@@ -483,6 +501,18 @@ impl Executor {
         approved: &ApprovedPlan,
         run_id: &str,
         rerun_interrupted: bool,
+    ) -> Result<ExecutionResult, ExecutionError> {
+        self.resume_checked(approved, run_id, rerun_interrupted, Checks::Needed)
+    }
+
+    /// [`Executor::resume`], with `checks` saying whether the plan still needs checking against
+    /// this executor (see [`Executor::execute_prepared`]).
+    fn resume_checked(
+        &mut self,
+        approved: &ApprovedPlan,
+        run_id: &str,
+        rerun_interrupted: bool,
+        checks: Checks,
     ) -> Result<ExecutionResult, ExecutionError> {
         let cannot = |m: String| ExecutionError::CannotResume(format!("run {run_id}: {m}"));
         let run = match self.store.run(run_id) {
@@ -569,6 +599,7 @@ impl Executor {
                 run_id: run.run_id,
                 prior,
             }),
+            checks,
         )
     }
 

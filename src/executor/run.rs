@@ -70,8 +70,9 @@ impl Executor {
         &mut self,
         approved: &ApprovedPlan,
         resume: Option<Resume>,
+        checks: Checks,
     ) -> Result<ExecutionResult, ExecutionError> {
-        let begun = self.begin(approved, resume.as_ref())?;
+        let begun = self.begin(approved, resume.as_ref(), checks)?;
         let tally = self.schedule(approved, &begun, resume.as_ref())?;
         self.finish(approved.plan(), begun, tally)
     }
@@ -82,8 +83,52 @@ impl Executor {
         &mut self,
         approved: &ApprovedPlan,
         resume: Option<&Resume>,
+        checks: Checks,
     ) -> Result<Begun, ExecutionError> {
+        // The one re-check every run makes, as a race defence: the plan file and the skill
+        // files on disk are still the approved ones.
         approved.recheck()?;
+        approved.check_skills(&self.workspace)?;
+        if checks == Checks::Needed {
+            self.check(approved)?;
+        }
+        let plan = approved.plan();
+        // A plan inside the workspace must not rewrite itself while it runs.
+        if let Some(source) = &plan.source {
+            self.workspace.protect(source);
+        }
+        let order = dependency_order(plan).map_err(ExecutionError::InvalidPlan)?;
+        let run_id = match resume {
+            Some(r) => r.run_id.clone(),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let started = Instant::now();
+        let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
+        // Before anything of this run is recorded or printed (the built-in variables have the
+        // run's id now).
+        self.redactor
+            .add_values(crate::plan::variables::secret_values(plan, &vars));
+        if checks == Checks::Needed {
+            crate::policy::config_secrets::learn_workspace_secrets(
+                self.workspace.root(),
+                &self.redactor,
+            );
+            crate::policy::config_secrets::learn_passed_credentials(
+                &self.policy.env_passthrough,
+                &self.redactor,
+            );
+        }
+        self.workspace.sweep_staging();
+        self.mark_abandoned_runs()?;
+        self.record_start(plan, &run_id, resume.is_some())?;
+        self.started(approved, resume, run_id, started, vars, order)
+    }
+
+    /// What an executor built by hand checks before it runs `approved`: the approval is bound
+    /// to its policy (or, when a repository's policy narrowed it, to the approved one, and the
+    /// policy in force allows nothing that one does not), and the plan is valid under its
+    /// policy and tools.
+    fn check(&self, approved: &ApprovedPlan) -> Result<(), ExecutionError> {
         match &self.approved_policy {
             None => approved.check_policy(&self.policy)?,
             Some(bound) => {
@@ -101,43 +146,30 @@ impl Executor {
                 }
             }
         }
-        approved.check_skills(&self.workspace)?;
-        let plan = approved.plan();
-        // A plan inside the workspace must not rewrite itself while it runs.
-        if let Some(source) = &plan.source {
-            self.workspace.protect(source);
-        }
         let vctx = crate::plan::ValidationContext {
             registry: &self.registry,
             workspace: &self.workspace,
             policy: &self.policy,
         };
-        let problems = crate::plan::validate::validate(plan, &vctx);
+        let problems = crate::plan::validate::validate(approved.plan(), &vctx);
         if !problems.is_empty() {
             return Err(ExecutionError::InvalidPlan(problems));
         }
-        let order = dependency_order(plan).map_err(ExecutionError::InvalidPlan)?;
-        let run_id = match resume {
-            Some(r) => r.run_id.clone(),
-            None => uuid::Uuid::new_v4().to_string(),
-        };
-        let started = Instant::now();
-        let vars = Variables::new(&plan.variables, &builtins(plan, &self.workspace, &run_id));
-        // Before anything of this run is recorded or printed.
-        self.redactor
-            .add_values(crate::plan::variables::secret_values(plan, &vars));
-        crate::policy::config_secrets::learn_workspace_secrets(
-            self.workspace.root(),
-            &self.redactor,
-        );
-        crate::policy::config_secrets::learn_passed_credentials(
-            &self.policy.env_passthrough,
-            &self.redactor,
-        );
-        self.workspace.sweep_staging();
-        self.mark_abandoned_runs()?;
-        self.record_start(plan, &run_id, resume.is_some())?;
+        Ok(())
+    }
 
+    /// The run started: the jobs it takes at once, `run_started` emitted and the run header
+    /// recorded.
+    fn started(
+        &mut self,
+        approved: &ApprovedPlan,
+        resume: Option<&Resume>,
+        run_id: String,
+        started: Instant,
+        vars: Variables,
+        order: Vec<usize>,
+    ) -> Result<Begun, ExecutionError> {
+        let plan = approved.plan();
         // Each step running beside another needs a database connection of its own; a database in
         // memory has one, so its runs take one step at a time.
         let db_path = self.store.path().map(Path::to_path_buf);
@@ -760,6 +792,17 @@ impl ConfirmationCallback for OneAtATime<'_> {
         }
         decision
     }
+}
+
+/// Whether the plan still needs checking against the executor before it runs
+/// ([`Executor::execute`]), or the runner's stages did that ([`Executor::execute_prepared`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Checks {
+    /// An executor built by hand: the approval's binding to its policy and the plan's validity
+    /// under its policy and tools are checked, the workspace's and the policy's secrets taught.
+    Needed,
+    /// A [`crate::runner::PreparedRun`]: all of that was done by the stages.
+    Done,
 }
 
 /// What a resumed run knows about its previous attempt.

@@ -277,7 +277,7 @@ pub fn diagnose(
     };
     // The rule `run` applies (SandboxWeakened): a flag cannot ask for less than the policy.
     let weakened = (requested != SandboxMode::Auto
-        && super::strength(requested) < super::strength(policy.sandbox))
+        && super::prepared::strength(requested) < super::prepared::strength(policy.sandbox))
     .then(|| {
         format!(
             "the policy asks for the {} sandbox; --sandbox {requested} would weaken it (a run is \
