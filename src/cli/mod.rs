@@ -1194,8 +1194,6 @@ fn execute_plan(
     }
     .map_err(|e| match e {
         RunnerError::Plan(e) => CliError::plan(&e),
-        // A plan not valid under the narrowed policy in force: said as when the run refuses it.
-        RunnerError::Execution(e) => CliError::execution(&e),
         other => CliError::new(
             other.exit_code(),
             redactor.redact(&other.to_string()).into_owned(),

@@ -239,8 +239,8 @@ impl Session {
     }
 
     /// Prepares the run of `approved` that `request` asks for: the policy in force (the approved
-    /// one, narrowed by the workspace's own), the plan checked under it when it differs from the
-    /// one it was loaded under, the OS sandbox (never weaker than the policy's), the replay, the
+    /// one, narrowed by the workspace's own; the plan is checked under it when the run starts if
+    /// it or the tools differ from those it was loaded under), the OS sandbox (never weaker than the policy's), the replay, the
     /// model, and the settings recorded for `resume`. The session goes with it: its database
     /// connection is the one the run records with.
     pub fn prepare_run(
@@ -262,19 +262,9 @@ impl Session {
         // The MCP tools as approved: descriptions and schemas from the pins.
         let registry = crate::tools::mcp::registry(&policy, Some(&approved.authorization().mcp))
             .map_err(RunnerError::Setup)?;
-        // Loaded under the approved policy with MCP arguments unchecked: checked again only
-        // when the policy in force or the tools differ from those.
-        if repository_policy.is_some() || !policy.mcp.is_empty() {
-            let ctx = ValidationContext {
-                registry: &registry,
-                workspace: self.workspace(),
-                policy: &policy,
-            };
-            let problems = plan::validate::validate(approved.plan(), &ctx);
-            if !problems.is_empty() {
-                return Err(ExecutionError::InvalidPlan(problems).into());
-            }
-        }
+        // Loaded under the approved policy with MCP arguments unchecked: checked again (when the
+        // run starts) only when the policy in force or the tools differ from those.
+        let check_in_force = repository_policy.is_some() || !policy.mcp.is_empty();
         let sandbox = self.run_sandbox(&policy, &settings, explicit_none, &options)?;
         let replay = match settings.replay.clone() {
             None => None,
@@ -309,6 +299,7 @@ impl Session {
             drop_step_results: options.drop_step_results,
             replay: replay.map(|r| (r.of, r.client)),
             repository_policy,
+            check_in_force,
         })
     }
 
@@ -472,6 +463,9 @@ pub struct PreparedRun {
     /// What the workspace's own policy narrowed, when `--policy` named another (issue 48), and
     /// the approved policy it narrowed.
     repository_policy: Option<(crate::store::PolicyNarrowing, Policy)>,
+    /// Whether the plan is checked under the policy in force and the pinned tools before it
+    /// runs: they differ from those it was loaded under (a narrowed policy, MCP servers).
+    check_in_force: bool,
 }
 
 /// `with_confirmation` (default: the settings' `confirm` mode), `with_progress`,
@@ -671,6 +665,19 @@ impl PreparedRun {
     /// records it; `Ok` for any run that took place, failed steps included. The executor checks
     /// nothing the stages guarantee; it re-reads the plan and skill files on disk at the start.
     pub fn execute(mut self, callbacks: Callbacks) -> Result<RunOutcome, RunnerError> {
+        // After the caller had the chance to say what the narrowing took away (a plan it makes
+        // invalid is refused as the executor would refuse it).
+        if self.check_in_force {
+            let ctx = ValidationContext {
+                registry: &self.registry,
+                workspace: self.session.workspace(),
+                policy: &self.policy,
+            };
+            let problems = plan::validate::validate(self.approved.plan(), &ctx);
+            if !problems.is_empty() {
+                return Err(ExecutionError::InvalidPlan(problems).into());
+            }
+        }
         self.callbacks = callbacks;
         let rerun = self.rerun_interrupted;
         // OpenTelemetry, when the standard variables ask for it (docs/observability.md).
