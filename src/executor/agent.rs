@@ -746,34 +746,7 @@ impl Session<'_> {
             let outcome =
                 chat_unless_cancelled(self.client, request, ctx.run.cancel, self.deadline);
             let duration_ms = t0.elapsed().as_millis() as i64;
-            let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
-            let mut record = ExecutionRecord {
-                execution_id: String::new(),
-                run_id: ctx.run.emitter.run_id().to_string(),
-                step_id: ctx.step.step_id.clone(),
-                tool_name: "llm".to_string(),
-                arguments_json: json!({
-                    "client": self.client.describe(),
-                    "model": request.model,
-                    "messages": request.messages.len(),
-                    "tools": tools,
-                })
-                .to_string(),
-                started_at,
-                duration_ms,
-                success: false,
-                exit_code: None,
-                error_code: None,
-                error_message: None,
-                attempt,
-                turn: Some(turn),
-                parent_execution_id: None,
-                prompt_tokens: None,
-                completion_tokens: None,
-                program_path: None,
-                program_sha256: None,
-                call_id: None,
-            };
+            let mut record = self.llm_record(ctx, request, started_at, duration_ms, attempt, turn);
             let outcome = match outcome {
                 Waited::Answer(outcome) => outcome,
                 Waited::Cancelled => {
@@ -797,100 +770,172 @@ impl Session<'_> {
             };
             match outcome {
                 Ok(response) => {
-                    // Values the model puts into secret-named `env` keys are secrets before its
-                    // answer is recorded (the answer holds them too).
-                    learn_call_secrets(ctx, &response);
-                    record.success = true;
-                    let (prompt, completion) = response.usage.stored();
-                    record.prompt_tokens = Some(prompt);
-                    record.completion_tokens = Some(completion);
-                    let mut artifacts = vec![
-                        Artifact::new("prompt", response.request_body.clone()),
-                        Artifact::new("response", response.response_body.clone()),
-                    ];
-                    if !response.warnings.is_empty() {
-                        artifacts.push(Artifact::new("warnings", response.warnings.join("\n")));
-                    }
-                    let id = ctx.record(record, &artifacts)?;
-                    ctx.tokens.add(response.usage);
-                    ctx.run.tokens.add(response.usage);
-                    if let Some(price) = ctx.run.policy.prices.get(&request.model) {
-                        let usd = price.cost(
-                            response.usage.prompt_tokens,
-                            response.usage.completion_tokens,
-                        );
-                        ctx.run.store.record_cost(&id, usd)?;
-                        ctx.spent.cost_usd += usd;
-                        ctx.run.tokens.add_cost(usd);
-                    }
-                    ctx.run.emitter.emit(EventKind::LlmTurn {
-                        step_id: ctx.step.step_id.clone(),
-                        turn,
-                        execution_id: id.clone(),
-                        prompt_tokens: response.usage.prompt_tokens,
-                        completion_tokens: response.usage.completion_tokens,
-                        tool_calls: response.tool_calls.len(),
-                        finish_reason: response.finish_reason.clone(),
-                        warnings: response.warnings.clone(),
-                        model: Some(request.model.clone()),
-                        duration_ms: Some(duration_ms.max(0) as u64),
-                    });
+                    let id = answered(ctx, request, record, &response, turn, duration_ms)?;
                     return Ok(Ok((response, id)));
                 }
                 Err(e) => {
-                    let kind = match e {
-                        crate::llm::LlmError::ReplayDiverged { .. } => ErrorKind::ReplayDiverged,
-                        _ => ErrorKind::LlmError,
-                    };
-                    record.error_code = Some(kind.as_str().to_string());
-                    record.error_message = Some(e.to_string());
-                    let mut artifacts =
-                        vec![Artifact::new("prompt", self.client.request_body(request))];
-                    if let Some(body) = e.response_body() {
-                        artifacts.push(Artifact::new("response", body.to_string()));
-                    }
-                    ctx.record(record, &artifacts)?;
-                    let delay = if e.is_retryable() {
-                        settings.backoff.delay(attempt, e.retry_after())
-                    } else {
-                        None
-                    };
-                    // A retry that cannot start before the deadline is not scheduled.
-                    if let (Some(d), Some(delay)) = (self.deadline, delay)
-                        && d.remaining() <= delay
+                    if let Some(outcome) =
+                        self.after_error(ctx, request, record, &e, attempt, settings)?
                     {
-                        return Ok(Err(d.outcome(&format!("retrying the model after: {e}"))));
-                    }
-                    match delay {
-                        Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
-                            ctx.run.emitter.emit(EventKind::RetryScheduled {
-                                step_id: ctx.step.step_id.clone(),
-                                tool: "llm".to_string(),
-                                attempt,
-                                delay_ms: delay.as_millis() as u64,
-                                reason: e.to_string(),
-                            });
-                            sleep_unless_cancelled(delay, ctx.run.cancel);
-                        }
-                        _ if kind == ErrorKind::ReplayDiverged => {
-                            return Ok(Err(StepOutcome::failed(kind, e.to_string())));
-                        }
-                        _ => {
-                            let retried = if attempt > 1 {
-                                format!(" after {attempt} attempts")
-                            } else {
-                                String::new()
-                            };
-                            return Ok(Err(StepOutcome::failed(
-                                ErrorKind::LlmError,
-                                format!("LLM request failed{retried}: {e}"),
-                            )));
-                        }
+                        return Ok(Err(outcome));
                     }
                 }
             }
         }
     }
+
+    /// The record of one model call, as failed until it is known to have succeeded.
+    fn llm_record(
+        &self,
+        ctx: &StepContext,
+        request: &ChatRequest,
+        started_at: i64,
+        duration_ms: i64,
+        attempt: u32,
+        turn: u32,
+    ) -> ExecutionRecord {
+        let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        ExecutionRecord {
+            execution_id: String::new(),
+            run_id: ctx.run.emitter.run_id().to_string(),
+            step_id: ctx.step.step_id.clone(),
+            tool_name: "llm".to_string(),
+            arguments_json: json!({
+                "client": self.client.describe(),
+                "model": request.model,
+                "messages": request.messages.len(),
+                "tools": tools,
+            })
+            .to_string(),
+            started_at,
+            duration_ms,
+            success: false,
+            exit_code: None,
+            error_code: None,
+            error_message: None,
+            attempt,
+            turn: Some(turn),
+            parent_execution_id: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            program_path: None,
+            program_sha256: None,
+            call_id: None,
+        }
+    }
+
+    /// Records a model call that failed with `e`: `None` when it is retried (after its delay,
+    /// said by `retry_scheduled`), else how the step ends.
+    fn after_error(
+        &self,
+        ctx: &mut StepContext,
+        request: &ChatRequest,
+        mut record: ExecutionRecord,
+        e: &crate::llm::LlmError,
+        attempt: u32,
+        settings: &AgentSettings,
+    ) -> Result<Option<StepOutcome>, ExecutionError> {
+        let kind = match e {
+            crate::llm::LlmError::ReplayDiverged { .. } => ErrorKind::ReplayDiverged,
+            _ => ErrorKind::LlmError,
+        };
+        record.error_code = Some(kind.as_str().to_string());
+        record.error_message = Some(e.to_string());
+        let mut artifacts = vec![Artifact::new("prompt", self.client.request_body(request))];
+        if let Some(body) = e.response_body() {
+            artifacts.push(Artifact::new("response", body.to_string()));
+        }
+        ctx.record(record, &artifacts)?;
+        let delay = if e.is_retryable() {
+            settings.backoff.delay(attempt, e.retry_after())
+        } else {
+            None
+        };
+        // A retry that cannot start before the deadline is not scheduled.
+        if let (Some(d), Some(delay)) = (self.deadline, delay)
+            && d.remaining() <= delay
+        {
+            return Ok(Some(d.outcome(&format!("retrying the model after: {e}"))));
+        }
+        Ok(match delay {
+            Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
+                ctx.run.emitter.emit(EventKind::RetryScheduled {
+                    step_id: ctx.step.step_id.clone(),
+                    tool: "llm".to_string(),
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    reason: e.to_string(),
+                });
+                sleep_unless_cancelled(delay, ctx.run.cancel);
+                None
+            }
+            _ if kind == ErrorKind::ReplayDiverged => {
+                Some(StepOutcome::failed(kind, e.to_string()))
+            }
+            _ => {
+                let retried = if attempt > 1 {
+                    format!(" after {attempt} attempts")
+                } else {
+                    String::new()
+                };
+                Some(StepOutcome::failed(
+                    ErrorKind::LlmError,
+                    format!("LLM request failed{retried}: {e}"),
+                ))
+            }
+        })
+    }
+}
+
+/// Records a model call that answered (its secrets learned first, its tokens and cost counted)
+/// and says so with `llm_turn`: the execution's id.
+fn answered(
+    ctx: &mut StepContext,
+    request: &ChatRequest,
+    mut record: ExecutionRecord,
+    response: &ChatResponse,
+    turn: u32,
+    duration_ms: i64,
+) -> Result<String, ExecutionError> {
+    // Values the model puts into secret-named `env` keys are secrets before its answer is
+    // recorded (the answer holds them too).
+    learn_call_secrets(ctx, response);
+    record.success = true;
+    let (prompt, completion) = response.usage.stored();
+    record.prompt_tokens = Some(prompt);
+    record.completion_tokens = Some(completion);
+    let mut artifacts = vec![
+        Artifact::new("prompt", response.request_body.clone()),
+        Artifact::new("response", response.response_body.clone()),
+    ];
+    if !response.warnings.is_empty() {
+        artifacts.push(Artifact::new("warnings", response.warnings.join("\n")));
+    }
+    let id = ctx.record(record, &artifacts)?;
+    ctx.tokens.add(response.usage);
+    ctx.run.tokens.add(response.usage);
+    if let Some(price) = ctx.run.policy.prices.get(&request.model) {
+        let usd = price.cost(
+            response.usage.prompt_tokens,
+            response.usage.completion_tokens,
+        );
+        ctx.run.store.record_cost(&id, usd)?;
+        ctx.spent.cost_usd += usd;
+        ctx.run.tokens.add_cost(usd);
+    }
+    ctx.run.emitter.emit(EventKind::LlmTurn {
+        step_id: ctx.step.step_id.clone(),
+        turn,
+        execution_id: id.clone(),
+        prompt_tokens: response.usage.prompt_tokens,
+        completion_tokens: response.usage.completion_tokens,
+        tool_calls: response.tool_calls.len(),
+        finish_reason: response.finish_reason.clone(),
+        warnings: response.warnings.clone(),
+        model: Some(request.model.clone()),
+        duration_ms: Some(duration_ms.max(0) as u64),
+    });
+    Ok(id)
 }
 
 /// How waiting for the model ended.
