@@ -1070,6 +1070,7 @@ fn cmd_run(
         secrets,
         Some(&PathBuf::from(&args.positionals[0])),
         target,
+        None,
     )
     .map(|(code, _)| code)
 }
@@ -1085,6 +1086,7 @@ fn cmd_resume(
         secrets,
         None,
         Target::Run(args.positionals[0].clone()),
+        None,
     )
     .map(|(code, _)| code)
 }
@@ -1149,6 +1151,7 @@ fn execute_plan(
     secrets: &RunnerSecrets,
     plan_path: Option<&Path>,
     target: Target,
+    session: Option<Session>,
 ) -> Result<(i32, String), CliError> {
     // The attestation key is read before anything runs: a run asked to attest that could not
     // would otherwise leave changes no one can vouch for.
@@ -1156,8 +1159,12 @@ fn execute_plan(
         Some(_) => Some(attest::signing_key()?),
         None => None,
     };
-    // The command's one session: the runner reads the policy and opens the database in it.
-    let session = redacted_session(args, plan_path, redactor)?;
+    // The command's one session (`do`'s, or one for `run`): the runner reads the policy and
+    // opens the database in it.
+    let session = match session {
+        Some(session) => session,
+        None => redacted_session(args, plan_path, redactor)?,
+    };
     let mut options = RunOptions::default();
     options.db = Some(session.db_path().to_path_buf());
     options.policy = args.policy.clone();

@@ -35,6 +35,16 @@ fn stage_executor(
     plan_hint: Option<&Path>,
 ) -> Result<Executor, CliError> {
     let session = super::redacted_session(args, plan_hint, redactor)?;
+    stage_executor_in(args, &session, redactor, secrets)
+}
+
+/// [`stage_executor`] in the command's own `session` (`do`: the run that follows uses the same).
+fn stage_executor_in(
+    args: &Args,
+    session: &crate::runner::session::Session,
+    redactor: &Arc<Redactor>,
+    secrets: &RunnerSecrets,
+) -> Result<Executor, CliError> {
     let policy = session.policy()?;
     let (config, agent) = llm_config(args, secrets, &policy)?;
     config
@@ -385,7 +395,10 @@ pub(super) fn cmd_do(
     redactor: &Arc<Redactor>,
     secrets: &RunnerSecrets,
 ) -> Result<i32, CliError> {
-    let mut executor = stage_executor(args, redactor, secrets, None)?;
+    // One session for the whole command: the policy read once, the run's database connection
+    // the session's (the stages keep their own, for the review after the run).
+    let mut session = super::redacted_session(args, None, redactor)?;
+    let mut executor = stage_executor_in(args, &session, redactor, secrets)?;
     let (path, plan) = draft_to_file(args, &mut executor)?;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !interactive {
@@ -426,7 +439,7 @@ pub(super) fn cmd_do(
         }
     }
     drop(plan);
-    let session = super::redacted_session(args, Some(&path), redactor)?;
+    session.protect(&path);
     let policy = session.policy()?;
     let plan = session.load_plan(&path, &args.vars, &policy)?;
     let decision = Decision {
@@ -441,7 +454,14 @@ pub(super) fn cmd_do(
     announce("executor", &format!("running {}", path.display()));
     // The run this command started, by its id: another run on the same database meanwhile
     // is not the one reviewed.
-    let (code, run_id) = execute_plan(args, redactor, secrets, Some(&path), Target::New)?;
+    let (code, run_id) = execute_plan(
+        args,
+        redactor,
+        secrets,
+        Some(&path),
+        Target::New,
+        Some(session),
+    )?;
     if code == exit::OK {
         review_run(args, &mut executor, &run_id)
     } else {
