@@ -991,6 +991,7 @@ fn cmd_run(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, C
         secrets,
         Some(&PathBuf::from(&args.positionals[0])),
         target,
+        None,
     )
     .map(|(code, _)| code)
 }
@@ -1002,6 +1003,7 @@ fn cmd_resume(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32
         secrets,
         None,
         Target::Run(args.positionals[0].clone()),
+        None,
     )
     .map(|(code, _)| code)
 }
@@ -1049,6 +1051,7 @@ fn execute_plan(
     secrets: &RunnerSecrets,
     plan_path: Option<&Path>,
     target: Target,
+    session: Option<Session>,
 ) -> Result<(i32, String), CliError> {
     let redactor = shell.redactor();
     // The attestation key is read before anything runs: a run asked to attest that could not
@@ -1057,9 +1060,14 @@ fn execute_plan(
         Some(_) => Some(attest::signing_key()?),
         None => None,
     };
-    let (ws, db) = sandboxed_workspace(args, plan_path)?;
+    // The command's one session (`do`'s, or one for `run`): the runner reads the policy and
+    // opens the database in it.
+    let session = match session {
+        Some(session) => session,
+        None => redacted_session(args, plan_path, redactor)?,
+    };
     let mut options = RunOptions::default();
-    options.db = Some(db);
+    options.db = Some(session.db_path().to_path_buf());
     options.policy = args.policy.clone();
     options.vars = args.vars.clone();
     options.settings = run_settings(args);
@@ -1089,8 +1097,8 @@ fn execute_plan(
         options = options.without_os_sandbox();
     }
     let runner = match plan_path {
-        Some(plan) => PlanRunner::prepare(ws.root(), plan, options),
-        None => PlanRunner::prepare_resume(ws.root(), &args.positionals[0], options),
+        Some(plan) => PlanRunner::prepare_in(session, plan, options),
+        None => PlanRunner::prepare_resume_in(session, &args.positionals[0], options),
     }
     .map_err(|e| match e {
         RunnerError::Plan(e) => CliError::plan(&e),

@@ -33,8 +33,17 @@ fn stage_executor(
     secrets: &RunnerSecrets,
     plan_hint: Option<&Path>,
 ) -> Result<Executor, CliError> {
-    let redactor = shell.redactor();
-    let session = super::redacted_session(args, plan_hint, redactor)?;
+    let session = super::redacted_session(args, plan_hint, shell.redactor())?;
+    stage_executor_in(args, &session, shell, secrets)
+}
+
+/// [`stage_executor`] in the command's own `session` (`do`: the run that follows uses the same).
+fn stage_executor_in(
+    args: &Args,
+    session: &crate::runner::session::Session,
+    shell: &Shell,
+    secrets: &RunnerSecrets,
+) -> Result<Executor, CliError> {
     let policy = session.policy()?;
     let (config, agent) = llm_config(args, secrets, &policy)?;
     config
@@ -391,7 +400,10 @@ fn review_run(
 /// `acode-run do`: draft → preview → approve at a terminal → run → review.
 pub(super) fn cmd_do(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Result<i32, CliError> {
     let redactor = shell.redactor();
-    let mut executor = stage_executor(args, shell, secrets, None)?;
+    // One session for the whole command: the policy read once, the run's database connection
+    // the session's (the stages keep their own, for the review after the run).
+    let mut session = super::redacted_session(args, None, redactor)?;
+    let mut executor = stage_executor_in(args, &session, shell, secrets)?;
     let (path, plan) = draft_to_file(args, shell, &mut executor)?;
     if !shell.can_ask() {
         // A refusal like any other (exit 3): under GitHub Actions it gets its annotation, job
@@ -434,7 +446,7 @@ pub(super) fn cmd_do(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Res
         }
     }
     drop(plan);
-    let session = super::redacted_session(args, Some(&path), redactor)?;
+    session.protect(&path);
     let policy = session.policy()?;
     let plan = session.load_plan(&path, &args.vars, &policy)?;
     let decision = Decision {
@@ -449,7 +461,14 @@ pub(super) fn cmd_do(args: &Args, shell: &Shell, secrets: &RunnerSecrets) -> Res
     announce(shell, "executor", &format!("running {}", path.display()));
     // The run this command started, by its id: another run on the same database meanwhile
     // is not the one reviewed.
-    let (code, run_id) = execute_plan(args, shell, secrets, Some(&path), Target::New)?;
+    let (code, run_id) = execute_plan(
+        args,
+        shell,
+        secrets,
+        Some(&path),
+        Target::New,
+        Some(session),
+    )?;
     if code == exit::OK {
         review_run(args, shell, &mut executor, &run_id)
     } else {

@@ -338,6 +338,12 @@ pub fn not_offered(allowed: &[String], name: &str) -> Option<String> {
     ))
 }
 
+/// What one answer of the model came to: the messages the next turn adds, or the step's end.
+enum Flow {
+    Next(Vec<Message>),
+    Done(StepOutcome),
+}
+
 /// What one model-requested call came to: text for the model, or a reason to end the step.
 enum CallFate {
     Reply(String),
@@ -391,7 +397,7 @@ impl Session<'_> {
             // Budgets are checked before every request (and every retry of one) in `chat`: steps
             // running at once (`--jobs`) share the run's, so a request another step's spending
             // made too expensive is not sent.
-            let (mut response, turn_id) = match self.chat(ctx, &request, *turn, &settings, &next)? {
+            let (response, turn_id) = match self.chat(ctx, &request, *turn, &settings, &next)? {
                 Ok(r) => r,
                 Err(outcome) => return Ok(outcome),
             };
@@ -401,135 +407,17 @@ impl Session<'_> {
                 model_calls: 1,
                 cost_usd: price_of(ctx, self.model, response.usage),
             };
-            match settings.protocol {
+            let flow = match settings.protocol {
                 ToolProtocol::Native => {
-                    if response.tool_calls.is_empty() {
-                        return Ok(done(response.content.unwrap_or_default()));
-                    }
-                    // One answer yields at most max_calls_per_answer calls; the rest are not run,
-                    // not echoed back (so the next request stays bounded), and the model is told.
-                    let asked = response.tool_calls.len();
-                    let limit = settings.max_calls_per_answer.max(1);
-                    response.tool_calls.truncate(limit);
-                    let mut messages = vec![Message::assistant(&response)];
-                    // What this answer asked and got, for stuck detection (whole answers compared).
-                    let mut answer: Vec<(String, Value, String)> = Vec::new();
-                    let calls = &response.tool_calls;
-                    let mut next = 0;
-                    while next < calls.len() {
-                        // Consecutive reads run at the same time; the rest one at a time, in order.
-                        let reads = calls[next..]
-                            .iter()
-                            .take_while(|c| self.reads_only(ctx, c))
-                            .count();
-                        if reads >= 2 {
-                            let batch = &calls[next..next + reads];
-                            next += reads;
-                            let fates = self.execute_together(ctx, batch, *turn, &turn_id)?;
-                            for (call, fate) in batch.iter().zip(fates) {
-                                let reply = match fate {
-                                    CallFate::Reply(text) => text,
-                                    CallFate::Fatal(outcome) => return Ok(outcome),
-                                };
-                                answer.push((
-                                    call.name.clone(),
-                                    call.arguments.clone(),
-                                    reply.clone(),
-                                ));
-                                messages.push(Message::tool(call.id.clone(), reply));
-                            }
-                            continue;
-                        }
-                        let call = &calls[next];
-                        next += 1;
-                        let reply = match call.parse_error_feedback() {
-                            Some(feedback) => {
-                                let tc = self.tool_call(
-                                    ctx,
-                                    &call.id,
-                                    &call.name,
-                                    &call.arguments,
-                                    *turn,
-                                );
-                                ctx.refuse(
-                                    &tc,
-                                    1,
-                                    Some(turn_id.clone()),
-                                    ErrorKind::InvalidArguments,
-                                    feedback.clone(),
-                                )?;
-                                feedback
-                            }
-                            None => match self.execute(
-                                ctx,
-                                &call.id,
-                                &call.name,
-                                &call.arguments,
-                                *turn,
-                                &turn_id,
-                            )? {
-                                CallFate::Reply(text) => text,
-                                CallFate::Fatal(outcome) => return Ok(outcome),
-                            },
-                        };
-                        answer.push((call.name.clone(), call.arguments.clone(), reply.clone()));
-                        messages.push(Message::tool(call.id.clone(), reply));
-                    }
-                    match check_answer(&mut repeats, &answer) {
-                        CallFate::Fatal(outcome) => return Ok(outcome),
-                        CallFate::Reply(note) if !note.is_empty() => {
-                            if let Some(Message::Tool { content, .. }) = messages.last_mut() {
-                                content.push_str(&note);
-                            }
-                        }
-                        CallFate::Reply(_) => {}
-                    }
-                    if asked > limit
-                        && let Some(Message::Tool { content, .. }) = messages.last_mut()
-                    {
-                        content.push_str(&format!(
-                            "\n\nerror: your answer asked for {asked} tool calls; only the first \
-                             {limit} were run and the other {} were refused. Ask for at most \
-                             {limit} calls per answer.",
-                            asked - limit
-                        ));
-                    }
-                    conv.push(messages);
+                    self.native_answer(ctx, response, *turn, &turn_id, &mut repeats)?
                 }
                 ToolProtocol::React => {
-                    let content = response.content.clone().unwrap_or_default();
-                    let said = Message::Assistant {
-                        content: Some(content.clone()),
-                        tool_calls: Vec::new(),
-                    };
-                    match react::parse(&content) {
-                        Err(e) => conv.push({
-                            repeats.reset();
-                            vec![
-                            said,
-                            Message::user(format!(
-                                "error: your answer could not be used: {e}. Answer with exactly \
-                                 one JSON object as described."
-                            )),
-                        ]
-                        }),
-                        Ok(ReactStep::Final { answer, .. }) => return Ok(done(answer)),
-                        Ok(ReactStep::Action { tool, input, .. }) => {
-                            let id = format!("react-{turn}");
-                            let reply =
-                                match self.execute(ctx, &id, &tool, &input, *turn, &turn_id)? {
-                                    CallFate::Reply(text) => {
-                                        match check_repeat(&mut repeats, &tool, &input, text) {
-                                            CallFate::Reply(text) => text,
-                                            CallFate::Fatal(outcome) => return Ok(outcome),
-                                        }
-                                    }
-                                    CallFate::Fatal(outcome) => return Ok(outcome),
-                                };
-                            conv.push(vec![said, Message::user(react::observation(&reply))]);
-                        }
-                    }
+                    self.react_answer(ctx, response, *turn, &turn_id, &mut repeats)?
                 }
+            };
+            match flow {
+                Flow::Next(messages) => conv.push(messages),
+                Flow::Done(outcome) => return Ok(outcome),
             }
         }
         Ok(StepOutcome::failed(
@@ -539,6 +427,142 @@ impl Session<'_> {
                 self.max_turns
             ),
         ))
+    }
+
+    /// A native-protocol answer: no call ends the step with the answer; else its calls are run
+    /// (at most `max_calls_per_answer`; consecutive reads together, the rest one at a time, in
+    /// order) and their replies are what the next turn adds.
+    fn native_answer(
+        &self,
+        ctx: &mut StepContext,
+        mut response: ChatResponse,
+        turn: u32,
+        turn_id: &str,
+        repeats: &mut RepeatGuard,
+    ) -> Result<Flow, ExecutionError> {
+        if response.tool_calls.is_empty() {
+            return Ok(Flow::Done(done(response.content.unwrap_or_default())));
+        }
+        // One answer yields at most max_calls_per_answer calls; the rest are not run, not echoed
+        // back (so the next request stays bounded), and the model is told.
+        let asked = response.tool_calls.len();
+        let limit = ctx.run.agent.max_calls_per_answer.max(1);
+        response.tool_calls.truncate(limit);
+        let mut messages = vec![Message::assistant(&response)];
+        // What this answer asked and got, for stuck detection (whole answers compared).
+        let mut answer: Vec<(String, Value, String)> = Vec::new();
+        let calls = &response.tool_calls;
+        let mut next = 0;
+        while next < calls.len() {
+            // Consecutive reads run at the same time; the rest one at a time, in order.
+            let reads = calls[next..]
+                .iter()
+                .take_while(|c| self.reads_only(ctx, c))
+                .count();
+            let batch = &calls[next..next + reads.max(1)];
+            next += batch.len();
+            let fates = if reads >= 2 {
+                self.execute_together(ctx, batch, turn, turn_id)?
+            } else {
+                vec![self.one_call(ctx, &batch[0], turn, turn_id)?]
+            };
+            for (call, fate) in batch.iter().zip(fates) {
+                let reply = match fate {
+                    CallFate::Reply(text) => text,
+                    CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+                };
+                answer.push((call.name.clone(), call.arguments.clone(), reply.clone()));
+                messages.push(Message::tool(call.id.clone(), reply));
+            }
+        }
+        match check_answer(repeats, &answer) {
+            CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+            CallFate::Reply(note) if !note.is_empty() => {
+                if let Some(Message::Tool { content, .. }) = messages.last_mut() {
+                    content.push_str(&note);
+                }
+            }
+            CallFate::Reply(_) => {}
+        }
+        if asked > limit
+            && let Some(Message::Tool { content, .. }) = messages.last_mut()
+        {
+            content.push_str(&format!(
+                "\n\nerror: your answer asked for {asked} tool calls; only the first {limit} \
+                 were run and the other {} were refused. Ask for at most {limit} calls per answer.",
+                asked - limit
+            ));
+        }
+        Ok(Flow::Next(messages))
+    }
+
+    /// One call of a native answer: refused with the parse error when its arguments did not
+    /// parse, else run.
+    fn one_call(
+        &self,
+        ctx: &mut StepContext,
+        call: &crate::llm::LlmToolCall,
+        turn: u32,
+        turn_id: &str,
+    ) -> Result<CallFate, ExecutionError> {
+        match call.parse_error_feedback() {
+            Some(feedback) => {
+                let tc = self.tool_call(ctx, &call.id, &call.name, &call.arguments, turn);
+                ctx.refuse(
+                    &tc,
+                    1,
+                    Some(turn_id.to_string()),
+                    ErrorKind::InvalidArguments,
+                    feedback.clone(),
+                )?;
+                Ok(CallFate::Reply(feedback))
+            }
+            None => self.execute(ctx, &call.id, &call.name, &call.arguments, turn, turn_id),
+        }
+    }
+
+    /// A ReAct answer: a final answer ends the step; an action is run and its observation is what
+    /// the next turn adds; an answer that cannot be used is said so.
+    fn react_answer(
+        &self,
+        ctx: &mut StepContext,
+        response: ChatResponse,
+        turn: u32,
+        turn_id: &str,
+        repeats: &mut RepeatGuard,
+    ) -> Result<Flow, ExecutionError> {
+        let content = response.content.unwrap_or_default();
+        let said = Message::Assistant {
+            content: Some(content.clone()),
+            tool_calls: Vec::new(),
+        };
+        match react::parse(&content) {
+            Err(e) => {
+                repeats.reset();
+                Ok(Flow::Next(vec![
+                    said,
+                    Message::user(format!(
+                        "error: your answer could not be used: {e}. Answer with exactly one JSON \
+                         object as described."
+                    )),
+                ]))
+            }
+            Ok(ReactStep::Final { answer, .. }) => Ok(Flow::Done(done(answer))),
+            Ok(ReactStep::Action { tool, input, .. }) => {
+                let id = format!("react-{turn}");
+                let reply = match self.execute(ctx, &id, &tool, &input, turn, turn_id)? {
+                    CallFate::Reply(text) => match check_repeat(repeats, &tool, &input, text) {
+                        CallFate::Reply(text) => text,
+                        CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+                    },
+                    CallFate::Fatal(outcome) => return Ok(Flow::Done(outcome)),
+                };
+                Ok(Flow::Next(vec![
+                    said,
+                    Message::user(react::observation(&reply)),
+                ]))
+            }
+        }
     }
 
     fn tool_call(
@@ -722,34 +746,7 @@ impl Session<'_> {
             let outcome =
                 chat_unless_cancelled(self.client, request, ctx.run.cancel, self.deadline);
             let duration_ms = t0.elapsed().as_millis() as i64;
-            let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
-            let mut record = ExecutionRecord {
-                execution_id: String::new(),
-                run_id: ctx.run.emitter.run_id().to_string(),
-                step_id: ctx.step.step_id.clone(),
-                tool_name: "llm".to_string(),
-                arguments_json: json!({
-                    "client": self.client.describe(),
-                    "model": request.model,
-                    "messages": request.messages.len(),
-                    "tools": tools,
-                })
-                .to_string(),
-                started_at,
-                duration_ms,
-                success: false,
-                exit_code: None,
-                error_code: None,
-                error_message: None,
-                attempt,
-                turn: Some(turn),
-                parent_execution_id: None,
-                prompt_tokens: None,
-                completion_tokens: None,
-                program_path: None,
-                program_sha256: None,
-                call_id: None,
-            };
+            let mut record = self.llm_record(ctx, request, started_at, duration_ms, attempt, turn);
             let outcome = match outcome {
                 Waited::Answer(outcome) => outcome,
                 Waited::Cancelled => {
@@ -773,100 +770,172 @@ impl Session<'_> {
             };
             match outcome {
                 Ok(response) => {
-                    // Values the model puts into secret-named `env` keys are secrets before its
-                    // answer is recorded (the answer holds them too).
-                    learn_call_secrets(ctx, &response);
-                    record.success = true;
-                    let (prompt, completion) = response.usage.stored();
-                    record.prompt_tokens = Some(prompt);
-                    record.completion_tokens = Some(completion);
-                    let mut artifacts = vec![
-                        Artifact::new("prompt", response.request_body.clone()),
-                        Artifact::new("response", response.response_body.clone()),
-                    ];
-                    if !response.warnings.is_empty() {
-                        artifacts.push(Artifact::new("warnings", response.warnings.join("\n")));
-                    }
-                    let id = ctx.record(record, &artifacts)?;
-                    ctx.tokens.add(response.usage);
-                    ctx.run.tokens.add(response.usage);
-                    if let Some(price) = ctx.run.policy.prices.get(&request.model) {
-                        let usd = price.cost(
-                            response.usage.prompt_tokens,
-                            response.usage.completion_tokens,
-                        );
-                        ctx.run.store.record_cost(&id, usd)?;
-                        ctx.spent.cost_usd += usd;
-                        ctx.run.tokens.add_cost(usd);
-                    }
-                    ctx.run.emitter.emit(EventKind::LlmTurn {
-                        step_id: ctx.step.step_id.clone(),
-                        turn,
-                        execution_id: id.clone(),
-                        prompt_tokens: response.usage.prompt_tokens,
-                        completion_tokens: response.usage.completion_tokens,
-                        tool_calls: response.tool_calls.len(),
-                        finish_reason: response.finish_reason.clone(),
-                        warnings: response.warnings.clone(),
-                        model: Some(request.model.clone()),
-                        duration_ms: Some(duration_ms.max(0) as u64),
-                    });
+                    let id = answered(ctx, request, record, &response, turn, duration_ms)?;
                     return Ok(Ok((response, id)));
                 }
                 Err(e) => {
-                    let kind = match e {
-                        crate::llm::LlmError::ReplayDiverged { .. } => ErrorKind::ReplayDiverged,
-                        _ => ErrorKind::LlmError,
-                    };
-                    record.error_code = Some(kind.as_str().to_string());
-                    record.error_message = Some(e.to_string());
-                    let mut artifacts =
-                        vec![Artifact::new("prompt", self.client.request_body(request))];
-                    if let Some(body) = e.response_body() {
-                        artifacts.push(Artifact::new("response", body.to_string()));
-                    }
-                    ctx.record(record, &artifacts)?;
-                    let delay = if e.is_retryable() {
-                        settings.backoff.delay(attempt, e.retry_after())
-                    } else {
-                        None
-                    };
-                    // A retry that cannot start before the deadline is not scheduled.
-                    if let (Some(d), Some(delay)) = (self.deadline, delay)
-                        && d.remaining() <= delay
+                    if let Some(outcome) =
+                        self.after_error(ctx, request, record, &e, attempt, settings)?
                     {
-                        return Ok(Err(d.outcome(&format!("retrying the model after: {e}"))));
-                    }
-                    match delay {
-                        Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
-                            ctx.run.emitter.emit(EventKind::RetryScheduled {
-                                step_id: ctx.step.step_id.clone(),
-                                tool: "llm".to_string(),
-                                attempt,
-                                delay_ms: delay.as_millis() as u64,
-                                reason: e.to_string(),
-                            });
-                            sleep_unless_cancelled(delay, ctx.run.cancel);
-                        }
-                        _ if kind == ErrorKind::ReplayDiverged => {
-                            return Ok(Err(StepOutcome::failed(kind, e.to_string())));
-                        }
-                        _ => {
-                            let retried = if attempt > 1 {
-                                format!(" after {attempt} attempts")
-                            } else {
-                                String::new()
-                            };
-                            return Ok(Err(StepOutcome::failed(
-                                ErrorKind::LlmError,
-                                format!("LLM request failed{retried}: {e}"),
-                            )));
-                        }
+                        return Ok(Err(outcome));
                     }
                 }
             }
         }
     }
+
+    /// The record of one model call, as failed until it is known to have succeeded.
+    fn llm_record(
+        &self,
+        ctx: &StepContext,
+        request: &ChatRequest,
+        started_at: i64,
+        duration_ms: i64,
+        attempt: u32,
+        turn: u32,
+    ) -> ExecutionRecord {
+        let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        ExecutionRecord {
+            execution_id: String::new(),
+            run_id: ctx.run.emitter.run_id().to_string(),
+            step_id: ctx.step.step_id.clone(),
+            tool_name: "llm".to_string(),
+            arguments_json: json!({
+                "client": self.client.describe(),
+                "model": request.model,
+                "messages": request.messages.len(),
+                "tools": tools,
+            })
+            .to_string(),
+            started_at,
+            duration_ms,
+            success: false,
+            exit_code: None,
+            error_code: None,
+            error_message: None,
+            attempt,
+            turn: Some(turn),
+            parent_execution_id: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            program_path: None,
+            program_sha256: None,
+            call_id: None,
+        }
+    }
+
+    /// Records a model call that failed with `e`: `None` when it is retried (after its delay,
+    /// said by `retry_scheduled`), else how the step ends.
+    fn after_error(
+        &self,
+        ctx: &mut StepContext,
+        request: &ChatRequest,
+        mut record: ExecutionRecord,
+        e: &crate::llm::LlmError,
+        attempt: u32,
+        settings: &AgentSettings,
+    ) -> Result<Option<StepOutcome>, ExecutionError> {
+        let kind = match e {
+            crate::llm::LlmError::ReplayDiverged { .. } => ErrorKind::ReplayDiverged,
+            _ => ErrorKind::LlmError,
+        };
+        record.error_code = Some(kind.as_str().to_string());
+        record.error_message = Some(e.to_string());
+        let mut artifacts = vec![Artifact::new("prompt", self.client.request_body(request))];
+        if let Some(body) = e.response_body() {
+            artifacts.push(Artifact::new("response", body.to_string()));
+        }
+        ctx.record(record, &artifacts)?;
+        let delay = if e.is_retryable() {
+            settings.backoff.delay(attempt, e.retry_after())
+        } else {
+            None
+        };
+        // A retry that cannot start before the deadline is not scheduled.
+        if let (Some(d), Some(delay)) = (self.deadline, delay)
+            && d.remaining() <= delay
+        {
+            return Ok(Some(d.outcome(&format!("retrying the model after: {e}"))));
+        }
+        Ok(match delay {
+            Some(delay) if !ctx.run.cancel.load(Ordering::SeqCst) => {
+                ctx.run.emitter.emit(EventKind::RetryScheduled {
+                    step_id: ctx.step.step_id.clone(),
+                    tool: "llm".to_string(),
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    reason: e.to_string(),
+                });
+                sleep_unless_cancelled(delay, ctx.run.cancel);
+                None
+            }
+            _ if kind == ErrorKind::ReplayDiverged => {
+                Some(StepOutcome::failed(kind, e.to_string()))
+            }
+            _ => {
+                let retried = if attempt > 1 {
+                    format!(" after {attempt} attempts")
+                } else {
+                    String::new()
+                };
+                Some(StepOutcome::failed(
+                    ErrorKind::LlmError,
+                    format!("LLM request failed{retried}: {e}"),
+                ))
+            }
+        })
+    }
+}
+
+/// Records a model call that answered (its secrets learned first, its tokens and cost counted)
+/// and says so with `llm_turn`: the execution's id.
+fn answered(
+    ctx: &mut StepContext,
+    request: &ChatRequest,
+    mut record: ExecutionRecord,
+    response: &ChatResponse,
+    turn: u32,
+    duration_ms: i64,
+) -> Result<String, ExecutionError> {
+    // Values the model puts into secret-named `env` keys are secrets before its answer is
+    // recorded (the answer holds them too).
+    learn_call_secrets(ctx, response);
+    record.success = true;
+    let (prompt, completion) = response.usage.stored();
+    record.prompt_tokens = Some(prompt);
+    record.completion_tokens = Some(completion);
+    let mut artifacts = vec![
+        Artifact::new("prompt", response.request_body.clone()),
+        Artifact::new("response", response.response_body.clone()),
+    ];
+    if !response.warnings.is_empty() {
+        artifacts.push(Artifact::new("warnings", response.warnings.join("\n")));
+    }
+    let id = ctx.record(record, &artifacts)?;
+    ctx.tokens.add(response.usage);
+    ctx.run.tokens.add(response.usage);
+    if let Some(price) = ctx.run.policy.prices.get(&request.model) {
+        let usd = price.cost(
+            response.usage.prompt_tokens,
+            response.usage.completion_tokens,
+        );
+        ctx.run.store.record_cost(&id, usd)?;
+        ctx.spent.cost_usd += usd;
+        ctx.run.tokens.add_cost(usd);
+    }
+    ctx.run.emitter.emit(EventKind::LlmTurn {
+        step_id: ctx.step.step_id.clone(),
+        turn,
+        execution_id: id.clone(),
+        prompt_tokens: response.usage.prompt_tokens,
+        completion_tokens: response.usage.completion_tokens,
+        tool_calls: response.tool_calls.len(),
+        finish_reason: response.finish_reason.clone(),
+        warnings: response.warnings.clone(),
+        model: Some(request.model.clone()),
+        duration_ms: Some(duration_ms.max(0) as u64),
+    });
+    Ok(id)
 }
 
 /// How waiting for the model ended.

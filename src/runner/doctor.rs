@@ -236,6 +236,55 @@ pub fn diagnose(
         ),
     };
 
+    let modes = mode_checks(ws, &policy);
+
+    let (auto, auto_reason) = match OsSandbox::resolve(SandboxMode::Auto, ws, &policy.limits) {
+        Ok(sb) => (sb.describe(), sb.fallback().map(str::to_string)),
+        Err(e) => (format!("(refused: {e})"), None),
+    };
+
+    let requested = match sandbox {
+        Some(SandboxMode::Auto) | None => policy.sandbox,
+        Some(m) => m,
+    };
+    // The rule `run` applies (SandboxWeakened): a flag cannot ask for less than the policy.
+    let weakened = (requested != SandboxMode::Auto
+        && super::prepared::strength(requested) < super::prepared::strength(policy.sandbox))
+    .then(|| {
+        format!(
+            "the policy asks for the {} sandbox; --sandbox {requested} would weaken it (a run is \
+             refused with exit 3)",
+            policy.sandbox
+        )
+    });
+    let resolved = OsSandbox::resolve(requested, ws, &policy.limits);
+    let proxy = proxy_check(&resolved, &policy, ws);
+    let run = run_mode(requested, &resolved, weakened, &policy, ws);
+    let required_not_held = not_held(required, &run);
+    drop(resolved);
+
+    let (db_path, named_by) = (session.db_path().to_path_buf(), db_named_by);
+    Ok(DoctorReport {
+        workspace: ws.root().to_path_buf(),
+        modes,
+        auto,
+        auto_reason,
+        run,
+        seccomp: Check::of(crate::process::seccomp::availability()),
+        network_proxy: Check::of(proxy),
+        toolchain: Toolchain::of_this_binary(),
+        database: DatabaseInfo {
+            exists: db_path.exists(),
+            path: db_path,
+            named_by: named_by.unwrap_or("the workspace's default").to_string(),
+        },
+        policy: policy_info,
+        required_not_held,
+    })
+}
+
+/// Whether each sandbox mode can be set up here, and what it is.
+fn mode_checks(ws: &crate::workspace::Workspace, policy: &Policy) -> Vec<ModeCheck> {
     let mut modes = Vec::new();
     for mode in [SandboxMode::Bwrap, SandboxMode::Landlock, SandboxMode::None] {
         let check = match OsSandbox::resolve(mode, ws, &policy.limits) {
@@ -266,28 +315,20 @@ pub fn diagnose(
         modes.push(check);
     }
 
-    let (auto, auto_reason) = match OsSandbox::resolve(SandboxMode::Auto, ws, &policy.limits) {
-        Ok(sb) => (sb.describe(), sb.fallback().map(str::to_string)),
-        Err(e) => (format!("(refused: {e})"), None),
-    };
+    modes
+}
 
-    let requested = match sandbox {
-        Some(SandboxMode::Auto) | None => policy.sandbox,
-        Some(m) => m,
-    };
-    // The rule `run` applies (SandboxWeakened): a flag cannot ask for less than the policy.
-    let weakened = (requested != SandboxMode::Auto
-        && super::strength(requested) < super::strength(policy.sandbox))
-    .then(|| {
-        format!(
-            "the policy asks for the {} sandbox; --sandbox {requested} would weaken it (a run is \
-             refused with exit 3)",
-            policy.sandbox
-        )
-    });
-    let resolved = OsSandbox::resolve(requested, ws, &policy.limits);
-    let proxy = proxy_check(&resolved, &policy, ws);
-    let run = match (&resolved, weakened) {
+/// What a run here gets for `requested`: refused when the flag would weaken the policy
+/// (`weakened`), else the sandbox resolved (or why not), whether a command starts in it and the
+/// promises it holds.
+fn run_mode(
+    requested: SandboxMode,
+    resolved: &Result<OsSandbox, crate::sandbox::SandboxSetupError>,
+    weakened: Option<String>,
+    policy: &Policy,
+    ws: &crate::workspace::Workspace,
+) -> RunMode {
+    match (resolved, weakened) {
         (_, Some(why)) => RunMode {
             requested: requested.as_str().to_string(),
             mode: None,
@@ -333,9 +374,13 @@ pub fn diagnose(
                 .map(|p| promise_check(p, Some(format!("a run here is refused: {e}"))))
                 .collect(),
         },
-    };
+    }
+}
+
+/// The promises in `required` that a run in `run` does not hold, each with why.
+fn not_held(required: &[Promise], run: &RunMode) -> Vec<PromiseCheck> {
     // A promise counts as held only where a command actually starts under the mode.
-    let required_not_held = required
+    required
         .iter()
         .filter_map(|p| {
             let check = run.promises.iter().find(|c| c.name == p.name())?;
@@ -354,27 +399,7 @@ pub fn diagnose(
                 None
             }
         })
-        .collect();
-    drop(resolved);
-
-    let (db_path, named_by) = (session.db_path().to_path_buf(), db_named_by);
-    Ok(DoctorReport {
-        workspace: ws.root().to_path_buf(),
-        modes,
-        auto,
-        auto_reason,
-        run,
-        seccomp: Check::of(crate::process::seccomp::availability()),
-        network_proxy: Check::of(proxy),
-        toolchain: Toolchain::of_this_binary(),
-        database: DatabaseInfo {
-            exists: db_path.exists(),
-            path: db_path,
-            named_by: named_by.unwrap_or("the workspace's default").to_string(),
-        },
-        policy: policy_info,
-        required_not_held,
-    })
+        .collect()
 }
 
 fn promise_check(p: Promise, gap: Option<String>) -> PromiseCheck {

@@ -460,9 +460,10 @@ impl Server<'_> {
             .map_err(|e| e.to_string().into())
     }
 
+    /// The policy as it is at this request (the server outlives edits to the file).
     fn policy(&self) -> Result<Policy, Refusal> {
         self.session
-            .policy()
+            .current_policy()
             .map_err(|e| Refusal::from(e.to_string()))
     }
 

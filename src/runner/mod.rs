@@ -2,15 +2,19 @@
 //! everything a run needs, with the command line's safety by default.
 //!
 //! The command line is a thin layer over it: `run`, `run --approve` and `resume` each parse their
-//! flags into [`RunOptions`], call [`PlanRunner::prepare`] (or [`PlanRunner::prepare_resume`]) and
-//! [`PlanRunner::run`], and print. Everything between — loading, approving, checking, choosing
-//! the sandbox and the LLM, recording the options for `resume` — happens here, once.
+//! flags into [`RunOptions`], open one [`session::Session`], call [`PreparedRun::prepare_in`] (or
+//! [`PreparedRun::prepare_resume_in`]) and [`PreparedRun::run`], and print. Everything between —
+//! loading, approving, checking, choosing the sandbox and the LLM, recording the options for
+//! `resume` — happens here, once, in typed stages ([`prepared`]): `Session::load` →
+//! [`LoadedPlan`] → `LoadedPlan::authorize` → [`plan::ApprovedPlan`] → `Session::prepare_run` →
+//! [`PreparedRun`] → `PreparedRun::execute` → [`RunOutcome`]. [`PlanRunner`] is the one-call
+//! name embedders know it by.
 //!
-//! [`PlanRunner::prepare`] protects the runner's own files (`.acode/`, the database, the plan) from
-//! tool writes and opens `.acode/` without following links, loads the policy, loads and validates
-//! the plan, verifies its approval (hash, signature under the runner's key, policy binding, skills) and
-//! resolves the OS sandbox (`auto` unless the policy or the options say otherwise). Then
-//! [`PlanRunner::run`] opens the execution database and runs the plan with the caller's callbacks.
+//! Preparing protects the runner's own files (`.acode/`, the database, the plan) from tool writes
+//! and opens `.acode/` without following links, loads the policy, loads and validates the plan,
+//! verifies its approval (hash, signature under the runner's key, policy binding, skills) and
+//! resolves the OS sandbox (`auto` unless the policy or the options say otherwise). Running
+//! records the plan over the session's database connection with the caller's callbacks.
 //! Weakening any of this takes an explicit, named call on [`RunOptions`]
 //! ([`RunOptions::without_os_sandbox`], [`RunOptions::without_signature_check`]).
 
@@ -25,6 +29,7 @@ pub mod import;
 pub mod mcp_server;
 pub mod mcp_tools;
 pub mod origin;
+pub mod prepared;
 pub mod queries;
 pub mod replay;
 pub mod session;
@@ -32,21 +37,17 @@ pub mod settings;
 pub mod signing;
 pub mod telemetry;
 
+pub use prepared::{LoadedPlan, PreparedRun, RunOutcome, RunRequest};
 pub use settings::{RunSettings, SettingConflict};
 
-use crate::executor::{
-    AgentSettings, Callbacks, ConfirmMode, Driven, ExecutionError, ExecutionResult, Executor,
-};
-use crate::llm::LlmClient;
+use crate::executor::{ConfirmMode, ExecutionError};
 use crate::plan::auth::{ApprovalProof, AuthStatus, PlanAuthorization, Trust};
 use crate::plan::{self, ApprovedPlan, AuthError, Plan, PlanError, ValidationContext};
 use crate::policy::{Policy, SandboxMode};
 use crate::redact::Redactor;
-use crate::sandbox::OsSandbox;
 use crate::store::{DecisionRow, Store, StoreError};
 use crate::tools::ToolRegistry;
 use crate::workspace::{Workspace, absolute};
-use session::{Session, SessionError, SessionOptions};
 
 /// What a run is prepared with. `RunOptions::default()` is the command line's defaults: the
 /// workspace's database, its `acode-policy.json`, the OS sandbox the policy names (`auto` by
@@ -81,7 +82,7 @@ pub struct RunOptions {
     /// The LLM key, read once by the caller (`ACODE_LLM_API_KEY[_FILE]`); never recorded.
     pub llm_api_key: Option<String>,
     /// Drop each step's result once it is recorded and reported (memory stays flat on huge plans;
-    /// [`ExecutionResult::steps`] is then empty).
+    /// [`crate::executor::ExecutionResult::steps`] is then empty).
     pub drop_step_results: bool,
     /// This invocation's own files (its reports, its stdout or stderr redirected to a file): left
     /// out of the workspace listing agent steps are shown (docs/replay.md). The database and a
@@ -377,438 +378,9 @@ fn authorization_under(
     Ok((authorization, registry, proof))
 }
 
-/// A plan that is loaded, valid, authorized and ready to run in its workspace.
-pub struct PlanRunner {
-    session: Session,
-    policy: Policy,
-    registry: ToolRegistry,
-    approved: ApprovedPlan,
-    sandbox: OsSandbox,
-    callbacks: Callbacks,
-    /// The confirmation mode the settings chose, when no callback is given
-    /// ([`Driven::with_confirmation`]).
-    confirm_mode: ConfirmMode,
-    settings: RunSettings,
-    llm: Option<Arc<dyn LlmClient>>,
-    agent: AgentSettings,
-    target: Target,
-    rerun_interrupted: bool,
-    drop_step_results: bool,
-    /// With `--replay`: the run replayed and the client answering from it.
-    replay: Option<(String, crate::llm::replay::ReplayClient)>,
-    /// What the workspace's own policy narrowed, when `--policy` named another (issue 48), and
-    /// the approved policy it narrowed (what the executor checks the approval against).
-    repository_policy: Option<(crate::store::PolicyNarrowing, Policy)>,
-}
-
-/// How strong a sandbox mode is against another, for [`RunnerError::SandboxWeakened`]: none <
-/// Landlock (writes confined) < bwrap (reads and the network namespace too). `auto` is a choice,
-/// not a demand: as a request it takes the policy's mode (see `prepare`), and a policy that says
-/// `auto` (the default) demands nothing.
-fn strength(mode: SandboxMode) -> u8 {
-    match mode {
-        SandboxMode::None | SandboxMode::Auto => 0,
-        SandboxMode::Landlock => 1,
-        SandboxMode::Bwrap => 2,
-    }
-}
-
-/// `with_confirmation` (default: the settings' `confirm` mode), `with_progress`,
-/// `with_cancel_flag`.
-impl Driven for PlanRunner {
-    fn callbacks_mut(&mut self) -> &mut Callbacks {
-        &mut self.callbacks
-    }
-}
-
-impl PlanRunner {
-    /// Loads, validates and verifies the plan at `plan_path` for `workspace` (see the module docs).
-    /// With `options.approve`, records the approval first; with a resume target, finds the run and
-    /// takes the options it was started with. Confirmations are denied unless the settings or
-    /// [`Driven::with_confirmation`] say otherwise.
-    pub fn prepare(
-        workspace: &Path,
-        plan_path: &Path,
-        options: RunOptions,
-    ) -> Result<PlanRunner, RunnerError> {
-        let mut session = Session::open(
-            SessionOptions {
-                workspace: workspace.to_path_buf(),
-                db: options.db.clone(),
-                db_named_by: None,
-                policy: options.policy.clone(),
-                redactor: options.redactor.clone(),
-            },
-            Some(plan_path),
-        )?;
-        // `.acode/` is created (checked without following links) only once the run is going to
-        // use it: a plan refused before it starts leaves nothing behind (issue #34 item 9).
-        let policy = session.policy()?;
-        session.protect_policy_files(&policy);
-        let plan = session
-            .load_plan(plan_path, &options.vars, &policy)
-            .map_err(|e| match e {
-                SessionError::Plan(e) => RunnerError::Plan(e),
-                SessionError::Mcp(e) => RunnerError::Setup(e),
-                other => RunnerError::Session(other),
-            })?;
-        let redactor = session.redactor().clone();
-        crate::policy::credentials::learn_passed_credentials(&policy.env_passthrough, &redactor);
-        // The values a remote MCP server's headers take from the environment.
-        redactor.add_values(policy.mcp.header_secrets());
-
-        // `run --approve` and a resume read the database before anything runs.
-        let mut target = options.target.clone();
-        let mut settings = options.settings.clone();
-        let mut explicit_none = options.no_os_sandbox;
-        if explicit_none {
-            settings.sandbox = Some(SandboxMode::None);
-        }
-        if options.approve.is_some() || target != Target::New {
-            session.prepare_state()?;
-            let mut store = session.store()?;
-            if let Some(request) = &options.approve {
-                record_decision(
-                    &plan,
-                    plan_path,
-                    session.workspace(),
-                    &policy,
-                    &mut store,
-                    request,
-                )?;
-            }
-            let run_id = match &target {
-                Target::New => None,
-                Target::Run(id) => Some(store.run(id)?.run_id),
-                Target::Latest => Some(
-                    store
-                        .find_resumable(
-                            &plan.sha256,
-                            &session.workspace().root().display().to_string(),
-                        )?
-                        .ok_or_else(|| {
-                            RunnerError::Setup(format!(
-                                "no interrupted run of {} (sha256 {}) to resume in {}",
-                                plan_path.display(),
-                                plan.sha256,
-                                session.db_path().display()
-                            ))
-                        })?,
-                ),
-            };
-            if let Some(run_id) = run_id {
-                let recorded = RunSettings::from_json(store.run_settings(&run_id)?.as_deref())
-                    .map_err(|e| {
-                        RunnerError::Setup(format!(
-                            "the settings recorded on run {run_id} cannot be read ({e}); it is not \
-                             resumed with settings it was not started with"
-                        ))
-                    })?;
-                // The run's own `--sandbox none` was explicit when it was given.
-                explicit_none |= recorded.sandbox == Some(SandboxMode::None);
-                settings = RunSettings::for_resume(&recorded, &settings).map_err(|conflicts| {
-                    RunnerError::ResumeSettings {
-                        run_id: run_id.clone(),
-                        conflicts,
-                    }
-                })?;
-                target = Target::Run(run_id);
-            }
-        }
-
-        let key = if options.no_signature_check {
-            None
-        } else {
-            plan::auth::approval_key().map_err(|e| RunnerError::Setup(e.to_string()))?
-        };
-        let (approved, registry) = authorize(
-            plan_path,
-            plan,
-            &policy,
-            session.workspace(),
-            key.as_deref(),
-        )?;
-        // The approval is bound to the policy given; the run gets it narrowed by the workspace's
-        // own policy, which can take away but never add (docs/security.md).
-        let approved_policy = policy.clone();
-        let (policy, narrowing) = session.narrowed_policy(policy)?;
-        let repository_policy = narrowing.map(|n| (n, approved_policy));
-        let registry = match &repository_policy {
-            None => registry,
-            Some(_) => crate::tools::mcp::registry(&policy, Some(&approved.authorization().mcp))
-                .map_err(RunnerError::Setup)?,
-        };
-
-        let requested = match settings.sandbox {
-            Some(SandboxMode::None) if !explicit_none => {
-                return Err(RunnerError::WeakeningNotExplicit);
-            }
-            Some(SandboxMode::Auto) | None => policy.sandbox,
-            Some(mode) => mode,
-        };
-        if requested != SandboxMode::Auto && strength(requested) < strength(policy.sandbox) {
-            return Err(RunnerError::SandboxWeakened {
-                policy: policy.sandbox,
-                given: requested,
-            });
-        }
-        session.prepare_state()?;
-        let sandbox = session
-            .sandbox(&policy, requested)
-            .map_err(|e| RunnerError::Sandbox(e.to_string()))?;
-        let unmet = sandbox.unmet(&options.require);
-        if !unmet.is_empty() {
-            return Err(RunnerError::PromisesNotHeld {
-                mode: sandbox.describe(),
-                unmet,
-            });
-        }
-
-        // A replay answers from recorded turns, checked against the plan before anything runs,
-        // and asks the way the recorded run asked (its tool protocol, ...) unless told otherwise.
-        let replay = match settings.replay.clone() {
-            None => None,
-            Some(what) => {
-                let lenient = settings.replay_lenient.unwrap_or(false);
-                let prepared = replay::prepare(&what, lenient, &session, approved.plan())?;
-                let recorded = &prepared.settings;
-                settings.tool_protocol = settings.tool_protocol.or(recorded.tool_protocol);
-                settings.max_calls_per_answer = settings
-                    .max_calls_per_answer
-                    .or(recorded.max_calls_per_answer);
-                settings.strict = settings.strict.or(recorded.strict);
-                settings.model = settings.model.clone().or(recorded.model.clone());
-                if !replay::names_file(&what) {
-                    // The full id, so a resume replays the same run whatever prefix was typed.
-                    settings.replay = Some(prepared.of.clone());
-                }
-                Some(prepared)
-            }
-        };
-
-        // The LLM: checked up front when the plan has agent steps, so a missing model is
-        // reported before anything runs.
-        let (config, mut agent, used) = settings
-            .llm(options.llm_api_key.as_deref(), &policy, |name| {
-                std::env::var(name).ok()
-            })
-            .map_err(RunnerError::Setup)?;
-        agent.own_files = options.own_files.clone();
-        agent.own_files.push(session.db_path().to_path_buf());
-        if let Some(file) = settings.replay.as_deref().filter(|w| replay::names_file(w)) {
-            agent
-                .own_files
-                .push(crate::workspace::absolute(Path::new(file)));
-        }
-        let agent_steps: Vec<&crate::plan::Step> = approved
-            .plan()
-            .steps
-            .iter()
-            .filter(|s| s.tool == crate::tools::agent::NAME)
-            .collect();
-        let llm = if let Some(replay) = &replay {
-            Some(Arc::new(replay.client.clone()) as Arc<dyn LlmClient>)
-        } else if agent_steps.is_empty() {
-            None
-        } else {
-            // Every agent step must end up with a model: its own, or the default.
-            let mut check = config.clone();
-            if check.model.trim().is_empty()
-                && agent_steps
-                    .iter()
-                    .all(|s| s.arguments.contains_key("model"))
-            {
-                check.model = "per-step".to_string();
-            }
-            check
-                .validate()
-                .map_err(|e| RunnerError::Setup(e.to_string()))?;
-            Some(Arc::from(crate::llm::client(config)))
-        };
-        let mut settings = used;
-        if replay.is_some() {
-            // No server is reached: none is recorded as if it had been.
-            settings.llm_provider = None;
-            settings.llm_url = None;
-            settings.llm_ca_cert = None;
-        }
-        let confirm_mode = settings
-            .confirm
-            .or(options.default_confirm)
-            .unwrap_or(ConfirmMode::AutoDeny);
-        settings.confirm = Some(confirm_mode);
-        Ok(PlanRunner {
-            session,
-            policy,
-            registry,
-            approved,
-            sandbox,
-            callbacks: Callbacks::default(),
-            confirm_mode,
-            settings,
-            llm,
-            agent,
-            target,
-            rerun_interrupted: options.rerun_interrupted,
-            drop_step_results: options.drop_step_results,
-            replay: replay.map(|r| (r.of, r.client)),
-            repository_policy,
-        })
-    }
-
-    /// Prepares to continue run `run_id` (an id or a unique prefix) of the plan it recorded, with
-    /// the options it was started with (`options.settings` may only repeat them).
-    pub fn prepare_resume(
-        workspace: &Path,
-        run_id: &str,
-        mut options: RunOptions,
-    ) -> Result<PlanRunner, RunnerError> {
-        let session = Session::open(
-            SessionOptions {
-                workspace: workspace.to_path_buf(),
-                db: options.db.clone(),
-                ..SessionOptions::default()
-            },
-            None,
-        )?;
-        let db = session.db_path().to_path_buf();
-        if !db.exists() {
-            return Err(RunnerError::Setup(format!(
-                "no execution database at {}, so no run {run_id} to resume",
-                db.display()
-            )));
-        }
-        let run = session.existing_store()?.run(run_id)?;
-        let plan_path = run.plan_path.ok_or_else(|| {
-            RunnerError::Setup(format!(
-                "run {} has no plan file recorded; use `acode-run run PLAN --resume`",
-                run.run_id
-            ))
-        })?;
-        options.db = Some(db);
-        options.target = Target::Run(run.run_id);
-        PlanRunner::prepare(workspace, Path::new(&plan_path), options)
-    }
-
-    /// The plan, as loaded and approved.
-    pub fn plan(&self) -> &Plan {
-        self.approved.plan()
-    }
-
-    /// The policy in force: the approved one, narrowed by the workspace's own when `--policy`
-    /// named another ([`PlanRunner::repository_policy`]).
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-
-    /// What the workspace's own `acode-policy.json` narrowed or was refused, when the policy
-    /// came from elsewhere and the workspace has one.
-    pub fn repository_policy(&self) -> Option<&crate::store::PolicyNarrowing> {
-        self.repository_policy.as_ref().map(|(n, _)| n)
-    }
-
-    /// The OS sandbox commands will run in (and why it fell back, if it did).
-    pub fn sandbox(&self) -> &OsSandbox {
-        &self.sandbox
-    }
-
-    /// The execution database the run will be recorded in.
-    pub fn db_path(&self) -> &Path {
-        self.session.db_path()
-    }
-
-    /// The options the run is carried out with (what is recorded on it).
-    pub fn settings(&self) -> &RunSettings {
-        &self.settings
-    }
-
-    /// With `--replay`: the client answering the agent steps, whose
-    /// [`ReplayClient::divergences`](crate::llm::replay::ReplayClient::divergences) a caller can
-    /// report after the run.
-    pub fn replay(&self) -> Option<&crate::llm::replay::ReplayClient> {
-        self.replay.as_ref().map(|(_, client)| client)
-    }
-
-    /// The steps the run takes at once and where that number came from: `--jobs`, else the
-    /// smaller of the policy's `jobs` and the plan's `defaults.jobs`, else 1.
-    pub fn jobs(&self) -> (usize, crate::executor::schedule::JobsSource) {
-        crate::executor::schedule::effective_jobs(
-            self.settings.jobs,
-            self.policy.jobs,
-            self.approved.plan().defaults.jobs,
-        )
-    }
-
-    /// The executor with everything prepared (for callers that drive it themselves), and the
-    /// approved plan to give it.
-    pub fn into_executor(self) -> Result<(Executor, ApprovedPlan), RunnerError> {
-        let mut store = self.session.store()?;
-        store.checkpoint_in_background();
-        let (jobs, jobs_from) = self.jobs();
-        let (repository, commit) = origin::repository_and_commit(self.session.workspace().root());
-        let (repository_policy, approved_policy) = match self.repository_policy {
-            Some((n, p)) => (Some(n), Some(p)),
-            None => (None, None),
-        };
-        let origin = crate::store::RunOrigin {
-            repository,
-            commit,
-            repository_policy,
-        };
-        // No callback given: the settings' mode, a terminal prompt watching the cancel flag.
-        let mut callbacks = self.callbacks;
-        let confirm = (callbacks.confirm.take())
-            .unwrap_or_else(|| self.confirm_mode.callback(callbacks.cancel.clone()));
-        callbacks.confirm = Some(confirm);
-        let mut executor = self
-            .session
-            .executor(store, self.policy)
-            .with_jobs_from(jobs, jobs_from)
-            .with_registry(self.registry)
-            .with_callbacks(callbacks)
-            .with_sandbox(self.sandbox)
-            .with_agent_settings(self.agent)
-            .with_step_results(!self.drop_step_results)
-            .with_settings_record(self.settings.to_json())
-            .with_replay_of(self.replay.as_ref().map(|(of, _)| of.clone()))
-            .with_origin(origin);
-        if let Some(bound) = approved_policy {
-            executor = executor.with_approved_policy(bound);
-        }
-        if let Some(llm) = self.llm {
-            executor = executor.with_llm(llm);
-        }
-        Ok((executor, self.approved))
-    }
-
-    /// Runs the plan (or continues the run it was prepared to resume) and records it; `Ok` for
-    /// any run that took place, failed steps included.
-    pub fn run(self) -> Result<ExecutionResult, RunnerError> {
-        self.run_keeping_executor().map(|(result, _)| result)
-    }
-
-    /// Like [`PlanRunner::run`], also handing back the executor (its store, for reports).
-    pub fn run_keeping_executor(self) -> Result<(ExecutionResult, Executor), RunnerError> {
-        let target = self.target.clone();
-        let rerun = self.rerun_interrupted;
-        // OpenTelemetry, when the standard variables ask for it (docs/observability.md).
-        let tracing = telemetry::Tracing::from_env(&self, |name| std::env::var(name).ok());
-        let (executor, approved) = self.into_executor()?;
-        let mut executor = tracing.attach(executor);
-        let result = match target {
-            Target::Run(id) => executor.resume(&approved, &id, rerun)?,
-            Target::New | Target::Latest => executor.execute(&approved)?,
-        };
-        tracing.finish(&result.run_id, executor.store_mut());
-        // What the run left changed, as git sees it (before any report reads the record).
-        if let Some(changes) = origin::changes(executor.workspace_root()) {
-            executor
-                .store_mut()
-                .record_changes(&result.run_id, &changes)?;
-        }
-        Ok((result, executor))
-    }
-}
+/// The library's front door under its first name: a [`PreparedRun`], made in one call by
+/// [`PreparedRun::prepare`] (or stage by stage, [`prepared`]).
+pub type PlanRunner = PreparedRun;
 
 /// A decision on a plan's exact bytes, as `acode-run approve`, `reject` and `run --approve`
 /// record it: the same rules for every caller.

@@ -176,8 +176,13 @@ pub(crate) fn prepare(
                 )],
             ));
         }
-        let store = session.existing_store()?;
-        let source = match from_store(&store, what) {
+        // The session's connection, which the run then records with.
+        let found = session.with_existing_store(|store| -> Result<_, StoreError> {
+            let source = from_store(store, what)?;
+            let kind = store.run(&source.header.run_id)?.kind;
+            Ok((source, kind))
+        })?;
+        let (source, kind) = match found {
             Err(StoreError::NotFound(what)) => {
                 return Err(refuse(
                     origin,
@@ -189,7 +194,6 @@ pub(crate) fn prepare(
             }
             other => other?,
         };
-        let kind = store.run(&source.header.run_id)?.kind;
         if kind != "run" {
             return Err(refuse(
                 origin,

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use thiserror::Error;
 
@@ -131,12 +131,20 @@ pub struct ApprovalOutlook {
     pub approved_by: Option<String>,
 }
 
-/// One command's view of its workspace: see the module docs.
+/// One command's view of its workspace: see the module docs. What it loads or opens, it does
+/// once: the policy is read on first use and kept ([`Session::policy`]), and the database is one
+/// connection, opened on first use and shared by every stage of the command
+/// ([`Session::with_store`]) until it is handed to the executor that records the run
+/// ([`Session::store`]).
 pub struct Session {
     workspace: Workspace,
     db: PathBuf,
     policy_file: Option<PathBuf>,
     redactor: Arc<Redactor>,
+    /// The policy, once read.
+    policy: OnceLock<Policy>,
+    /// The database connection, once opened (and until handed over).
+    store: Mutex<Option<Store>>,
 }
 
 impl Session {
@@ -175,6 +183,8 @@ impl Session {
             redactor: options
                 .redactor
                 .unwrap_or_else(|| Arc::new(Redactor::from_env())),
+            policy: OnceLock::new(),
+            store: Mutex::new(None),
         };
         let db = session.db.clone();
         session.workspace.protect(&db);
@@ -357,8 +367,9 @@ impl Session {
         policy: &Policy,
         request: &super::DecisionRequest,
     ) -> Result<super::Decided, super::RunnerError> {
-        let mut store = self.store()?;
-        super::record_decision(plan, path, &self.workspace, policy, &mut store, request)
+        self.with_store(|store| {
+            super::record_decision(plan, path, &self.workspace, policy, store, request)
+        })?
     }
 
     /// The decision `status` on `plan` (read from `path`) under `policy`, built as
@@ -377,8 +388,19 @@ impl Session {
 
     /// The policy: the file given, else the workspace's `acode-policy.json`, else the defaults.
     /// This is the policy approvals are bound to; a run narrows it by the repository's own
-    /// ([`Session::narrowed_policy`]).
+    /// ([`Session::narrowed_policy`]). Read on the first call and kept: every stage of a command
+    /// sees the same policy, and the file is read once.
     pub fn policy(&self) -> Result<Policy, SessionError> {
+        if let Some(policy) = self.policy.get() {
+            return Ok(policy.clone());
+        }
+        let loaded = Policy::load(self.policy_file.as_deref(), self.workspace.root())?;
+        Ok(self.policy.get_or_init(|| loaded).clone())
+    }
+
+    /// The policy as the file says it now, read again and not kept: for a session that lives
+    /// across many requests (the MCP server), where someone may change the file between them.
+    pub fn current_policy(&self) -> Result<Policy, SessionError> {
         Ok(Policy::load(
             self.policy_file.as_deref(),
             self.workspace.root(),
@@ -447,19 +469,62 @@ impl Session {
         Ok(())
     }
 
-    /// The store, for writing: `.acode/` prepared first when the database is the default one,
-    /// and the session's redactor on every record.
+    /// The store, for writing: the session's one connection ([`Session::with_store`]), handed
+    /// over to the caller (the executor that records the run keeps it). The session has none
+    /// afterwards; a later call opens a new one.
     pub fn store(&self) -> Result<Store, SessionError> {
+        self.open_for_writing()?;
+        self.take()
+    }
+
+    /// The store, for reading what is recorded ([`Session::with_existing_store`]), handed over.
+    pub fn existing_store(&self) -> Result<Store, SessionError> {
+        self.open_existing()?;
+        self.take()
+    }
+
+    /// Runs `f` on the session's one connection for writing, opened on first use: `.acode/`
+    /// prepared first when the database is the default one, and the session's redactor on every
+    /// record.
+    pub fn with_store<R>(&self, f: impl FnOnce(&mut Store) -> R) -> Result<R, SessionError> {
+        self.open_for_writing()?;
+        self.using(f)
+    }
+
+    /// Runs `f` on the session's one connection for reading what is recorded: a missing
+    /// database is an error (nothing is created), and an existing `.acode/` is checked first
+    /// (opening creates WAL files beside the database, never through a link).
+    pub fn with_existing_store<R>(
+        &self,
+        f: impl FnOnce(&mut Store) -> R,
+    ) -> Result<R, SessionError> {
+        self.open_existing()?;
+        self.using(f)
+    }
+
+    /// The connection slot, whoever held the lock before.
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Store>> {
+        self.store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Opens the connection for writing unless it is open.
+    fn open_for_writing(&self) -> Result<(), SessionError> {
+        if self.slot().is_some() {
+            return Ok(());
+        }
         if self.default_db() {
             self.prepare_state()?;
         }
         self.open_store()
     }
 
-    /// The store, for reading what is recorded: a missing database is an error (nothing is
-    /// created), and an existing `.acode/` is checked first (opening creates WAL files beside
-    /// the database, never through a link).
-    pub fn existing_store(&self) -> Result<Store, SessionError> {
+    /// Opens the connection to an existing database unless it is open.
+    fn open_existing(&self) -> Result<(), SessionError> {
+        if self.slot().is_some() {
+            return Ok(());
+        }
         if self.default_db()
             && std::fs::symlink_metadata(self.workspace.root().join(STATE_DIR)).is_ok()
         {
@@ -471,11 +536,28 @@ impl Session {
         self.open_store()
     }
 
-    /// The database opened, every record through the session's redactor.
-    fn open_store(&self) -> Result<Store, SessionError> {
+    /// The database opened, every record through the session's redactor, kept as the
+    /// session's connection.
+    fn open_store(&self) -> Result<(), SessionError> {
         let mut store = Store::open(&self.db)?;
         store.set_redactor(self.redactor.clone());
-        Ok(store)
+        *self.slot() = Some(store);
+        Ok(())
+    }
+
+    /// `f` on the open connection.
+    fn using<R>(&self, f: impl FnOnce(&mut Store) -> R) -> Result<R, SessionError> {
+        match self.slot().as_mut() {
+            Some(store) => Ok(f(store)),
+            None => Err(SessionError::NoDatabase(self.db.clone())),
+        }
+    }
+
+    /// The open connection, handed over.
+    fn take(&self) -> Result<Store, SessionError> {
+        self.slot()
+            .take()
+            .ok_or_else(|| SessionError::NoDatabase(self.db.clone()))
     }
 
     /// The OS sandbox for `mode` with the policy's network and read paths ([`sandbox_for`]).
@@ -529,4 +611,62 @@ pub fn sandbox_for(
         .and_then(|s| s.with_network(&policy.network, ws))
         .map_err(|e| SessionError::Sandbox(e.to_string()))?
         .with_read_paths(&policy.read_paths))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch workspace holding `policy` as its `acode-policy.json`.
+    fn workspace_with_policy(policy: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("acode-session-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(Policy::FILE_NAME), policy).unwrap();
+        dir
+    }
+
+    /// The policy is read once per session: a file changed (here: broken) after the first read
+    /// does not change what the session's stages see; `current_policy` reads it again.
+    #[test]
+    fn the_policy_is_read_once_per_session() {
+        let dir = workspace_with_policy(r#"{"allow_commands": ["first"]}"#);
+        let session = Session::open(SessionOptions::new(&dir), None).unwrap();
+        let first = session.policy().unwrap();
+        assert_eq!(first.allow_commands, vec!["first".to_string()]);
+        std::fs::write(dir.join(Policy::FILE_NAME), "{ not json").unwrap();
+        let again = session.policy().unwrap();
+        assert_eq!(again.allow_commands, first.allow_commands);
+        assert!(session.current_policy().is_err());
+        // A new session (a new command) reads the file as it is now.
+        let next = Session::open(SessionOptions::new(&dir), None).unwrap();
+        assert!(next.policy().is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The session's stages share one connection until it is handed over: once it is open, the
+    /// database file removed, the next stage still reads through it (reopening would find no
+    /// database), and the store handed over is that connection.
+    #[test]
+    fn the_stages_of_a_session_share_one_database_connection() {
+        let dir = workspace_with_policy("{}");
+        let session = Session::open(SessionOptions::new(&dir), None).unwrap();
+        assert!(matches!(
+            session.with_existing_store(|_| ()),
+            Err(SessionError::NoDatabase(_))
+        ));
+        let first = session
+            .with_store(|s| s.path().map(Path::to_path_buf))
+            .unwrap();
+        assert_eq!(first.as_deref(), Some(session.db_path()));
+        // Not reopened: the database file removed, the open connection still answers.
+        std::fs::remove_file(session.db_path()).unwrap();
+        assert!(
+            session
+                .with_existing_store(|s| s.list_runs(1).is_ok())
+                .unwrap()
+        );
+        let handed = session.store().unwrap();
+        assert!(handed.list_runs(1).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -17,8 +17,13 @@ pub struct Tracing {
 }
 
 impl Tracing {
-    /// Tracing as the environment `env` asks for it, for a run of `runner`.
-    pub fn from_env(runner: &super::PlanRunner, env: impl Fn(&str) -> Option<String>) -> Tracing {
+    /// Tracing as the environment `env` asks for it, for a run whose records go through
+    /// `redactor` and whose sink is told `facts` (made only when exporting).
+    pub fn from_env(
+        redactor: &Arc<crate::redact::Redactor>,
+        facts: impl FnOnce() -> RunFacts,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Tracing {
         let (config, problem) = match OtelConfig::from_env(&env) {
             Ok(c) => (c, None),
             Err(e) => (None, Some(e)),
@@ -35,7 +40,7 @@ impl Tracing {
                 problem,
             };
         };
-        let redactor = runner.session.redactor().clone();
+        let redactor = redactor.clone();
         // Header values are credentials (an API key for the collector): never in a record.
         redactor.add_values(
             config
@@ -44,15 +49,7 @@ impl Tracing {
                 .map(|(_, v)| v.clone())
                 .collect::<Vec<_>>(),
         );
-        let approved = &runner.approved;
-        let facts = RunFacts {
-            approved_by: Some(approved.authorization().decided_by.clone()),
-            approval_signature: Some(approved.signature_state().to_string()),
-            policy_sha256: Some(crate::plan::auth::policy_sha256(&runner.policy)),
-            provider: runner.settings.llm_provider.map(|p| p.as_str().to_string()),
-            llm_url: runner.settings.llm_url.clone(),
-            export_content: runner.policy.telemetry.export_content,
-        };
+        let facts = facts();
         let sink = OtelSink::new(ctx, facts, redactor, Exporter::start(&config));
         Tracing {
             sink: Some(Arc::new(sink)),

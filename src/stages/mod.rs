@@ -140,8 +140,10 @@ pub fn converse(
             )));
         }
     };
-    // acode-run composed this plan itself and it can only read: it is approved by construction.
-    let auth = PlanAuthorization::decide(&plan, AuthStatus::Approved, "acode-run");
+    // acode-run composed this plan itself and it can only read: it is approved by construction,
+    // under the policy the stage runs with (a workspace's `acode-policy.json` included).
+    let auth = PlanAuthorization::decide(&plan, AuthStatus::Approved, "acode-run")
+        .under_policy(executor.policy());
     let approved = ApprovedPlan::new(plan, auth).map_err(ExecutionError::from)?;
     let settings = executor.agent_settings_mut();
     let saved = (settings.role.take(), settings.answer_chars);

@@ -462,3 +462,77 @@ fn the_reviewer_can_read_the_judged_runs_history() {
     assert!(tool_result.contains(&run_id), "{tool_result}");
     assert!(tool_result.contains("hello.txt"), "{tool_result}");
 }
+
+/// `do` is one session (issue 44 §2): from the draft to the review it reads the policy file once,
+/// and opens two database connections besides the checkpointer's — the stages' (kept for the
+/// review after the run) and the run's, which also records the approval. It read the policy three
+/// times and opened four when the approval and the run each opened a session of their own.
+#[test]
+fn do_reads_its_policy_once_and_opens_two_database_connections() {
+    let Some(strace) = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("strace"))
+            .find(|p| p.is_file())
+    }) else {
+        acode_run::testing::skip("strace", "it counts the opens of `do`");
+        return;
+    };
+    let t = TestDir::new();
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["true"]}).to_string(),
+    );
+    let verdict = json!({"verdict": "approve", "summary": "the greeting is there", "findings": []});
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::chat_text(&answer(good_plan())),
+        ScriptedResponse::chat_text(&verdict.to_string()),
+    ]);
+    let out_path = t.root.join("do-once.json");
+    let trace = t.root.join("do-trace.txt");
+    let mut c = std::process::Command::new("python3");
+    clean_env(&mut c);
+    let url = server.url();
+    let out = c
+        .arg(repo().join("fixtures/tty/drive.py"))
+        .arg("y")
+        .arg(&t.ws)
+        .arg(&strace)
+        .args(["-f", "-e", "trace=openat,openat2", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_acode-run"))
+        .args([
+            "do",
+            "Write a greeting file",
+            "-o",
+            out_path.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "test-model",
+        ])
+        .env("NO_COLOR", "1")
+        .env("TTY_PROMPT", "[e]dit")
+        .output()
+        .unwrap();
+    let screen = stdout(&out);
+    assert_eq!(code(&out), 0, "{screen}");
+    assert_eq!(t.read("hello.txt"), "hi\n", "{screen}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let opens = |file: &str| -> Vec<&str> {
+        let quoted = format!("{}\"", t.ws.join(file).display());
+        text.lines()
+            .filter(|l| l.contains(&quoted) && !l.contains("O_PATH") && !l.contains("= -1"))
+            .collect()
+    };
+    let policy = opens("acode-policy.json");
+    assert_eq!(policy.len(), 1, "{policy:#?}");
+    let writable: Vec<&str> = opens(".acode/executions.db")
+        .into_iter()
+        .filter(|l| l.contains("O_RDWR"))
+        .collect();
+    assert_eq!(
+        writable.len(),
+        3,
+        "the stages', the run's and the checkpointer's: {writable:#?}"
+    );
+}

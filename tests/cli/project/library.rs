@@ -425,3 +425,61 @@ fn an_executor_runs_under_a_narrower_policy_than_approved_and_never_a_wider_one(
     assert!(exec(&narrower, None).is_err());
     assert_eq!(exec(&Policy::default(), None).unwrap(), 0);
 }
+
+/// The executor a prepared run hands over (`into_executor`, for embedders that drive it
+/// themselves) is one built by hand as far as it knows: it runs the approved plan, and checks the
+/// approval's binding to whatever policy it is then given — a wider one is refused before
+/// anything runs.
+#[test]
+fn the_executor_a_prepared_run_hands_over_checks_the_approval_against_its_policy() {
+    use acode_run::runner::{PlanRunner, RunOptions};
+    let t = TestDir::new();
+    let path = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
+    );
+    t.approve(&path);
+    let prepared =
+        || PlanRunner::prepare(&t.ws, &path, RunOptions::default().without_os_sandbox()).unwrap();
+    let (executor, approved) = prepared().into_executor().unwrap();
+    let wider = Policy::parse(r#"{"allow_commands": ["curl"]}"#).unwrap();
+    let refused = executor.with_policy(wider).execute(&approved).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("policy changed since approval"),
+        "{refused}"
+    );
+    assert!(!t.ws.join("a.txt").exists(), "nothing ran");
+    let (mut executor, approved) = prepared().into_executor().unwrap();
+    assert_eq!(executor.execute(&approved).unwrap().exit_code, 0);
+    assert_eq!(t.read("a.txt"), "1");
+}
+
+/// A prepared run re-reads the plan file at its start, the one re-check the executor makes of
+/// what the stages proved (a race defence): the file edited between `prepare` and `run` is
+/// refused as changed since approval, and nothing runs.
+#[test]
+fn a_plan_edited_after_its_run_was_prepared_is_refused_at_the_start() {
+    use acode_run::runner::{PlanRunner, RunOptions, RunnerError};
+    let t = TestDir::new();
+    let path = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+        {"step_id": "w", "tool": "file_write", "arguments": {"path": "a.txt", "contents": "1"}}]}),
+    );
+    t.approve(&path);
+    let prepared =
+        PlanRunner::prepare(&t.ws, &path, RunOptions::default().without_os_sandbox()).unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push(' ');
+    std::fs::write(&path, text).unwrap();
+    let err = prepared.run().unwrap_err();
+    assert!(
+        matches!(err, RunnerError::Execution(ref e) if e.to_string().contains("changed")),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 3, "{err}");
+    assert!(!t.ws.join("a.txt").exists(), "nothing ran");
+}

@@ -191,6 +191,88 @@ fn a_one_step_run_on_a_fresh_database_costs_at_most_four_fsyncs() {
     assert!(stdout(&out).contains("completed"), "{}", stdout(&out));
 }
 
+/// What `strace -f -e trace=openat` saw a command run in `t`'s workspace open: for each of the
+/// policy file and the database, the lines that opened it for reading or writing (bwrap's `O_PATH`
+/// bind-mounts and failed opens left out).
+fn traced_opens(t: &TestDir, args: &[&str]) -> (Vec<String>, Vec<String>, String) {
+    let trace = t.root.join("opens.txt");
+    let mut c = std::process::Command::new("strace");
+    clean_env(&mut c);
+    c.current_dir(&t.ws)
+        .args(["-f", "-e", "trace=openat,openat2", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_acode-run"))
+        .args(args);
+    let out = c.output().unwrap();
+    assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let opens = |file: &str| -> Vec<String> {
+        let quoted = format!("{}\"", t.ws.join(file).display());
+        text.lines()
+            .filter(|l| l.contains(&quoted) && !l.contains("O_PATH") && !l.contains("= -1"))
+            .map(String::from)
+            .collect()
+    };
+    (
+        opens("acode-policy.json"),
+        opens(".acode/executions.db"),
+        text.clone(),
+    )
+}
+
+/// One session per command (issue 44 §2): `run --approve` (which records the decision before the
+/// run) and `run --replay RUN` (which reads the recorded run before the run) read the policy file
+/// once and open one database connection, the one the run records with; the only other
+/// connection is the background checkpointer's (`Store::checkpoint_in_background`). Each stage
+/// opening its own made it three.
+#[test]
+fn a_run_reads_its_policy_once_and_opens_one_database_connection() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        acode_run::testing::skip("strace", "it counts the runner's opens");
+        return;
+    }
+    let t = TestDir::new();
+    t.file("a.txt", "hi\n");
+    t.file(
+        "acode-policy.json",
+        &json!({"allow_commands": ["true"]}).to_string(),
+    );
+    let plan = t.plan(
+        "p.json",
+        &json!({"plan_id": "p", "steps": [
+            {"step_id": "r", "tool": "file_read", "arguments": {"path": "a.txt"}}]}),
+    );
+    let plan = plan.to_str().unwrap();
+    let (policy, db, trace) = traced_opens(
+        &t,
+        &["run", plan, "--approve", "--sandbox", "none", "--quiet"],
+    );
+    assert_eq!(policy.len(), 1, "{policy:#?}");
+    let writable = db.iter().filter(|l| l.contains("O_RDWR")).count();
+    assert_eq!(writable, 2, "the run's and the checkpointer's:\n{trace}");
+    let run_id: String = q(&t.db(), "SELECT run_id FROM runs");
+    let (policy, db, trace) = traced_opens(
+        &t,
+        &[
+            "run",
+            plan,
+            "--replay",
+            &run_id,
+            "--sandbox",
+            "none",
+            "--quiet",
+        ],
+    );
+    assert_eq!(policy.len(), 1, "{policy:#?}");
+    let writable = db.iter().filter(|l| l.contains("O_RDWR")).count();
+    assert_eq!(writable, 2, "the run's and the checkpointer's:\n{trace}");
+    assert_eq!(q::<i64>(&t.db(), "SELECT count(*) FROM runs"), 2);
+}
+
 /// A run recorded and finished, for the tests below that then change its rows as a tampered or
 /// damaged database could hold them. Returns the run id.
 fn one_finished_run(t: &TestDir) -> String {
