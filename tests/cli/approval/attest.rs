@@ -323,6 +323,24 @@ fn a_recorded_run_is_attested_later_with_a_pkcs8_key_and_a_failed_run_does_not_v
         )),
         0
     );
+    // verify reads envelopes up to its documented bound (64 MiB, docs/attestations.md): the same
+    // envelope with a megabyte of JSON whitespace after it still verifies; a file past the bound
+    // is refused unread, as any input file that cannot be read (exit 2), naming it and the bound.
+    let padded = t.root.join("padded.json");
+    let mut bytes = std::fs::read(&att).unwrap();
+    bytes.extend(std::iter::repeat_n(b' ', 1 << 20));
+    std::fs::write(&padded, &bytes).unwrap();
+    let out = verify(&t, &padded, &public, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let huge = t.root.join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(64 * 1024 * 1024 + 1)
+        .unwrap();
+    let out = verify(&t, &huge, &public, &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("huge.json"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("67108864 bytes"), "{}", stderr(&out));
     // show says an attestation was written.
     let shown = stdout(&t.run(&["show", &run_id]));
     assert!(shown.contains("attested  "), "{shown}");
