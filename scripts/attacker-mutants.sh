@@ -65,7 +65,9 @@ source scripts/mutants-common.sh
 backup="$(mktemp -d)"
 restore() {
   if [ -f "$backup/manifest" ]; then
-    while read -r f; do cp -p "$backup/files/$f" "$f"; done <"$backup/manifest"
+    # A fresh modification time (no `cp -p`): cargo decides what to rebuild by it, and a file
+    # put back with its old time would leave the mutated build in target/ for the next command.
+    while read -r f; do cp "$backup/files/$f" "$f"; done <"$backup/manifest"
     rm -f "$backup/manifest"
   fi
 }
