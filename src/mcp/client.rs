@@ -351,7 +351,8 @@ impl std::fmt::Debug for Client {
 pub(crate) struct Stdio {
     server: String,
     service: Service,
-    stdin: std::fs::File,
+    /// `None` once [`Transport::stop`] closed it (the server's signal to exit).
+    stdin: Option<std::fs::File>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_taken: usize,
     /// A duplicate of the stderr pipe's read end, only polled (see [`Stdio::take_log`]).
@@ -412,7 +413,7 @@ impl Client {
         let transport = Stdio {
             server: server.to_string(),
             service,
-            stdin,
+            stdin: Some(stdin),
             stderr: log,
             stderr_taken: 0,
             stderr_fd,
@@ -965,8 +966,11 @@ impl Transport for Stdio {
         // for longer than WRITE_BOUND.
         let deadline = Instant::now() + WRITE_BOUND;
         let mut rest = line.as_bytes();
+        let Some(stdin) = self.stdin.as_ref() else {
+            return Err(exited(self));
+        };
         while !rest.is_empty() {
-            match write_without_sigpipe(&self.stdin, rest) {
+            match write_without_sigpipe(stdin, rest) {
                 Ok(0) => return Err(exited(self)),
                 Ok(n) => rest = &rest[n..],
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -978,7 +982,7 @@ impl Transport for Stdio {
                             secs: WRITE_BOUND.as_secs_f64(),
                         });
                     }
-                    wait_writable(&self.stdin, TICK);
+                    wait_writable(stdin, TICK);
                 }
                 Err(_) => return Err(exited(self)),
             }
@@ -987,6 +991,10 @@ impl Transport for Stdio {
     }
 
     fn stop(&mut self) {
+        // Closing stdin first is how the MCP stdio transport asks a server to exit; the service
+        // then waits briefly before signalling, so what the server still reads (a refusal just
+        // written, a notification) is not cut off by SIGTERM.
+        self.stdin = None;
         let _ = self.service.stop();
     }
 

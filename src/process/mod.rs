@@ -621,6 +621,9 @@ fn launch_in(sup: &Supervisor, spec: &CommandSpec) -> std::io::Result<(Child, Fi
     Ok((Child::Remote(remote), File::from(out_r), File::from(err_r)))
 }
 
+/// How long a [`Service`] whose stdin was closed gets to exit on its own before SIGTERM.
+const EOF_GRACE: Duration = Duration::from_millis(500);
+
 /// A long-lived child the runner talks to over its stdin and stdout (an MCP server): started
 /// like every command ([`CommandSpec`], same sandbox, limits and process group), but not run to
 /// completion. The caller takes the pipes and reads them on its own threads; [`Service::stop`]
@@ -664,15 +667,18 @@ impl Service {
         self.reaped || has_exited(self.pid)
     }
 
-    /// Ends the process group (SIGTERM, the grace period, SIGKILL) and reaps the leader; what is
-    /// left of stdin is closed first, which a well-behaved server takes as the signal to exit.
+    /// Ends the process group and reaps the leader: what is left of stdin is closed first, which a
+    /// well-behaved server takes as the signal to exit, and it gets [`EOF_GRACE`] (at most
+    /// `kill_grace`) to do so; then SIGTERM, `kill_grace`, SIGKILL.
     /// Calling it again does nothing.
     pub fn stop(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
         if self.reaped {
             return Ok(None);
         }
         self.stdin = None;
-        if !has_exited(self.pid) {
+        // As the MCP stdio transport asks: stdin closed, a moment to exit on its own, then
+        // SIGTERM, the grace period, SIGKILL.
+        if !spawn::wait_exit(self.pid, self.kill_grace.min(EOF_GRACE)) {
             signal_group(self.pid, libc::SIGTERM);
             spawn::wait_exit(self.pid, self.kill_grace);
         }
@@ -847,6 +853,40 @@ mod tests {
             .trim()
             .parse()
             .unwrap()
+    }
+
+    /// Stopping a service closes its stdin and lets it finish what it was reading before any
+    /// signal (the MCP stdio transport's shutdown): the last lines a client wrote reach a server
+    /// that copies its stdin to a file and exits at EOF. With SIGTERM sent at once, `cat` was
+    /// usually killed before reading them (found by the `mcp_client` fuzz target).
+    #[test]
+    fn a_stopped_service_reads_what_was_written_to_it_before_any_signal() {
+        use std::io::Write;
+        let dir = temp_dir("service-eof");
+        for round in 0..20 {
+            let out = dir.join(format!("out-{round}"));
+            let mut s = spec(
+                &["sh", "-c", "exec cat > \"$0\"", out.to_str().unwrap()],
+                &dir,
+            );
+            s.kill_grace = Duration::from_secs(2);
+            let mut service = start(&s).unwrap();
+            let line = format!("line {round}\n");
+            service
+                .stdin
+                .as_mut()
+                .unwrap()
+                .write_all(line.as_bytes())
+                .unwrap();
+            let status = service.stop().unwrap().unwrap();
+            assert!(status.success(), "round {round}: {status:?}");
+            assert_eq!(
+                std::fs::read_to_string(&out).unwrap(),
+                line,
+                "round {round}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Whether `pid` disappears within two seconds.
