@@ -889,6 +889,35 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A service that does not exit when its stdin closes gets SIGTERM after the EOF grace — a
+    /// chance to end cleanly — and only then SIGKILL; after `stop` nothing of it is left.
+    #[test]
+    fn a_service_that_ignores_eof_gets_sigterm_before_sigkill() {
+        let dir = temp_dir("service-term");
+        let mark = dir.join("term");
+        let mut s = spec(
+            &[
+                "sh",
+                "-c",
+                "trap 'echo term > \"$0\"; exit 0' TERM; while :; do sleep 0.05; done",
+                mark.to_str().unwrap(),
+            ],
+            &dir,
+        );
+        s.kill_grace = Duration::from_secs(2);
+        let mut service = start(&s).unwrap();
+        let pid = service.pid();
+        let status = service.stop().unwrap().unwrap();
+        assert!(!alive(pid), "the service is still running after stop");
+        assert_eq!(
+            std::fs::read_to_string(&mark).unwrap_or_default(),
+            "term\n",
+            "no SIGTERM before SIGKILL ({status:?})"
+        );
+        assert!(status.success(), "{status:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Whether `pid` disappears within two seconds.
     fn gone_soon(pid: i32) -> bool {
         (0..100).any(|_| {
