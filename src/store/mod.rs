@@ -1356,16 +1356,9 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
 mod tests {
     use super::*;
 
-    /// A known value equal to a number in the run's settings used to be replaced in the record's
-    /// text, leaving `"token_budget":[REDACTED]`, which is not JSON: `resume` refuses such a
-    /// record (see `RunSettings::from_json`). Strings are still redacted.
-    #[test]
-    fn settings_stay_json_when_a_secret_equals_a_number_in_them() {
-        let mut store = Store::open_in_memory().unwrap();
-        let redactor = Redactor::new();
-        redactor.add_values(["100000"]);
-        store.set_redactor(Arc::new(redactor));
-        let run = RunRow {
+    /// A run `r1` as `begin_run` records it at its start.
+    fn running_run() -> RunRow {
+        RunRow {
             run_id: "r1".into(),
             plan_id: "p".into(),
             plan_sha256: "00".into(),
@@ -1384,7 +1377,19 @@ mod tests {
             repository: None,
             commit: None,
             events_lost: None,
-        };
+        }
+    }
+
+    /// A known value equal to a number in the run's settings used to be replaced in the record's
+    /// text, leaving `"token_budget":[REDACTED]`, which is not JSON: `resume` refuses such a
+    /// record (see `RunSettings::from_json`). Strings are still redacted.
+    #[test]
+    fn settings_stay_json_when_a_secret_equals_a_number_in_them() {
+        let mut store = Store::open_in_memory().unwrap();
+        let redactor = Redactor::new();
+        redactor.add_values(["100000"]);
+        store.set_redactor(Arc::new(redactor));
+        let run = running_run();
         store
             .begin_run(
                 &run,
@@ -1407,26 +1412,7 @@ mod tests {
         let redactor = Redactor::new();
         redactor.add_values(["s3cr3t-value"]);
         store.set_redactor(Arc::new(redactor));
-        let run = RunRow {
-            run_id: "r1".into(),
-            plan_id: "p".into(),
-            plan_sha256: "00".into(),
-            plan_path: None,
-            workspace: "/ws".into(),
-            started_at: 1,
-            finished_at: None,
-            status: RunStatus::Running,
-            exit_code: None,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            sandbox: None,
-            landlock_abi: None,
-            kind: "run".into(),
-            subject: None,
-            repository: None,
-            commit: None,
-            events_lost: None,
-        };
+        let run = running_run();
         store
             .begin_run(&run, "{}", "{}", &[("s", 0, "run_command")])
             .unwrap();
